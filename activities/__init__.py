@@ -1,0 +1,1 @@
+"""Temporal activities: thin wrappers that run the proxy's steps against the memory."""

@@ -1,0 +1,104 @@
+"""The gate's and the brain's activities. Each is idempotent: Temporal may run it again.
+
+They are synchronous and run in the worker's thread pool, so blocking I/O (SQLite,
+Chroma, the embedding model) never runs on the event loop.
+"""
+
+from __future__ import annotations
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy
+
+from memory.principal import MemoryRegistry
+from vicar import contracts as c
+from vicar.config import TASK_QUEUE, Settings
+from vicar.models import BrainConfig, BrainInput, Calibration, OutcomeRecord, PassResult, Surprise
+from vicar.proxy.calibration import calibrate
+from vicar.proxy.consult import load_artifact, outcome_chunk, retrieve
+from vicar.proxy.provider import Predictor
+
+
+class ProxyActivities:
+    def __init__(
+        self, client: Client, registry: MemoryRegistry, predictor: Predictor, settings: Settings,
+        brain_config: BrainConfig | None = None, task_queue: str = TASK_QUEUE,
+    ) -> None:
+        self.client = client
+        self.registry = registry
+        self.predictor = predictor
+        self.settings = settings
+        self.brain_config = brain_config or BrainConfig()
+        self.task_queue = task_queue
+
+    def all(self) -> list:
+        return [
+            self.request_turn, self.read_counter, self.mirror_counter, self.retrieve_context,
+            self.prior_pass, self.posterior_pass, self.extract_surprise, self.calibrate,
+            self.reinforce, self.record_outcome,
+        ]
+
+    # -- brain ---------------------------------------------------------------
+
+    @activity.defn(name=c.REQUEST_TURN)
+    async def request_turn(self, ask: c.TurnAsk) -> None:
+        """Queue a gate at its principal's brain, starting the brain if needed
+        (signal-with-start). The brain ignores a repeated request for the same gate."""
+        await self.client.start_workflow(
+            c.BRAIN_WORKFLOW,
+            BrainInput(principal=ask.principal, config=ask.config or self.brain_config),
+            id=c.brain_workflow_id(ask.principal),
+            task_queue=self.task_queue,
+            start_signal="request_turn",
+            start_signal_args=[ask.turn],
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )
+
+    @activity.defn(name=c.READ_COUNTER)
+    def read_counter(self, inp: c.CounterInput) -> int:
+        return self.registry.get(inp.principal).counter()
+
+    @activity.defn(name=c.MIRROR_COUNTER)
+    def mirror_counter(self, inp: c.CounterInput) -> int:
+        return self.registry.get(inp.principal).raise_counter(inp.n)
+
+    # -- gate ----------------------------------------------------------------
+
+    @activity.defn(name=c.RETRIEVE)
+    def retrieve_context(self, inp: c.RetrieveInput) -> c.RetrievalBundle:
+        memory = self.registry.get(inp.request.principal)
+        artifact = load_artifact(inp.request)
+        return c.RetrievalBundle(
+            prior=retrieve(memory, inp.request, inp.n, "prior"),
+            posterior=retrieve(memory, inp.request, inp.n, "posterior", artifact),
+        )
+
+    @activity.defn(name=c.PRIOR_PASS)
+    def prior_pass(self, inp: c.PassInput) -> PassResult:
+        return self.predictor.prior(inp.request, inp.ctx)
+
+    @activity.defn(name=c.POSTERIOR_PASS)
+    def posterior_pass(self, inp: c.PassInput) -> PassResult:
+        if inp.prior is None:
+            raise ValueError("the posterior pass needs the prior")
+        return self.predictor.posterior(inp.request, inp.ctx, load_artifact(inp.request), inp.prior)
+
+    @activity.defn(name=c.EXTRACT_SURPRISE)
+    def extract_surprise(self, inp: c.SurpriseInput) -> Surprise:
+        return self.predictor.surprise(
+            inp.request, load_artifact(inp.request), inp.prior, inp.posterior, inp.ctx
+        )
+
+    @activity.defn(name=c.CALIBRATE)
+    def calibrate(self, inp: c.CalibrateInput) -> Calibration:
+        return calibrate(inp.confidence, inp.memory_depth, self.settings.memory_depth_threshold)
+
+    @activity.defn(name=c.REINFORCE)
+    def reinforce(self, inp: c.ReinforceInput) -> list[str]:
+        return self.registry.get(inp.principal).reinforce(inp.chunk_ids, inp.n)
+
+    @activity.defn(name=c.RECORD_OUTCOME)
+    def record_outcome(self, record: OutcomeRecord) -> str:
+        chunk = outcome_chunk(record)
+        self.registry.get(record.request.principal).record(chunk)
+        return chunk.id

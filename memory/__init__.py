@@ -1,0 +1,1 @@
+"""Vicar's ACT-R activation memory: chunks, traces in interaction time, vectors, retrieval."""

@@ -1,0 +1,215 @@
+"""Per-principal record store: chunks, traces and counters in SQLite (WAL).
+
+The store is the source of truth; vectors in Chroma are keyed by the same chunk ids.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from memory.chunk import MemoryChunk
+
+# Versioned migrations: index i brings the schema from version i to i + 1.
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE chunks (
+        id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        state TEXT NOT NULL,
+        task_type TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        answered_by TEXT NOT NULL CHECK (answered_by IN ('human', 'proxy')),
+        responder TEXT,
+        gate_id TEXT NOT NULL,
+        question TEXT NOT NULL,
+        artifact_excerpt TEXT NOT NULL,
+        actor_message TEXT NOT NULL,
+        upstream_agent TEXT,
+        prior_confidence REAL,
+        prior_prose TEXT NOT NULL,
+        posterior_confidence REAL,
+        posterior_prose TEXT NOT NULL,
+        surprise_description TEXT NOT NULL,
+        salient_percepts TEXT NOT NULL,
+        human_response TEXT NOT NULL,
+        created_n INTEGER NOT NULL
+    );
+    CREATE INDEX chunks_struct ON chunks (state, task_type, answered_by);
+    CREATE TABLE traces (
+        chunk_id TEXT NOT NULL REFERENCES chunks(id),
+        n INTEGER NOT NULL,
+        PRIMARY KEY (chunk_id, n)
+    ) WITHOUT ROWID;
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    """,
+]
+
+_COLUMNS = (
+    "id", "kind", "state", "task_type", "outcome", "answered_by", "responder", "gate_id",
+    "question", "artifact_excerpt", "actor_message", "upstream_agent", "prior_confidence",
+    "prior_prose", "posterior_confidence", "posterior_prose", "surprise_description",
+    "salient_percepts", "human_response", "created_n",
+)
+
+
+class StoreError(RuntimeError):
+    pass
+
+
+class RecordStore:
+    """One SQLite file per principal. Thread-safe: one connection behind a lock."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._migrate()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            else:
+                self._db.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        with self.transaction() as db:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > len(MIGRATIONS):
+                raise StoreError(
+                    f"{self.path} has schema version {version}; this Vicar knows up to {len(MIGRATIONS)}"
+                )
+            for i in range(version, len(MIGRATIONS)):
+                for statement in MIGRATIONS[i].split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute(f"PRAGMA user_version = {i + 1}")
+
+    # -- chunks and traces -------------------------------------------------
+
+    def add_chunk(self, chunk: MemoryChunk) -> bool:
+        """Insert a chunk with its first trace; False (and no change) if it exists."""
+        row = chunk.model_dump()
+        row["salient_percepts"] = json.dumps(chunk.salient_percepts)
+        row["kind"] = chunk.kind.value
+        with self.transaction() as db:
+            if db.execute("SELECT 1 FROM chunks WHERE id = ?", (chunk.id,)).fetchone():
+                return False
+            db.execute(
+                f"INSERT INTO chunks ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
+                [row[c] for c in _COLUMNS],
+            )
+            traces = sorted(set(chunk.traces) | {chunk.created_n})
+            db.executemany(
+                "INSERT OR IGNORE INTO traces (chunk_id, n) VALUES (?, ?)",
+                [(chunk.id, n) for n in traces],
+            )
+            return True
+
+    def add_traces(self, chunk_ids: list[str], n: int) -> list[str]:
+        """Add trace n to each chunk; (chunk, n) pairs already present are skipped.
+        Returns the ids that really got a new trace."""
+        added: list[str] = []
+        with self.transaction() as db:
+            for cid in chunk_ids:
+                if not db.execute("SELECT 1 FROM chunks WHERE id = ?", (cid,)).fetchone():
+                    raise StoreError(f"cannot reinforce unknown chunk {cid}")
+                cur = db.execute("INSERT OR IGNORE INTO traces (chunk_id, n) VALUES (?, ?)", (cid, n))
+                if cur.rowcount:
+                    added.append(cid)
+        return added
+
+    def get_chunk(self, chunk_id: str) -> MemoryChunk | None:
+        chunks = self.chunks(where="id = ?", params=(chunk_id,))
+        return chunks[0] if chunks else None
+
+    def chunks(self, where: str = "1", params: tuple = ()) -> list[MemoryChunk]:
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {', '.join(_COLUMNS)} FROM chunks WHERE {where} ORDER BY created_n, id", params
+            ).fetchall()
+            ids = [r[0] for r in rows]
+            traces: dict[str, list[int]] = {i: [] for i in ids}
+            for cid, n in self._db.execute("SELECT chunk_id, n FROM traces ORDER BY n"):
+                if cid in traces:
+                    traces[cid].append(n)
+        out = []
+        for r in rows:
+            d = dict(zip(_COLUMNS, r))
+            d["salient_percepts"] = json.loads(d["salient_percepts"])
+            d["traces"] = traces[d["id"]]
+            out.append(MemoryChunk(principal=self.principal, **d))
+        return out
+
+    def all_traces(self) -> list[tuple[str, int]]:
+        with self._lock:
+            return self._db.execute("SELECT chunk_id, n FROM traces").fetchall()
+
+    def count(self, where: str = "1", params: tuple = ()) -> int:
+        with self._lock:
+            return self._db.execute(f"SELECT COUNT(*) FROM chunks WHERE {where}", params).fetchone()[0]
+
+    def trace_count(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT COUNT(*) FROM traces").fetchone()[0]
+
+    def memory_depth(self) -> int:
+        """Distinct (state, task_type) pairs the human has answered: the cold-start measure."""
+        with self._lock:
+            return self._db.execute(
+                "SELECT COUNT(*) FROM (SELECT DISTINCT state, task_type FROM chunks WHERE answered_by = 'human')"
+            ).fetchone()[0]
+
+    # -- meta: counter and embedding model ----------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    @property
+    def principal(self) -> str:
+        return self.get_meta("principal") or ""
+
+    def counter(self) -> int:
+        value = self.get_meta("counter")
+        return int(value) if value else 0
+
+    def raise_counter(self, n: int) -> int:
+        """Mirror the brain's counter: only ever moves forward. Returns the stored value."""
+        with self.transaction() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = 'counter'").fetchone()
+            current = int(row[0]) if row else 0
+            if n > current:
+                db.execute(
+                    "INSERT INTO meta (key, value) VALUES ('counter', ?) "
+                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                    (str(n),),
+                )
+                return n
+            return current

@@ -1,0 +1,88 @@
+"""Shared fixtures: a real Temporal dev server, the real embedding model, real Chroma."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from memory.embedder import default_embedder
+from memory.principal import MemoryRegistry
+from vicar.config import Settings
+from vicar.models import BrainConfig, GateRequest
+from vicar.server import temporal_binary
+from workflows import search_attributes as sa
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    return default_embedder()
+
+
+@pytest_asyncio.fixture(scope="session")
+async def temporal_env():
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal_binary(),
+        search_attributes=sa.ALL,
+        data_converter=pydantic_data_converter,
+        dev_server_log_level="error",
+    )
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(data_dir=tmp_path / "vicar")
+
+
+class VicarHarness:
+    def __init__(self, client, task_queue: str, registry: MemoryRegistry, settings: Settings):
+        self.client = client
+        self.task_queue = task_queue
+        self.registry = registry
+        self.settings = settings
+
+    def principal(self) -> str:
+        return f"p-{uuid.uuid4().hex[:10]}"
+
+    def request(self, principal: str, task_type: str = "db-migration", artifact: str = "", **kw) -> GateRequest:
+        return GateRequest(
+            principal=principal, gate_id=kw.pop("gate_id", f"g-{uuid.uuid4().hex[:12]}"),
+            state=kw.pop("state", "PLAN_ASSERT"), task_type=task_type,
+            question=kw.pop("question", "Approve or revise the proposed plan."),
+            artifact_text=artifact, **kw,
+        )
+
+
+@pytest_asyncio.fixture
+async def harness(temporal_env, embedder, settings, request):
+    """A worker on its own task queue with its own data directory."""
+    from worker import build_worker
+
+    brain_config = getattr(request, "param", None) or BrainConfig()
+    task_queue = f"tq-{uuid.uuid4().hex[:8]}"
+    registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
+    worker, _ = build_worker(temporal_env.client, settings, registry=registry,
+                             brain_config=brain_config, task_queue=task_queue)
+    async with worker:
+        yield VicarHarness(temporal_env.client, task_queue, registry, settings)
+    registry.close()
+
+
+async def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = await predicate()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError("condition not met in time")
+        await asyncio.sleep(interval)

@@ -1,0 +1,1 @@
+"""Vicar: a human proxy for approval gates."""

@@ -1,0 +1,78 @@
+"""Runtime settings: where data lives, which Temporal to use, memory parameters.
+
+Everything comes from the environment with defaults that work on a fresh machine.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+TASK_QUEUE = "vicar"
+
+# Custom search attributes Vicar registers so the Temporal UI can list waiting gates.
+SEARCH_ATTRIBUTES: dict[str, str] = {
+    "VicarStatus": "Keyword",
+    "VicarPrincipal": "Keyword",
+    "VicarState": "Keyword",
+    "VicarTaskType": "Keyword",
+    "VicarConfidence": "Double",
+}
+
+
+class MemoryParams(BaseModel):
+    """ACT-R and retrieval parameters.
+
+    Provenance of the defaults (until the replay evaluation sets them):
+    - d = 0.5 is ACT-R's conventional decay (Anderson & Lebiere 1998).
+    - tau = -3.0: the design's -0.5 drops a one-trace chunk after 3 interactions
+      (NOTES.md), which forgets a task type between two of its gates; -3.0 keeps a
+      one-trace chunk retrievable for ~400 interactions.
+    - age_floor = 1: a trace made at the current N counts as one interaction old, so
+      ln(0^-d) never occurs.
+    - weights 0.5/0.5: Park et al. (2023) combine normalized recency and relevance
+      with equal weights.
+    """
+
+    decay: float = 0.5
+    threshold: float = -3.0
+    age_floor: float = 1.0
+    w_activation: float = 0.5
+    w_similarity: float = 0.5
+    top_k: int = 10
+
+
+class PredictorParams(BaseModel):
+    """Offline predictor: evidence needed before it is confident.
+
+    depth = 1 - exp(-evidence / evidence_scale); with scale 1.5 three strong,
+    agreeing human answers give ~0.86, two give ~0.74.
+    """
+
+    evidence_scale: float = 1.5
+    # Similarity below this says a memory is about something else: no evidence.
+    min_similarity: float = 0.35
+
+
+class Settings(BaseModel):
+    data_dir: Path = Field(default_factory=lambda: Path.home() / ".vicar")
+    memory: MemoryParams = Field(default_factory=MemoryParams)
+    predictor: PredictorParams = Field(default_factory=PredictorParams)
+    # Cold-start guard: cap confidence at 0.5 while fewer than this many distinct
+    # (state, task_type) pairs have a human answer. The design ships 0 (off).
+    memory_depth_threshold: int = 0
+
+    @classmethod
+    def from_env(cls) -> "Settings":
+        data_dir = os.environ.get("VICAR_DATA_DIR")
+        return cls(data_dir=Path(data_dir).expanduser() if data_dir else Path.home() / ".vicar")
+
+    @property
+    def principals_dir(self) -> Path:
+        return self.data_dir / "principals"
+
+    @property
+    def temporal_db(self) -> Path:
+        return self.data_dir / "temporal" / "temporal.db"

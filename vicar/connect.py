@@ -1,0 +1,68 @@
+"""Connecting to Temporal: the SDK's environment configuration when the user set one,
+else the embedded server of this data directory."""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.envconfig import ClientConfig
+
+from vicar.config import SEARCH_ATTRIBUTES, Settings
+from vicar.errors import VicarError
+from vicar.server import DEFAULT_PORT, embedded_address, env_configured
+
+
+def connect_config(settings: Settings) -> dict:
+    """Client.connect keyword arguments. Secrets (API key, TLS) stay in the returned
+    dict and the process environment: they never enter workflow input or history."""
+    if env_configured():
+        try:
+            cfg = dict(ClientConfig.load_client_connect_config())
+        except Exception as exc:  # the SDK raises several types for bad config files
+            raise VicarError(f"invalid Temporal client configuration: {exc}") from None
+        cfg.setdefault("target_host", f"localhost:{DEFAULT_PORT}")
+        return cfg
+    return {"target_host": embedded_address(settings.data_dir) or f"127.0.0.1:{DEFAULT_PORT}",
+            "namespace": "default"}
+
+
+async def connect(settings: Settings, *, target_host: str | None = None, namespace: str | None = None,
+                  timeout: float = 10.0) -> Client:
+    cfg = connect_config(settings)
+    if target_host:
+        cfg["target_host"] = target_host
+    if namespace:
+        cfg["namespace"] = namespace
+    try:
+        return await asyncio.wait_for(
+            Client.connect(**cfg, data_converter=pydantic_data_converter), timeout=timeout
+        )
+    except (RuntimeError, OSError, asyncio.TimeoutError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise VicarError(
+            f"cannot reach Temporal at {cfg['target_host']} ({reason[:160]}); "
+            "start one with `vicar worker` or set TEMPORAL_ADDRESS"
+        ) from None
+
+
+async def ensure_search_attributes(client: Client) -> None:
+    """Register Vicar's search attributes on a server that lacks them (idempotent)."""
+    from temporalio.api.enums.v1 import IndexedValueType
+    from temporalio.api.operatorservice.v1 import (
+        AddSearchAttributesRequest,
+        ListSearchAttributesRequest,
+    )
+
+    kinds = {"Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+             "Double": IndexedValueType.INDEXED_VALUE_TYPE_DOUBLE}
+    existing = await client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=client.namespace)
+    )
+    missing = {name: kinds[kind] for name, kind in SEARCH_ATTRIBUTES.items()
+               if name not in existing.custom_attributes}
+    if missing:
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(namespace=client.namespace, search_attributes=missing)
+        )

@@ -1,0 +1,254 @@
+"""Pydantic models at Vicar's boundaries: what crosses Temporal, the CLI and the store.
+
+This module must stay importable inside the Temporal workflow sandbox: pydantic and
+the standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+PRINCIPAL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
+GATE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}$")
+
+# The design's threshold: calibrated confidence at or above it lets the proxy answer.
+CONFIDENCE_THRESHOLD = 0.8
+# A confidence move bigger than this between prior and posterior is a surprise.
+SURPRISE_DELTA = 0.3
+
+
+class CfAState(str, Enum):
+    INTENT_ASSERT = "INTENT_ASSERT"
+    PLAN_ASSERT = "PLAN_ASSERT"
+    WORK_ASSERT = "WORK_ASSERT"
+
+
+class EscalationMode(str, Enum):
+    always = "always"
+    when_unsure = "when_unsure"
+    never = "never"
+
+
+class Action(str, Enum):
+    approve = "approve"
+    correct = "correct"
+    reject = "reject"
+    hold = "hold"
+    withdraw = "withdraw"
+
+
+# Actions a reviewer may give at each gate state. `hold` is "not yet: needs more
+# review"; `withdraw` abandons the work item.
+VALID_ACTIONS: dict[CfAState, tuple[Action, ...]] = {
+    state: (Action.approve, Action.correct, Action.reject, Action.hold, Action.withdraw)
+    for state in CfAState
+}
+
+
+class AnsweredBy(str, Enum):
+    human = "human"
+    proxy = "proxy"
+
+
+class GateStatus(str, Enum):
+    queued = "queued"  # waiting for the principal's attention (the brain's turn)
+    consulting = "consulting"  # the proxy is predicting
+    escalated = "escalated"  # waiting for the human
+    done = "done"
+
+
+def check_principal(value: str) -> str:
+    if not PRINCIPAL_RE.match(value or ""):
+        raise ValueError(
+            f"invalid principal {value!r}: use 1-64 characters of letters, digits, '.', '_', '@', '-'"
+        )
+    return value
+
+
+class GateRequest(BaseModel):
+    """One approval gate an orchestrator opens on behalf of an agent team."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    principal: str = Field(description="The human the proxy stands in for.")
+    gate_id: str = Field(description="Unique id of this gate; the workflow id derives from it.")
+    state: CfAState
+    task_type: str = Field(min_length=1, max_length=100)
+    question: str = Field(min_length=1, max_length=4000)
+    artifact_text: str = Field(default="", max_length=200_000)
+    artifact_paths: list[str] = Field(default_factory=list)
+    actor_message: str = Field(default="", max_length=20_000)
+    escalation_mode: EscalationMode = EscalationMode.when_unsure
+    upstream_agent: str | None = None
+
+    @field_validator("principal")
+    @classmethod
+    def _principal(cls, v: str) -> str:
+        return check_principal(v)
+
+    @field_validator("gate_id")
+    @classmethod
+    def _gate_id(cls, v: str) -> str:
+        if not GATE_ID_RE.match(v or ""):
+            raise ValueError(
+                f"invalid gate_id {v!r}: 1-200 characters of letters, digits and . _ : @ / -"
+            )
+        return v
+
+    @field_validator("task_type")
+    @classmethod
+    def _task_type(cls, v: str) -> str:
+        return v.lower()
+
+
+class HumanAnswer(BaseModel):
+    """The human's answer to an escalated gate. `action` stays a string here so the
+    update validator, not the payload converter, refuses a bad one with a clear message."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: str
+    text: str = ""
+    responder: str | None = None
+
+
+class ChunkSummary(BaseModel):
+    """A retrieved memory as the predictor sees it (no vectors)."""
+
+    chunk_id: str
+    state: str
+    task_type: str
+    outcome: str
+    answered_by: AnsweredBy
+    question: str = ""
+    artifact_excerpt: str = ""
+    human_response: str = ""
+    activation: float
+    similarity: float | None
+    score: float
+
+
+class RetrievalContext(BaseModel):
+    principal: str
+    n: int
+    phase: str  # "prior" or "posterior"
+    chunks: list[ChunkSummary] = Field(default_factory=list)
+    memory_size: int = 0
+    memory_depth: int = 0  # distinct (state, task_type) pairs with a human answer
+
+
+class PassResult(BaseModel):
+    prose: str
+    confidence: float = Field(ge=0.0, le=1.0)
+    action: Action | None = None  # the predicted action, when the predictor states one
+    used_chunk_ids: list[str] = Field(default_factory=list)
+
+
+class Surprise(BaseModel):
+    magnitude: float
+    description: str
+    percepts: list[str] = Field(default_factory=list)
+
+
+class Calibration(BaseModel):
+    confidence: float
+    guard: str  # which calibration guard decided: "passthrough", "cold_start", ...
+    note: str = ""
+
+
+class OutcomeRecord(BaseModel):
+    """Everything record_outcome needs to store one gate as a memory chunk."""
+
+    request: GateRequest
+    n: int
+    workflow_id: str
+    action: Action
+    response_text: str
+    answered_by: AnsweredBy
+    responder: str | None = None
+    prior: PassResult | None = None
+    posterior: PassResult | None = None
+    surprise: Surprise | None = None
+
+
+class GateResult(BaseModel):
+    gate_id: str
+    principal: str
+    state: CfAState
+    task_type: str
+    action: Action
+    text: str
+    confidence: float  # the proxy's calibrated confidence
+    prior_confidence: float
+    calibration_guard: str
+    escalated: bool
+    answered_by: AnsweredBy
+    responder: str | None = None
+    n: int
+    surprise: Surprise | None = None
+
+
+class GateDetails(BaseModel):
+    """What a gate shows while it runs (query), e.g. for `vicar escalations`."""
+
+    gate_id: str
+    principal: str
+    state: CfAState
+    task_type: str
+    status: GateStatus
+    question: str
+    n: int | None = None
+    proxy_action: Action | None = None
+    proxy_text: str = ""
+    proxy_confidence: float | None = None
+
+
+class TurnRequest(BaseModel):
+    gate_id: str
+    workflow_id: str
+
+
+class TurnGrant(BaseModel):
+    gate_id: str
+    n: int
+
+
+class BrainConfig(BaseModel):
+    # A gate that dies holding the turn loses it after this long.
+    lease_seconds: float = 600.0
+    # Continue-as-new after this many grants, well before Temporal's history limits
+    # (about 2,000 updates / 50k events per run).
+    max_grants_per_run: int = 500
+    # Gate -> N entries carried across continue-as-new (update ids don't dedupe across runs).
+    remembered_gates: int = 2000
+
+
+class BrainState(BaseModel):
+    counter: int = 0
+    queue: list[TurnRequest] = Field(default_factory=list)
+    holder: TurnRequest | None = None
+    holder_n: int | None = None
+    lease_deadline: float | None = None  # workflow time, seconds since epoch
+    assigned: list[tuple[str, int]] = Field(default_factory=list)  # ordered gate_id -> N
+
+
+class BrainInput(BaseModel):
+    principal: str
+    config: BrainConfig = Field(default_factory=BrainConfig)
+    state: BrainState | None = None
+
+    @model_validator(mode="after")
+    def _principal(self) -> "BrainInput":
+        check_principal(self.principal)
+        return self
+
+
+class BrainStatus(BaseModel):
+    principal: str
+    counter: int
+    queued: list[str]
+    holder: str | None
+    run_grants: int

@@ -1,0 +1,136 @@
+"""The consult path's steps as plain functions over a memory and a predictor.
+
+Activities wrap each step for Temporal; the replay evaluation calls `consult` directly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from memory.chunk import ARTIFACT_EMBED_CHARS, MemoryChunk, chunk_id_for, situation_text
+from memory.principal import PrincipalMemory
+from memory.retrieval import Query
+from vicar.config import Settings
+from vicar.models import (
+    AnsweredBy,
+    Calibration,
+    ChunkSummary,
+    GateRequest,
+    OutcomeRecord,
+    PassResult,
+    RetrievalContext,
+    Surprise,
+)
+from vicar.proxy.calibration import calibrate
+from vicar.proxy.decision import Decision, decide, surprised
+from vicar.proxy.provider import Predictor
+
+ARTIFACT_FILE_LIMIT = 100_000  # characters read per artifact path
+
+
+def load_artifact(request: GateRequest) -> str:
+    """The artifact text plus the contents of its paths; an unreadable path is named, not fatal."""
+    parts = [request.artifact_text] if request.artifact_text else []
+    for p in request.artifact_paths:
+        try:
+            parts.append(f"--- {p}\n" + Path(p).read_text(errors="replace")[:ARTIFACT_FILE_LIMIT])
+        except OSError as exc:
+            parts.append(f"--- {p}\n(unreadable: {exc.strerror or exc})")
+    return "\n".join(parts)
+
+
+def build_query(request: GateRequest, n: int, phase: str, artifact: str = "") -> Query:
+    texts = {
+        "situation": situation_text(request.state.value, request.task_type, request.question),
+        "stimulus": request.actor_message,
+    }
+    if phase == "posterior":
+        texts["artifact"] = artifact[:ARTIFACT_EMBED_CHARS]
+    return Query(
+        now=n,
+        filters={"kind": "gate", "state": request.state.value, "task_type": request.task_type,
+                 "answered_by": AnsweredBy.human.value},
+        texts={k: v for k, v in texts.items() if v.strip()},
+    )
+
+
+def retrieve(memory: PrincipalMemory, request: GateRequest, n: int, phase: str, artifact: str = "") -> RetrievalContext:
+    hits = memory.retrieve(build_query(request, n, phase, artifact))
+    return RetrievalContext(
+        principal=request.principal,
+        n=n,
+        phase=phase,
+        chunks=[
+            ChunkSummary(
+                chunk_id=chunk.id, state=chunk.state, task_type=chunk.task_type,
+                outcome=chunk.outcome, answered_by=AnsweredBy(chunk.answered_by),
+                question=chunk.question, artifact_excerpt=chunk.artifact_excerpt[:500],
+                human_response=chunk.human_response, activation=hit.activation,
+                similarity=hit.similarity, score=hit.score,
+            )
+            for hit, chunk in hits
+        ],
+        memory_size=memory.store.count(),
+        memory_depth=memory.store.memory_depth(),
+    )
+
+
+def outcome_chunk(record: OutcomeRecord) -> MemoryChunk:
+    req = record.request
+    surprise = record.surprise
+    return MemoryChunk(
+        id=chunk_id_for(req.principal, record.workflow_id),
+        principal=req.principal,
+        state=req.state.value,
+        task_type=req.task_type,
+        outcome=record.action.value,
+        answered_by=record.answered_by.value,
+        responder=record.responder,
+        gate_id=req.gate_id,
+        question=req.question,
+        artifact_excerpt=req.artifact_text[:4000],
+        actor_message=req.actor_message,
+        upstream_agent=req.upstream_agent,
+        prior_confidence=record.prior.confidence if record.prior else None,
+        prior_prose=record.prior.prose if record.prior else "",
+        posterior_confidence=record.posterior.confidence if record.posterior else None,
+        posterior_prose=record.posterior.prose if record.posterior else "",
+        surprise_description=surprise.description if surprise else "",
+        salient_percepts=surprise.percepts if surprise else [],
+        human_response=record.response_text,
+        created_n=record.n,
+        traces=[record.n],
+    )
+
+
+class Consultation(BaseModel):
+    prior: PassResult
+    posterior: PassResult
+    surprise: Surprise | None
+    calibration: Calibration
+    decision: Decision
+    prior_context: RetrievalContext
+    posterior_context: RetrievalContext
+
+
+def consult(
+    memory: PrincipalMemory, predictor: Predictor, request: GateRequest, n: int, settings: Settings,
+    *, reinforce: bool = True,
+) -> Consultation:
+    """The whole consult path in-process (what the gate workflow does with activities)."""
+    artifact = load_artifact(request)
+    prior_ctx = retrieve(memory, request, n, "prior")
+    prior = predictor.prior(request, prior_ctx)
+    post_ctx = retrieve(memory, request, n, "posterior", artifact)
+    posterior = predictor.posterior(request, post_ctx, artifact, prior)
+    surprise = predictor.surprise(request, artifact, prior, posterior, post_ctx) if surprised(prior, posterior) else None
+    calibration = calibrate(posterior.confidence, post_ctx.memory_depth, settings.memory_depth_threshold)
+    if reinforce and posterior.used_chunk_ids:
+        memory.reinforce(posterior.used_chunk_ids, n)
+    return Consultation(
+        prior=prior, posterior=posterior, surprise=surprise, calibration=calibration,
+        decision=decide(request, calibration, posterior), prior_context=prior_ctx,
+        posterior_context=post_ctx,
+    )

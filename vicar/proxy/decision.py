@@ -1,0 +1,40 @@
+"""The gate's decision rule. Pure and light: the gate workflow imports it."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from vicar.models import (
+    CONFIDENCE_THRESHOLD,
+    SURPRISE_DELTA,
+    Action,
+    Calibration,
+    EscalationMode,
+    GateRequest,
+    PassResult,
+)
+
+
+class Decision(BaseModel):
+    escalate: bool
+    action: Action | None
+    text: str
+
+
+def surprised(prior: PassResult, posterior: PassResult) -> bool:
+    return abs(posterior.confidence - prior.confidence) > SURPRISE_DELTA
+
+
+def decide(request: GateRequest, calibration: Calibration, posterior: PassResult) -> Decision:
+    """The design's decision flow. A prediction without an action (unparsable or empty)
+    never auto-approves unless the gate is in `never` mode."""
+    text = posterior.prose.strip()
+    if request.escalation_mode is EscalationMode.always:
+        return Decision(escalate=True, action=posterior.action, text=text)
+    if request.escalation_mode is EscalationMode.never:
+        if not text or posterior.action is None:
+            return Decision(escalate=False, action=posterior.action or Action.approve, text=text or "Approved.")
+        return Decision(escalate=False, action=posterior.action, text=text)
+    if calibration.confidence >= CONFIDENCE_THRESHOLD and posterior.action is not None and text:
+        return Decision(escalate=False, action=posterior.action, text=text)
+    return Decision(escalate=True, action=posterior.action, text=text)

@@ -1,0 +1,96 @@
+"""Vicar's Temporal worker: all workflows and activities on one task queue.
+
+    python worker.py          # or: vicar worker
+
+Connects the SDK's usual way (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TLS / API key via
+the environment or a config profile); with none configured it starts the embedded dev
+server under the data directory. SIGINT / SIGTERM shut it down gracefully.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.proxy import ProxyActivities
+from memory.embedder import default_embedder
+from memory.principal import MemoryRegistry
+from vicar.config import TASK_QUEUE, Settings
+from vicar.connect import connect, ensure_search_attributes
+from vicar.models import BrainConfig
+from vicar.proxy.provider import Predictor
+from vicar.proxy.select import predictor_from_env
+from vicar.server import EmbeddedServer, env_configured
+from workflows.brain import BrainWorkflow
+from workflows.gate import GateWorkflow
+
+log = logging.getLogger("vicar.worker")
+
+
+def build_worker(
+    client: Client, settings: Settings, *, predictor: Predictor | None = None,
+    registry: MemoryRegistry | None = None, brain_config: BrainConfig | None = None,
+    task_queue: str = TASK_QUEUE, max_threads: int = 16,
+) -> tuple[Worker, MemoryRegistry]:
+    registry = registry or MemoryRegistry(settings.principals_dir, default_embedder, settings.memory)
+    acts = ProxyActivities(
+        client, registry, predictor or predictor_from_env(settings), settings,
+        brain_config=brain_config, task_queue=task_queue,
+    )
+    worker = Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[GateWorkflow, BrainWorkflow],
+        activities=acts.all(),
+        activity_executor=ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="vicar-act"),
+        max_concurrent_activities=max_threads,
+    )
+    return worker, registry
+
+
+@contextlib.asynccontextmanager
+async def temporal_client(settings: Settings, *, embedded: bool | None = None) -> AsyncIterator[tuple[Client, EmbeddedServer | None]]:
+    """A client to the configured Temporal, or to an embedded server started here."""
+    server = None
+    if embedded if embedded is not None else not env_configured():
+        server = await asyncio.to_thread(EmbeddedServer(settings.data_dir).start)
+    try:
+        client = await connect(settings, target_host=server.address if server else None)
+        await ensure_search_attributes(client)
+        yield client, server
+    finally:
+        if server:
+            await asyncio.to_thread(server.stop)
+
+
+async def serve(settings: Settings, on_ready=None) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with temporal_client(settings) as (client, server):
+        # Load the embedding model before taking work, not inside the first activity.
+        await asyncio.to_thread(default_embedder)
+        worker, registry = build_worker(client, settings)
+        if on_ready:
+            on_ready(client, server)
+        async with worker:
+            await stop.wait()
+            log.info("shutting down: finishing running activities")
+        registry.close()
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(serve(Settings.from_env()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Temporal workflows. Deterministic: no I/O, clock or randomness except through `workflow`."""

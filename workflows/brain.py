@@ -1,0 +1,136 @@
+"""The brain: one workflow per principal that owns the interaction counter and hands
+the proxy's attention to one gate at a time, first come first served.
+
+A gate asks for a turn (signal), is granted one with the next N (signal back to the
+gate), and releases it (signal). Waiting for a human happens outside the turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import FailureError
+
+with workflow.unsafe.imports_passed_through():
+    from vicar import contracts as c
+    from vicar.models import BrainInput, BrainState, BrainStatus, TurnGrant, TurnRequest
+
+
+@workflow.defn(name=c.BRAIN_WORKFLOW)
+class BrainWorkflow:
+    def __init__(self) -> None:
+        self._state = BrainState()
+        self._assigned: dict[str, int] = {}
+        self._regrant = False
+        self._run_grants = 0
+        self._principal = ""
+
+    # -- handlers --------------------------------------------------------------
+
+    @workflow.signal
+    def request_turn(self, req: TurnRequest) -> None:
+        st = self._state
+        if st.holder is not None and st.holder.gate_id == req.gate_id:
+            self._regrant = True  # the gate asked again (activity retry): grant again, same N
+            return
+        if any(q.gate_id == req.gate_id for q in st.queue):
+            return
+        st.queue.append(req)
+
+    @workflow.signal
+    def release_turn(self, gate_id: str) -> None:
+        st = self._state
+        if st.holder is not None and st.holder.gate_id == gate_id:
+            st.holder = st.holder_n = st.lease_deadline = None
+
+    @workflow.query
+    def status(self) -> BrainStatus:
+        st = self._state
+        return BrainStatus(
+            principal=self._principal, counter=st.counter, queued=[q.gate_id for q in st.queue],
+            holder=st.holder.gate_id if st.holder else None, run_grants=self._run_grants,
+        )
+
+    # -- main loop -------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, inp: BrainInput) -> None:
+        self._principal = inp.principal
+        cfg = inp.config
+        if inp.state is not None:
+            # Carried across continue-as-new; signals that arrived before this point
+            # were appended to the fresh state by the handlers, so merge them.
+            early = self._state.queue
+            self._state = inp.state
+            for req in early:
+                self.request_turn(req)
+        st = self._state
+        self._assigned = dict(st.assigned)
+        # The counter never goes back: resume from the larger of carried and stored.
+        stored = await workflow.execute_local_activity(
+            c.READ_COUNTER, c.CounterInput(principal=inp.principal), result_type=int,
+            start_to_close_timeout=timedelta(seconds=30),
+        )
+        st.counter = max(st.counter, stored)
+
+        while True:
+            if self._should_continue_as_new(cfg.max_grants_per_run):
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                st.assigned = list(self._assigned.items())[-cfg.remembered_gates:]
+                workflow.continue_as_new(BrainInput(principal=inp.principal, config=cfg, state=st))
+
+            timeout = None
+            if st.holder is not None and st.lease_deadline is not None:
+                timeout = max(st.lease_deadline - workflow.now().timestamp(), 0.001)
+            try:
+                await workflow.wait_condition(
+                    lambda: self._regrant or (st.holder is None and bool(st.queue))
+                    or self._should_continue_as_new(cfg.max_grants_per_run),
+                    timeout=timeout,
+                )
+            except asyncio.TimeoutError:
+                workflow.logger.warning(
+                    "gate %s held the turn past its lease; taking it back", st.holder.gate_id if st.holder else "?"
+                )
+                st.holder = st.holder_n = st.lease_deadline = None
+                continue
+
+            if self._regrant and st.holder is not None and st.holder_n is not None:
+                self._regrant = False
+                await self._grant(st.holder, st.holder_n)
+                continue
+            self._regrant = False
+            if st.holder is None and st.queue:
+                req = st.queue.pop(0)
+                n = self._assigned.get(req.gate_id)
+                if n is None:
+                    n = st.counter + 1
+                    # Mirror before granting: a brain started again resumes past it.
+                    await workflow.execute_local_activity(
+                        c.MIRROR_COUNTER, c.CounterInput(principal=inp.principal, n=n),
+                        result_type=int, start_to_close_timeout=timedelta(seconds=30),
+                    )
+                    st.counter = n
+                    self._assigned[req.gate_id] = n
+                    while len(self._assigned) > cfg.remembered_gates:
+                        self._assigned.pop(next(iter(self._assigned)))
+                st.holder, st.holder_n = req, n
+                st.lease_deadline = workflow.now().timestamp() + cfg.lease_seconds
+                self._run_grants += 1
+                await self._grant(req, n)
+
+    def _should_continue_as_new(self, max_grants: int) -> bool:
+        return self._run_grants >= max_grants or workflow.info().is_continue_as_new_suggested()
+
+    async def _grant(self, req: TurnRequest, n: int) -> None:
+        try:
+            await workflow.get_external_workflow_handle(req.workflow_id).signal(
+                "turn_granted", TurnGrant(gate_id=req.gate_id, n=n)
+            )
+        except FailureError as exc:
+            # The gate is gone (completed, terminated): the turn goes to the next one.
+            workflow.logger.warning("gate %s could not take its turn: %s", req.gate_id, exc)
+            if self._state.holder is req:
+                self._state.holder = self._state.holder_n = self._state.lease_deadline = None

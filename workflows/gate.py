@@ -1,0 +1,209 @@
+"""The approval gate: the proxy predicts the human's answer and either gives it or
+escalates to the human and waits for their answer (signal or update)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from vicar import contracts as c
+    from vicar.models import (
+        VALID_ACTIONS,
+        Action,
+        AnsweredBy,
+        Calibration,
+        GateDetails,
+        GateRequest,
+        GateResult,
+        GateStatus,
+        HumanAnswer,
+        OutcomeRecord,
+        PassResult,
+        Surprise,
+        TurnGrant,
+        TurnRequest,
+    )
+    from vicar.proxy.decision import decide, surprised
+    from workflows import search_attributes as sa
+
+# Proxy steps are short on the offline predictor; LLM passes (later) get their own budget.
+STEP = dict(
+    start_to_close_timeout=timedelta(minutes=5),
+    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10)),
+)
+
+
+def check_answer(state_actions: tuple[Action, ...], answer: HumanAnswer) -> Action:
+    valid = [a.value for a in state_actions]
+    if answer.action not in valid:
+        raise ValueError(f"unknown action {answer.action!r}; valid actions: {', '.join(valid)}")
+    return Action(answer.action)
+
+
+@workflow.defn(name=c.GATE_WORKFLOW)
+class GateWorkflow:
+    def __init__(self) -> None:
+        self._grant: TurnGrant | None = None
+        self._answer: HumanAnswer | None = None
+        self._details: GateDetails | None = None
+
+    # -- handlers --------------------------------------------------------------
+
+    @workflow.signal
+    def turn_granted(self, grant: TurnGrant) -> None:
+        if self._grant is None:
+            self._grant = grant
+
+    @workflow.signal
+    def human_response(self, answer: HumanAnswer) -> None:
+        # A signal cannot be refused to its sender; a bad one is logged and dropped.
+        # Callers that want an error use the `respond` update.
+        try:
+            self._validate(answer)
+        except ValueError as exc:
+            workflow.logger.warning("ignored human_response: %s", exc)
+            return
+        self._answer = answer
+
+    @workflow.update
+    def respond(self, answer: HumanAnswer) -> str:
+        self._answer = answer
+        return f"answer {answer.action} accepted for gate {self._details.gate_id if self._details else '?'}"
+
+    @respond.validator
+    def _validate(self, answer: HumanAnswer) -> None:
+        d = self._details
+        if d is None or d.status is not GateStatus.escalated:
+            raise ValueError(
+                f"gate is not waiting for a human answer (status: {d.status.value if d else 'starting'})"
+            )
+        if self._answer is not None:
+            raise ValueError("gate already has a human answer")
+        check_answer(VALID_ACTIONS[d.state], answer)
+
+    @workflow.query
+    def details(self) -> GateDetails | None:
+        return self._details
+
+    # -- run ---------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, req: GateRequest) -> GateResult:
+        self._details = GateDetails(
+            gate_id=req.gate_id, principal=req.principal, state=req.state, task_type=req.task_type,
+            status=GateStatus.queued, question=req.question,
+        )
+        workflow.upsert_search_attributes([
+            sa.PRINCIPAL.value_set(req.principal), sa.STATE.value_set(req.state.value),
+            sa.TASK_TYPE.value_set(req.task_type),
+        ])
+        self._set_status(GateStatus.queued)
+        n = await self._take_turn(req)
+        try:
+            self._details.n = n
+            self._set_status(GateStatus.consulting)
+            prior, posterior, surprise, calibration = await self._consult(req, n)
+            decision = decide(req, calibration, posterior)
+            self._details.proxy_action = posterior.action
+            self._details.proxy_text = posterior.prose
+            self._details.proxy_confidence = calibration.confidence
+            if not decision.escalate:
+                # Stored inside the turn, so the next gate of this principal sees it.
+                await self._record(req, n, decision.action, decision.text, AnsweredBy.proxy, None,
+                                   prior, posterior, surprise)
+        finally:
+            await workflow.get_external_workflow_handle(c.brain_workflow_id(req.principal)).signal(
+                "release_turn", req.gate_id
+            )
+
+        if not decision.escalate:
+            self._set_status(GateStatus.done)
+            return self._result(req, n, decision.action, decision.text, calibration, prior, surprise,
+                                escalated=False, answered_by=AnsweredBy.proxy, responder=None)
+
+        # Escalate outside the turn: a slow human never blocks the principal's other gates.
+        self._set_status(GateStatus.escalated, confidence=calibration.confidence)
+        workflow.set_current_details(
+            f"**Waiting for {req.principal}** — {req.state.value} / {req.task_type}\n\n"
+            f"**Question:** {req.question}\n\n"
+            f"**Proxy's guess** ({posterior.action.value if posterior.action else 'no prediction'}, "
+            f"confidence {calibration.confidence:.2f}): {posterior.prose}\n\n"
+            f"Answer with `vicar answer {req.gate_id} ACTION \"text\"`."
+        )
+        await workflow.wait_condition(lambda: self._answer is not None)
+        answer = self._answer
+        action = Action(answer.action)
+        workflow.set_current_details("")
+        await self._record(req, n, action, answer.text, AnsweredBy.human, answer.responder,
+                           prior, posterior, surprise)
+        self._set_status(GateStatus.done)
+        return self._result(req, n, action, answer.text, calibration, prior, surprise,
+                            escalated=True, answered_by=AnsweredBy.human, responder=answer.responder)
+
+    async def _take_turn(self, req: GateRequest) -> int:
+        info = workflow.info()
+        await workflow.execute_activity(
+            c.REQUEST_TURN,
+            c.TurnAsk(principal=req.principal,
+                      turn=TurnRequest(gate_id=req.gate_id, workflow_id=info.workflow_id)),
+            **STEP,
+        )
+        await workflow.wait_condition(lambda: self._grant is not None)
+        assert self._grant is not None
+        return self._grant.n
+
+    async def _consult(
+        self, req: GateRequest, n: int
+    ) -> tuple[PassResult, PassResult, Surprise | None, Calibration]:
+        bundle = await workflow.execute_activity(
+            c.RETRIEVE, c.RetrieveInput(request=req, n=n), result_type=c.RetrievalBundle, **STEP)
+        prior = await workflow.execute_activity(
+            c.PRIOR_PASS, c.PassInput(request=req, ctx=bundle.prior), result_type=PassResult, **STEP)
+        posterior = await workflow.execute_activity(
+            c.POSTERIOR_PASS, c.PassInput(request=req, ctx=bundle.posterior, prior=prior),
+            result_type=PassResult, **STEP)
+        surprise = None
+        if surprised(prior, posterior):
+            surprise = await workflow.execute_activity(
+                c.EXTRACT_SURPRISE,
+                c.SurpriseInput(request=req, ctx=bundle.posterior, prior=prior, posterior=posterior),
+                result_type=Surprise, **STEP)
+        calibration = await workflow.execute_activity(
+            c.CALIBRATE,
+            c.CalibrateInput(principal=req.principal, confidence=posterior.confidence,
+                             memory_depth=bundle.posterior.memory_depth),
+            result_type=Calibration, **STEP)
+        if posterior.used_chunk_ids:
+            # ACT-R rule 2: only the memories the proxy actually used get a trace.
+            await workflow.execute_activity(
+                c.REINFORCE, c.ReinforceInput(principal=req.principal, n=n, chunk_ids=posterior.used_chunk_ids),
+                result_type=list[str], **STEP)
+        return prior, posterior, surprise, calibration
+
+    async def _record(self, req, n, action, text, answered_by, responder, prior, posterior, surprise) -> None:
+        await workflow.execute_activity(
+            c.RECORD_OUTCOME,
+            OutcomeRecord(request=req, n=n, workflow_id=workflow.info().workflow_id, action=action,
+                          response_text=text, answered_by=answered_by, responder=responder,
+                          prior=prior, posterior=posterior, surprise=surprise),
+            result_type=str, **STEP)
+
+    def _set_status(self, status: GateStatus, confidence: float | None = None) -> None:
+        assert self._details is not None
+        self._details.status = status
+        updates = [sa.STATUS.value_set(status.value)]
+        if confidence is not None:
+            updates.append(sa.CONFIDENCE.value_set(confidence))
+        workflow.upsert_search_attributes(updates)
+
+    def _result(self, req, n, action, text, calibration, prior, surprise, *, escalated, answered_by,
+                responder) -> GateResult:
+        return GateResult(
+            gate_id=req.gate_id, principal=req.principal, state=req.state, task_type=req.task_type,
+            action=action, text=text, confidence=calibration.confidence,
+            prior_confidence=prior.confidence, calibration_guard=calibration.guard,
+            escalated=escalated, answered_by=answered_by, responder=responder, n=n, surprise=surprise,
+        )

@@ -27,7 +27,7 @@ from vicar.connect import connect, ensure_search_attributes
 from vicar.models import BrainConfig
 from vicar.proxy.provider import Predictor
 from vicar.proxy.select import predictor_from_env
-from vicar.server import EmbeddedServer, env_configured
+from vicar.server import EmbeddedServer, embedded_address, env_configured, reachable
 from workflows.brain import BrainWorkflow
 from workflows.gate import GateWorkflow
 
@@ -59,10 +59,16 @@ def build_worker(
 async def temporal_client(settings: Settings, *, embedded: bool | None = None) -> AsyncIterator[tuple[Client, EmbeddedServer | None]]:
     """A client to the configured Temporal, or to an embedded server started here."""
     server = None
+    target = None
     if embedded if embedded is not None else not env_configured():
-        server = await asyncio.to_thread(EmbeddedServer(settings.data_dir).start)
+        running = embedded_address(settings.data_dir)
+        if running and await asyncio.to_thread(reachable, running):
+            target = running  # another Vicar process serves this data directory already
+        else:
+            server = await asyncio.to_thread(EmbeddedServer(settings.data_dir).start)
+            target = server.address
     try:
-        client = await connect(settings, target_host=server.address if server else None)
+        client = await connect(settings, target_host=target)
         await ensure_search_attributes(client)
         yield client, server
     finally:

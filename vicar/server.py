@@ -154,6 +154,15 @@ class EmbeddedServer:
         self.stop()
 
 
+def reachable(address: str, timeout: float = 0.5) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
 def embedded_address(data_dir: Path) -> str | None:
     """The address of a running embedded server started with this data directory."""
     try:

@@ -76,9 +76,13 @@ class OfflinePredictor:
 
     # -- internals ------------------------------------------------------------
 
-    def _evidence(self, ctx: RetrievalContext) -> list[tuple[ChunkSummary, float]]:
-        """Human-answered chunks with their vote weights. Proxy answers never count:
-        the proxy must not learn from itself."""
+    def _evidence(self, ctx: RetrievalContext) -> list[tuple[ChunkSummary, float, float]]:
+        """Human-answered chunks with (vote weight, evidence mass). Proxy answers never
+        count: the proxy must not learn from itself.
+
+        The vote focuses sharply on the most similar memories (what this human did in
+        the closest case); the evidence mass counts every relevant memory, so depth of
+        experience and agreement are measured separately."""
         human = [c for c in ctx.chunks if c.answered_by is AnsweredBy.human]
         if not human:
             return []
@@ -90,12 +94,12 @@ class OfflinePredictor:
         out = []
         for c, sim, act in zip(human, sims, acts):
             relevance = min(max((sim - min_sim) / (1.0 - min_sim), 0.0), 1.0)
+            if relevance <= 0.0:
+                continue
             focus = math.exp((sim - best) / KERNEL_WIDTH)
             # More active (recent, reinforced) memories weigh up to twice as much.
             recency = 1.0 + ((act - lo) / (hi - lo) if hi > lo else 1.0)
-            w = relevance * focus * recency / 2.0
-            if w > 1e-6:
-                out.append((c, w))
+            out.append((c, relevance * focus * recency, relevance))
         return out
 
     def _vote(self, request: GateRequest, ctx: RetrievalContext) -> PassResult:
@@ -109,26 +113,27 @@ class OfflinePredictor:
                 confidence=0.0,
             )
         tally: dict[str, float] = {}
-        for c, w in evidence:
+        for c, w, _ in evidence:
             tally[c.outcome] = tally.get(c.outcome, 0.0) + w
         total = sum(tally.values())
+        mass = sum(m for _, _, m in evidence)
         # Ties break toward the more cautious action: never toward approve by accident.
         caution = {a.value: i for i, a in enumerate(
             [Action.reject, Action.correct, Action.hold, Action.withdraw, Action.approve])}
         outcome = max(tally, key=lambda o: (tally[o], -caution.get(o, 99)))
         agreement = tally[outcome] / total
-        depth = 1.0 - math.exp(-total / self.params.evidence_scale)
+        depth = 1.0 - math.exp(-mass / self.params.evidence_scale)
         try:
             action = Action(outcome)
         except ValueError:
             return PassResult(prose=f"Memory holds an unknown outcome {outcome!r}.", confidence=0.0)
-        best = max((cw for cw in evidence if cw[0].outcome == outcome), key=lambda cw: cw[1])[0]
+        best = max((e for e in evidence if e[0].outcome == outcome), key=lambda e: e[1])[0]
         text = best.human_response.strip() or DEFAULT_TEXT[action]
         return PassResult(
             prose=text,
             confidence=round(agreement * depth, 4),
             action=action,
-            used_chunk_ids=[c.chunk_id for c, _ in evidence],
+            used_chunk_ids=[c.chunk_id for c, _, _ in evidence],
         )
 
     def _percepts(self, artifact: str, ctx: RetrievalContext, posterior: PassResult) -> list[str]:

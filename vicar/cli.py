@@ -1,0 +1,259 @@
+"""The `vicar` command line."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from vicar.config import Settings
+from vicar.errors import VicarError
+from vicar.models import CfAState, EscalationMode, GateRequest, HumanAnswer
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="Vicar: a human proxy for approval gates.")
+gate_app = typer.Typer(no_args_is_help=True, help="Open approval gates.")
+memory_app = typer.Typer(no_args_is_help=True, help="Inspect a principal's memory.")
+app.add_typer(gate_app, name="gate")
+app.add_typer(memory_app, name="memory")
+
+console = Console(width=None if sys.stdout.isatty() else 120)
+err = Console(stderr=True)
+
+
+def one_line(exc: ValidationError) -> str:
+    parts = []
+    for e in exc.errors():
+        where = ".".join(str(x) for x in e["loc"]) or "input"
+        parts.append(f"{where}: {e['msg']}")
+    return "; ".join(parts)
+
+
+def friendly(fn):
+    """User errors become one red line and exit code 1 — never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except VicarError as exc:
+            err.print(f"[red]error:[/] {exc}", highlight=False)
+            raise typer.Exit(1) from None
+        except ValidationError as exc:
+            err.print(f"[red]error:[/] invalid {exc.title}: {one_line(exc)}", highlight=False)
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            err.print("interrupted")
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+def _client(settings: Settings):
+    from vicar.connect import connect
+
+    return connect(settings)
+
+
+# -- demo and worker ---------------------------------------------------------------
+
+
+@app.command()
+@friendly
+def demo(
+    principal: Optional[str] = typer.Option(None, help="Principal name (default: a fresh one per run)."),
+    gates: int = typer.Option(24, min=1, max=500, help="How many gates to open."),
+    human_delay: float = typer.Option(0.2, min=0.0, help="Seconds the scripted human takes to answer."),
+) -> None:
+    """Run a scripted session: gates open, the proxy learns from the human's answers."""
+    import time
+
+    from vicar.models import check_principal
+
+    principal = check_principal(principal or f"alice-{time.strftime('%Y%m%d-%H%M%S')}")
+    asyncio.run(_demo(Settings.from_env(), principal, gates, human_delay))
+
+
+async def _demo(settings: Settings, principal: str, gates: int, human_delay: float) -> None:
+    from memory.embedder import default_embedder
+    from vicar.demo import render_summary, run_demo
+    from worker import build_worker, temporal_client
+
+    console.print(f"Data directory: {settings.data_dir}")
+    with console.status("Starting Temporal (embedded dev server) …"):
+        ctx = temporal_client(settings)
+        client, server = await ctx.__aenter__()
+    try:
+        where = f"embedded server at {server.address}" if server else f"Temporal at {client.service_client.config.target_host}"
+        console.print(f"Connected to {where}.")
+        with console.status("Loading the embedding model (all-MiniLM-L6-v2, local) …"):
+            await asyncio.to_thread(default_embedder)
+        worker, registry = build_worker(client, settings)
+        async with worker:
+            summary = await run_demo(client, principal, gates, worker.task_queue, registry, console, human_delay)
+        registry.close()
+        render_summary(summary, console, principal, server.ui_url if server else None)
+        if server:
+            console.print("The embedded server stops now; run `vicar worker` to keep it (and the UI) up.")
+    finally:
+        await ctx.__aexit__(*sys.exc_info())
+
+
+@app.command()
+@friendly
+def worker() -> None:
+    """Run the worker (starts the embedded Temporal server unless TEMPORAL_ADDRESS is set)."""
+    from worker import serve
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def ready(client, server) -> None:
+        target = server.address if server else client.service_client.config.target_host
+        console.print(f"Worker ready on {target}" + (f"; UI at {server.ui_url}" if server else ""))
+
+    asyncio.run(serve(Settings.from_env(), on_ready=ready))
+
+
+# -- gates ---------------------------------------------------------------------------
+
+
+@gate_app.command("start")
+@friendly
+def gate_start(
+    file: Optional[Path] = typer.Argument(None, help="GateRequest as JSON ('-' for stdin)."),
+    principal: Optional[str] = typer.Option(None),
+    gate_id: Optional[str] = typer.Option(None, "--gate-id"),
+    state: Optional[CfAState] = typer.Option(None),
+    task_type: Optional[str] = typer.Option(None, "--task-type"),
+    question: Optional[str] = typer.Option(None),
+    artifact: Optional[str] = typer.Option(None, help="Artifact text."),
+    artifact_path: list[str] = typer.Option([], "--artifact-path"),
+    actor_message: Optional[str] = typer.Option(None, "--actor-message"),
+    escalation_mode: Optional[EscalationMode] = typer.Option(None, "--escalation-mode"),
+    upstream_agent: Optional[str] = typer.Option(None, "--upstream-agent"),
+    wait: bool = typer.Option(False, "--wait", help="Wait for the gate's result."),
+) -> None:
+    """Open a gate from a JSON file and/or flags (flags override the file)."""
+    data: dict = {}
+    if file is not None:
+        try:
+            raw = sys.stdin.read() if str(file) == "-" else file.read_text()
+            data = json.loads(raw)
+        except OSError as exc:
+            raise VicarError(f"cannot read {file}: {exc.strerror}") from None
+        except json.JSONDecodeError as exc:
+            raise VicarError(f"{file} is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise VicarError(f"{file} must hold a JSON object")
+    flags = dict(principal=principal, gate_id=gate_id, state=state, task_type=task_type, question=question,
+                 artifact_text=artifact, actor_message=actor_message, escalation_mode=escalation_mode,
+                 upstream_agent=upstream_agent, artifact_paths=artifact_path or None)
+    data.update({k: v for k, v in flags.items() if v is not None})
+    req = GateRequest.model_validate(data)  # refused here, before any workflow starts
+    asyncio.run(_gate_start(req, wait))
+
+
+async def _gate_start(req: GateRequest, wait: bool) -> None:
+    from vicar.gates import start_gate
+
+    client = await _client(Settings.from_env())
+    handle = await start_gate(client, req)
+    console.print(f"gate {req.gate_id} started (workflow {handle.id})")
+    if wait:
+        result = await handle.result()
+        console.print_json(result.model_dump_json())
+
+
+@app.command()
+@friendly
+def escalations(principal: Optional[str] = typer.Option(None, help="Only this principal's gates.")) -> None:
+    """List the gates waiting for a human, with the question and the proxy's guess."""
+    asyncio.run(_escalations(principal))
+
+
+async def _escalations(principal: str | None) -> None:
+    from vicar.gates import list_escalations
+
+    client = await _client(Settings.from_env())
+    waiting = await list_escalations(client, principal)
+    if not waiting:
+        console.print("No gate is waiting for a human.")
+        return
+    table = Table(title="Waiting for a human")
+    for col in ("gate", "principal", "state", "task type", "question", "proxy guess", "confidence"):
+        table.add_column(col)
+    for d in waiting:
+        guess = f"{d.proxy_action.value}: {d.proxy_text}" if d.proxy_action else d.proxy_text
+        table.add_row(d.gate_id, d.principal, d.state.value, d.task_type, d.question, guess,
+                      f"{d.proxy_confidence:.2f}" if d.proxy_confidence is not None else "")
+    console.print(table)
+
+
+@app.command()
+@friendly
+def answer(
+    gate_id: str = typer.Argument(...),
+    action: str = typer.Argument(..., help="approve | correct | reject | hold | withdraw"),
+    text: str = typer.Argument("", help="What you say to the agents."),
+    responder: Optional[str] = typer.Option(None, help="Who answers (default: the principal)."),
+) -> None:
+    """Answer an escalated gate as the human."""
+    asyncio.run(_answer(gate_id, HumanAnswer(action=action, text=text, responder=responder)))
+
+
+async def _answer(gate_id: str, ans: HumanAnswer) -> None:
+    from vicar.gates import VALID_ACTIONS, answer_gate
+
+    valid = sorted({a.value for acts in VALID_ACTIONS.values() for a in acts})
+    if ans.action not in valid:  # refuse before touching the network
+        raise VicarError(f"unknown action {ans.action!r}; valid actions: {', '.join(valid)}")
+    client = await _client(Settings.from_env())
+    console.print(await answer_gate(client, gate_id, ans))
+
+
+# -- memory ---------------------------------------------------------------------------
+
+
+@memory_app.command("stats")
+@friendly
+def memory_stats(principal: str = typer.Argument(...)) -> None:
+    """Size and shape of a principal's memory (reads the store directly)."""
+    from memory.store import RecordStore
+    from vicar.models import check_principal
+
+    settings = Settings.from_env()
+    check_principal(principal)
+    path = settings.principals_dir / principal / "memory.db"
+    if not path.exists():
+        raise VicarError(f"no memory for principal {principal!r} under {settings.principals_dir}")
+    store = RecordStore(path)
+    try:
+        table = Table(title=f"Memory of {principal}")
+        table.add_column("what")
+        table.add_column("value", justify="right")
+        rows = {
+            "chunks": store.count(),
+            "answered by the human": store.count("answered_by = 'human'"),
+            "answered by the proxy": store.count("answered_by = 'proxy'"),
+            "traces": store.trace_count(),
+            "interaction counter N": store.counter(),
+            "memory depth (state, task type pairs)": store.memory_depth(),
+            "embedding model": store.get_meta("embedding_model") or "",
+        }
+        for k, v in rows.items():
+            table.add_row(k, str(v))
+        console.print(table)
+    finally:
+        store.close()
+
+
+if __name__ == "__main__":
+    app()

@@ -7,13 +7,13 @@ Chroma, the embedding model) never runs on the event loop.
 from __future__ import annotations
 
 from temporalio import activity
-from temporalio.client import Client
+from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 
 from memory.principal import MemoryRegistry
 from vicar import contracts as c
 from vicar.config import TASK_QUEUE, Settings
-from vicar.models import BrainConfig, BrainInput, Calibration, OutcomeRecord, PassResult, Surprise
+from vicar.models import TurnReply, BrainConfig, BrainInput, Calibration, OutcomeRecord, PassResult, Surprise
 from vicar.proxy.calibration import calibrate
 from vicar.proxy.consult import load_artifact, outcome_chunk, retrieve
 from vicar.proxy.provider import Predictor
@@ -33,7 +33,7 @@ class ProxyActivities:
 
     def all(self) -> list:
         return [
-            self.request_turn, self.read_counter, self.mirror_counter, self.retrieve_context,
+            self.request_turn, self.release_turn, self.read_counter, self.mirror_counter, self.retrieve_context,
             self.prior_pass, self.posterior_pass, self.extract_surprise, self.calibrate,
             self.reinforce, self.record_outcome,
         ]
@@ -41,18 +41,29 @@ class ProxyActivities:
     # -- brain ---------------------------------------------------------------
 
     @activity.defn(name=c.REQUEST_TURN)
-    async def request_turn(self, ask: c.TurnAsk) -> None:
-        """Queue a gate at its principal's brain, starting the brain if needed
-        (signal-with-start). The brain ignores a repeated request for the same gate."""
-        await self.client.start_workflow(
-            c.BRAIN_WORKFLOW,
-            BrainInput(principal=ask.principal, config=ask.config or self.brain_config),
-            id=c.brain_workflow_id(ask.principal),
-            task_queue=self.task_queue,
-            start_signal="request_turn",
-            start_signal_args=[ask.turn],
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    async def request_turn(self, ask: c.TurnAsk) -> c.TurnTicket:
+        """Ask the principal's brain for a turn, starting the brain if needed
+        (update-with-start). The update id derives from the gate, so a retry is
+        deduplicated by the brain run; across runs the brain's gate -> N map is."""
+        reply = await self.client.execute_update_with_start_workflow(
+            "take_turn", ask.turn,
+            start_workflow_operation=WithStartWorkflowOperation(
+                c.BRAIN_WORKFLOW,
+                BrainInput(principal=ask.principal, config=ask.config or self.brain_config),
+                id=c.brain_workflow_id(ask.principal),
+                task_queue=self.task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            ),
+            id=f"turn/{ask.turn.workflow_id}",
+            result_type=TurnReply,
         )
+        return c.TurnTicket(local_steps=getattr(self.predictor, "local", False), n=reply.n)
+
+    @activity.defn(name=c.RELEASE_TURN)
+    async def release_turn(self, ask: c.TurnAsk) -> None:
+        """Give the turn back. Idempotent: the brain ignores a release from a non-holder."""
+        await self.client.get_workflow_handle(c.brain_workflow_id(ask.principal)).signal(
+            "release_turn", ask.turn.gate_id)
 
     @activity.defn(name=c.READ_COUNTER)
     def read_counter(self, inp: c.CounterInput) -> int:

@@ -61,10 +61,8 @@ class PrincipalMemory:
     def _rebuild(self) -> None:
         for chunk in self.store.chunks():
             self.index.add_chunk(chunk.id, _fields(chunk), chunk.traces)
-        for dim in self.index._vecs:
-            ids, vecs = self.vectors.load_all(dim)
-            for cid, vec in zip(ids, vecs):
-                self.index.set_vector(cid, dim, vec)
+        for cid, dim, vec in self.vectors.load_all():
+            self.index.set_vector(cid, dim, vec)
 
     def close(self) -> None:
         self.store.close()
@@ -81,8 +79,7 @@ class PrincipalMemory:
         with self._lock:
             # Vectors first: a crash between the two leaves vectors without a record,
             # which the retry (same id) completes, rather than a record without vectors.
-            for dim, vec in zip(texts, vecs):
-                self.vectors.upsert(dim, [chunk.id], vec[None, :])
+            self.vectors.upsert(chunk.id, dict(zip(texts, vecs)))
             created = self.store.add_chunk(chunk)
             stored = chunk if created else self.store.get_chunk(chunk.id)
             self.index.add_chunk(chunk.id, _fields(stored), stored.traces)

@@ -1,4 +1,8 @@
-"""Chunk vectors in ChromaDB: one persistent client per principal, one collection per dimension."""
+"""Chunk vectors in ChromaDB: one persistent client per principal, one collection.
+
+Every dimension of a chunk is one Chroma record with id `<chunk id>:<dimension>`, so a
+chunk's vectors are written in one idempotent upsert (each upsert costs ~8 ms).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from memory.chunk import DIMENSIONS
-
 logging.getLogger("chromadb.telemetry").setLevel(logging.CRITICAL)
+
+
+def vector_id(chunk_id: str, dim: str) -> str:
+    return f"{chunk_id}:{dim}"
 
 
 class VectorStore:
@@ -23,36 +29,33 @@ class VectorStore:
             path=str(path), settings=ChromaSettings(anonymized_telemetry=False, allow_reset=False)
         )
         # Chroma's default embedding function downloads a model: always pass vectors.
-        self._collections = {
-            dim: self._client.get_or_create_collection(
-                name=f"chunks-{dim}", embedding_function=None, metadata={"hnsw:space": "cosine"}
-            )
-            for dim in DIMENSIONS
-        }
+        self._col = self._client.get_or_create_collection(
+            name="chunks", embedding_function=None, metadata={"hnsw:space": "cosine"}
+        )
         self._lock = threading.Lock()
 
-    def upsert(self, dim: str, ids: list[str], vectors: np.ndarray) -> None:
-        if not ids:
+    def upsert(self, chunk_id: str, vectors: dict[str, np.ndarray]) -> None:
+        if not vectors:
             return
+        dims = list(vectors)
         with self._lock:
-            self._collections[dim].upsert(ids=ids, embeddings=vectors)
+            self._col.upsert(
+                ids=[vector_id(chunk_id, d) for d in dims],
+                embeddings=np.stack([vectors[d] for d in dims]),
+                metadatas=[{"chunk_id": chunk_id, "dim": d} for d in dims],
+            )
 
-    def load_all(self, dim: str) -> tuple[list[str], np.ndarray]:
-        """Every id and vector of one dimension, paged so memory stays bounded per call."""
-        col = self._collections[dim]
-        ids: list[str] = []
-        parts: list[np.ndarray] = []
-        page, offset = 5000, 0
-        with self._lock:
-            while True:
-                got = col.get(include=["embeddings"], limit=page, offset=offset)
-                if not got["ids"]:
-                    break
-                ids.extend(got["ids"])
-                parts.append(np.asarray(got["embeddings"], dtype=np.float32))
-                offset += len(got["ids"])
-        vecs = np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
-        return ids, vecs
+    def load_all(self, page: int = 5000):
+        """Yield (chunk_id, dim, vector) for every stored vector, a page at a time."""
+        offset = 0
+        while True:
+            with self._lock:
+                got = self._col.get(include=["embeddings", "metadatas"], limit=page, offset=offset)
+            if not got["ids"]:
+                return
+            for meta, vec in zip(got["metadatas"], got["embeddings"]):
+                yield meta["chunk_id"], meta["dim"], np.asarray(vec, dtype=np.float32)
+            offset += len(got["ids"])
 
-    def count(self, dim: str) -> int:
-        return self._collections[dim].count()
+    def count(self) -> int:
+        return self._col.count()

@@ -14,6 +14,7 @@ BRAIN_WORKFLOW = "VicarBrain"
 GATE_WORKFLOW = "VicarGate"
 
 REQUEST_TURN = "request_turn"
+RELEASE_TURN = "release_turn"
 READ_COUNTER = "read_counter"
 MIRROR_COUNTER = "mirror_counter"
 RETRIEVE = "retrieve_context"
@@ -37,6 +38,13 @@ class TurnAsk(BaseModel):
     principal: str
     turn: TurnRequest
     config: BrainConfig | None = None  # None: the worker's default
+
+
+class TurnTicket(BaseModel):
+    """What the worker tells a gate when it queues it: how to run the proxy's steps."""
+
+    local_steps: bool
+    n: int | None = None  # granted at once; None: wait for the brain's turn_granted signal
 
 
 class CounterInput(BaseModel):

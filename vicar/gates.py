@@ -20,6 +20,8 @@ async def start_gate(client: Client, req: GateRequest, task_queue: str = TASK_QU
             c.GATE_WORKFLOW, req, id=c.gate_workflow_id(req.gate_id), task_queue=task_queue,
             result_type=GateResult,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            # With a worker in this process, the first workflow task comes back inline.
+            request_eager_start=True,
             search_attributes=TypedSearchAttributes([
                 SearchAttributePair(sa.STATUS, GateStatus.queued.value),
                 SearchAttributePair(sa.PRINCIPAL, req.principal),

@@ -211,6 +211,10 @@ class TurnRequest(BaseModel):
     workflow_id: str
 
 
+class TurnReply(BaseModel):
+    n: int | None  # granted at once with this N, or None: queued, a signal will follow
+
+
 class TurnGrant(BaseModel):
     gate_id: str
     n: int

@@ -1,8 +1,12 @@
 """The brain: one workflow per principal that owns the interaction counter and hands
 the proxy's attention to one gate at a time, first come first served.
 
-A gate asks for a turn (signal), is granted one with the next N (signal back to the
-gate), and releases it (signal). Waiting for a human happens outside the turn.
+A gate asks for a turn with the `take_turn` update (update-with-start, so the brain
+starts lazily). When the principal is idle the update grants the turn at once and
+returns N; otherwise the gate is queued and the brain later grants the turn with a
+`turn_granted` signal to the gate. The update never waits for the queue, so no
+long-running handler holds up continue-as-new. The gate gives the turn back with
+`release_turn`. Waiting for a human happens outside the turn.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
     from vicar import contracts as c
-    from vicar.models import BrainInput, BrainState, BrainStatus, TurnGrant, TurnRequest
+    from vicar.models import BrainInput, BrainState, BrainStatus, TurnGrant, TurnReply, TurnRequest
 
 
 @workflow.defn(name=c.BRAIN_WORKFLOW)
@@ -26,8 +30,25 @@ class BrainWorkflow:
         self._regrant = False
         self._run_grants = 0
         self._principal = ""
+        self._config = None
+        self._ready = False  # counter restored from the store
+        self._granting = asyncio.Lock()  # one grant at a time: the update and the loop both grant
 
     # -- handlers --------------------------------------------------------------
+
+    @workflow.update
+    async def take_turn(self, req: TurnRequest) -> TurnReply:
+        await workflow.wait_condition(lambda: self._ready)
+        st = self._state
+        async with self._granting:
+            if st.holder is not None and st.holder.gate_id == req.gate_id:
+                return TurnReply(n=st.holder_n)  # a retried request: the same turn, the same N
+            if any(q.gate_id == req.gate_id for q in st.queue):
+                return TurnReply(n=None)
+            if st.holder is None and not st.queue:
+                return TurnReply(n=await self._assign(req))
+            st.queue.append(req)
+            return TurnReply(n=None)
 
     @workflow.signal
     def request_turn(self, req: TurnRequest) -> None:
@@ -74,6 +95,8 @@ class BrainWorkflow:
             start_to_close_timeout=timedelta(seconds=30),
         )
         st.counter = max(st.counter, stored)
+        self._config = cfg
+        self._ready = True
 
         while True:
             if self._should_continue_as_new(cfg.max_grants_per_run):
@@ -103,23 +126,33 @@ class BrainWorkflow:
                 continue
             self._regrant = False
             if st.holder is None and st.queue:
-                req = st.queue.pop(0)
-                n = self._assigned.get(req.gate_id)
-                if n is None:
-                    n = st.counter + 1
-                    # Mirror before granting: a brain started again resumes past it.
-                    await workflow.execute_local_activity(
-                        c.MIRROR_COUNTER, c.CounterInput(principal=inp.principal, n=n),
-                        result_type=int, start_to_close_timeout=timedelta(seconds=30),
-                    )
-                    st.counter = n
-                    self._assigned[req.gate_id] = n
-                    while len(self._assigned) > cfg.remembered_gates:
-                        self._assigned.pop(next(iter(self._assigned)))
-                st.holder, st.holder_n = req, n
-                st.lease_deadline = workflow.now().timestamp() + cfg.lease_seconds
-                self._run_grants += 1
+                async with self._granting:
+                    if st.holder is not None or not st.queue:
+                        continue  # the update handler granted meanwhile
+                    req = st.queue.pop(0)
+                    n = await self._assign(req)
                 await self._grant(req, n)
+
+    async def _assign(self, req: TurnRequest) -> int:
+        """Make `req` the holder with its N: the gate's earlier N if it had one (a retry
+        across continue-as-new), else the next counter value."""
+        st, cfg = self._state, self._config
+        n = self._assigned.get(req.gate_id)
+        if n is None:
+            n = st.counter + 1
+            # Mirror before granting: a brain started again resumes past it.
+            await workflow.execute_local_activity(
+                c.MIRROR_COUNTER, c.CounterInput(principal=self._principal, n=n),
+                result_type=int, start_to_close_timeout=timedelta(seconds=30),
+            )
+            st.counter = n
+            self._assigned[req.gate_id] = n
+            while len(self._assigned) > cfg.remembered_gates:
+                self._assigned.pop(next(iter(self._assigned)))
+        st.holder, st.holder_n = req, n
+        st.lease_deadline = workflow.now().timestamp() + cfg.lease_seconds
+        self._run_grants += 1
+        return n
 
     def _should_continue_as_new(self, max_grants: int) -> bool:
         return self._run_grants >= max_grants or workflow.info().is_continue_as_new_suggested()

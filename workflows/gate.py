@@ -29,10 +29,14 @@ with workflow.unsafe.imports_passed_through():
     from vicar.proxy.decision import decide, surprised
     from workflows import search_attributes as sa
 
-# Proxy steps are short on the offline predictor; LLM passes (later) get their own budget.
 STEP = dict(
     start_to_close_timeout=timedelta(minutes=5),
     retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10)),
+)
+# Turn bookkeeping is a quick client call: a local activity, no extra workflow task.
+QUICK = dict(
+    start_to_close_timeout=timedelta(seconds=30),
+    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100), maximum_interval=timedelta(seconds=5)),
 )
 
 
@@ -49,6 +53,16 @@ class GateWorkflow:
         self._grant: TurnGrant | None = None
         self._answer: HumanAnswer | None = None
         self._details: GateDetails | None = None
+        self._local_steps = False
+
+    async def _step(self, name: str, arg, result_type):
+        """Run a proxy step. With a fast predictor (the offline one) steps run as local
+        activities inside one workflow task: each regular activity costs a workflow
+        task round trip (~35 ms on the dev server). Slow ones (LLM calls) run as
+        regular activities with their own timeouts and retries."""
+        if self._local_steps:
+            return await workflow.execute_local_activity(name, arg, result_type=result_type, **STEP)
+        return await workflow.execute_activity(name, arg, result_type=result_type, **STEP)
 
     # -- handlers --------------------------------------------------------------
 
@@ -115,9 +129,8 @@ class GateWorkflow:
                 await self._record(req, n, decision.action, decision.text, AnsweredBy.proxy, None,
                                    prior, posterior, surprise)
         finally:
-            await workflow.get_external_workflow_handle(c.brain_workflow_id(req.principal)).signal(
-                "release_turn", req.gate_id
-            )
+            await workflow.execute_local_activity(
+                c.RELEASE_TURN, c.TurnAsk(principal=req.principal, turn=self._turn(req)), **QUICK)
 
         if not decision.escalate:
             self._set_status(GateStatus.done)
@@ -144,52 +157,55 @@ class GateWorkflow:
                             escalated=True, answered_by=AnsweredBy.human, responder=answer.responder)
 
     async def _take_turn(self, req: GateRequest) -> int:
-        info = workflow.info()
-        await workflow.execute_activity(
-            c.REQUEST_TURN,
-            c.TurnAsk(principal=req.principal,
-                      turn=TurnRequest(gate_id=req.gate_id, workflow_id=info.workflow_id)),
-            **STEP,
-        )
+        ticket = await workflow.execute_local_activity(
+            c.REQUEST_TURN, c.TurnAsk(principal=req.principal, turn=self._turn(req)),
+            result_type=c.TurnTicket, **QUICK)
+        self._local_steps = ticket.local_steps
+        if ticket.n is not None:
+            return ticket.n
         await workflow.wait_condition(lambda: self._grant is not None)
         assert self._grant is not None
         return self._grant.n
 
+    @staticmethod
+    def _turn(req: GateRequest) -> TurnRequest:
+        return TurnRequest(gate_id=req.gate_id, workflow_id=workflow.info().workflow_id)
+
     async def _consult(
         self, req: GateRequest, n: int
     ) -> tuple[PassResult, PassResult, Surprise | None, Calibration]:
-        bundle = await workflow.execute_activity(
-            c.RETRIEVE, c.RetrieveInput(request=req, n=n), result_type=c.RetrievalBundle, **STEP)
-        prior = await workflow.execute_activity(
-            c.PRIOR_PASS, c.PassInput(request=req, ctx=bundle.prior), result_type=PassResult, **STEP)
-        posterior = await workflow.execute_activity(
+        bundle = await self._step(
+            c.RETRIEVE, c.RetrieveInput(request=req, n=n), result_type=c.RetrievalBundle)
+        prior = await self._step(
+            c.PRIOR_PASS, c.PassInput(request=req, ctx=bundle.prior), result_type=PassResult)
+        posterior = await self._step(
             c.POSTERIOR_PASS, c.PassInput(request=req, ctx=bundle.posterior, prior=prior),
-            result_type=PassResult, **STEP)
+            result_type=PassResult)
         surprise = None
         if surprised(prior, posterior):
-            surprise = await workflow.execute_activity(
+            surprise = await self._step(
                 c.EXTRACT_SURPRISE,
                 c.SurpriseInput(request=req, ctx=bundle.posterior, prior=prior, posterior=posterior),
-                result_type=Surprise, **STEP)
-        calibration = await workflow.execute_activity(
+                result_type=Surprise)
+        calibration = await self._step(
             c.CALIBRATE,
             c.CalibrateInput(principal=req.principal, confidence=posterior.confidence,
                              memory_depth=bundle.posterior.memory_depth),
-            result_type=Calibration, **STEP)
+            result_type=Calibration)
         if posterior.used_chunk_ids:
             # ACT-R rule 2: only the memories the proxy actually used get a trace.
-            await workflow.execute_activity(
+            await self._step(
                 c.REINFORCE, c.ReinforceInput(principal=req.principal, n=n, chunk_ids=posterior.used_chunk_ids),
-                result_type=list[str], **STEP)
+                result_type=list[str])
         return prior, posterior, surprise, calibration
 
     async def _record(self, req, n, action, text, answered_by, responder, prior, posterior, surprise) -> None:
-        await workflow.execute_activity(
+        await self._step(
             c.RECORD_OUTCOME,
             OutcomeRecord(request=req, n=n, workflow_id=workflow.info().workflow_id, action=action,
                           response_text=text, answered_by=answered_by, responder=responder,
                           prior=prior, posterior=posterior, surprise=surprise),
-            result_type=str, **STEP)
+            result_type=str)
 
     def _set_status(self, status: GateStatus, confidence: float | None = None) -> None:
         assert self._details is not None

@@ -41,6 +41,7 @@ _STOP = frozenset(
 
 class OfflinePredictor:
     name = "offline"
+    local = True  # milliseconds per step: the gate runs its steps as local activities
 
     def __init__(self, params: PredictorParams | None = None) -> None:
         self.params = params or PredictorParams()

@@ -9,6 +9,7 @@ from vicar.models import GateRequest, PassResult, RetrievalContext, Surprise
 
 class Predictor(Protocol):
     name: str
+    local: bool  # fast enough for local activities (no network calls)
 
     def prior(self, request: GateRequest, ctx: RetrievalContext) -> PassResult:
         """Predict the human's reply without seeing the artifact."""

@@ -1,0 +1,137 @@
+"""The brain: the per-principal interaction counter and FIFO turns."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import timedelta
+
+import pytest
+from temporalio import workflow
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.worker import Worker
+
+from vicar import contracts as c
+from vicar.gates import start_gate
+from vicar.models import BrainConfig, BrainInput, BrainStatus, TurnRequest
+
+from .conftest import wait_for
+
+
+async def run_never_gates(h, principal: str, count: int, **kw):
+    """Gates in `never` mode finish without a human, so only the brain paces them."""
+    handles = await asyncio.gather(*(
+        start_gate(h.client, h.request(principal, escalation_mode="never", artifact=f"change {i}", **kw),
+                   h.task_queue)
+        for i in range(count)
+    ))
+    return await asyncio.gather(*(hd.result() for hd in handles))
+
+
+async def brain_status(h, principal: str) -> BrainStatus:
+    return await h.client.get_workflow_handle(c.brain_workflow_id(principal)).query(
+        "status", result_type=BrainStatus)
+
+
+async def test_fifty_concurrent_gates_get_gap_free_increasing_n(harness):
+    h = harness
+    p = h.principal()
+    results = await run_never_gates(h, p, 50)
+    ns = sorted(r.n for r in results)
+    assert ns == list(range(1, 51))
+    # Each chunk's first trace is its gate's N: the order of storing follows the counter.
+    chunks = h.registry.get(p).store.chunks()
+    assert sorted(ch.created_n for ch in chunks) == list(range(1, 51))
+    assert (await brain_status(h, p)).counter == 50
+    assert h.registry.get(p).counter() == 50
+
+
+@pytest.mark.parametrize("harness", [BrainConfig(max_grants_per_run=7)], indirect=True)
+async def test_counter_survives_continue_as_new(harness):
+    h = harness
+    p = h.principal()
+    first = await run_never_gates(h, p, 12)
+    second = await run_never_gates(h, p, 12)
+    assert sorted(r.n for r in first + second) == list(range(1, 25))
+    runs = [wf async for wf in h.client.list_workflows(f'WorkflowId = "{c.brain_workflow_id(p)}"')]
+    assert len(runs) >= 3  # 24 grants at 7 per run
+    assert sum(r.status == WorkflowExecutionStatus.CONTINUED_AS_NEW for r in runs) >= 2
+
+
+async def test_counter_survives_brain_restart(harness):
+    h = harness
+    p = h.principal()
+    first = await run_never_gates(h, p, 5)
+    assert max(r.n for r in first) == 5
+    brain = h.client.get_workflow_handle(c.brain_workflow_id(p))
+    await brain.terminate(reason="test: the brain dies")
+    # A new brain starts with no carried state and resumes from the stored counter.
+    second = await run_never_gates(h, p, 3)
+    assert sorted(r.n for r in second) == [6, 7, 8]
+
+
+@workflow.defn(name="DeafGate", sandboxed=False)
+class DeafGate:
+    """Takes a turn and never gives it back, like a gate whose worker died."""
+
+    def __init__(self) -> None:
+        self.granted = False
+
+    @workflow.signal
+    def turn_granted(self, grant) -> None:
+        self.granted = True
+
+    @workflow.query
+    def has_turn(self) -> bool:
+        return self.granted
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: False)
+
+
+@pytest.mark.parametrize("harness", [BrainConfig(lease_seconds=2.0)], indirect=True)
+async def test_turn_lease_expires_for_a_dead_holder(harness):
+    h = harness
+    p = h.principal()
+    deaf_queue = f"deaf-{uuid.uuid4().hex[:6]}"
+    async with Worker(h.client, task_queue=deaf_queue, workflows=[DeafGate]):
+        deaf = await h.client.start_workflow(DeafGate.run, id=f"deaf-{uuid.uuid4().hex[:8]}",
+                                             task_queue=deaf_queue)
+        await h.client.start_workflow(
+            c.BRAIN_WORKFLOW, BrainInput(principal=p, config=BrainConfig(lease_seconds=2.0)),
+            id=c.brain_workflow_id(p), task_queue=h.task_queue, start_signal="request_turn",
+            start_signal_args=[TurnRequest(gate_id="deaf", workflow_id=deaf.id)],
+        )
+
+        async def deaf_has_turn():
+            return await deaf.query(DeafGate.has_turn)
+
+        await wait_for(deaf_has_turn)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        result = await asyncio.wait_for(
+            (await start_gate(h.client, h.request(p, escalation_mode="never"), h.task_queue)).result(),
+            timeout=30,
+        )
+        waited = loop.time() - t0
+        assert result.n == 2
+        assert waited >= 1.0  # it had to wait for the lease, not take the turn at once
+        await deaf.terminate()
+
+
+async def test_repeated_turn_request_hands_out_no_new_n(harness):
+    """An activity retry re-sends request_turn: the brain neither queues it twice nor
+    hands out a second N."""
+    h = harness
+    p = h.principal()
+    req = h.request(p, escalation_mode="never")
+    handle = await start_gate(h.client, req, h.task_queue)
+    result = await handle.result()
+    brain = h.client.get_workflow_handle(c.brain_workflow_id(p))
+    await brain.signal("request_turn", TurnRequest(gate_id=req.gate_id, workflow_id=handle.id))
+    await brain.signal("request_turn", TurnRequest(gate_id=req.gate_id, workflow_id=handle.id))
+    later = await run_never_gates(h, p, 1)
+    assert result.n == 1 and later[0].n == 2
+    status = await brain_status(h, p)
+    assert status.counter == 2 and status.queued == []

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from temporalio import workflow
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
@@ -86,3 +87,23 @@ async def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05):
         if asyncio.get_running_loop().time() > deadline:
             raise TimeoutError("condition not met in time")
         await asyncio.sleep(interval)
+
+
+@workflow.defn(name="DeafGate", sandboxed=False)
+class DeafGate:
+    """Takes a turn and never gives it back, like a gate whose worker died."""
+
+    def __init__(self) -> None:
+        self.granted = False
+
+    @workflow.signal
+    def turn_granted(self, grant) -> None:
+        self.granted = True
+
+    @workflow.query
+    def has_turn(self) -> bool:
+        return self.granted
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: False)

@@ -7,7 +7,6 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from temporalio import workflow
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.worker import Worker
 
@@ -15,7 +14,7 @@ from vicar import contracts as c
 from vicar.gates import start_gate
 from vicar.models import BrainConfig, BrainInput, BrainStatus, TurnRequest
 
-from .conftest import wait_for
+from .conftest import DeafGate, wait_for
 
 
 async def run_never_gates(h, principal: str, count: int, **kw):
@@ -68,26 +67,6 @@ async def test_counter_survives_brain_restart(harness):
     # A new brain starts with no carried state and resumes from the stored counter.
     second = await run_never_gates(h, p, 3)
     assert sorted(r.n for r in second) == [6, 7, 8]
-
-
-@workflow.defn(name="DeafGate", sandboxed=False)
-class DeafGate:
-    """Takes a turn and never gives it back, like a gate whose worker died."""
-
-    def __init__(self) -> None:
-        self.granted = False
-
-    @workflow.signal
-    def turn_granted(self, grant) -> None:
-        self.granted = True
-
-    @workflow.query
-    def has_turn(self) -> bool:
-        return self.granted
-
-    @workflow.run
-    async def run(self) -> None:
-        await workflow.wait_condition(lambda: False)
 
 
 @pytest.mark.parametrize("harness", [BrainConfig(lease_seconds=2.0)], indirect=True)

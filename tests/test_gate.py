@@ -69,3 +69,53 @@ async def test_gate_decides_alone_when_memory_is_confident(harness):
     stats = h.registry.get(p).stats()
     assert stats.human_answered == first_alone
     assert stats.proxy_answered == 6 - first_alone
+
+
+async def test_proxy_answers_never_count_as_human_answers(harness):
+    h = harness
+    p = h.principal()
+    # `never` gates on an empty memory: the proxy answers 'Approved.' on its own.
+    for i in range(5):
+        r = await (await start_gate(h.client, h.request(p, task_type="docs", escalation_mode="never",
+                                                         artifact=f"Fix typo {i}."), h.task_queue)).result()
+        assert r.answered_by is AnsweredBy.proxy and not r.escalated
+        assert r.text == "Approved." and r.confidence == 0.0
+    stats = h.registry.get(p).stats()
+    assert stats.proxy_answered == 5 and stats.human_answered == 0
+    assert all(ch.answered_by == "proxy" for ch in h.registry.get(p).store.chunks())
+    # Five of its own answers give the proxy no evidence: the next gate still escalates.
+    req = h.request(p, task_type="docs", artifact="Fix typo 6.")
+    details, result = await escalate_and_answer(h, req, "approve", "ok")
+    assert details.proxy_confidence == 0.0
+    assert result.answered_by is AnsweredBy.human
+
+
+async def test_always_mode_escalates_even_when_the_proxy_is_confident(harness):
+    h = harness
+    p = h.principal()
+    for i in range(6):
+        await run_answering(h, h.request(p, task_type="docs", artifact=f"Fix typo number {i}."))
+    req = h.request(p, task_type="docs", artifact="Fix typo number 7.", escalation_mode="always")
+    details, result = await escalate_and_answer(h, req, "reject", "Not this one.")
+    assert details.proxy_confidence >= 0.8 and details.proxy_action.value == "approve"
+    assert result.escalated and result.action.value == "reject" and result.text == "Not this one."
+
+
+async def test_escalations_are_listed_with_question_and_guess(harness):
+    from vicar.gates import list_escalations
+
+    h = harness
+    p = h.principal()
+    req = h.request(p, question="Approve or revise the proposed plan: drop table?")
+    handle = await start_gate(h.client, req, h.task_queue)
+
+    async def listed():
+        return [d for d in await list_escalations(h.client, p) if d.gate_id == req.gate_id]
+
+    [d] = await wait_for(listed)
+    assert d.question == req.question and d.principal == p and d.proxy_confidence == 0.0
+    assert "no memory" in d.proxy_text
+    desc = await handle.describe()
+    assert desc.typed_search_attributes  # status, principal, state and task type for the UI
+    await answer_gate(h.client, req.gate_id, HumanAnswer(action="approve"))
+    await handle.result()

@@ -26,7 +26,7 @@ app.add_typer(gate_app, name="gate")
 app.add_typer(memory_app, name="memory")
 
 console = Console(width=None if sys.stdout.isatty() else 120)
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # an error stays one line
 
 
 def one_line(exc: ValidationError) -> str:

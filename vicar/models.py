@@ -141,7 +141,8 @@ class RetrievalContext(BaseModel):
 
 
 class PassResult(BaseModel):
-    prose: str
+    prose: str  # the predicted reply in the human's voice; empty when there is no prediction
+    note: str = ""  # the proxy's own remark (why it has no prediction), never an answer
     confidence: float = Field(ge=0.0, le=1.0)
     action: Action | None = None  # the predicted action, when the predictor states one
     used_chunk_ids: list[str] = Field(default_factory=list)

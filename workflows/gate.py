@@ -122,7 +122,7 @@ class GateWorkflow:
             prior, posterior, surprise, calibration = await self._consult(req, n)
             decision = decide(req, calibration, posterior)
             self._details.proxy_action = posterior.action
-            self._details.proxy_text = posterior.prose
+            self._details.proxy_text = posterior.prose or posterior.note
             self._details.proxy_confidence = calibration.confidence
             if not decision.escalate:
                 # Stored inside the turn, so the next gate of this principal sees it.
@@ -143,7 +143,7 @@ class GateWorkflow:
             f"**Waiting for {req.principal}** — {req.state.value} / {req.task_type}\n\n"
             f"**Question:** {req.question}\n\n"
             f"**Proxy's guess** ({posterior.action.value if posterior.action else 'no prediction'}, "
-            f"confidence {calibration.confidence:.2f}): {posterior.prose}\n\n"
+            f"confidence {calibration.confidence:.2f}): {posterior.prose or posterior.note}\n\n"
             f"Answer with `vicar answer {req.gate_id} ACTION \"text\"`."
         )
         await workflow.wait_condition(lambda: self._answer is not None)

@@ -107,7 +107,8 @@ class OfflinePredictor:
         evidence = self._evidence(ctx)
         if not evidence:
             return PassResult(
-                prose=(
+                prose="",
+                note=(
                     f"I have no memory of how the human answers {request.state.value} gates "
                     f"for {request.task_type}; this needs the human."
                 ),
@@ -127,7 +128,7 @@ class OfflinePredictor:
         try:
             action = Action(outcome)
         except ValueError:
-            return PassResult(prose=f"Memory holds an unknown outcome {outcome!r}.", confidence=0.0)
+            return PassResult(prose="", note=f"Memory holds an unknown outcome {outcome!r}.", confidence=0.0)
         best = max((e for e in evidence if e[0].outcome == outcome), key=lambda e: e[1])[0]
         text = best.human_response.strip() or DEFAULT_TEXT[action]
         return PassResult(

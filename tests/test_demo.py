@@ -1,0 +1,38 @@
+"""`vicar demo` on the embedded default, as a user runs it: a real process, a real server."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+
+def temporal_servers_for(data_dir: Path) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "start-dev" in line and str(data_dir) in line]
+
+
+def test_demo_runs_a_session_and_leaves_no_server(tmp_path):
+    data_dir = tmp_path / "vicar"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
+    env["VICAR_DATA_DIR"] = str(data_dir)
+    vicar = Path(sys.executable).parent / "vicar"
+    proc = subprocess.run(
+        [str(vicar), "demo", "--gates", "16", "--human-delay", "0", "--principal", "demo-test"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    m = re.search(r"16 gates in [\d.]+ s: (\d+) decided by the proxy, (\d+) escalated", out)
+    assert m, out
+    autonomous, escalated = int(m.group(1)), int(m.group(2))
+    assert escalated >= 4  # the first wave has no memory at all
+    assert autonomous >= 1  # and later waves learned from the human's answers
+    assert "Memory: 16 chunks" in out and "Temporal UI: http://127.0.0.1:" in out
+    assert temporal_servers_for(data_dir) == []  # the embedded server stopped with the demo
+    # The memory outlives the run and the CLI reads it.
+    stats = subprocess.run([str(vicar), "memory", "stats", "demo-test"], capture_output=True, text=True,
+                           env=env, timeout=60)
+    assert stats.returncode == 0 and re.search(r"chunks\s*│\s*16", stats.stdout), stats.stdout

@@ -4,13 +4,15 @@
 
 Phases, all in one process against one embedded server with the worker in-process (so
 eager workflow start applies):
-  1. baseline: an empty workflow, eager start + result, sequentially;
+  1. baselines, eager start + result, sequentially: an empty workflow, and one that runs
+     as many no-op local activities as a gate (Temporal's floor for the gate's shape);
   2. training: every principal gets `docs` gates answered by a scripted human until the
      proxy decides alone (these gates are also the gate path's warm-up);
   3. latency: N sequential gates (round-robin over the principals), escalation_mode
      when_unsure; only the ones the proxy decided alone count;
   4. the same with escalation_mode=never (the full proxy path, never a human);
   5. throughput: ceil(N / principals) gates per principal, all principals concurrently.
+Results go to a markdown report (--out) as well as the terminal.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ import tempfile
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Awaitable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,13 +40,15 @@ import temporalio
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.client import Interceptor as ClientInterceptor
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Worker
 from temporalio.worker import Interceptor as WorkerInterceptor
 
-from empty_workflow import EmptyWorkflow  # bench/ is sys.path[0] when run as a script
+from floor_workflow import FloorWorkflow, noop  # bench/ is sys.path[0] when run as a script
 from memory.embedder import default_embedder
+from vicar import contracts as c
 from vicar.config import Settings
 from vicar.gates import answer_gate, gate_details, start_gate
 from vicar.models import CfAState, EscalationMode, GateRequest, GateResult, GateStatus, HumanAnswer
@@ -57,6 +63,9 @@ HUMAN = HumanAnswer(action="approve", text="Fine, ship it.")
 TRAINED_STREAK = 2
 MAX_TRAINING_GATES = 12
 BASELINE_WARMUP = 10
+# An autonomous gate's local activities: request_turn, retrieve, prior, posterior, calibrate,
+# reinforce, record, release_turn (extract_surprise only on a surprise).
+GATE_LOCAL_ACTIVITIES = 8
 
 
 class ActivityTimer(ClientInterceptor, WorkerInterceptor):
@@ -90,6 +99,8 @@ class Row:
     eager: int = 0
     total: int = 0
     wall: float | None = None  # seconds, throughput phase only
+    ids: list[str] = field(default_factory=list)  # gate ids, parallel to latencies
+    cpu: tuple[float, float] = (math.nan, math.nan)  # CPU seconds: this process, the server
 
     def pct(self, q: float) -> float:
         return statistics.quantiles(self.latencies, n=100, method="inclusive")[q - 1] * 1000 if len(
@@ -102,6 +113,29 @@ class Row:
     @property
     def rate(self) -> float | None:
         return self.total / self.wall if self.wall else None
+
+    def cpu_ms(self, which: int) -> float:
+        return self.cpu[which] * 1000 / self.total if self.total else math.nan
+
+
+def cpu_seconds(pid: int | str) -> float:
+    """utime + stime of a process, from /proc (Linux); NaN elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def metered(server_pid: int | None, phase: Awaitable[Row]) -> Row:
+    """Run a phase and charge it the CPU this process (client + worker + activities) and
+    the server used: on 2 cores that, not waiting, is what bounds throughput."""
+    pids: list[int | str] = ["self", server_pid if server_pid is not None else -1]
+    before = [cpu_seconds(p) for p in pids]
+    row = await phase
+    after = [cpu_seconds(p) for p in pids]
+    row.cpu = (after[0] - before[0], after[1] - before[1])
+    return row
 
 
 def eagerly_started(handle: WorkflowHandle) -> bool:
@@ -119,8 +153,8 @@ def gate(principal: str, run: str, i: int, mode: EscalationMode = EscalationMode
 
 async def run_gate(client: Client, req: GateRequest, tq: str, poll: float) -> tuple[GateResult, float, bool]:
     """Start a gate and wait for its result, answering as the human if it escalates.
-    Polls for escalation only every `poll` seconds: queries cost workflow tasks, which
-    would slow the gates being measured."""
+    Checks for escalation only every `poll` seconds: each query costs the worker and the
+    server work that would slow the gates being measured."""
     t0 = time.perf_counter()
     handle = await start_gate(client, req, tq)
     result = asyncio.ensure_future(handle.result())
@@ -140,20 +174,23 @@ def record(row: Row, res: GateResult, seconds: float, eager: bool) -> None:
         row.escalated += 1
     else:
         row.latencies.append(seconds)
+        row.ids.append(res.gate_id)
 
 
-async def baseline(client: Client, tq: str, n: int, progress: Progress) -> Row:
-    row = Row("empty workflow (baseline)")
-    bar = progress.add_task("baseline: empty workflow", total=BASELINE_WARMUP + n)
+async def baseline(client: Client, tq: str, n: int, local_activities: int, label: str, progress: Progress) -> Row:
+    row = Row(label)
+    bar = progress.add_task(label, total=BASELINE_WARMUP + n)
     for i in range(BASELINE_WARMUP + n):
         t0 = time.perf_counter()
         handle = await client.start_workflow(
-            EmptyWorkflow.run, id=f"bench-empty-{uuid.uuid4().hex}", task_queue=tq, request_eager_start=True)
+            FloorWorkflow.run, local_activities, id=f"bench-floor-{uuid.uuid4().hex}", task_queue=tq,
+            request_eager_start=True)
         await handle.result()
         if i >= BASELINE_WARMUP:
             row.total += 1
             row.eager += eagerly_started(handle)
             row.latencies.append(time.perf_counter() - t0)
+            row.ids.append(handle.id)
         progress.advance(bar)
     return row
 
@@ -190,7 +227,7 @@ async def sequential(client: Client, tq: str, principals: list[str], run: str, n
 
 async def concurrent(client: Client, tq: str, principals: list[str], run: str, per: int,
                      progress: Progress) -> Row:
-    row = Row(f"{len(principals)} principals concurrently")
+    row = Row(f"autonomous gates, {len(principals)} principals concurrently")
     bar = progress.add_task(row.label, total=per * len(principals))
 
     async def stream(p: str) -> None:
@@ -220,10 +257,38 @@ def fmt(x: float | None, spec: str = ".1f") -> str:
 
 def table_rows(rows: list[Row]) -> list[list[str]]:
     return [[r.label, str(len(r.latencies)), f"{r.escalated}/{r.total}", f"{r.eager}/{r.total}",
-             fmt(r.pct(50)), fmt(r.pct(95)), fmt(r.mean), fmt(r.rate)] for r in rows]
+             fmt(r.pct(50)), fmt(r.pct(95)), fmt(r.mean), fmt(r.rate), fmt(r.cpu_ms(0), ".0f"),
+             fmt(r.cpu_ms(1), ".0f")] for r in rows]
 
 
-HEADERS = ["measurement", "counted", "escalated", "eager start", "p50 ms", "p95 ms", "mean ms", "gates/s"]
+HEADERS = ["measurement", "counted", "escalated", "eager start", "p50 ms", "p95 ms", "mean ms", "gates/s",
+           "CPU ms/gate: python", "CPU ms/gate: server"]
+
+
+@dataclass
+class Anatomy:
+    gate_id: str
+    client_ms: float  # start_gate to result, as the bench measured it
+    run_ms: float  # execution started to completed, server clock
+    tasks: int  # workflow tasks
+    task_ms: float  # inside them (started to completed)
+    events: int
+
+
+async def anatomy(client: Client, row: Row) -> Anatomy | None:
+    """The median gate of a phase, read back from its history."""
+    if not row.ids:
+        return None
+    i = sorted(range(len(row.latencies)), key=row.latencies.__getitem__)[len(row.latencies) // 2]
+    handle = client.get_workflow_handle(c.gate_workflow_id(row.ids[i]))
+    events = [e async for e in handle.fetch_history_events()]
+    at = {e.event_id: e.event_time.ToNanoseconds() / 1e6 for e in events}
+    done = [e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED]
+    return Anatomy(
+        gate_id=row.ids[i], client_ms=row.latencies[i] * 1000, run_ms=at[events[-1].event_id] - at[events[0].event_id],
+        tasks=len(done), events=len(events),
+        task_ms=sum(at[e.event_id] - at[e.workflow_task_completed_event_attributes.started_event_id] for e in done),
+    )
 
 
 def breakdown(timer: ActivityTimer, gates: int) -> list[tuple[str, float, int]]:
@@ -233,8 +298,8 @@ def breakdown(timer: ActivityTimer, gates: int) -> list[tuple[str, float, int]]:
 
 
 def report(args: argparse.Namespace, rows: list[Row], trained: dict[str, int], acts: list[tuple[str, float, int]],
-           setup_s: float, total_s: float) -> str:
-    base, alone, never, conc = rows
+           gate_anatomy: Anatomy | None, load: tuple[float, float], setup_s: float, total_s: float) -> str:
+    base, shape, alone, never, conc = rows
     p50 = alone.pct(50)
     lines = [
         "# Vicar gate benchmark",
@@ -244,7 +309,8 @@ def report(args: argparse.Namespace, rows: list[Row], trained: dict[str, int], a
         f"- machine: {machine()}",
         "- setup: offline predictor, embedded Temporal dev server (`temporal server start-dev`, SQLite file), "
         "worker in-process, fresh data dir",
-        f"- run time: {total_s:.0f} s (server start + model load {setup_s:.1f} s)",
+        f"- run time: {total_s:.0f} s (server start + model load {setup_s:.1f} s); 1-minute load average "
+        f"{load[0]:.2f} before, {load[1]:.2f} after (other processes on the machine skew the figures)",
         f"- training: human answers needed per principal before the proxy decided alone: "
         f"{', '.join(str(v) for v in trained.values())} (-1 = not trained in {MAX_TRAINING_GATES} gates)",
         "",
@@ -255,7 +321,9 @@ def report(args: argparse.Namespace, rows: list[Row], trained: dict[str, int], a
         "Latency is `start_gate` (eager start) to `handle.result()` returning; only gates the proxy "
         "decided alone (`escalated == False`) are counted. Escalated gates were answered by the bench "
         "as the human and left out. The `never` row runs the same proxy path but can never wait for "
-        "a human. gates/s = all gates of the concurrent phase / its wall time.",
+        "a human. gates/s = all gates of the concurrent phase / its wall time. CPU ms/gate = CPU "
+        "time of this Python process (client, worker, activities, embedding model) and of the "
+        "Temporal server during the phase, per gate.",
         "",
         "## Goals",
         "",
@@ -269,6 +337,8 @@ def report(args: argparse.Namespace, rows: list[Row], trained: dict[str, int], a
         f"- empty workflow round trip p50 {fmt(base.pct(50))} ms = "
         f"{fmt(100 * base.pct(50) / p50, '.0f')}% of the autonomous gate's p50 ({fmt(p50)} ms); "
         f"the gate is {fmt(p50 / base.pct(50), '.1f')}x the floor.",
+        f"- a workflow of the gate's shape ({GATE_LOCAL_ACTIVITIES} no-op local activities) p50 "
+        f"{fmt(shape.pct(50))} ms = {fmt(100 * shape.pct(50) / p50, '.0f')}% of the gate's p50.",
         f"- under load ({args.principals} principals): gate p50 {fmt(conc.pct(50))} ms, "
         f"{fmt(conc.pct(50) / base.pct(50), '.1f')}x the floor.",
         "",
@@ -281,10 +351,19 @@ def report(args: argparse.Namespace, rows: list[Row], trained: dict[str, int], a
         f"| gate mean latency | {fmt(alone.mean)} | |",
         "",
         "The rest (gate mean minus the activity sum) is Temporal and SDK overhead: start, workflow "
-        "tasks, the result long-poll. `request_turn` is itself a Temporal round trip "
-        "(update-with-start on the principal's brain workflow).",
+        "tasks, local-activity dispatch, the result long-poll. `request_turn` is itself a Temporal "
+        "round trip (update-with-start on the principal's brain workflow); `release_turn` signals "
+        "the brain; `mirror_counter` is the brain's own local activity.",
         "",
     ]
+    if gate_anatomy:
+        a = gate_anatomy
+        lines += [
+            f"Median gate `{a.gate_id}` from its history: {a.client_ms:.1f} ms at the client, "
+            f"{a.run_ms:.1f} ms from execution started to completed on the server, of which "
+            f"{a.task_ms:.1f} ms inside {a.tasks} workflow task(s); {a.events} history events.",
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -294,31 +373,42 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
     run = uuid.uuid4().hex[:6]
     principals = [f"bench-p{i}" for i in range(args.principals)]
     timer = ActivityTimer()
+    load_before = os.getloadavg()[0]
     async with temporal_client(settings, embedded=True) as (base_client, server):
         await asyncio.to_thread(default_embedder)  # load the model before the clock runs
         client = Client(**{**base_client.config(), "interceptors": [timer]})
         gate_worker, registry = build_worker(client, settings, task_queue="bench-gates")
-        empty_worker = Worker(client, task_queue="bench-empty", workflows=[EmptyWorkflow])
+        floor_worker = Worker(client, task_queue="bench-floor", workflows=[FloorWorkflow], activities=[noop],
+                              activity_executor=ThreadPoolExecutor(max_workers=4))
         setup_s = time.perf_counter() - t_start
+        server_pid = server._proc.pid if server and server._proc else None  # private, but only read
         console.print(f"server {server.address if server else '?'}, data dir {settings.data_dir}, "
                       f"setup {setup_s:.1f} s")
         try:
-            async with gate_worker, empty_worker:
+            async with gate_worker, floor_worker:
                 with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                               TimeElapsedColumn(), console=console) as progress:
-                    base = await baseline(client, "bench-empty", max(args.gates, 50), progress)
+                    floor_n = max(args.gates, 50)
+                    base = await metered(server_pid, baseline(
+                        client, "bench-floor", floor_n, 0, "empty workflow (baseline)", progress))
+                    shape = await metered(server_pid, baseline(
+                        client, "bench-floor", floor_n, GATE_LOCAL_ACTIVITIES,
+                        f"workflow with {GATE_LOCAL_ACTIVITIES} no-op local activities (baseline)", progress))
                     trained = await train(client, "bench-gates", principals, run, progress)
                     timer.enabled = True
-                    alone = await sequential(client, "bench-gates", principals, run + "a", args.gates,
-                                             EscalationMode.when_unsure, "autonomous gate (when_unsure)", progress)
+                    alone = await metered(server_pid, sequential(
+                        client, "bench-gates", principals, run + "a", args.gates,
+                        EscalationMode.when_unsure, "autonomous gate (when_unsure), sequential", progress))
                     timer.enabled = False
-                    never = await sequential(client, "bench-gates", principals, run + "n", args.gates,
-                                             EscalationMode.never, "gate, escalation_mode=never", progress)
-                    conc = await concurrent(client, "bench-gates", principals, run,
-                                            math.ceil(args.gates / args.principals), progress)
+                    never = await metered(server_pid, sequential(
+                        client, "bench-gates", principals, run + "n", args.gates,
+                        EscalationMode.never, "gate, escalation_mode=never, sequential", progress))
+                    conc = await metered(server_pid, concurrent(
+                        client, "bench-gates", principals, run, math.ceil(args.gates / args.principals), progress))
+            gate_anatomy = await anatomy(client, alone)
         finally:
             registry.close()
-    rows = [base, alone, never, conc]
+    rows = [base, shape, alone, never, conc]
     acts = breakdown(timer, max(alone.total, 1))
     table = Table(title="Vicar gate benchmark")
     for h in HEADERS:
@@ -326,7 +416,8 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
     for cells in table_rows(rows):
         table.add_row(*cells)
     console.print(table)
-    return report(args, rows, trained, acts, setup_s, time.perf_counter() - t_start)
+    return report(args, rows, trained, acts, gate_anatomy, (load_before, os.getloadavg()[0]), setup_s,
+                  time.perf_counter() - t_start)
 
 
 def main() -> None:
@@ -335,7 +426,7 @@ def main() -> None:
     ap.add_argument("--principals", type=int, default=8, help="concurrent principals (default 8)")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "RESULTS.md")
     args = ap.parse_args()
-    console = Console()
+    console = Console() if sys.stdout.isatty() else Console(width=160)  # keep the table readable in logs
     text = asyncio.run(bench(args, console))
     args.out.write_text(text)
     console.print(text.split("## Goals", 1)[1].split("## Where", 1)[0].strip())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from vicar.gates import answer_gate, gate_details, start_gate
 from vicar.models import AnsweredBy, GateStatus, HumanAnswer
 
@@ -119,3 +121,23 @@ async def test_escalations_are_listed_with_question_and_guess(harness):
     assert desc.typed_search_attributes  # status, principal, state and task type for the UI
     await answer_gate(h.client, req.gate_id, HumanAnswer(action="approve"))
     await handle.result()
+
+
+async def test_human_response_signal_answers_and_a_bad_one_is_dropped(harness):
+    h = harness
+    p = h.principal()
+    req = h.request(p)
+    handle = await start_gate(h.client, req, h.task_queue)
+
+    async def escalated():
+        d = await gate_details(h.client, req.gate_id)
+        return d and d.status is GateStatus.escalated
+
+    await wait_for(escalated)
+    await handle.signal("human_response", HumanAnswer(action="sure-why-not", text="?"))
+    await asyncio.sleep(0.5)
+    assert (await gate_details(h.client, req.gate_id)).status is GateStatus.escalated  # still waiting
+    await handle.signal("human_response", HumanAnswer(action="correct", text="Split it in two.", responder="bo"))
+    result = await handle.result()
+    assert result.action.value == "correct" and result.text == "Split it in two."
+    assert result.responder == "bo" and result.answered_by is AnsweredBy.human

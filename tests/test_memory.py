@@ -120,3 +120,23 @@ def test_invalid_principal_names_never_become_paths(settings, embedder):
     for bad in ("../etc", "a/b", "", ".hidden", "x" * 65):
         with pytest.raises(ValueError):
             PrincipalMemory(bad, settings.principals_dir, embedder, settings.memory)
+
+
+def test_retried_store_activity_writes_one_chunk(settings, embedder):
+    """The real activity, run twice with the same input as Temporal's retry would."""
+    from temporalio.testing import ActivityEnvironment
+
+    from activities.proxy import ProxyActivities
+    from vicar.proxy.offline import OfflinePredictor
+
+    reg = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
+    acts = ProxyActivities(None, reg, OfflinePredictor(), settings)
+    env = ActivityEnvironment()
+    record = gate_record("alice", 3)
+    first = env.run(acts.record_outcome, record)
+    second = env.run(acts.record_outcome, record)
+    assert first == second
+    mem = reg.get("alice")
+    assert mem.store.count() == 1 and mem.store.trace_count() == 1
+    assert mem.vectors.count() == len(mem.store.get_chunk(first).dimension_texts())
+    reg.close()

@@ -1,4 +1,17 @@
-"""ACT-R base-level activation in interaction time: B = ln sum_i (N - t_i)^-d."""
+"""ACT-R base-level activation in interaction time, exact and approximated.
+
+Exact (Anderson & Lebiere 1998):   B = ln sum_i (N - t_i)^-d
+Hybrid (Petrov 2006): keep the k most recent traces exactly and integrate the rest
+from the chunk's creation, knowing only their count:
+
+    B ~ ln[ sum_{i<=k} a_i^-d + (n - k) (a_n^(1-d) - a_k^(1-d)) / ((1 - d)(a_n - a_k)) ]
+
+where a_i are ages (N - t_i), a_k the age of the oldest kept trace and a_n the age of
+the creation trace. Memory per chunk is bounded: k traces, a count and a creation time.
+
+Ages are floored at `age_floor` interactions (default 1): a trace made at the current
+N would otherwise have age 0 and an infinite activation.
+"""
 
 from __future__ import annotations
 
@@ -28,6 +41,58 @@ def base_levels(
     sums = np.bincount(owner, weights=ages ** -decay, minlength=n_chunks)
     with np.errstate(divide="ignore"):
         return np.log(sums)
+
+
+def hybrid_level(recent: Sequence[int], count: int, created: int, now: int, decay: float = 0.5,
+                 age_floor: float = 1.0) -> float:
+    """Petrov's hybrid for one chunk: `recent` holds its (up to k) most recent traces."""
+    if count == 0:
+        return -math.inf
+    ages = [max(now - t, age_floor) for t in recent]
+    total = sum(a ** -decay for a in ages)
+    rest = count - len(recent)
+    if rest > 0:
+        a_k, a_n = max(ages), max(now - created, age_floor)
+        total += _tail(rest, a_k, a_n, decay)
+    return math.log(total)
+
+
+def _tail(rest, a_k, a_n, decay):
+    """Integral estimate of `rest` traces spread evenly between ages a_k and a_n."""
+    if a_n - a_k <= 1e-9:
+        return rest * a_k ** -decay
+    return rest * (a_n ** (1 - decay) - a_k ** (1 - decay)) / ((1 - decay) * (a_n - a_k))
+
+
+def hybrid_levels(
+    recent: np.ndarray, count: np.ndarray, created: np.ndarray, now: int, decay: float = 0.5,
+    age_floor: float = 1.0,
+) -> np.ndarray:
+    """Petrov's hybrid for many chunks: `recent` is (chunks x k) with -1 for empty slots."""
+    present = recent >= 0
+    ages = np.maximum(now - recent.astype(np.float64), age_floor)
+    total = np.where(present, ages ** -decay, 0.0).sum(axis=1)
+    kept = present.sum(axis=1)
+    rest = count - kept
+    a_k = np.where(present, ages, 0.0).max(axis=1, initial=0.0)
+    a_n = np.maximum(now - created.astype(np.float64), age_floor)
+    span = a_n - a_k
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tail = np.where(
+            span > 1e-9,
+            rest * (a_n ** (1 - decay) - a_k ** (1 - decay)) / ((1 - decay) * np.where(span > 1e-9, span, 1.0)),
+            rest * np.where(a_k > 0, a_k, 1.0) ** -decay,
+        )
+        total = total + np.where(rest > 0, tail, 0.0)
+        return np.log(total)
+
+
+def logistic_noise(rng: np.random.Generator, size: int, s: float) -> np.ndarray:
+    """ACT-R's activation noise: logistic with scale s (variance pi^2 s^2 / 3)."""
+    if s <= 0:
+        return np.zeros(size)
+    u = rng.uniform(1e-12, 1 - 1e-12, size)
+    return s * np.log(u / (1 - u))
 
 
 def retrieval_probability(activation: np.ndarray | float, threshold: float, noise_s: float) -> np.ndarray:

@@ -7,8 +7,10 @@ from enum import Enum
 
 from pydantic import BaseModel, Field
 
-# The independent embedding dimensions of a chunk (design: MemoryChunk).
+# The independent embedding dimensions of a chunk (design: MemoryChunk), and the single
+# blended embedding of all its text, the alternative the ablations compare against.
 DIMENSIONS = ("situation", "artifact", "stimulus", "response", "salience")
+BLENDED = "blended"
 ARTIFACT_EMBED_CHARS = 2000  # MiniLM reads 256 tokens; more text only costs time
 
 
@@ -53,6 +55,18 @@ class MemoryChunk(BaseModel):
             "salience": " ".join([self.surprise_description, *self.salient_percepts]).strip(),
         }
         return {k: v for k, v in texts.items() if v.strip()}
+
+    def vector_texts(self) -> dict[str, str]:
+        """Every text Vicar embeds for this chunk: its dimensions plus the blended one."""
+        texts = self.dimension_texts()
+        if texts:
+            texts[BLENDED] = blended_text(texts)
+        return texts
+
+
+def blended_text(texts: dict[str, str]) -> str:
+    """One text of all dimensions (the design's blended_text_from_fields)."""
+    return "\n".join(texts[d] for d in DIMENSIONS if texts.get(d, "").strip())[:ARTIFACT_EMBED_CHARS]
 
 
 def situation_text(state: str, task_type: str, question: str) -> str:

@@ -6,15 +6,17 @@ no shared collection or table through which one principal's chunks could reach a
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel
 
-from memory.chunk import MemoryChunk
+from memory.chunk import BLENDED, DIMENSIONS, MemoryChunk, blended_text
 from memory.embedder import Embedder
 from memory.index import STRUCT_FIELDS, MemoryIndex
+from memory.lexical import LexicalIndex
 from memory.retrieval import Hit, Query, rank
 from memory.store import RecordStore, StoreError
 from memory.vectors import VectorStore
@@ -34,6 +36,16 @@ class MemoryStats(BaseModel):
     embedding_model: str
 
 
+class ReconcileReport(BaseModel):
+    missing_vectors: int  # chunks whose vectors were missing and have been re-embedded
+    orphan_vectors: int  # vectors without a record, deleted
+
+
+def noise_seed(principal: str, n: int, salt: str = "") -> int:
+    """A seed fixed by (principal, N): the same retrieval gives the same noise on retry."""
+    return int.from_bytes(hashlib.blake2b(f"{principal}\0{n}\0{salt}".encode(), digest_size=8).digest(), "big")
+
+
 class PrincipalMemory:
     def __init__(self, principal: str, root: Path, embedder: Embedder, params: MemoryParams) -> None:
         self.principal = check_principal(principal)
@@ -44,8 +56,9 @@ class PrincipalMemory:
         self.store = RecordStore(self.dir / "memory.db")
         self._claim("principal", principal)
         self._claim("embedding_model", embedder.model_name)
-        self.vectors = VectorStore(self.dir / "chroma")
-        self.index = MemoryIndex(embedder.dim)
+        self.vectors = VectorStore(self.dir / "chroma", embedder.model_name)
+        self.index = MemoryIndex(embedder.dim, params.hybrid_k)
+        self.lexical = LexicalIndex(self._lexical_texts)
         self._rebuild()
 
     def _claim(self, key: str, value: str) -> None:
@@ -59,10 +72,17 @@ class PrincipalMemory:
             )
 
     def _rebuild(self) -> None:
-        for chunk in self.store.chunks():
-            self.index.add_chunk(chunk.id, _fields(chunk), chunk.traces)
+        traces: dict[str, list[int]] = {}
+        for cid, n in self.store.all_traces():
+            traces.setdefault(cid, []).append(n)
+        for row in self.store.index_rows():
+            self.index.add_chunk(row[0], dict(zip(STRUCT_FIELDS, row[1:])), traces.get(row[0], []))
         for cid, dim, vec in self.vectors.load_all():
             self.index.set_vector(cid, dim, vec)
+        for a, b, n in self.store.coaccess():
+            if a in self.index.pos and b in self.index.pos:
+                row = self.index.coaccess.setdefault(self.index.pos[a], {})
+                row[self.index.pos[b]] = n
 
     def close(self) -> None:
         self.store.close()
@@ -74,25 +94,28 @@ class PrincipalMemory:
         under the same id and adds no second record or trace. Returns True if new."""
         if chunk.principal != self.principal:
             raise StoreError(f"chunk of {chunk.principal!r} offered to memory of {self.principal!r}")
-        texts = chunk.dimension_texts()
-        vecs = self.embedder.embed(list(texts.values())) if texts else np.zeros((0, 0))
+        texts = chunk.vector_texts()
+        vecs = dict(zip(texts, self.embedder.embed(list(texts.values())))) if texts else {}
         with self._lock:
             # Vectors first: a crash between the two leaves vectors without a record,
             # which the retry (same id) completes, rather than a record without vectors.
-            self.vectors.upsert(chunk.id, dict(zip(texts, vecs)))
+            self.vectors.upsert(chunk.id, vecs)
             created = self.store.add_chunk(chunk)
             stored = chunk if created else self.store.get_chunk(chunk.id)
             self.index.add_chunk(chunk.id, _fields(stored), stored.traces)
-            for dim, vec in zip(texts, vecs):
+            for dim, vec in vecs.items():
                 self.index.set_vector(chunk.id, dim, vec)
+            self.lexical.mark_stale()
         return created
 
     def reinforce(self, chunk_ids: list[str], n: int) -> list[str]:
-        """ACT-R rule 2: a retrieval trace at N for chunks the proxy used; once per (chunk, N)."""
+        """ACT-R rule 2: a retrieval trace at N for chunks the proxy used; once per
+        (chunk, N). Chunks used together also strengthen their co-access link."""
         with self._lock:
             added = self.store.add_traces(chunk_ids, n)
             for cid in added:
                 self.index.add_trace(cid, n)
+            self.index.add_coaccess(added)
         return added
 
     def raise_counter(self, n: int) -> int:
@@ -103,16 +126,47 @@ class PrincipalMemory:
 
     # -- reads ----------------------------------------------------------------
 
+    def query_vectors(self, texts: dict[str, str]) -> dict[str, np.ndarray]:
+        """One batched embedding call for every dimension of a query, plus the blended text."""
+        texts = {d: t for d, t in texts.items() if t.strip() and d in DIMENSIONS}
+        if not texts:
+            return {}
+        texts[BLENDED] = blended_text(texts)
+        return dict(zip(texts, self.embedder.embed(list(texts.values()))))
+
     def retrieve(self, query: Query) -> list[tuple[Hit, MemoryChunk]]:
-        texts = {d: t for d, t in query.texts.items() if t.strip()}
-        qvecs = dict(zip(texts, self.embedder.embed(list(texts.values())))) if texts else {}
+        qvecs = self.query_vectors(query.texts)
+        with self._lock:
+            lexical = None
+            if query.lexical:
+                lexical = self.lexical.ranks(" ".join(query.texts.values()), len(self.index))
+            hits = rank(self.index, query, qvecs, self.params, lexical)
+        return self._with_chunks(hits)
+
+    def salient(self, artifact: str, now: int, top_k: int = 5) -> list[tuple[Hit, MemoryChunk]]:
+        """The salience index: chunks whose surprise (description and percepts) is close
+        to this artifact, i.e. past artifacts that changed the proxy's mind like it might."""
+        if not artifact.strip():
+            return []
+        q = self.embedder.embed([artifact[:2000]])[0]
         p = self.params
         with self._lock:
-            hits = rank(
-                self.index, query, qvecs, decay=p.decay, threshold=p.threshold,
-                age_floor=p.age_floor, w_activation=p.w_activation,
-                w_similarity=p.w_similarity, top_k=p.top_k,
-            )
+            col = self.index.vectors.get("salience")
+            if col is None:
+                return []
+            col.grow_to(len(self.index))
+            idx = np.flatnonzero(col.row_of.view >= 0)
+            act = self.index.activations(now, p.decay, p.age_floor, p.activation_mode)[idx]
+            idx, act = idx[act > p.threshold], act[act > p.threshold]
+            if len(idx) == 0:
+                return []
+            sim = col.cosine(idx, q)
+            order = np.argsort(-sim)[:top_k]
+            hits = [Hit(chunk_id=self.index.ids[idx[j]], activation=float(act[j]),
+                        similarity=float(sim[j]), score=float(sim[j])) for j in order]
+        return self._with_chunks(hits)
+
+    def _with_chunks(self, hits: list[Hit]) -> list[tuple[Hit, MemoryChunk]]:
         out = []
         for hit in hits:
             chunk = self.store.get_chunk(hit.chunk_id)
@@ -120,11 +174,40 @@ class PrincipalMemory:
                 out.append((hit, chunk))
         return out
 
+    def _lexical_texts(self) -> tuple[list[int], list[str]]:
+        idx, texts = [], []
+        for chunk in self.store.chunks():
+            i = self.index.pos.get(chunk.id)
+            if i is not None:
+                idx.append(i)
+                texts.append(" ".join(chunk.dimension_texts().values()))
+        return idx, texts
+
+    # -- maintenance ------------------------------------------------------------
+
+    def reconcile(self) -> ReconcileReport:
+        """Repair the two ways records and vectors can disagree after a crash: records
+        without (all their) vectors are re-embedded, vectors without a record deleted."""
+        with self._lock:
+            orphans = [vid for vid, cid in self.vectors.ids() if cid not in self.index.pos]
+            self.vectors.delete(orphans)
+            missing = 0
+            for chunk in self.store.chunks():
+                texts = chunk.vector_texts()
+                lacking = [d for d in texts if not self.index.has_vector(chunk.id, d)]
+                if lacking:
+                    vecs = dict(zip(lacking, self.embedder.embed([texts[d] for d in lacking])))
+                    self.vectors.upsert(chunk.id, vecs)
+                    for dim, vec in vecs.items():
+                        self.index.set_vector(chunk.id, dim, vec)
+                    missing += 1
+        return ReconcileReport(missing_vectors=missing, orphan_vectors=len(orphans))
+
     def stats(self) -> MemoryStats:
         s = self.store
         by_context: dict[str, int] = {}
-        for chunk in s.chunks():
-            key = f"{chunk.state}|{chunk.task_type}"
+        for _, _, state, task_type, _, _ in s.index_rows():
+            key = f"{state}|{task_type}"
             by_context[key] = by_context.get(key, 0) + 1
         return MemoryStats(
             principal=self.principal,

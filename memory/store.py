@@ -47,6 +47,15 @@ MIGRATIONS: list[str] = [
     ) WITHOUT ROWID;
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     """,
+    # v2: co-access counts for spreading activation (chunks used together).
+    """
+    CREATE TABLE coaccess (
+        a TEXT NOT NULL REFERENCES chunks(id),
+        b TEXT NOT NULL REFERENCES chunks(id),
+        n INTEGER NOT NULL,
+        PRIMARY KEY (a, b)
+    ) WITHOUT ROWID;
+    """,
 ]
 
 _COLUMNS = (
@@ -125,17 +134,33 @@ class RecordStore:
             return True
 
     def add_traces(self, chunk_ids: list[str], n: int) -> list[str]:
-        """Add trace n to each chunk; (chunk, n) pairs already present are skipped.
-        Returns the ids that really got a new trace."""
+        """Add trace n to each chunk and count the chunks as used together, in one
+        transaction; (chunk, n) pairs already present are skipped, so a retry changes
+        nothing. Returns the ids that really got a new trace."""
         added: list[str] = []
         with self.transaction() as db:
-            for cid in chunk_ids:
+            for cid in dict.fromkeys(chunk_ids):
                 if not db.execute("SELECT 1 FROM chunks WHERE id = ?", (cid,)).fetchone():
                     raise StoreError(f"cannot reinforce unknown chunk {cid}")
                 cur = db.execute("INSERT OR IGNORE INTO traces (chunk_id, n) VALUES (?, ?)", (cid, n))
                 if cur.rowcount:
                     added.append(cid)
+            db.executemany(
+                "INSERT INTO coaccess (a, b, n) VALUES (?, ?, 1) ON CONFLICT(a, b) DO UPDATE SET n = n + 1",
+                [(a, b) for a in added for b in added if a != b],
+            )
         return added
+
+    def coaccess(self) -> list[tuple[str, str, int]]:
+        with self._lock:
+            return self._db.execute("SELECT a, b, n FROM coaccess").fetchall()
+
+    def index_rows(self) -> list[tuple[str, str, str, str, str, str]]:
+        """(id, kind, state, task_type, outcome, answered_by) of every chunk, in creation order."""
+        with self._lock:
+            return self._db.execute(
+                "SELECT id, kind, state, task_type, outcome, answered_by FROM chunks ORDER BY created_n, id"
+            ).fetchall()
 
     def get_chunk(self, chunk_id: str) -> MemoryChunk | None:
         chunks = self.chunks(where="id = ?", params=(chunk_id,))

@@ -1,12 +1,16 @@
-"""Chunk vectors in ChromaDB: one persistent client per principal, one collection.
+"""Chunk vectors in ChromaDB: one persistent client per principal, one collection per
+embedding model.
 
 Every dimension of a chunk is one Chroma record with id `<chunk id>:<dimension>`, so a
-chunk's vectors are written in one idempotent upsert (each upsert costs ~8 ms).
+chunk's vectors are written in one idempotent upsert (each upsert costs ~8 ms). A
+collection per model lets `vicar memory reembed` build the new vectors beside the old
+ones and switch only when it is done.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from pathlib import Path
 
@@ -19,8 +23,12 @@ def vector_id(chunk_id: str, dim: str) -> str:
     return f"{chunk_id}:{dim}"
 
 
+def collection_name(model: str) -> str:
+    return "chunks-" + (re.sub(r"[^a-zA-Z0-9]+", "-", model).strip("-").lower() or "default")
+
+
 class VectorStore:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, model: str) -> None:
         import chromadb
         from chromadb.config import Settings as ChromaSettings
 
@@ -30,7 +38,7 @@ class VectorStore:
         )
         # Chroma's default embedding function downloads a model: always pass vectors.
         self._col = self._client.get_or_create_collection(
-            name="chunks", embedding_function=None, metadata={"hnsw:space": "cosine"}
+            name=collection_name(model), embedding_function=None, metadata={"hnsw:space": "cosine"}
         )
         self._lock = threading.Lock()
 
@@ -56,6 +64,33 @@ class VectorStore:
             for meta, vec in zip(got["metadatas"], got["embeddings"]):
                 yield meta["chunk_id"], meta["dim"], np.asarray(vec, dtype=np.float32)
             offset += len(got["ids"])
+
+    def ids(self, page: int = 20000) -> list[tuple[str, str]]:
+        """(vector id, chunk id) of every stored vector."""
+        out, offset = [], 0
+        while True:
+            with self._lock:
+                got = self._col.get(include=["metadatas"], limit=page, offset=offset)
+            if not got["ids"]:
+                return out
+            out.extend((vid, meta["chunk_id"]) for vid, meta in zip(got["ids"], got["metadatas"]))
+            offset += len(got["ids"])
+
+    def delete(self, vector_ids: list[str]) -> None:
+        if vector_ids:
+            with self._lock:
+                self._col.delete(ids=vector_ids)
+
+    def drop_other_models(self, keep_model: str) -> list[str]:
+        """Delete the collections of other embedding models (after a re-embed)."""
+        keep = collection_name(keep_model)
+        dropped = []
+        for col in self._client.list_collections():
+            name = getattr(col, "name", col)
+            if name != keep and name.startswith("chunks-"):
+                self._client.delete_collection(name)
+                dropped.append(name)
+        return dropped
 
     def count(self) -> int:
         return self._col.count()

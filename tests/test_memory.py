@@ -52,7 +52,7 @@ def test_record_and_reinforce_are_idempotent(settings, embedder):
     assert mem.record(chunk) is True
     assert mem.record(chunk) is False  # a retried store activity
     assert mem.store.count() == 1 and mem.store.trace_count() == 1
-    assert mem.vectors.count() == len(chunk.dimension_texts())
+    assert mem.vectors.count() == len(chunk.vector_texts())
     assert mem.reinforce([chunk.id], 4) == [chunk.id]
     assert mem.reinforce([chunk.id], 4) == []  # retried reinforcement: no second trace at N=4
     assert mem.store.get_chunk(chunk.id).traces == [1, 4]
@@ -73,7 +73,7 @@ def test_record_completes_after_a_crash_between_vectors_and_record(settings, emb
     mem.vectors.upsert(chunk.id, dict(zip(texts, embedder.embed(list(texts.values())))))
     assert mem.store.count() == 0
     assert mem.record(chunk) is True
-    assert mem.store.count() == 1 and mem.vectors.count() == len(texts)
+    assert mem.store.count() == 1 and mem.vectors.count() == len(chunk.vector_texts())
     mem.close()
 
 
@@ -138,5 +138,5 @@ def test_retried_store_activity_writes_one_chunk(settings, embedder):
     assert first == second
     mem = reg.get("alice")
     assert mem.store.count() == 1 and mem.store.trace_count() == 1
-    assert mem.vectors.count() == len(mem.store.get_chunk(first).dimension_texts())
+    assert mem.vectors.count() == len(mem.store.get_chunk(first).vector_texts())
     reg.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -34,6 +35,12 @@ class MemoryParams(BaseModel):
       ln(0^-d) never occurs.
     - weights 0.5/0.5: Park et al. (2023) combine normalized recency and relevance
       with equal weights.
+    - activation "exact": memories are small until they are not; the hybrid (Petrov
+      2006, k = 3) bounds memory per chunk and is within 0.02 of exact on regular
+      long histories, 0.11 at worst on Poisson-random ones (bench/RESULTS.md).
+    - noise_s = 0 (off): ACT-R models commonly use s in 0.2-0.5; with noise on the
+      retrieval is seeded by (principal, N), so a retried retrieval is identical.
+    - spreading off; weight 1.0 over the top 3 seeds when on.
     """
 
     decay: float = 0.5
@@ -42,6 +49,12 @@ class MemoryParams(BaseModel):
     w_activation: float = 0.5
     w_similarity: float = 0.5
     top_k: int = 10
+    activation_mode: Literal["exact", "hybrid"] = "exact"
+    hybrid_k: int = 3
+    noise_s: float = 0.0
+    spreading: bool = False
+    spreading_weight: float = 1.0
+    spreading_seeds: int = 3
 
 
 class PredictorParams(BaseModel):

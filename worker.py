@@ -20,7 +20,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.proxy import ProxyActivities
-from memory.embedder import default_embedder
+from memory.embedder import make_embedder
 from memory.principal import MemoryRegistry
 from vicar.config import TASK_QUEUE, Settings
 from vicar.connect import connect, ensure_search_attributes
@@ -39,7 +39,9 @@ def build_worker(
     registry: MemoryRegistry | None = None, brain_config: BrainConfig | None = None,
     task_queue: str = TASK_QUEUE, max_threads: int = 16,
 ) -> tuple[Worker, MemoryRegistry]:
-    registry = registry or MemoryRegistry(settings.principals_dir, default_embedder, settings.memory)
+    if registry is None:
+        embedder = make_embedder(cache_file=settings.embedding_cache)
+        registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
     acts = ProxyActivities(
         client, registry, predictor or predictor_from_env(settings), settings,
         brain_config=brain_config, task_queue=task_queue,
@@ -82,9 +84,9 @@ async def serve(settings: Settings, on_ready=None) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with temporal_client(settings) as (client, server):
-        # Load the embedding model before taking work, not inside the first activity.
-        await asyncio.to_thread(default_embedder)
         worker, registry = build_worker(client, settings)
+        # Load the embedding model before taking work, not inside the first activity.
+        await asyncio.to_thread(make_embedder)
         if on_ready:
             on_ready(client, server)
         async with worker:

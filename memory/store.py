@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from memory.chunk import MemoryChunk
+from vicar.errors import VicarError
 
 # Versioned migrations: index i brings the schema from version i to i + 1.
 MIGRATIONS: list[str] = [
@@ -66,8 +67,8 @@ _COLUMNS = (
 )
 
 
-class StoreError(RuntimeError):
-    pass
+class StoreError(VicarError):
+    """A store that cannot be used as asked: shown to the user as one line."""
 
 
 class RecordStore:

@@ -83,7 +83,7 @@ def demo(
 
 
 async def _demo(settings: Settings, principal: str, gates: int, human_delay: float) -> None:
-    from memory.embedder import default_embedder
+    from memory.embedder import make_embedder
     from vicar.demo import render_summary, run_demo
     from worker import build_worker, temporal_client
 
@@ -95,7 +95,7 @@ async def _demo(settings: Settings, principal: str, gates: int, human_delay: flo
         where = f"embedded server at {server.address}" if server else f"Temporal at {client.service_client.config.target_host}"
         console.print(f"Connected to {where}.")
         with console.status("Loading the embedding model (all-MiniLM-L6-v2, local) …"):
-            await asyncio.to_thread(default_embedder)
+            await asyncio.to_thread(make_embedder)
         worker, registry = build_worker(client, settings)
         async with worker:
             summary = await run_demo(client, principal, gates, worker.task_queue, registry, console, human_delay)
@@ -253,6 +253,28 @@ def memory_stats(principal: str = typer.Argument(...)) -> None:
         console.print(table)
     finally:
         store.close()
+
+
+@memory_app.command("reembed")
+@friendly
+def memory_reembed(
+    principal: str = typer.Argument(...),
+    to: str = typer.Option(..., "--to", help="minilm | openai"),
+) -> None:
+    """Re-embed a principal's memory with another model (resumable)."""
+    from rich.progress import Progress
+
+    from memory.embedder import make_embedder
+    from memory.reembed import reembed
+
+    settings = Settings.from_env()
+    embedder = make_embedder(to, cache_file=settings.embedding_cache)
+    with Progress(console=console) as progress:
+        task = progress.add_task(f"re-embedding with {embedder.model_name}", total=None)
+        n = reembed(settings.principals_dir, principal, embedder,
+                    progress=lambda done, total: progress.update(task, completed=done, total=total))
+    console.print(f"{principal}: {n} chunks re-embedded with {embedder.model_name}" if n
+                  else f"{principal} already uses {embedder.model_name}")
 
 
 if __name__ == "__main__":

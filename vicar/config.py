@@ -87,5 +87,9 @@ class Settings(BaseModel):
         return self.data_dir / "principals"
 
     @property
+    def embedding_cache(self) -> Path:
+        return self.data_dir / "cache" / "embeddings.sqlite"
+
+    @property
     def temporal_db(self) -> Path:
         return self.data_dir / "temporal" / "temporal.db"

@@ -1,0 +1,45 @@
+"""Move a principal's memory to another embedding model.
+
+The new vectors go into the new model's own collection; the store's model switches
+only when every chunk has them, so an interrupted run leaves the memory usable with
+the old model and a second run finishes the job (upserts are idempotent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from memory.embedder import Embedder
+from memory.store import RecordStore, StoreError
+from memory.vectors import VectorStore
+from vicar.models import check_principal
+
+
+def reembed(root: Path, principal: str, embedder: Embedder, batch: int = 64,
+            progress: Callable[[int, int], None] | None = None) -> int:
+    """Re-embed every chunk with `embedder`; returns how many chunks were embedded."""
+    check_principal(principal)
+    path = root / principal / "memory.db"
+    if not path.exists():
+        raise StoreError(f"no memory for principal {principal!r} under {root}")
+    store = RecordStore(path)
+    try:
+        if store.get_meta("embedding_model") == embedder.model_name:
+            return 0
+        vectors = VectorStore(root / principal / "chroma", embedder.model_name)
+        chunks = store.chunks()
+        for start in range(0, len(chunks), batch):
+            part = chunks[start: start + batch]
+            texts = [c.vector_texts() for c in part]
+            flat = [t for ts in texts for t in ts.values()]
+            vecs = iter(embedder.embed(flat))
+            for chunk, ts in zip(part, texts):
+                vectors.upsert(chunk.id, {dim: next(vecs) for dim in ts})
+            if progress:
+                progress(min(start + batch, len(chunks)), len(chunks))
+        store.set_meta("embedding_model", embedder.model_name)
+        vectors.drop_other_models(embedder.model_name)
+        return len(chunks)
+    finally:
+        store.close()

@@ -1,0 +1,92 @@
+"""Embedding providers: the real OpenAI SDK against a local stand-in, caching, re-embedding."""
+
+from __future__ import annotations
+
+import numpy as np
+import openai
+import pytest
+
+from memory.chunk import MemoryChunk
+from memory.embedder import CachedEmbedder, OpenAIEmbedder
+from memory.principal import PrincipalMemory
+from memory.reembed import reembed
+from memory.retrieval import Query
+from memory.store import StoreError
+from vicar.config import MemoryParams
+from vicar.errors import VicarError
+
+from .openai_standin import OpenAIStandIn, fake_vector
+
+
+@pytest.fixture
+def standin():
+    s = OpenAIStandIn()
+    yield s
+    s.close()
+
+
+def openai_embedder(standin, **kw) -> OpenAIEmbedder:
+    client = openai.OpenAI(api_key="sk-test", base_url=standin.url, max_retries=0)
+    return OpenAIEmbedder(client=client, **kw)
+
+
+def test_openai_embeddings_are_batched_and_normalized(standin):
+    emb = openai_embedder(standin, batch=100)
+    texts = [f"text {i}" for i in range(250)]
+    vecs = emb.embed(texts)
+    assert vecs.shape == (250, 1536)
+    assert [len(r["body"]["input"]) for r in standin.requests] == [100, 100, 50]
+    assert standin.requests[0]["body"]["model"] == "text-embedding-3-small"
+    assert standin.requests[0]["auth"] == "Bearer sk-test"
+    assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    want = fake_vector("text 7")
+    assert np.allclose(vecs[7], want / np.linalg.norm(want), atol=1e-5)
+
+
+def test_openai_errors_are_one_clear_message():
+    s = OpenAIStandIn(fail_with=429)
+    try:
+        with pytest.raises(VicarError, match="HTTP 429: .*quota exceeded"):
+            openai_embedder(s).embed(["x"])
+    finally:
+        s.close()
+
+
+def test_cache_embeds_each_text_once_across_runs(standin, tmp_path):
+    cache = tmp_path / "cache.sqlite"
+    first = CachedEmbedder(openai_embedder(standin), cache)
+    a = first.embed(["alpha", "beta", "alpha"])
+    assert [r["body"]["input"] for r in standin.requests] == [["alpha", "beta"]]
+    again = CachedEmbedder(openai_embedder(standin), cache)  # a new process, the same disk cache
+    b = again.embed(["beta", "alpha", "gamma"])
+    assert [r["body"]["input"] for r in standin.requests][-1] == ["gamma"]
+    assert np.allclose(a[0], b[1]) and np.allclose(a[1], b[0])
+
+
+def test_local_model_is_cached_in_memory(embedder):
+    v = embedder.embed(["the same text", "the same text"])
+    assert v.shape == (2, 384) and np.allclose(v[0], v[1])
+    assert np.isclose(np.linalg.norm(v[0]), 1.0, atol=1e-5)
+
+
+def test_reembed_migrates_a_memory_to_another_model(settings, embedder, standin):
+    mem = PrincipalMemory("alice", settings.principals_dir, embedder, MemoryParams())
+    for i in range(5):
+        mem.record(MemoryChunk(id=f"c{i}", principal="alice", state="PLAN_ASSERT", task_type="docs",
+                               outcome="approve", answered_by="human", question=f"Approve doc change {i}?",
+                               human_response="ok", created_n=i + 1, traces=[i + 1]))
+    mem.close()
+    other = CachedEmbedder(openai_embedder(standin))
+    with pytest.raises(StoreError, match="vicar memory reembed"):
+        PrincipalMemory("alice", settings.principals_dir, other, MemoryParams())
+    done = []
+    assert reembed(settings.principals_dir, "alice", other, batch=2, progress=lambda d, t: done.append((d, t))) == 5
+    assert done[-1] == (5, 5)
+    assert reembed(settings.principals_dir, "alice", other) == 0  # already there
+    moved = PrincipalMemory("alice", settings.principals_dir, other, MemoryParams())
+    assert moved.vectors.count() == 5 * 3  # situation, response and the blended text
+    hits = moved.retrieve(Query(now=6, texts={"situation": "PLAN_ASSERT docs: Approve doc change 3?"}))
+    assert hits[0][0].chunk_id == "c3" and hits[0][0].similarity == pytest.approx(1.0, abs=1e-5)
+    moved.close()
+    with pytest.raises(StoreError, match="reembed"):  # and the old model is now refused
+        PrincipalMemory("alice", settings.principals_dir, embedder, MemoryParams())

@@ -1,0 +1,109 @@
+"""The record store: migrations, crash consistency, reconcile."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from memory.principal import PrincipalMemory
+from memory.store import MIGRATIONS, RecordStore, StoreError
+from vicar.config import MemoryParams
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_migrates_a_version_1_store(tmp_path):
+    path = tmp_path / "memory.db"
+    db = sqlite3.connect(path)
+    db.executescript(MIGRATIONS[0])
+    db.execute("PRAGMA user_version = 1")
+    db.execute(
+        "INSERT INTO chunks VALUES ('c1','gate','PLAN_ASSERT','docs','approve','human',NULL,'g1','q','a','',NULL,"
+        "NULL,'',NULL,'','','[]','ok',1)")
+    db.execute("INSERT INTO traces VALUES ('c1', 1)")
+    db.commit()
+    db.close()
+    store = RecordStore(path)
+    assert store._db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+    assert store.get_chunk("c1").traces == [1]
+    assert store.coaccess() == []  # the v2 table exists
+    store.close()
+
+
+def test_refuses_a_store_from_the_future(tmp_path):
+    path = tmp_path / "memory.db"
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+    db.close()
+    with pytest.raises(StoreError, match="schema version"):
+        RecordStore(path)
+
+
+def test_a_killed_writer_leaves_a_consistent_store(tmp_path, embedder):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "crash_writer.py"), str(tmp_path)],
+                            stdout=subprocess.PIPE, text=True, env=env, cwd=str(ROOT))
+    written = 0
+    deadline = time.monotonic() + 120
+    while written < 40 and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        written = int(line)
+    time.sleep(0.013)  # land somewhere inside the next write
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert written >= 40, "the writer did not get going"
+
+    store = RecordStore(tmp_path / "crash" / "memory.db")
+    assert store._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    chunks = store.chunks()
+    assert len(chunks) >= written
+    for ch in chunks:
+        assert ch.created_n in ch.traces  # never a record without its creation trace
+    # Traces and co-access were written in one transaction: they always agree.
+    reinforced = Counter(n for ch in chunks for n in ch.traces if n % 2 == 1)
+    pairs = Counter()
+    for a, b, n in store.coaccess():
+        pairs[(a, b)] = n
+    for a, b in list(pairs):
+        assert pairs[(b, a)] == pairs[(a, b)]
+    assert sum(pairs.values()) == 2 * sum(1 for c in reinforced.values() if c == 2)
+    assert store.counter() >= 2 * written + 1
+    store.close()
+
+    mem = PrincipalMemory("crash", tmp_path, embedder, MemoryParams())
+    report = mem.reconcile()
+    assert report.missing_vectors <= 1 and report.orphan_vectors <= 4  # at most the one write in flight
+    again = mem.reconcile()
+    assert again.missing_vectors == 0 and again.orphan_vectors == 0
+    n_vectors = sum(len(ch.vector_texts()) for ch in mem.store.chunks())
+    assert mem.vectors.count() == n_vectors
+    mem.close()
+
+
+def test_reconcile_repairs_both_directions(settings, embedder):
+    from memory.chunk import MemoryChunk
+
+    mem = PrincipalMemory("alice", settings.principals_dir, embedder, MemoryParams())
+    ch = MemoryChunk(id="c1", principal="alice", state="PLAN_ASSERT", task_type="docs", outcome="approve",
+                     answered_by="human", question="q?", human_response="ok", created_n=1, traces=[1])
+    mem.record(ch)
+    mem.vectors.delete(["c1:response"])  # a record missing a vector ...
+    mem.vectors.upsert("ghost", {"situation": embedder.embed(["boo"])[0]})  # ... and a vector without a record
+    mem.close()
+    mem = PrincipalMemory("alice", settings.principals_dir, embedder, MemoryParams())
+    assert not mem.index.has_vector("c1", "response")
+    report = mem.reconcile()
+    assert report.missing_vectors == 1 and report.orphan_vectors == 1
+    assert mem.index.has_vector("c1", "response")
+    assert sorted(vid for vid, _ in mem.vectors.ids()) == sorted(f"c1:{d}" for d in ch.vector_texts())
+    mem.close()

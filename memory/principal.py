@@ -17,7 +17,7 @@ from memory.chunk import BLENDED, DIMENSIONS, MemoryChunk, blended_text
 from memory.embedder import Embedder
 from memory.index import STRUCT_FIELDS, MemoryIndex
 from memory.lexical import LexicalIndex
-from memory.retrieval import Hit, Query, rank
+from memory.retrieval import EmbeddingMode, Hit, Query, rank
 from memory.store import RecordStore, StoreError
 from memory.vectors import VectorStore
 from vicar.config import MemoryParams
@@ -126,16 +126,17 @@ class PrincipalMemory:
 
     # -- reads ----------------------------------------------------------------
 
-    def query_vectors(self, texts: dict[str, str]) -> dict[str, np.ndarray]:
-        """One batched embedding call for every dimension of a query, plus the blended text."""
+    def query_vectors(self, texts: dict[str, str], blended: bool = False) -> dict[str, np.ndarray]:
+        """One batched embedding call for the query's dimensions, or for its blended text."""
         texts = {d: t for d, t in texts.items() if t.strip() and d in DIMENSIONS}
         if not texts:
             return {}
-        texts[BLENDED] = blended_text(texts)
+        if blended:
+            texts = {BLENDED: blended_text(texts)}
         return dict(zip(texts, self.embedder.embed(list(texts.values()))))
 
     def retrieve(self, query: Query) -> list[tuple[Hit, MemoryChunk]]:
-        qvecs = self.query_vectors(query.texts)
+        qvecs = self.query_vectors(query.texts, blended=query.embedding is EmbeddingMode.blended)
         with self._lock:
             lexical = None
             if query.lexical:

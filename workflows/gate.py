@@ -110,15 +110,17 @@ class GateWorkflow:
             gate_id=req.gate_id, principal=req.principal, state=req.state, task_type=req.task_type,
             status=GateStatus.queued, question=req.question,
         )
-        workflow.upsert_search_attributes([
-            sa.PRINCIPAL.value_set(req.principal), sa.STATE.value_set(req.state.value),
-            sa.TASK_TYPE.value_set(req.task_type),
-        ])
-        self._set_status(GateStatus.queued)
+        if workflow.info().typed_search_attributes.get(sa.PRINCIPAL) is None:
+            # Started by a client that did not set them (vicar.gates.start_gate does):
+            # every visibility write costs the server, so only when missing.
+            workflow.upsert_search_attributes([
+                sa.PRINCIPAL.value_set(req.principal), sa.STATE.value_set(req.state.value),
+                sa.TASK_TYPE.value_set(req.task_type), sa.STATUS.value_set(GateStatus.queued.value),
+            ])
         n = await self._take_turn(req)
         try:
             self._details.n = n
-            self._set_status(GateStatus.consulting)
+            self._details.status = GateStatus.consulting  # shown by the query, not indexed
             prior, posterior, surprise, calibration = await self._consult(req, n)
             decision = decide(req, calibration, posterior)
             self._details.proxy_action = posterior.action

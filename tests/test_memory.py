@@ -92,10 +92,18 @@ def test_missing_dimension_is_not_zero_similarity(settings, embedder):
 def test_principals_are_isolated(settings, embedder):
     reg = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
     a, b = reg.get("alice"), reg.get("bob")
-    a.record(outcome_chunk(gate_record("alice", 1)))
+    chunk = outcome_chunk(gate_record("alice", 1))
+    a.record(chunk)
     query = Query(now=2, texts={"situation": "PLAN_ASSERT docs: Approve the plan?"})
     assert len(a.retrieve(query)) == 1
-    assert b.retrieve(query) == []
+    # Not by query, filter, lexical search, salience or id does bob's memory hold it.
+    for filters in ({}, {"kind": "any", "state": "any", "task_type": "any"}, {"answered_by": "human"}):
+        assert b.retrieve(Query(now=2, texts=query.texts, filters=filters, lexical=True)) == []
+    assert b.salient("Fix typo 1 in the guide.", now=2) == []
+    assert b.store.get_chunk(chunk.id) is None and b.reinforce([], 2) == []
+    with pytest.raises(StoreError, match="unknown chunk"):
+        b.reinforce([chunk.id], 2)
+    assert b.vectors.count() == 0 and b.dir != a.dir
     with pytest.raises(StoreError):
         b.record(outcome_chunk(gate_record("alice", 2)))  # alice's chunk offered to bob's memory
     assert b.store.count() == 0

@@ -168,12 +168,8 @@ class PrincipalMemory:
         return self._with_chunks(hits)
 
     def _with_chunks(self, hits: list[Hit]) -> list[tuple[Hit, MemoryChunk]]:
-        out = []
-        for hit in hits:
-            chunk = self.store.get_chunk(hit.chunk_id)
-            if chunk is not None:
-                out.append((hit, chunk))
-        return out
+        chunks = {c.id: c for c in self.store.get_chunks([h.chunk_id for h in hits])}
+        return [(h, chunks[h.chunk_id]) for h in hits if h.chunk_id in chunks]
 
     def _lexical_texts(self) -> tuple[list[int], list[str]]:
         idx, texts = [], []

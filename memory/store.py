@@ -164,25 +164,37 @@ class RecordStore:
             ).fetchall()
 
     def get_chunk(self, chunk_id: str) -> MemoryChunk | None:
-        chunks = self.chunks(where="id = ?", params=(chunk_id,))
+        chunks = self.get_chunks([chunk_id])
         return chunks[0] if chunks else None
 
+    def get_chunks(self, chunk_ids: list[str]) -> list[MemoryChunk]:
+        """The chunks with these ids, in the given order (missing ones left out)."""
+        if not chunk_ids:
+            return []
+        marks = ", ".join("?" * len(chunk_ids))
+        found = {c.id: c for c in self.chunks(where=f"id IN ({marks})", params=tuple(chunk_ids))}
+        return [found[i] for i in chunk_ids if i in found]
+
     def chunks(self, where: str = "1", params: tuple = ()) -> list[MemoryChunk]:
+        """Chunks matching a WHERE clause on chunk columns, with their traces."""
         with self._lock:
             rows = self._db.execute(
                 f"SELECT {', '.join(_COLUMNS)} FROM chunks WHERE {where} ORDER BY created_n, id", params
             ).fetchall()
-            ids = [r[0] for r in rows]
-            traces: dict[str, list[int]] = {i: [] for i in ids}
-            for cid, n in self._db.execute("SELECT chunk_id, n FROM traces ORDER BY n"):
-                if cid in traces:
-                    traces[cid].append(n)
+            traces: dict[str, list[int]] = {r[0]: [] for r in rows}
+            # Only the traces of the selected chunks (the primary key serves the join).
+            for cid, n in self._db.execute(
+                f"SELECT chunk_id, n FROM traces JOIN chunks ON chunks.id = traces.chunk_id "
+                f"WHERE {where} ORDER BY n", params
+            ):
+                traces[cid].append(n)
+        principal = self.principal
         out = []
         for r in rows:
             d = dict(zip(_COLUMNS, r))
             d["salient_percepts"] = json.loads(d["salient_percepts"])
             d["traces"] = traces[d["id"]]
-            out.append(MemoryChunk(principal=self.principal, **d))
+            out.append(MemoryChunk(principal=principal, **d))
         return out
 
     def all_traces(self) -> list[tuple[str, int]]:

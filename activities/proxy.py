@@ -80,8 +80,8 @@ class ProxyActivities:
         memory = self.registry.get(inp.request.principal)
         artifact = load_artifact(inp.request)
         return c.RetrievalBundle(
-            prior=retrieve(memory, inp.request, inp.n, "prior"),
-            posterior=retrieve(memory, inp.request, inp.n, "posterior", artifact),
+            prior=retrieve(memory, inp.request, inp.n, "prior", options=self.settings.retrieval),
+            posterior=retrieve(memory, inp.request, inp.n, "posterior", artifact, self.settings.retrieval),
         )
 
     @activity.defn(name=c.PRIOR_PASS)

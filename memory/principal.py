@@ -19,7 +19,7 @@ from memory.index import STRUCT_FIELDS, MemoryIndex
 from memory.lexical import LexicalIndex
 from memory.retrieval import EmbeddingMode, Hit, Query, rank
 from memory.store import RecordStore, StoreError
-from memory.vectors import VectorStore
+from memory.vectors import InMemoryVectors, VectorStore
 from vicar.config import MemoryParams
 from vicar.models import check_principal
 
@@ -47,7 +47,10 @@ def noise_seed(principal: str, n: int, salt: str = "") -> int:
 
 
 class PrincipalMemory:
-    def __init__(self, principal: str, root: Path, embedder: Embedder, params: MemoryParams) -> None:
+    def __init__(self, principal: str, root: Path, embedder: Embedder, params: MemoryParams,
+                 persist_vectors: bool = True) -> None:
+        """persist_vectors=False keeps vectors in the index only (the replay evaluation:
+        a fresh memory per run, where Chroma's ~8 ms per write would dominate)."""
         self.principal = check_principal(principal)
         self.dir = root / principal
         self.embedder = embedder
@@ -56,7 +59,8 @@ class PrincipalMemory:
         self.store = RecordStore(self.dir / "memory.db")
         self._claim("principal", principal)
         self._claim("embedding_model", embedder.model_name)
-        self.vectors = VectorStore(self.dir / "chroma", embedder.model_name)
+        self.vectors = (VectorStore(self.dir / "chroma", embedder.model_name) if persist_vectors
+                        else InMemoryVectors())
         self.index = MemoryIndex(embedder.dim, params.hybrid_k)
         self.lexical = LexicalIndex(self._lexical_texts)
         self._rebuild()
@@ -105,7 +109,8 @@ class PrincipalMemory:
             self.index.add_chunk(chunk.id, _fields(stored), stored.traces)
             for dim, vec in vecs.items():
                 self.index.set_vector(chunk.id, dim, vec)
-            self.lexical.mark_stale()
+            if created:
+                self.lexical.add(self.index.pos[chunk.id], _lexical_text(chunk))
         return created
 
     def reinforce(self, chunk_ids: list[str], n: int) -> list[str]:
@@ -177,7 +182,7 @@ class PrincipalMemory:
             i = self.index.pos.get(chunk.id)
             if i is not None:
                 idx.append(i)
-                texts.append(" ".join(chunk.dimension_texts().values()))
+                texts.append(_lexical_text(chunk))
         return idx, texts
 
     # -- maintenance ------------------------------------------------------------
@@ -217,6 +222,10 @@ class PrincipalMemory:
             by_context=by_context,
             embedding_model=s.get_meta("embedding_model") or "",
         )
+
+
+def _lexical_text(chunk: MemoryChunk) -> str:
+    return " ".join(chunk.dimension_texts().values())
 
 
 def _fields(chunk: MemoryChunk) -> dict[str, str]:

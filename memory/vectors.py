@@ -94,3 +94,27 @@ class VectorStore:
 
     def count(self) -> int:
         return self._col.count()
+
+
+class InMemoryVectors:
+    """VectorStore's interface without persistence, for throwaway memories."""
+
+    def __init__(self) -> None:
+        self._vecs: dict[str, tuple[str, str, np.ndarray]] = {}
+
+    def upsert(self, chunk_id: str, vectors: dict[str, np.ndarray]) -> None:
+        for dim, vec in vectors.items():
+            self._vecs[vector_id(chunk_id, dim)] = (chunk_id, dim, vec)
+
+    def load_all(self, page: int = 0):
+        yield from self._vecs.values()
+
+    def ids(self) -> list[tuple[str, str]]:
+        return [(vid, cid) for vid, (cid, _, _) in self._vecs.items()]
+
+    def delete(self, vector_ids: list[str]) -> None:
+        for vid in vector_ids:
+            self._vecs.pop(vid, None)
+
+    def count(self) -> int:
+        return len(self._vecs)

@@ -22,8 +22,10 @@ from vicar.models import CfAState, EscalationMode, GateRequest, HumanAnswer
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Vicar: a human proxy for approval gates.")
 gate_app = typer.Typer(no_args_is_help=True, help="Open approval gates.")
 memory_app = typer.Typer(no_args_is_help=True, help="Inspect a principal's memory.")
+eval_app = typer.Typer(no_args_is_help=True, help="Evaluate the proxy on real reviewers' decisions.")
 app.add_typer(gate_app, name="gate")
 app.add_typer(memory_app, name="memory")
+app.add_typer(eval_app, name="eval")
 
 console = Console(width=None if sys.stdout.isatty() else 120)
 err = Console(stderr=True, soft_wrap=True)  # an error stays one line
@@ -275,6 +277,65 @@ def memory_reembed(
                     progress=lambda done, total: progress.update(task, completed=done, total=total))
     console.print(f"{principal}: {n} chunks re-embedded with {embedder.model_name}" if n
                   else f"{principal} already uses {embedder.model_name}")
+
+
+@eval_app.command("replay")
+@friendly
+def eval_replay(
+    files: list[Path] = typer.Argument(..., help="gate-replay JSONL files (.jsonl or .jsonl.gz)"),
+    out: Path = typer.Option(Path("replay-report"), help="Directory for the report and plots."),
+    limit: Optional[int] = typer.Option(None, min=1, help="At most this many gates per reviewer (the first ones)."),
+    variants: Optional[str] = typer.Option(None, help="Comma-separated variant names (default: all)."),
+    do_sweep: bool = typer.Option(False, "--sweep", help="First sweep d, tau, s and weights; use the best."),
+) -> None:
+    """Replay real reviewers' gates through the proxy and score its predictions."""
+    import shlex
+    import time
+
+    from memory.embedder import make_embedder
+    from vicar.eval.dataset import load_events
+    from vicar.eval.replay import standard_variants
+    from vicar.eval.report import markdown, plots, summary_table
+    from vicar.eval.run import run_variants, sweep, warm_embeddings
+
+    settings = Settings.from_env()
+    events = load_events(files)
+    if not events:
+        raise VicarError("no gate events in " + ", ".join(map(str, files)))
+    if limit:
+        events = {r: evs[:limit] for r, evs in events.items()}
+    total = sum(len(v) for v in events.values())
+    console.print(f"{total} gates from {len(events)} reviewers: " +
+                  ", ".join(f"{r} ({len(v)})" for r, v in events.items()))
+    embedder = make_embedder(cache_file=settings.embedding_cache)
+    seconds = warm_embeddings(events, embedder, console)
+    console.print(f"embeddings ready in {seconds:.1f} s (cached in {settings.embedding_cache})")
+    extra = ""
+    base = None
+    if do_sweep:
+        best, tried = sweep(events, embedder, settings, console)
+        base = best
+        extra = "\n## Parameter sweep (macro-F1, coordinate search)\n\n" + "\n".join(
+            f"- {', '.join(f'{k}={v}' for k, v in upd.items())}: {score:.4f}" for upd, score in tried
+        ) + f"\n\nChosen: d={best.decay}, tau={best.threshold}, s={best.noise_s}, " \
+            f"w_activation={best.w_activation}, w_similarity={best.w_similarity}\n"
+    chosen = standard_variants(base)
+    if variants:
+        wanted = [v.strip() for v in variants.split(",") if v.strip()]
+        known = {v.name for v in chosen}
+        unknown = [w for w in wanted if w not in known]
+        if unknown:
+            raise VicarError(f"unknown variant(s) {', '.join(unknown)}; available: {', '.join(sorted(known))}")
+        chosen = [v for v in chosen if v.name in wanted]
+    start = time.perf_counter()
+    results = run_variants(events, chosen, embedder, settings, console)
+    console.print(summary_table(results))
+    out.mkdir(parents=True, exist_ok=True)
+    figures = plots(results, out)
+    command = "vicar eval replay " + " ".join(shlex.quote(str(a)) for a in sys.argv[3:])
+    (out / "report.md").write_text(markdown(results, command, figures, extra))
+    (out / "results.json").write_text(json.dumps([r.model_dump(mode="json") for r in results], indent=1))
+    console.print(f"report: {out / 'report.md'} ({time.perf_counter() - start:.0f} s of replay)")
 
 
 if __name__ == "__main__":

@@ -57,6 +57,14 @@ class MemoryParams(BaseModel):
     spreading_seeds: int = 3
 
 
+class RetrievalOptions(BaseModel):
+    """How the consult path retrieves: the ablations of the design, selectable per run."""
+
+    mode: Literal["composite", "activation", "similarity", "recency"] = "composite"
+    embedding: Literal["multi", "blended"] = "multi"
+    lexical: bool = False
+
+
 class PredictorParams(BaseModel):
     """Offline predictor: evidence needed before it is confident.
 
@@ -73,6 +81,7 @@ class Settings(BaseModel):
     data_dir: Path = Field(default_factory=lambda: Path.home() / ".vicar")
     memory: MemoryParams = Field(default_factory=MemoryParams)
     predictor: PredictorParams = Field(default_factory=PredictorParams)
+    retrieval: RetrievalOptions = Field(default_factory=RetrievalOptions)
     # Cold-start guard: cap confidence at 0.5 while fewer than this many distinct
     # (state, task_type) pairs have a human answer. The design ships 0 (off).
     memory_depth_threshold: int = 0

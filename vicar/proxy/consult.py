@@ -10,9 +10,9 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from memory.chunk import ARTIFACT_EMBED_CHARS, MemoryChunk, chunk_id_for, situation_text
-from memory.principal import PrincipalMemory
+from memory.principal import PrincipalMemory, noise_seed
 from memory.retrieval import Query
-from vicar.config import Settings
+from vicar.config import RetrievalOptions, Settings
 from vicar.models import (
     AnsweredBy,
     Calibration,
@@ -41,23 +41,30 @@ def load_artifact(request: GateRequest) -> str:
     return "\n".join(parts)
 
 
-def build_query(request: GateRequest, n: int, phase: str, artifact: str = "") -> Query:
+def build_query(request: GateRequest, n: int, phase: str, artifact: str = "",
+                options: RetrievalOptions | None = None, noise: bool = False) -> Query:
     texts = {
         "situation": situation_text(request.state.value, request.task_type, request.question),
         "stimulus": request.actor_message,
     }
     if phase == "posterior":
         texts["artifact"] = artifact[:ARTIFACT_EMBED_CHARS]
+    options = options or RetrievalOptions()
     return Query(
         now=n,
         filters={"kind": "gate", "state": request.state.value, "task_type": request.task_type,
                  "answered_by": AnsweredBy.human.value},
         texts={k: v for k, v in texts.items() if v.strip()},
+        mode=options.mode, embedding=options.embedding, lexical=options.lexical,
+        # Noise fixed by (principal, N, phase): a retried retrieval sees the same draw.
+        noise_seed=noise_seed(request.principal, n, phase) if noise else None,
     )
 
 
-def retrieve(memory: PrincipalMemory, request: GateRequest, n: int, phase: str, artifact: str = "") -> RetrievalContext:
-    hits = memory.retrieve(build_query(request, n, phase, artifact))
+def retrieve(memory: PrincipalMemory, request: GateRequest, n: int, phase: str, artifact: str = "",
+             options: RetrievalOptions | None = None) -> RetrievalContext:
+    query = build_query(request, n, phase, artifact, options, noise=memory.params.noise_s > 0)
+    hits = memory.retrieve(query)
     return RetrievalContext(
         principal=request.principal,
         n=n,
@@ -121,9 +128,9 @@ def consult(
 ) -> Consultation:
     """The whole consult path in-process (what the gate workflow does with activities)."""
     artifact = load_artifact(request)
-    prior_ctx = retrieve(memory, request, n, "prior")
+    prior_ctx = retrieve(memory, request, n, "prior", options=settings.retrieval)
     prior = predictor.prior(request, prior_ctx)
-    post_ctx = retrieve(memory, request, n, "posterior", artifact)
+    post_ctx = retrieve(memory, request, n, "posterior", artifact, settings.retrieval)
     posterior = predictor.posterior(request, post_ctx, artifact, prior)
     surprise = predictor.surprise(request, artifact, prior, posterior, post_ctx) if surprised(prior, posterior) else None
     calibration = calibrate(posterior.confidence, post_ctx.memory_depth, settings.memory_depth_threshold)

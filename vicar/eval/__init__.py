@@ -1,0 +1,1 @@
+"""Replay evaluation: the proxy's predictions against real reviewers' decisions."""

@@ -1,0 +1,71 @@
+"""Gate-replay events (shared/datasets/gate-replay/README.md) and their loading."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections import defaultdict
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from vicar.errors import VicarError
+from vicar.models import Action, CfAState, GateRequest
+
+
+class GateEvent(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    reviewer: str
+    seq: int
+    gate_id: str
+    state: CfAState
+    task_type: str
+    artifact_title: str = ""
+    artifact_text: str = ""
+    question: str
+    action: Action
+    response: str = ""
+    source: str = ""
+
+    def request(self, principal: str) -> GateRequest:
+        return GateRequest(
+            principal=principal, gate_id=_gate_id(self.gate_id), state=self.state,
+            task_type=self.task_type or "general", question=self.question,
+            artifact_text=self.artifact_text,
+        )
+
+
+def principal_for(reviewer: str) -> str:
+    """A valid principal name for a reviewer's display name."""
+    slug = re.sub(r"[^A-Za-z0-9._@-]+", "-", reviewer).strip("-.").lower()
+    return (slug or "reviewer")[:64]
+
+
+def _gate_id(raw: str) -> str:
+    gid = re.sub(r"[^A-Za-z0-9._:@/-]+", "-", raw).lstrip("-._:@/") or "gate"
+    return gid[:200]
+
+
+def load_events(paths: list[Path]) -> dict[str, list[GateEvent]]:
+    """Events per reviewer, in `seq` order. Bad lines are reported with file and line."""
+    by_reviewer: dict[str, list[GateEvent]] = defaultdict(list)
+    for path in paths:
+        opener = gzip.open if path.suffix == ".gz" else open
+        try:
+            with opener(path, "rt", encoding="utf-8") as fh:
+                for lineno, line in enumerate(fh, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        event = GateEvent.model_validate(json.loads(line))
+                    except (json.JSONDecodeError, ValidationError) as exc:
+                        first = str(exc).splitlines()
+                        raise VicarError(f"{path}:{lineno}: not a gate event ({'; '.join(first[:3])})") from None
+                    by_reviewer[event.reviewer].append(event)
+        except OSError as exc:
+            raise VicarError(f"cannot read {path}: {exc.strerror or exc}") from None
+    for events in by_reviewer.values():
+        events.sort(key=lambda e: e.seq)
+    return dict(by_reviewer)

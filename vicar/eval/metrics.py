@@ -1,0 +1,200 @@
+"""Evaluation metrics over replayed predictions. Pure functions: the tests check them
+against hand-computed values."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+from pydantic import BaseModel
+
+ACTIONS = ("approve", "correct", "reject", "hold")
+THRESHOLD = 0.8
+MAX_AUTONOMOUS_ERROR = 0.05
+
+# The design's concern vocabulary, with the words that signal each concern.
+CONCERNS: dict[str, tuple[str, ...]] = {
+    "error_handling": ("error", "errors", "fail", "failure", "fails", "exception", "return value", "-e", "errno"),
+    "rollback": ("rollback", "roll back", "revert", "undo", "downgrade"),
+    "security": ("security", "secure", "overflow", "leak", "permission", "privilege", "sanitize", "vulnerab"),
+    "idempotency": ("idempot", "twice", "duplicate", "re-run", "rerun", "retry"),
+    "testing": ("test", "tests", "testing", "coverage", "ci ", "selftest"),
+    "documentation": ("document", "documentation", "docs", "comment", "changelog", "commit message", "describe"),
+    "sequencing": ("order", "ordering", "sequence", "before", "after", "first", "depends on", "race"),
+    "external_dependencies": ("dependency", "dependencies", "library", "upstream", "version", "firmware"),
+}
+_WORD = re.compile(r"[a-z][a-z0-9_-]{3,}")
+_STOP = frozenset(
+    "this that with from have will would should could there their about which when what into been were "
+    "they them then than also only more most some such very just like does here your please thanks patch "
+    "series merge next master while need needs since because these those other".split()
+)
+
+
+class Prediction(BaseModel):
+    """One replayed gate: what was predicted, with what confidence, and what happened."""
+
+    seq: int
+    actual: str
+    predicted: str | None  # None: no prediction (no evidence)
+    confidence: float  # calibrated
+    prior_confidence: float = 0.0
+    autonomous: bool  # would the proxy have answered alone (when_unsure)
+    predicted_text: str = ""
+    actual_text: str = ""
+    surprise: bool = False
+    surprise_percepts: list[str] = []
+    prior_predicted: str | None = None
+
+    @property
+    def correct(self) -> bool:
+        return self.predicted == self.actual
+
+
+def accuracy(preds: Sequence[Prediction]) -> float:
+    return float(np.mean([p.correct for p in preds])) if preds else 0.0
+
+
+def per_class_f1(preds: Sequence[Prediction], classes: Sequence[str] = ACTIONS) -> dict[str, float | None]:
+    """F1 per class; None for a class that never occurs and is never predicted."""
+    out: dict[str, float | None] = {}
+    for c in classes:
+        tp = sum(p.predicted == c and p.actual == c for p in preds)
+        fp = sum(p.predicted == c and p.actual != c for p in preds)
+        fn = sum(p.predicted != c and p.actual == c for p in preds)
+        if tp + fp + fn == 0:
+            out[c] = None
+        else:
+            out[c] = 2 * tp / (2 * tp + fp + fn)
+    return out
+
+
+def macro_f1(preds: Sequence[Prediction], classes: Sequence[str] = ACTIONS) -> float:
+    """Mean F1 over the classes that occur or are predicted."""
+    scores = [s for s in per_class_f1(preds, classes).values() if s is not None]
+    return float(np.mean(scores)) if scores else 0.0
+
+
+def brier(preds: Sequence[Prediction]) -> float:
+    """Brier score of the confidence as the probability that the predicted action is right."""
+    return float(np.mean([(p.confidence - p.correct) ** 2 for p in preds])) if preds else 0.0
+
+
+class Bin(BaseModel):
+    lo: float
+    hi: float
+    count: int
+    confidence: float | None
+    accuracy: float | None
+
+
+def reliability(preds: Sequence[Prediction], bins: int = 10) -> list[Bin]:
+    edges = np.linspace(0, 1, bins + 1)
+    out = []
+    for i in range(bins):
+        lo, hi = edges[i], edges[i + 1]
+        inside = [p for p in preds if lo <= p.confidence < hi or (i == bins - 1 and p.confidence == 1.0)]
+        out.append(Bin(
+            lo=float(lo), hi=float(hi), count=len(inside),
+            confidence=float(np.mean([p.confidence for p in inside])) if inside else None,
+            accuracy=float(np.mean([p.correct for p in inside])) if inside else None,
+        ))
+    return out
+
+
+def ece(preds: Sequence[Prediction], bins: int = 10) -> float:
+    """Expected calibration error: bin-weighted |accuracy - confidence|."""
+    n = len(preds)
+    if not n:
+        return 0.0
+    return float(sum(b.count / n * abs(b.accuracy - b.confidence) for b in reliability(preds, bins) if b.count))
+
+
+class Autonomy(BaseModel):
+    share: float  # of gates the proxy decides alone
+    error: float | None  # error rate of those decisions
+    best_share: float  # highest autonomy with error <= 5% over all thresholds
+    best_threshold: float | None
+
+
+def autonomy(preds: Sequence[Prediction]) -> Autonomy:
+    alone = [p for p in preds if p.autonomous]
+    share = len(alone) / len(preds) if preds else 0.0
+    error = (1 - accuracy(alone)) if alone else None
+    best, best_t = 0.0, None
+    for t in sorted({p.confidence for p in preds if p.predicted is not None}, reverse=True):
+        chosen = [p for p in preds if p.predicted is not None and p.confidence >= t]
+        if chosen and 1 - accuracy(chosen) <= MAX_AUTONOMOUS_ERROR and len(chosen) / len(preds) > best:
+            best, best_t = len(chosen) / len(preds), t
+    return Autonomy(share=share, error=error, best_share=best, best_threshold=best_t)
+
+
+def autonomy_curve(preds: Sequence[Prediction], points: int = 21) -> list[tuple[float, float, float]]:
+    """(threshold, share decided alone, error of those) as the threshold falls from 1 to 0."""
+    out = []
+    for t in np.linspace(1.0, 0.0, points):
+        chosen = [p for p in preds if p.predicted is not None and p.confidence >= t]
+        if chosen:
+            out.append((float(t), len(chosen) / len(preds), 1 - accuracy(chosen)))
+    return out
+
+
+def concerns_in(text: str, themes: Sequence[str] = ()) -> set[str]:
+    low = f" {text.lower()} "
+    found = {c for c, cues in CONCERNS.items() if any(cue in low for cue in cues)}
+    words = set(_WORD.findall(low))
+    return found | {f"theme:{t}" for t in themes if t in words}
+
+
+def frequent_themes(texts: Sequence[str], top: int = 20) -> list[str]:
+    """The reviewer's most frequent content words: their own recurring concerns."""
+    counts = Counter(w for t in texts for w in set(_WORD.findall(t.lower())) if w not in _STOP)
+    return [w for w, _ in counts.most_common(top)]
+
+
+def concern_recall(preds: Sequence[Prediction], themes: Sequence[str] = ()) -> float | None:
+    """Of the concerns in the human's words, the share the proxy's predicted text raised."""
+    hit = total = 0
+    for p in preds:
+        actual = concerns_in(p.actual_text, themes)
+        if not actual:
+            continue
+        predicted = concerns_in(p.predicted_text, themes)
+        hit += len(actual & predicted)
+        total += len(actual)
+    return hit / total if total else None
+
+
+class SurpriseCalibration(BaseModel):
+    surprises: int
+    confirmed: float | None  # the confidence moved the right way for the human's answer
+    percepts_in_response: float | None  # a salient percept appears in the human's words
+
+
+def surprise_calibration(preds: Sequence[Prediction]) -> SurpriseCalibration:
+    """The design's surprise calibration: when the artifact moved the proxy's
+    confidence by more than 0.3, was the move confirmed by the human's answer? Up and
+    right, or down and (the posterior) wrong, counts as confirmed."""
+    s = [p for p in preds if p.surprise]
+    if not s:
+        return SurpriseCalibration(surprises=0, confirmed=None, percepts_in_response=None)
+    confirmed = [(p.confidence > p.prior_confidence) == p.correct for p in s]
+    percepts = [any(w.lower() in p.actual_text.lower() for w in p.surprise_percepts) for p in s]
+    return SurpriseCalibration(surprises=len(s), confirmed=float(np.mean(confirmed)),
+                               percepts_in_response=float(np.mean(percepts)))
+
+
+def learning_curve(preds: Sequence[Prediction], windows: int = 10) -> list[dict]:
+    """Accuracy, macro-F1, Brier and autonomy per consecutive window as memory grows."""
+    if not preds:
+        return []
+    size = max(1, len(preds) // windows)
+    out = []
+    for start in range(0, len(preds), size):
+        w = preds[start: start + size]
+        a = autonomy(w)
+        out.append({"start": start, "end": start + len(w), "accuracy": accuracy(w), "macro_f1": macro_f1(w),
+                    "brier": brier(w), "autonomy": a.share, "autonomous_error": a.error})
+    return out

@@ -1,0 +1,169 @@
+"""Replay: run the proxy over each reviewer's gates in order, with a fresh memory,
+consulting it before looking at the answer, then recording the human's real answer
+exactly as an escalated gate would.
+
+The proxy variants run the same `consult` path as the gate's activities; the baselines
+(majority action, the old EMA gate) are the simplest predictors worth beating.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from memory.chunk import ARTIFACT_EMBED_CHARS, blended_text, situation_text
+from memory.embedder import Embedder
+from memory.principal import PrincipalMemory
+from vicar.config import MemoryParams, RetrievalOptions, Settings
+from vicar.eval.dataset import GateEvent, principal_for
+from vicar.eval.metrics import THRESHOLD, Prediction
+from vicar.models import AnsweredBy, OutcomeRecord
+from vicar.proxy.consult import consult, outcome_chunk
+from vicar.proxy.offline import OfflinePredictor
+
+Progress = Callable[[int], None]  # called with the number of gates just replayed
+
+
+class Variant(BaseModel):
+    name: str
+    kind: Literal["proxy", "majority", "ema"] = "proxy"
+    retrieval: RetrievalOptions = Field(default_factory=RetrievalOptions)
+    memory: MemoryParams = Field(default_factory=MemoryParams)
+
+
+def standard_variants(base: MemoryParams | None = None) -> list[Variant]:
+    """The baselines and ablations the design asks for, in one run."""
+    m = base or MemoryParams()
+    return [
+        Variant(name="majority", kind="majority"),
+        Variant(name="ema-gate", kind="ema"),
+        Variant(name="composite", memory=m),
+        Variant(name="activation-only", retrieval=RetrievalOptions(mode="activation"), memory=m),
+        Variant(name="similarity-only", retrieval=RetrievalOptions(mode="similarity"), memory=m),
+        Variant(name="recency-n", retrieval=RetrievalOptions(mode="recency"), memory=m),
+        Variant(name="blended", retrieval=RetrievalOptions(embedding="blended"), memory=m),
+        Variant(name="composite+lexical", retrieval=RetrievalOptions(lexical=True), memory=m),
+    ]
+
+
+def event_texts(events: list[GateEvent]) -> list[str]:
+    """Every text the replay will embed, so one batched pass can fill the cache."""
+    out: list[str] = []
+    for e in events:
+        situation = situation_text(e.state.value, e.task_type or "general", e.question)
+        artifact = e.artifact_text[:ARTIFACT_EMBED_CHARS]
+        dims = {"situation": situation, "artifact": artifact, "response": e.response}
+        dims = {k: v for k, v in dims.items() if v.strip()}
+        out.extend(dims.values())
+        out.append(blended_text(dims))
+        out.append(blended_text({k: v for k, v in dims.items() if k != "response"}))
+    return list(dict.fromkeys(out))
+
+
+def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedder, settings: Settings,
+                    progress: Progress | None = None) -> list[Prediction]:
+    if variant.kind == "majority":
+        return _majority(events, progress)
+    if variant.kind == "ema":
+        return _ema_gate(events, progress)
+    principal = principal_for(events[0].reviewer) if events else "reviewer"
+    run_settings = settings.model_copy(update={"retrieval": variant.retrieval, "memory": variant.memory})
+    predictor = OfflinePredictor(settings.predictor)
+    preds: list[Prediction] = []
+    with tempfile.TemporaryDirectory(prefix="vicar-replay-") as tmp:
+        memory = PrincipalMemory(principal, Path(tmp), embedder, variant.memory, persist_vectors=False)
+        try:
+            for i, event in enumerate(events):
+                n = i + 1
+                request = event.request(principal)
+                # The proxy sees the gate, never the answer, before it predicts.
+                c = consult(memory, predictor, request, n, run_settings)
+                preds.append(Prediction(
+                    seq=event.seq, actual=event.action.value,
+                    predicted=c.posterior.action.value if c.posterior.action else None,
+                    confidence=c.calibration.confidence, prior_confidence=c.prior.confidence,
+                    autonomous=not c.decision.escalate, predicted_text=c.posterior.prose,
+                    actual_text=event.response, surprise=c.surprise is not None,
+                    surprise_percepts=c.surprise.percepts if c.surprise else [],
+                    prior_predicted=c.prior.action.value if c.prior.action else None,
+                ))
+                # Then the human's real answer is stored, as an escalated gate stores it.
+                memory.record(outcome_chunk(OutcomeRecord(
+                    request=request, n=n, workflow_id=f"replay/{event.gate_id}", action=event.action,
+                    response_text=event.response, answered_by=AnsweredBy.human, responder=event.reviewer,
+                    prior=c.prior, posterior=c.posterior, surprise=c.surprise)))
+                if progress:
+                    progress(1)
+        finally:
+            memory.close()
+    return preds
+
+
+def _majority(events: list[GateEvent], progress: Progress | None) -> list[Prediction]:
+    """Predict the reviewer's most frequent action so far, with its share as confidence."""
+    seen: Counter[str] = Counter()
+    preds = []
+    for e in events:
+        if seen:
+            action, count = seen.most_common(1)[0]
+            conf = count / sum(seen.values())
+        else:
+            action, conf = None, 0.0
+        preds.append(Prediction(seq=e.seq, actual=e.action.value, predicted=action, confidence=conf,
+                                autonomous=action is not None and conf >= THRESHOLD,
+                                predicted_text="", actual_text=e.response))
+        seen[e.action.value] += 1
+        if progress:
+            progress(1)
+    return preds
+
+
+EMA_ALPHA = 0.3
+REGRET_WEIGHT = 3.0
+
+
+def _ema_gate(events: list[GateEvent], progress: Progress | None) -> list[Prediction]:
+    """The reference implementation's old gate: per (state, task type) an EMA of
+    approvals (alpha 0.3, corrections weigh 3x); approve alone when it is >= 0.8."""
+    ema: dict[tuple[str, str], float] = {}
+    preds = []
+    for e in events:
+        key = (e.state.value, e.task_type)
+        value = ema.get(key)
+        if value is None:
+            predicted, conf = None, 0.0
+        else:
+            predicted = "approve" if value >= 0.5 else "correct"
+            conf = value if predicted == "approve" else 1 - value
+        preds.append(Prediction(seq=e.seq, actual=e.action.value, predicted=predicted, confidence=conf,
+                                autonomous=predicted == "approve" and conf >= THRESHOLD,
+                                predicted_text="Approved." if predicted == "approve" else "",
+                                actual_text=e.response))
+        x = 1.0 if e.action.value == "approve" else 0.0
+        w = REGRET_WEIGHT if e.action.value == "correct" else 1.0
+        prev = 0.5 if value is None else value
+        ema[key] = prev + min(EMA_ALPHA * w, 1.0) * (x - prev)
+        if progress:
+            progress(1)
+    return preds
+
+
+class RunTiming(BaseModel):
+    gates: int
+    seconds: float
+
+    @property
+    def per_second(self) -> float:
+        return self.gates / self.seconds if self.seconds else 0.0
+
+
+def timed(fn, *args, **kwargs):
+    start = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - start

@@ -1,0 +1,114 @@
+"""The replay report: markdown, PNG plots and the terminal summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.table import Table
+
+from vicar.eval.run import VariantResult
+
+COLUMNS = ("variant", "gates", "accuracy", "macro-F1", "Brier", "ECE", "autonomy@0.8", "auton. error",
+           "max autonomy (err≤5%)", "text sim", "concern recall", "gates/s")
+
+
+def _f(x: float | None, digits: int = 3) -> str:
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+def _row(r: VariantResult, scores=None) -> list[str]:
+    o = scores or r.overall
+    return [r.variant.name, str(o.gates), _f(o.accuracy), _f(o.macro_f1), _f(o.brier), _f(o.ece),
+            _f(o.autonomy.share), _f(o.autonomy.error), _f(o.autonomy.best_share), _f(o.text_similarity),
+            _f(o.concern_recall), f"{r.gates_per_second:.0f}"]
+
+
+def summary_table(results: list[VariantResult]) -> Table:
+    table = Table(title="Replay: all reviewers")
+    for col in COLUMNS:
+        table.add_column(col, justify="left" if col == "variant" else "right")
+    for r in results:
+        table.add_row(*_row(r))
+    return table
+
+
+def _md_table(header, rows) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def markdown(results: list[VariantResult], command: str, files: list[Path], extra: str = "") -> str:
+    parts = [f"# Replay evaluation\n\nCommand: `{command}`\n", "## All reviewers\n",
+             _md_table(COLUMNS, [_row(r) for r in results])]
+    reviewers = list(results[0].per_reviewer) if results else []
+    for rev in reviewers:
+        parts += [f"\n## {rev}\n", _md_table(COLUMNS, [_row(r, r.per_reviewer[rev]) for r in results])]
+    parts.append("\n## Per-class F1 (all reviewers)\n")
+    classes = list(results[0].overall.per_class_f1) if results else []
+    parts.append(_md_table(["variant", *classes],
+                           [[r.variant.name, *(_f(r.overall.per_class_f1[c]) for c in classes)] for r in results]))
+    parts.append("\n## Surprise calibration\n")
+    parts.append(_md_table(["variant", "surprises", "confirmed by the answer", "percept in the human's words"],
+                           [[r.variant.name, str(r.overall.surprise.surprises), _f(r.overall.surprise.confirmed),
+                             _f(r.overall.surprise.percepts_in_response)] for r in results]))
+    parts.append(
+        "\nDefinitions: confidence is the calibrated confidence that the predicted action is right "
+        "(no prediction = confidence 0, counted wrong). autonomy@0.8 = share of gates the proxy would "
+        "answer alone; auton. error = error rate of those answers; max autonomy = the largest share "
+        "answerable alone at any threshold with error ≤ 5%. text sim = mean cosine (all-MiniLM-L6-v2) "
+        "between the predicted and the actual words; concern recall = share of the concerns in the "
+        "human's words (design vocabulary + the reviewer's 20 most frequent words) that the prediction "
+        "raised. Surprise is confirmed when the confidence moved up and the prediction was right, or "
+        "down and it was wrong.\n")
+    if extra:
+        parts.append(extra)
+    parts.append("\n## Plots\n\n" + "\n".join(f"![{f.stem}]({f.name})" for f in files) + "\n")
+    return "\n".join(parts)
+
+
+def plots(results: list[VariantResult], out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = []
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for r in results:
+        xs = [c["end"] for c in r.overall.curve]
+        axes[0].plot(xs, [c["macro_f1"] for c in r.overall.curve], marker=".", label=r.variant.name)
+        axes[1].plot(xs, [c["brier"] for c in r.overall.curve], marker=".", label=r.variant.name)
+    axes[0].set(title="Learning curve: macro-F1 per window", xlabel="gates replayed", ylabel="macro-F1")
+    axes[1].set(title="Learning curve: Brier score per window", xlabel="gates replayed", ylabel="Brier")
+    axes[0].legend(fontsize=7)
+    files.append(_save(fig, out / "learning_curve.png"))
+
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect calibration")
+    for r in results:
+        bins = [b for b in r.overall.reliability if b.count]
+        ax.plot([b.confidence for b in bins], [b.accuracy for b in bins], marker="o", label=r.variant.name)
+    ax.set(title="Reliability diagram", xlabel="confidence", ylabel="accuracy", xlim=(0, 1), ylim=(0, 1))
+    ax.legend(fontsize=7)
+    files.append(_save(fig, out / "reliability.png"))
+
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    for r in results:
+        pts = r.overall.autonomy_curve
+        ax.plot([p[1] for p in pts], [p[2] for p in pts], marker=".", label=r.variant.name)
+    ax.axhline(0.05, color="red", lw=1, ls=":", label="5% error")
+    ax.set(title="Autonomy vs error (threshold 1 → 0)", xlabel="share decided alone",
+           ylabel="error of those decisions", xlim=(0, 1), ylim=(0, 1))
+    ax.legend(fontsize=7)
+    files.append(_save(fig, out / "autonomy_error.png"))
+    return files
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return path

@@ -1,0 +1,136 @@
+"""`vicar eval replay`: load, embed once, replay every variant, score, report."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from memory.embedder import Embedder
+from vicar.config import MemoryParams, Settings
+from vicar.eval import metrics as m
+from vicar.eval.dataset import GateEvent
+from vicar.eval.replay import Variant, event_texts, replay_reviewer
+
+
+class Scores(BaseModel):
+    gates: int
+    accuracy: float
+    macro_f1: float
+    per_class_f1: dict[str, float | None]
+    brier: float
+    ece: float
+    reliability: list[m.Bin]
+    autonomy: m.Autonomy
+    autonomy_curve: list[tuple[float, float, float]]
+    text_similarity: float | None
+    concern_recall: float | None
+    surprise: m.SurpriseCalibration
+    curve: list[dict]
+
+
+class VariantResult(BaseModel):
+    variant: Variant
+    per_reviewer: dict[str, Scores]
+    overall: Scores
+    seconds: float
+
+    @property
+    def gates_per_second(self) -> float:
+        return self.overall.gates / self.seconds if self.seconds else 0.0
+
+
+def score(preds: list[m.Prediction], embedder: Embedder, themes: list[str]) -> Scores:
+    pairs = [(p.predicted_text, p.actual_text) for p in preds if p.predicted_text.strip() and p.actual_text.strip()]
+    sim = None
+    if pairs:
+        a = embedder.embed([x for x, _ in pairs])
+        b = embedder.embed([y for _, y in pairs])
+        sim = float(np.mean(np.sum(a * b, axis=1)))
+    return Scores(
+        gates=len(preds), accuracy=m.accuracy(preds), macro_f1=m.macro_f1(preds),
+        per_class_f1=m.per_class_f1(preds), brier=m.brier(preds), ece=m.ece(preds),
+        reliability=m.reliability(preds), autonomy=m.autonomy(preds),
+        autonomy_curve=m.autonomy_curve(preds), text_similarity=sim,
+        concern_recall=m.concern_recall(preds, themes), surprise=m.surprise_calibration(preds),
+        curve=m.learning_curve(preds),
+    )
+
+
+def warm_embeddings(events: dict[str, list[GateEvent]], embedder: Embedder, console: Console,
+                    batch: int = 256) -> float:
+    """Embed every text of the dataset once, batched; the cache serves the replay."""
+    texts = event_texts([e for evs in events.values() for e in evs])
+    start = time.perf_counter()
+    with _progress(console) as progress:
+        task = progress.add_task("embedding the dataset", total=len(texts))
+        for i in range(0, len(texts), batch):
+            embedder.embed(texts[i: i + batch])
+            progress.advance(task, min(batch, len(texts) - i))
+    return time.perf_counter() - start
+
+
+def run_variants(events: dict[str, list[GateEvent]], variants: list[Variant], embedder: Embedder,
+                 settings: Settings, console: Console) -> list[VariantResult]:
+    total = sum(len(v) for v in events.values())
+    themes = {r: m.frequent_themes([e.response for e in evs]) for r, evs in events.items()}
+    results = []
+    with _progress(console) as progress:
+        for variant in variants:
+            task = progress.add_task(variant.name, total=total)
+            start = time.perf_counter()
+            per_reviewer_preds = {
+                r: replay_reviewer(evs, variant, embedder, settings, lambda k, t=task: progress.advance(t, k))
+                for r, evs in events.items()
+            }
+            seconds = time.perf_counter() - start
+            per_reviewer = {r: score(p, embedder, themes[r]) for r, p in per_reviewer_preds.items()}
+            all_preds = [p for ps in per_reviewer_preds.values() for p in ps]
+            overall = score(all_preds, embedder, sorted({t for ts in themes.values() for t in ts}))
+            results.append(VariantResult(variant=variant, per_reviewer=per_reviewer, overall=overall,
+                                         seconds=seconds))
+    return results
+
+
+SWEEP: dict[str, list[float]] = {
+    "decay": [0.3, 0.5, 0.7],
+    "threshold": [-5.0, -3.0, -1.5],
+    "noise_s": [0.0, 0.25],
+    "w_activation": [0.25, 0.5, 0.75],
+}
+
+
+def sweep(events: dict[str, list[GateEvent]], embedder: Embedder, settings: Settings,
+          console: Console) -> tuple[MemoryParams, list[tuple[dict, float]]]:
+    """Coordinate sweep of d, tau, s and the score weights on the dev data, by macro-F1
+    (the labels are too unbalanced for accuracy). Each parameter is swept with the
+    others at their best value so far."""
+    best = MemoryParams()
+    tried: list[tuple[dict, float]] = []
+    cache: dict[str, float] = {}
+    for name, values in SWEEP.items():
+        scores = {}
+        for value in values:
+            update = {name: value}
+            if name == "w_activation":
+                update["w_similarity"] = 1.0 - value
+            params = best.model_copy(update=update)
+            key = params.model_dump_json()
+            if key not in cache:
+                [res] = run_variants(events, [Variant(name=f"{name}={value}", memory=params)], embedder,
+                                     settings, console)
+                cache[key] = res.overall.macro_f1
+                tried.append((update, cache[key]))
+            scores[value] = cache[key]
+        winner = max(scores, key=lambda v: (scores[v], v == getattr(best, name)))
+        best = best.model_copy(update={name: winner, **({"w_similarity": 1.0 - winner} if name == "w_activation" else {})})
+    return best, tried
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("[bold]{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
+                    TimeRemainingColumn(), console=console, transient=False)

@@ -1,0 +1,144 @@
+"""Replay evaluation: metrics against hand-computed values, the replay on real data."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from vicar.cli import app
+from vicar.config import Settings
+from vicar.eval import metrics as m
+from vicar.eval.dataset import load_events, principal_for
+from vicar.eval.replay import Variant, replay_reviewer
+from vicar.errors import VicarError
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "gate-replay" / "dev"
+
+
+def P(actual, predicted, conf, autonomous=None, **kw):
+    return m.Prediction(seq=0, actual=actual, predicted=predicted, confidence=conf,
+                        autonomous=conf >= 0.8 if autonomous is None else autonomous, **kw)
+
+
+# A tiny synthetic history, scored by hand below.
+HISTORY = [
+    P("approve", "approve", 0.9),   # right, alone
+    P("approve", "approve", 0.7),   # right, escalated
+    P("correct", "approve", 0.85),  # wrong, alone
+    P("correct", "correct", 0.6),   # right
+    P("reject", None, 0.0),         # no prediction
+]
+
+
+def test_metrics_match_hand_computed_values():
+    assert m.accuracy(HISTORY) == pytest.approx(3 / 5)
+    f1 = m.per_class_f1(HISTORY)
+    # approve: tp 2, fp 1, fn 0 -> 4/5; correct: tp 1, fp 0, fn 1 -> 2/3; reject: tp 0, fn 1 -> 0; hold: none
+    assert f1 == {"approve": pytest.approx(0.8), "correct": pytest.approx(2 / 3), "reject": 0.0, "hold": None}
+    assert m.macro_f1(HISTORY) == pytest.approx((0.8 + 2 / 3 + 0) / 3)
+    # Brier: (0.9-1)^2 + (0.7-1)^2 + (0.85-0)^2 + (0.6-1)^2 + (0-0)^2 = 0.01+0.09+0.7225+0.16 = 0.9825
+    assert m.brier(HISTORY) == pytest.approx(0.9825 / 5)
+    # ECE, 10 bins: [0,.1): conf 0 acc 0 -> 0; [.6,.7): .6 vs 1 -> .4; [.7,.8): .7 vs 1 -> .3;
+    # [.8,.9): .85 vs 0 -> .85; [.9,1]: .9 vs 1 -> .1; each bin holds 1 of 5.
+    assert m.ece(HISTORY) == pytest.approx((0 + 0.4 + 0.3 + 0.85 + 0.1) / 5)
+    a = m.autonomy(HISTORY)
+    assert a.share == pytest.approx(2 / 5) and a.error == pytest.approx(1 / 2)
+    # Only the 0.9 gate alone is error-free: 1/5 is the most autonomy with error <= 5%.
+    assert a.best_share == pytest.approx(1 / 5) and a.best_threshold == pytest.approx(0.9)
+
+
+def test_concerns_surprise_and_learning_curve():
+    preds = [
+        P("correct", "correct", 0.5, predicted_text="What is the rollback plan?",
+          actual_text="Please add a rollback step and a test.", surprise=True, prior_confidence=0.9,
+          surprise_percepts=["rollback"]),
+        P("approve", "correct", 0.2, predicted_text="Needs tests.", actual_text="Fine.",
+          surprise=True, prior_confidence=0.6, surprise_percepts=["regmap"]),
+    ]
+    # Human concerns: {rollback, testing} and {} -> the prediction raised rollback only: 1/2.
+    assert m.concern_recall(preds) == pytest.approx(0.5)
+    assert m.concerns_in("uses regmap", themes=["regmap"]) == {"theme:regmap"}
+    s = m.surprise_calibration(preds)
+    # 1st: confidence fell, prediction right -> not confirmed; 2nd: fell and wrong -> confirmed.
+    assert s.surprises == 2 and s.confirmed == pytest.approx(0.5) and s.percepts_in_response == pytest.approx(0.5)
+    curve = m.learning_curve(HISTORY, windows=5)
+    assert [c["accuracy"] for c in curve] == [1.0, 1.0, 0.0, 1.0, 0.0]
+    assert m.frequent_themes(["regmap regmap please", "regmap bits"])[0] == "regmap"
+
+
+@pytest.fixture(scope="module")
+def herring():
+    events = load_events([DATA / "lkml-hwmon.jsonl.gz"])
+    return events["Rob Herring"]
+
+
+def test_replay_never_sees_the_future(herring, embedder, tmp_path):
+    settings = Settings(data_dir=tmp_path)
+    variant = Variant(name="composite")
+    short = replay_reviewer(herring[:25], variant, embedder, settings)
+    longer = replay_reviewer(herring[:40], variant, embedder, settings)
+    assert len(short) == 25 and len(longer) == 40
+    # The first 25 predictions cannot depend on what came after them.
+    assert [p.model_dump() for p in longer[:25]] == [p.model_dump() for p in short]
+    assert short[0].predicted is None and short[0].confidence == 0.0  # a fresh memory knows nothing
+    assert [p.actual for p in short] == [e.action.value for e in herring[:25]]
+    assert any(p.predicted is not None for p in longer)
+
+
+def test_baselines(herring, embedder, tmp_path):
+    settings = Settings(data_dir=tmp_path)
+    maj = replay_reviewer(herring[:30], Variant(name="majority", kind="majority"), embedder, settings)
+    counts = {}
+    for i, e in enumerate(herring[:30]):
+        if i:
+            top = max(counts.values())
+            assert maj[i].confidence == pytest.approx(top / i)
+        counts[e.action.value] = counts.get(e.action.value, 0) + 1
+    ema = replay_reviewer(herring[:30], Variant(name="ema", kind="ema"), embedder, settings)
+    assert all(p.autonomous == (p.predicted == "approve" and p.confidence >= 0.8) for p in ema)
+
+
+def synthetic_file(path: Path, n: int = 12) -> Path:
+    rows = []
+    for i, (tt, action) in zip(range(n), itertools.cycle([("docs", "approve"), ("pmbus", "correct")])):
+        rows.append({"reviewer": "Ada Tester", "seq": i, "gate_id": f"t:{i}", "state": "WORK_ASSERT",
+                     "task_type": tt, "artifact_title": f"change {i}", "artifact_text": f"[PATCH] {tt}: change {i}",
+                     "question": f"Approve or revise this patch: change {i}", "action": action,
+                     "response": "Applied." if action == "approve" else "Please fix the error path.",
+                     "source": "synthetic"})
+    with gzip.open(path, "wt") as fh:
+        fh.write("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def test_cli_writes_report_and_plots(tmp_path, monkeypatch):
+    monkeypatch.setenv("VICAR_DATA_DIR", str(tmp_path / "data"))
+    data = synthetic_file(tmp_path / "tiny.jsonl.gz")
+    out = tmp_path / "report"
+    result = CliRunner().invoke(app, ["eval", "replay", str(data), "--out", str(out),
+                                      "--variants", "majority,composite"])
+    assert result.exit_code == 0, result.output
+    report = (out / "report.md").read_text()
+    assert "| composite | 12 |" in report and "## Ada Tester" in report
+    for png in ("learning_curve.png", "reliability.png", "autonomy_error.png"):
+        assert (out / png).stat().st_size > 1000
+    results = json.loads((out / "results.json").read_text())
+    assert [r["variant"]["name"] for r in results] == ["majority", "composite"]
+    # The proxy learns the alternation by task type: after a few gates it is right.
+    composite = results[1]["overall"]
+    assert composite["accuracy"] > 0.5
+
+
+def test_bad_input_is_one_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"reviewer": "x", "seq": 0}\n')
+    with pytest.raises(VicarError, match=r"bad.jsonl:1: not a gate event"):
+        load_events([bad])
+    result = CliRunner().invoke(app, ["eval", "replay", str(bad)])
+    assert result.exit_code == 1 and "not a gate event" in result.output
+    assert principal_for("Junio C Hamano") == "junio-c-hamano"

@@ -39,6 +39,10 @@ def build_worker(
     registry: MemoryRegistry | None = None, brain_config: BrainConfig | None = None,
     task_queue: str = TASK_QUEUE, max_threads: int = 16,
 ) -> tuple[Worker, MemoryRegistry]:
+    # Import chromadb here, on the main thread, not first inside eight activity threads
+    # at once (a hang was seen once when the first gates of 8 principals arrived together).
+    import chromadb  # noqa: F401
+
     if registry is None:
         embedder = make_embedder(cache_file=settings.embedding_cache)
         registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)

@@ -242,15 +242,25 @@ class MemoryRegistry:
         self._embedder_factory = embedder_factory
         self.params = params
         self._open: dict[str, PrincipalMemory] = {}
+        self._opening: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
 
     def get(self, principal: str) -> PrincipalMemory:
         check_principal(principal)
         with self._lock:
             mem = self._open.get(principal)
+            if mem is not None:
+                return mem
+            opening = self._opening.setdefault(principal, threading.Lock())
+        # Opening (index rebuild) can take seconds: one principal's opening must not
+        # hold up the others' gates.
+        with opening:
+            with self._lock:
+                mem = self._open.get(principal)
             if mem is None:
                 mem = PrincipalMemory(principal, self.root, self._embedder_factory(), self.params)
-                self._open[principal] = mem
+                with self._lock:
+                    self._open[principal] = mem
             return mem
 
     def close(self) -> None:

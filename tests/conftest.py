@@ -89,6 +89,18 @@ async def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05):
         await asyncio.sleep(interval)
 
 
+async def wait_escalated(client, gate_id: str):
+    """The gate's details once it waits for a human."""
+    from vicar.gates import gate_details
+    from vicar.models import GateStatus
+
+    async def escalated():
+        d = await gate_details(client, gate_id)
+        return d if d and d.status is GateStatus.escalated else None
+
+    return await wait_for(escalated)
+
+
 @workflow.defn(name="DeafGate", sandboxed=False)
 class DeafGate:
     """Takes a turn and never gives it back, like a gate whose worker died."""

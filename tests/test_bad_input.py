@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 from vicar import contracts as c
 from vicar.cli import app
 from vicar.gates import gate_details, start_gate
-from vicar.models import BrainConfig, BrainInput, GateStatus, HumanAnswer, TurnRequest
+from vicar.models import BrainConfig, BrainInput, HumanAnswer, TurnRequest
 from vicar.server import free_port
 
-from .conftest import DeafGate, wait_for
+from .conftest import DeafGate, wait_escalated, wait_for
 from .test_gate import run_answering
 
 runner = CliRunner()
@@ -68,11 +68,7 @@ async def test_unknown_action_is_refused_with_the_valid_actions(cli_env, harness
     req = h.request(p)
     handle = await start_gate(h.client, req, h.task_queue)
 
-    async def escalated():
-        d = await gate_details(h.client, req.gate_id)
-        return d and d.status is GateStatus.escalated
-
-    await wait_for(escalated)
+    await wait_escalated(h.client, req.gate_id)
     result = await asyncio.to_thread(runner.invoke, app, ["answer", req.gate_id, "maybe", "hmm"])
     assert result.exit_code == 1
     assert "valid actions: approve, correct, hold, reject, withdraw" in error_line(result)

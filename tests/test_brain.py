@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from datetime import timedelta
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus

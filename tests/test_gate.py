@@ -7,17 +7,13 @@ import asyncio
 from vicar.gates import answer_gate, gate_details, start_gate
 from vicar.models import AnsweredBy, GateStatus, HumanAnswer
 
-from .conftest import wait_for
+from .conftest import wait_escalated, wait_for
 
 
 async def escalate_and_answer(h, req, action="approve", text="Looks good."):
     handle = await start_gate(h.client, req, h.task_queue)
 
-    async def escalated():
-        d = await gate_details(h.client, req.gate_id)
-        return d if d and d.status is GateStatus.escalated else None
-
-    details = await wait_for(escalated)
+    details = await wait_escalated(h.client, req.gate_id)
     await answer_gate(h.client, req.gate_id, HumanAnswer(action=action, text=text, responder="alice"))
     return details, await handle.result()
 
@@ -129,11 +125,7 @@ async def test_human_response_signal_answers_and_a_bad_one_is_dropped(harness):
     req = h.request(p)
     handle = await start_gate(h.client, req, h.task_queue)
 
-    async def escalated():
-        d = await gate_details(h.client, req.gate_id)
-        return d and d.status is GateStatus.escalated
-
-    await wait_for(escalated)
+    await wait_escalated(h.client, req.gate_id)
     await handle.signal("human_response", HumanAnswer(action="sure-why-not", text="?"))
     await asyncio.sleep(0.5)
     assert (await gate_details(h.client, req.gate_id)).status is GateStatus.escalated  # still waiting

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from memory.activation import base_level, base_levels
-from memory.chunk import MemoryChunk
 from memory.principal import MemoryRegistry, PrincipalMemory
 from memory.retrieval import Query
 from memory.store import StoreError

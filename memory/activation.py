@@ -38,7 +38,7 @@ def base_levels(
     zero sum (-> -inf) instead of reduceat's neighbour value.
     """
     ages = np.maximum(now - trace_n.astype(np.float64), age_floor)
-    sums = np.bincount(owner, weights=ages ** -decay, minlength=n_chunks)
+    sums = np.bincount(owner, weights=_neg_power(ages, decay), minlength=n_chunks)
     with np.errstate(divide="ignore"):
         return np.log(sums)
 
@@ -64,26 +64,33 @@ def _tail(rest, a_k, a_n, decay):
     return rest * (a_n ** (1 - decay) - a_k ** (1 - decay)) / ((1 - decay) * (a_n - a_k))
 
 
+def _neg_power(a: np.ndarray, decay: float) -> np.ndarray:
+    """a^-d; the common d = 0.5 as 1/sqrt, several times faster than a general power."""
+    return 1.0 / np.sqrt(a) if decay == 0.5 else a ** -decay
+
+
 def hybrid_levels(
     recent: np.ndarray, count: np.ndarray, created: np.ndarray, now: int, decay: float = 0.5,
     age_floor: float = 1.0,
 ) -> np.ndarray:
-    """Petrov's hybrid for many chunks: `recent` is (chunks x k) with -1 for empty slots."""
-    present = recent >= 0
-    ages = np.maximum(now - recent.astype(np.float64), age_floor)
-    total = np.where(present, ages ** -decay, 0.0).sum(axis=1)
-    kept = present.sum(axis=1)
-    rest = count - kept
-    a_k = np.where(present, ages, 0.0).max(axis=1, initial=0.0)
-    a_n = np.maximum(now - created.astype(np.float64), age_floor)
-    span = a_n - a_k
-    with np.errstate(divide="ignore", invalid="ignore"):
-        tail = np.where(
-            span > 1e-9,
-            rest * (a_n ** (1 - decay) - a_k ** (1 - decay)) / ((1 - decay) * np.where(span > 1e-9, span, 1.0)),
-            rest * np.where(a_k > 0, a_k, 1.0) ** -decay,
-        )
-        total = total + np.where(rest > 0, tail, 0.0)
+    """Petrov's hybrid for many chunks: `recent` is (chunks x k), each row ascending with
+    -1 for empty slots (so a full row's oldest kept trace is in column 0)."""
+    # An empty slot gets an infinite age, whose contribution a^-d is exactly 0.
+    ages = np.where(recent >= 0, np.maximum(now - recent, age_floor).astype(np.float64), np.inf)
+    total = _neg_power(ages, decay).sum(axis=1)
+    rest = count - recent.shape[1]
+    older = np.flatnonzero(rest > 0)  # only chunks with more traces than slots have a tail
+    if len(older):
+        a_k = ages[older, 0]
+        a_n = np.maximum(now - created[older], age_floor).astype(np.float64)
+        r = rest[older]
+        span = a_n - a_k
+        flat = span <= 1e-9
+        safe = np.where(flat, 1.0, span)
+        tail = np.where(flat, r * _neg_power(a_k, decay),
+                        r * (a_n ** (1 - decay) - a_k ** (1 - decay)) / ((1 - decay) * safe))
+        total[older] += tail
+    with np.errstate(divide="ignore"):
         return np.log(total)
 
 

@@ -107,6 +107,9 @@ class MemoryIndex:
         self._last = Growable(np.int64)  # most recent trace: the recency-N baseline
         self.vectors: dict[str, VectorColumn] = {}
         self.coaccess: dict[int, dict[int, int]] = {}
+        # A gate retrieves twice (prior, posterior) at one N: the second reuses the first's
+        # activations. Any new chunk or trace invalidates them.
+        self._act_cache: tuple[tuple, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -123,6 +126,7 @@ class MemoryIndex:
         if chunk_id in self.pos:
             return self.pos[chunk_id]
         i = len(self.ids)
+        self._act_cache = None
         self.ids.append(chunk_id)
         self.pos[chunk_id] = i
         for f in STRUCT_FIELDS:
@@ -138,6 +142,7 @@ class MemoryIndex:
 
     def add_trace(self, chunk_id: str, n: int) -> None:
         """Callers add each (chunk, N) once: the store reports which traces are new."""
+        self._act_cache = None
         i = self.pos[chunk_id]
         self._trace_owner.append(i)
         self._trace_n.append(n)
@@ -188,9 +193,16 @@ class MemoryIndex:
         return np.flatnonzero(mask)
 
     def activations(self, now: int, decay: float, age_floor: float, mode: str = "exact") -> np.ndarray:
+        key = (now, decay, age_floor, mode, len(self.ids))
+        if self._act_cache is not None and self._act_cache[0] == key:
+            return self._act_cache[1]
         if mode == "hybrid":
-            return hybrid_levels(self._recent.view, self._count.view, self._created.view, now, decay, age_floor)
-        return base_levels(self._trace_owner.view, self._trace_n.view, len(self.ids), now, decay, age_floor)
+            act = hybrid_levels(self._recent.view, self._count.view, self._created.view, now, decay, age_floor)
+        else:
+            act = base_levels(self._trace_owner.view, self._trace_n.view, len(self.ids), now, decay, age_floor)
+        act.setflags(write=False)  # shared with later callers: nobody may change it
+        self._act_cache = (key, act)
+        return act
 
     def last_trace(self, idx: np.ndarray) -> np.ndarray:
         return self._last.view[idx]

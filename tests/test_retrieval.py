@@ -81,10 +81,10 @@ def test_lexical_fusion_finds_an_exact_term(memory):
     for i in range(3, 12):
         mem.record(chunk(i, artifact_excerpt=f"Migrate table t{i}; add column c{i}.", human_response="ok"))
     texts = {"artifact": "credentials XK-4471"}
-    dense = ids(mem.retrieve(Query(now=13, texts=texts, top_k=3)))
-    fused = ids(mem.retrieve(Query(now=13, texts=texts, top_k=3, lexical=True)))
-    # Recency outweighs the dense match; only c002 contains the term, so BM25 ranks it
-    # first and reciprocal rank fusion puts it on top.
+    dense = ids(mem.retrieve(Query(now=13, texts=texts, top_k=3, mode=RetrievalMode.activation)))
+    fused = ids(mem.retrieve(Query(now=13, texts=texts, top_k=3, mode=RetrievalMode.activation, lexical=True)))
+    # By activation alone the old c002 ranks low; only it contains the term, so BM25
+    # ranks it first and reciprocal rank fusion puts it on top.
     assert dense[0] != "c002"
     assert fused[0] == "c002"
     # A new chunk makes the lexical index stale; the next lexical query sees it.

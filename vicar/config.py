@@ -26,32 +26,29 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
 class MemoryParams(BaseModel):
     """ACT-R and retrieval parameters.
 
-    Provenance of the defaults (until the replay evaluation sets them):
-    - d = 0.5 is ACT-R's conventional decay (Anderson & Lebiere 1998).
-    - tau = -3.0: the design's -0.5 drops a one-trace chunk after 3 interactions
-      (NOTES.md), which forgets a task type between two of its gates; -3.0 keeps a
-      one-trace chunk retrievable for ~400 interactions.
+    d, tau, s and the score weights come from the replay evaluation's sweep on the
+    shared dev data (bench/replay/report.md: 3,709 gates of 4 real reviewers,
+    coordinate search by macro-F1): d = 0.5 (0.3: 0.331, 0.5: 0.332, 0.7: 0.323),
+    tau = -5.0 (-1.5 forgets too much: 0.285), s = 0.25 (0.343 vs 0.332 without noise),
+    w_activation / w_similarity = 0.25 / 0.75 (0.368 vs 0.343 at 0.5 / 0.5).
     - age_floor = 1: a trace made at the current N counts as one interaction old, so
       ln(0^-d) never occurs.
-    - weights 0.5/0.5: Park et al. (2023) combine normalized recency and relevance
-      with equal weights.
-    - activation "exact": memories are small until they are not; the hybrid (Petrov
-      2006, k = 3) bounds memory per chunk and is within 0.02 of exact on regular
-      long histories, 0.11 at worst on Poisson-random ones (bench/RESULTS.md).
-    - noise_s = 0 (off): ACT-R models commonly use s in 0.2-0.5; with noise on the
-      retrieval is seeded by (principal, N), so a retried retrieval is identical.
-    - spreading off; weight 1.0 over the top 3 seeds when on.
+    - activation "exact": the hybrid (Petrov 2006, k = 3) bounds memory per chunk and
+      is within 0.02 of exact on regular long histories, 0.11 at worst on
+      Poisson-random ones (tests/test_activation.py).
+    - noise is seeded by (principal, N, phase), so a retried retrieval is identical.
+    - spreading off (not yet evaluated); weight 1.0 over the top 3 seeds when on.
     """
 
     decay: float = 0.5
-    threshold: float = -3.0
+    threshold: float = -5.0
     age_floor: float = 1.0
-    w_activation: float = 0.5
-    w_similarity: float = 0.5
+    w_activation: float = 0.25
+    w_similarity: float = 0.75
     top_k: int = 10
     activation_mode: Literal["exact", "hybrid"] = "exact"
     hybrid_k: int = 3
-    noise_s: float = 0.0
+    noise_s: float = 0.25
     spreading: bool = False
     spreading_weight: float = 1.0
     spreading_seeds: int = 3

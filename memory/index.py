@@ -15,6 +15,21 @@ from memory.activation import base_levels, hybrid_levels
 STRUCT_FIELDS = ("kind", "state", "task_type", "outcome", "answered_by")
 ANY = "any"
 
+_blas = None
+
+
+def single_threaded_blas():
+    """A context in which BLAS uses one thread. Retrieval's matrix-vector products are
+    too small for a thread team: on 2 cores one thread was 2.5-4x faster
+    (bench/MEMORY_RESULTS.md). The controller is built once: inspecting the loaded
+    libraries costs milliseconds, entering the limit ~0.5 ms."""
+    global _blas
+    if _blas is None:
+        from threadpoolctl import ThreadpoolController
+
+        _blas = ThreadpoolController()
+    return _blas.limit(limits=1, user_api="blas")
+
 
 class Growable:
     """A numpy array with amortized O(1) append along axis 0."""

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from memory.chunk import BLENDED, DIMENSIONS, MemoryChunk, blended_text
 from memory.embedder import Embedder
-from memory.index import STRUCT_FIELDS, MemoryIndex
+from memory.index import STRUCT_FIELDS, MemoryIndex, single_threaded_blas
 from memory.lexical import LexicalIndex
 from memory.retrieval import EmbeddingMode, Hit, Query, rank
 from memory.store import RecordStore, StoreError
@@ -166,7 +166,8 @@ class PrincipalMemory:
             idx, act = idx[act > p.threshold], act[act > p.threshold]
             if len(idx) == 0:
                 return []
-            sim = col.cosine(idx, q)
+            with single_threaded_blas():
+                sim = col.cosine(idx, q)
             order = np.argsort(-sim)[:top_k]
             hits = [Hit(chunk_id=self.index.ids[idx[j]], activation=float(act[j]),
                         similarity=float(sim[j]), score=float(sim[j])) for j in order]

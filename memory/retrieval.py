@@ -19,7 +19,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from memory.activation import logistic_noise
-from memory.index import MemoryIndex
+from memory.index import MemoryIndex, single_threaded_blas
 
 RRF_K = 60  # reciprocal rank fusion constant (Cormack et al. 2009)
 BLENDED = "blended"
@@ -96,7 +96,8 @@ def rank(
         qv = {BLENDED: query_vectors[BLENDED]} if BLENDED in query_vectors else {}
     else:
         qv = {d: v for d, v in query_vectors.items() if d != BLENDED}
-    sim = index.similarity(idx, qv) if qv else np.full(len(idx), np.nan)
+    with single_threaded_blas():
+        sim = index.similarity(idx, qv) if qv else np.full(len(idx), np.nan)
     sim0 = np.nan_to_num(sim, nan=0.0)
 
     score = _score(query.mode, act, sim0, index.last_trace(idx).astype(np.float64), p)

@@ -100,14 +100,15 @@ def rank(
         sim = index.similarity(idx, qv) if qv else np.full(len(idx), np.nan)
     sim0 = np.nan_to_num(sim, nan=0.0)
 
-    score = _score(query.mode, act, sim0, index.last_trace(idx).astype(np.float64), p)
+    last = index.last_trace(idx) if query.mode is RetrievalMode.recency else None
+    score = _score(query.mode, act, sim0, last, p)
     if p.spreading and query.mode in (RetrievalMode.composite, RetrievalMode.activation):
         # Chunks used together with the best candidates get a boost (Hebbian co-access).
         seeds = idx[np.argsort(-score)[: p.spreading_seeds]]
         boost = index.spread(seeds, idx)
         if boost.any():
             act = act + p.spreading_weight * boost
-            score = _score(query.mode, act, sim0, index.last_trace(idx).astype(np.float64), p)
+            score = _score(query.mode, act, sim0, last, p)
 
     if lexical_ranks is not None:
         score = _rrf(score, idx, lexical_ranks)
@@ -122,13 +123,14 @@ def rank(
     ]
 
 
-def _score(mode: RetrievalMode, act: np.ndarray, sim0: np.ndarray, last: np.ndarray, p: Params) -> np.ndarray:
+def _score(mode: RetrievalMode, act: np.ndarray, sim0: np.ndarray, last: np.ndarray | None,
+           p: Params) -> np.ndarray:
     if mode is RetrievalMode.activation:
         return act
     if mode is RetrievalMode.similarity:
         return sim0
     if mode is RetrievalMode.recency:
-        return last
+        return last.astype(np.float64)
     span = act.max() - act.min()
     act_norm = (act - act.min()) / span if span > 0 else np.ones_like(act)
     return p.w_activation * act_norm + p.w_similarity * sim0

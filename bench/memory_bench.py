@@ -17,7 +17,6 @@ Results go to the terminal and a markdown report (--out).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import ctypes
 import datetime as dt
 import gc
@@ -42,9 +41,9 @@ from pathlib import Path
 import numpy as np
 
 try:
-    from threadpoolctl import threadpool_info, threadpool_limits
+    from threadpoolctl import threadpool_info
 except ImportError:
-    threadpool_info = threadpool_limits = None
+    threadpool_info = None
 
 from memory.activation import base_levels, hybrid_levels
 from memory.chunk import chunk_id_for
@@ -328,7 +327,6 @@ class Config:
     naive: bool = False  # also run the baseline, fetch the records and break rank() down
     noise: bool = False  # a noise seed per query, as PrincipalMemory derives it from N
     same_n: bool = False
-    blas_threads: int | None = None
 
 
 @dataclass
@@ -406,18 +404,11 @@ def retrieval_part(n: int, queries: int, naive_budget_s: float, tmp: Path,
         Config(f"no filter, activation noise s = {NOISE_S:g}", {}, MemoryParams(threshold=THRESHOLD, noise_s=NOISE_S),
                noise=True),
         Config("no filter, every query at one N (activation cache)", {}, exact, same_n=True),
-        # OpenBLAS spreads a matrix-vector product over both cores; on a busy machine the
-        # second thread's wait shows up in the tail.
-        Config("state+task_type filter, BLAS limited to 1 thread", FILTER, exact, blas_threads=1),
-        Config("no filter, BLAS limited to 1 thread", {}, exact, blas_threads=1),
     ]
     rows: list[Row] = []
     breakdown: list[list[str]] = []
     texts = {d: "x" for d in QUERY_DIMS}
     for cfg in configs:
-        if cfg.blas_threads is not None and threadpool_limits is None:
-            continue
-        limit = threadpool_limits(cfg.blas_threads) if cfg.blas_threads is not None else contextlib.nullcontext()
         # A new N per query, as every gate has its own: only a gate's second retrieval at
         # the same N may reuse the index's cached activations (the same_n row).
         qs = [Query(now=c.now + (0 if cfg.same_n else i), filters=cfg.filters, texts=texts,
@@ -427,13 +418,12 @@ def retrieval_part(n: int, queries: int, naive_budget_s: float, tmp: Path,
         act = index.activations(c.now, p.decay, p.age_floor, p.activation_mode)[cand]
         row = Row(n, cfg.label, len(cand), int((act > p.threshold).sum()), [])
         hits: list[list[Hit]] = []
-        with limit:
-            for q, qv in zip(qs[:WARMUP], qsets):
-                rank(index, q, qv, p)
-            for q, qv in zip(qs[WARMUP:], qsets[WARMUP:]):
-                t, h = timed(lambda: rank(index, q, qv, p))
-                row.rank_ms.append(t)
-                hits.append(h)
+        for q, qv in zip(qs[:WARMUP], qsets):
+            rank(index, q, qv, p)
+        for q, qv in zip(qs[WARMUP:], qsets[WARMUP:]):
+            t, h = timed(lambda: rank(index, q, qv, p))
+            row.rank_ms.append(t)
+            hits.append(h)
         log(f"  {cfg.label}: {row.ranked:,}/{len(cand):,} ranked, rank p50 {statistics.median(row.rank_ms):.1f} ms, "
             f"p95 {pct(row.rank_ms, 95):.1f} ms")
         if cfg.naive:
@@ -471,6 +461,16 @@ def measure_naive(row: Row, hits: list[list[Hit]], queries: list[tuple[Query, di
     row.agree = f"{same}/{len(row.naive_ms)} (max score diff {max_diff:.1e})"
 
 
+def blas_as_in_rank(fn: Callable[[], object]) -> object:
+    """Run fn with BLAS threads as rank() sets them around similarity(), if it does."""
+    try:
+        from memory.index import single_threaded_blas
+    except ImportError:
+        return fn()
+    with single_threaded_blas():
+        return fn()
+
+
 def stage_times(index: MemoryIndex, now: int, filters: dict[str, str], qv: dict[str, np.ndarray], n: int,
                 label: str) -> list[str]:
     """Medians of rank()'s stages, called one by one through the index's public methods
@@ -481,7 +481,7 @@ def stage_times(index: MemoryIndex, now: int, filters: dict[str, str], qv: dict[
         repeat(lambda i: index.candidates(filters), 20),
         repeat(lambda i: index.activations(now + i, p.decay, p.age_floor, "exact"), 20),
         repeat(lambda i: index.activations(now + i, p.decay, p.age_floor, "hybrid"), 20),
-        repeat(lambda i: index.similarity(idx, qv), 20),
+        repeat(lambda i: blas_as_in_rank(lambda: index.similarity(idx, qv)), 20),
     ]
     return [f"{n:,}", label, *(fmt(statistics.median(s)) for s in stages)]
 
@@ -585,8 +585,9 @@ def report(args: argparse.Namespace, started: str, load: tuple[float, float], ac
                  f"{pct(r.naive_ms, 50) / pct(r.e2e_ms, 50):.0f}x" if r.naive_ms else "—", r.agree]
                 for r in rows]), "",
         "All times in ms.", "",
-        "Where rank()'s time goes (medians of the index's stages called one by one; activations are "
-        "computed for every chunk, then indexed by the candidates):", "",
+        "Where rank()'s time goes (medians of the index's stages called one by one, each at a new N; "
+        "activations are computed for every chunk, then indexed by the candidates; similarity() with "
+        "BLAS threads as rank() sets them):", "",
         *table(["chunks", "query", "candidates() ms", "activations exact ms", "activations hybrid ms",
                 "similarity() ms"], breakdown), "",
         "## 3. Index memory", "",

@@ -91,6 +91,7 @@ class VectorColumn:
 
     def cosine(self, idx: np.ndarray, q: np.ndarray) -> np.ndarray:
         """Cosine (vectors are unit-normalized) for chunks idx; NaN where absent."""
+        q = q.astype(self.rows.view.dtype, copy=False)  # a float64 query would upcast the column
         rows = self.row_of.view[idx]
         present = rows >= 0
         out = np.full(len(idx), np.nan)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,20 @@ from vicar.eval.dataset import load_events, principal_for
 from vicar.eval.replay import Variant, replay_reviewer
 from vicar.errors import VicarError
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "gate-replay" / "dev"
+
+
+def _dataset_dir() -> Path | None:
+    """shared/ lies beside the checkout (here and in CI); VICAR_GATE_REPLAY_DIR overrides."""
+    if os.environ.get("VICAR_GATE_REPLAY_DIR"):
+        return Path(os.environ["VICAR_GATE_REPLAY_DIR"])
+    for parent in Path(__file__).resolve().parents:
+        candidate = parent / "shared" / "datasets" / "gate-replay" / "dev"
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+DATA = _dataset_dir()
 
 
 def P(actual, predicted, conf, autonomous=None, **kw):
@@ -73,6 +87,9 @@ def test_concerns_surprise_and_learning_curve():
 
 @pytest.fixture(scope="module")
 def herring():
+    if DATA is None:
+        pytest.fail("the gate-replay dataset (shared/datasets/gate-replay/dev) is not beside the checkout; "
+                    "set VICAR_GATE_REPLAY_DIR")
     events = load_events([DATA / "lkml-hwmon.jsonl.gz"])
     return events["Rob Herring"]
 

@@ -34,8 +34,9 @@ class MemoryParams(BaseModel):
     - age_floor = 1: a trace made at the current N counts as one interaction old, so
       ln(0^-d) never occurs.
     - activation "exact": the hybrid (Petrov 2006, k = 3) bounds memory per chunk and
-      is within 0.02 of exact on regular long histories, 0.11 at worst on
-      Poisson-random ones (tests/test_activation.py).
+      is within 0.02 of exact on regular long histories, but errs up to 0.11 on long
+      Poisson-random ones and 0.23 on short random ones (tests/test_activation.py,
+      bench/MEMORY_RESULTS.md), so exact stays the default.
     - noise is seeded by (principal, N, phase), so a retried retrieval is identical.
     - spreading off (not yet evaluated); weight 1.0 over the top 3 seeds when on.
     """

@@ -113,3 +113,28 @@ async def test_repeated_turn_request_hands_out_no_new_n(harness):
     assert result.n == 1 and later[0].n == 2
     status = await brain_status(h, p)
     assert status.counter == 2 and status.queued == []
+
+
+async def test_a_release_arriving_with_a_new_run_frees_the_carried_holder(harness):
+    """Regression: a release_turn signal delivered in the first task of a continued run
+    used to act on an empty state and be lost, leaving the queue stuck until the lease."""
+    from vicar.models import BrainState
+
+    h = harness
+    p = h.principal()
+    far = 10 ** 10  # the lease never expires during the test
+    carried = BrainState(counter=5, holder=TurnRequest(gate_id="old", workflow_id="old-wf"), holder_n=5,
+                         lease_deadline=far, assigned=[("old", 5)])
+    await h.client.start_workflow(
+        c.BRAIN_WORKFLOW, BrainInput(principal=p, state=carried), id=c.brain_workflow_id(p),
+        task_queue=h.task_queue, start_signal="release_turn", start_signal_args=["old"])
+
+    async def freed():
+        s = await brain_status(h, p)
+        return s if s.holder is None else None
+
+    status = await wait_for(freed, timeout=10)
+    assert status.counter == 5
+    result = await asyncio.wait_for(
+        (await start_gate(h.client, h.request(p, escalation_mode="never"), h.task_queue)).result(), timeout=30)
+    assert result.n == 6

@@ -24,13 +24,17 @@ with workflow.unsafe.imports_passed_through():
 
 @workflow.defn(name=c.BRAIN_WORKFLOW)
 class BrainWorkflow:
-    def __init__(self) -> None:
-        self._state = BrainState()
-        self._assigned: dict[str, int] = {}
+    @workflow.init
+    def __init__(self, inp: BrainInput) -> None:
+        # The carried state is in place before any handler runs: a release or a request
+        # that arrives with the new run must act on the carried holder and queue, not on
+        # an empty state that run() would then overwrite.
+        self._state = inp.state.model_copy(deep=True) if inp.state is not None else BrainState()
+        self._assigned: dict[str, int] = dict(self._state.assigned)
         self._regrant = False
         self._run_grants = 0
-        self._principal = ""
-        self._config = None
+        self._principal = inp.principal
+        self._config = inp.config
         self._ready = False  # counter restored from the store
         self._granting = asyncio.Lock()  # one grant at a time: the update and the loop both grant
 
@@ -78,24 +82,14 @@ class BrainWorkflow:
 
     @workflow.run
     async def run(self, inp: BrainInput) -> None:
-        self._principal = inp.principal
         cfg = inp.config
-        if inp.state is not None:
-            # Carried across continue-as-new; signals that arrived before this point
-            # were appended to the fresh state by the handlers, so merge them.
-            early = self._state.queue
-            self._state = inp.state
-            for req in early:
-                self.request_turn(req)
         st = self._state
-        self._assigned = dict(st.assigned)
         # The counter never goes back: resume from the larger of carried and stored.
         stored = await workflow.execute_local_activity(
             c.READ_COUNTER, c.CounterInput(principal=inp.principal), result_type=int,
             start_to_close_timeout=timedelta(seconds=30),
         )
         st.counter = max(st.counter, stored)
-        self._config = cfg
         self._ready = True
 
         while True:

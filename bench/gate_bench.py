@@ -17,13 +17,14 @@ Results go to a markdown report (--out) as well as the terminal.
 
 from __future__ import annotations
 
+from machine_info import machine_line  # bench/ is on sys.path when run as a script
+
 import argparse
 import asyncio
 import datetime as dt
 import itertools
 import math
 import os
-import platform
 import shlex
 import statistics
 import sys
@@ -258,13 +259,7 @@ async def concurrent(client: Client, tq: str, principals: list[str], run: str, p
 
 
 def machine() -> str:
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                   if line.startswith("model name"))
-    except (OSError, StopIteration):
-        cpu = platform.processor() or "unknown CPU"
-    return (f"nproc {len(os.sched_getaffinity(0))} ({cpu}), Python {platform.python_version()}, "
-            f"temporalio {temporalio.__version__}, {platform.system()} {platform.release()}")
+    return machine_line(f"temporalio {temporalio.__version__}")
 
 
 def fmt(x: float | None, spec: str = ".1f") -> str:

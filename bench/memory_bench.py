@@ -16,6 +16,8 @@ Results go to the terminal and a markdown report (--out).
 
 from __future__ import annotations
 
+from machine_info import machine_line  # bench/ is on sys.path when run as a script
+
 import argparse
 import ctypes
 import datetime as dt
@@ -25,7 +27,6 @@ import json
 import math
 import multiprocessing as mp
 import os
-import platform
 import shlex
 import sqlite3
 import statistics
@@ -490,13 +491,7 @@ def stage_times(index: MemoryIndex, now: int, filters: dict[str, str], qv: dict[
 
 
 def machine() -> str:
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                   if line.startswith("model name"))
-    except (OSError, StopIteration):
-        cpu = platform.processor() or "unknown CPU"
-    return (f"nproc {len(os.sched_getaffinity(0))} ({cpu}), {platform.system()} {platform.release()}, "
-            f"Python {platform.python_version()}, numpy {np.__version__}, SQLite {sqlite3.sqlite_version}")
+    return machine_line(f"numpy {np.__version__}", f"SQLite {sqlite3.sqlite_version}")
 
 
 def code_version() -> str:

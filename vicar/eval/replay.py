@@ -9,7 +9,6 @@ The proxy variants run the same `consult` path as the gate's activities; the bas
 from __future__ import annotations
 
 import tempfile
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -152,18 +151,3 @@ def _ema_gate(events: list[GateEvent], progress: Progress | None) -> list[Predic
         if progress:
             progress(1)
     return preds
-
-
-class RunTiming(BaseModel):
-    gates: int
-    seconds: float
-
-    @property
-    def per_second(self) -> float:
-        return self.gates / self.seconds if self.seconds else 0.0
-
-
-def timed(fn, *args, **kwargs):
-    start = time.perf_counter()
-    out = fn(*args, **kwargs)
-    return out, time.perf_counter() - start

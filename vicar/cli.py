@@ -212,11 +212,9 @@ def answer(
 
 
 async def _answer(gate_id: str, ans: HumanAnswer) -> None:
-    from vicar.gates import VALID_ACTIONS, answer_gate
+    from vicar.gates import answer_gate, check_action
 
-    valid = sorted({a.value for acts in VALID_ACTIONS.values() for a in acts})
-    if ans.action not in valid:  # refuse before touching the network
-        raise VicarError(f"unknown action {ans.action!r}; valid actions: {', '.join(valid)}")
+    check_action(ans.action)  # before connecting: a typo is reported even with no server
     client = await _client(Settings.from_env())
     console.print(await answer_gate(client, gate_id, ans))
 

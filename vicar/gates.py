@@ -43,12 +43,17 @@ async def gate_details(client: Client, gate_id: str) -> GateDetails | None:
         raise
 
 
+def check_action(action: str) -> None:
+    """Refuse an unknown action before anything touches the network."""
+    valid = sorted({a.value for acts in VALID_ACTIONS.values() for a in acts})
+    if action not in valid:
+        raise VicarError(f"unknown action {action!r}; valid actions: {', '.join(valid)}")
+
+
 async def answer_gate(client: Client, gate_id: str, answer: HumanAnswer) -> str:
     """Answer an escalated gate through the `respond` update, so a bad answer gets an
     error back instead of silence."""
-    valid = {a.value for acts in VALID_ACTIONS.values() for a in acts}
-    if answer.action not in valid:
-        raise VicarError(f"unknown action {answer.action!r}; valid actions: {', '.join(sorted(valid))}")
+    check_action(answer.action)
     handle = client.get_workflow_handle(c.gate_workflow_id(gate_id))
     try:
         desc = await handle.describe()

@@ -38,14 +38,18 @@ class Action(str, Enum):
     reject = "reject"
     hold = "hold"
     withdraw = "withdraw"
+    # Not an ending: the reviewer asked something or raised a point the agent side must
+    # answer before a decision. The gate answers and asks again (bounded).
+    dialog = "dialog"
 
 
 # Actions a reviewer may give at each gate state. `hold` is "not yet: needs more
 # review"; `withdraw` abandons the work item.
 VALID_ACTIONS: dict[CfAState, tuple[Action, ...]] = {
-    state: (Action.approve, Action.correct, Action.reject, Action.hold, Action.withdraw)
+    state: (Action.approve, Action.correct, Action.reject, Action.hold, Action.withdraw, Action.dialog)
     for state in CfAState
 }
+TERMINAL_ACTIONS = (Action.approve, Action.correct, Action.reject, Action.hold, Action.withdraw)
 
 
 class AnsweredBy(str, Enum):
@@ -131,6 +135,31 @@ class ChunkSummary(BaseModel):
     score: float
 
 
+class DialogTurn(BaseModel):
+    """One exchange line of a gate's dialog: the reviewer side (the proxy or the human)
+    or the agent side (generated to answer the reviewer)."""
+
+    speaker: str  # "reviewer" or "agent"
+    text: str
+    answered_by: AnsweredBy | None = None  # for reviewer lines: who spoke for the human
+
+
+class Usage(BaseModel):
+    """Tokens and cost of LLM calls (summed with `+`)."""
+
+    calls: int = 0
+    input_tokens: int = 0  # uncached input
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def __add__(self, other: "Usage | None") -> "Usage":
+        if other is None:
+            return self
+        return Usage(**{k: getattr(self, k) + getattr(other, k) for k in Usage.model_fields})
+
+
 class RetrievalContext(BaseModel):
     principal: str
     n: int
@@ -138,6 +167,9 @@ class RetrievalContext(BaseModel):
     chunks: list[ChunkSummary] = Field(default_factory=list)
     memory_size: int = 0
     memory_depth: int = 0  # distinct (state, task_type) pairs with a human answer
+    # The session's working-memory block: the cacheable prompt prefix, identical for
+    # every pass and gate of a session. Gate-specific `chunks` go after it.
+    working_memory: str = ""
 
 
 class PassResult(BaseModel):
@@ -146,12 +178,14 @@ class PassResult(BaseModel):
     confidence: float = Field(ge=0.0, le=1.0)
     action: Action | None = None  # the predicted action, when the predictor states one
     used_chunk_ids: list[str] = Field(default_factory=list)
+    usage: Usage | None = None  # LLM predictors: tokens and cost of this pass
 
 
 class Surprise(BaseModel):
     magnitude: float
     description: str
     percepts: list[str] = Field(default_factory=list)
+    usage: Usage | None = None
 
 
 class Calibration(BaseModel):

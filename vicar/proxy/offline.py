@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 
 from vicar.config import PredictorParams
 from vicar.models import (
     Action,
     AnsweredBy,
     ChunkSummary,
+    DialogTurn,
     GateRequest,
     PassResult,
     RetrievalContext,
     Surprise,
+    Usage,
 )
 
 # How sharply the vote focuses on the most similar memories (cosine units).
@@ -48,11 +51,14 @@ class OfflinePredictor:
 
     # -- the two passes -----------------------------------------------------
 
-    def prior(self, request: GateRequest, ctx: RetrievalContext) -> PassResult:
+    def prior(
+        self, request: GateRequest, ctx: RetrievalContext, dialog: Sequence[DialogTurn] = ()
+    ) -> PassResult:
         return self._vote(request, ctx)
 
     def posterior(
-        self, request: GateRequest, ctx: RetrievalContext, artifact: str, prior: PassResult
+        self, request: GateRequest, ctx: RetrievalContext, artifact: str, prior: PassResult,
+        dialog: Sequence[DialogTurn] = (),
     ) -> PassResult:
         # The artifact reaches this predictor only through retrieval similarity: its
         # text is never parsed for instructions or numbers.
@@ -74,6 +80,13 @@ class OfflinePredictor:
             f"{posterior.confidence:.2f}{shift}."
         )
         return Surprise(magnitude=0.5, description=description, percepts=self._percepts(artifact, ctx, posterior))
+
+    def agent_reply(
+        self, request: GateRequest, artifact: str, dialog: Sequence[DialogTurn]
+    ) -> tuple[str, Usage | None]:
+        # Without a language model the agent side can only point at what it already
+        # submitted; the offline reviewer never asks (it votes over past answers).
+        return (request.actor_message.strip() or "Please see the submitted artifact.", None)
 
     # -- internals ------------------------------------------------------------
 

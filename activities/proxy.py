@@ -15,7 +15,8 @@ from vicar import contracts as c
 from vicar.config import TASK_QUEUE, Settings
 from vicar.models import TurnReply, BrainConfig, BrainInput, Calibration, OutcomeRecord, PassResult, Surprise
 from vicar.proxy.calibration import calibrate
-from vicar.proxy.consult import load_artifact, outcome_chunk, retrieve
+from vicar.proxy.consult import calibration_inputs, consult, load_artifact, retrieve
+from vicar.proxy.outcomes import record_outcome
 from vicar.proxy.provider import Predictor
 
 
@@ -33,9 +34,9 @@ class ProxyActivities:
 
     def all(self) -> list:
         return [
-            self.request_turn, self.release_turn, self.read_counter, self.mirror_counter, self.retrieve_context,
-            self.prior_pass, self.posterior_pass, self.extract_surprise, self.calibrate,
-            self.reinforce, self.record_outcome,
+            self.request_turn, self.release_turn, self.read_counter, self.mirror_counter, self.consult,
+            self.retrieve_context, self.prior_pass, self.posterior_pass, self.extract_surprise,
+            self.calibrate, self.reinforce, self.agent_reply, self.record_outcome,
         ]
 
     # -- brain ---------------------------------------------------------------
@@ -57,7 +58,8 @@ class ProxyActivities:
             id=f"turn/{ask.turn.workflow_id}",
             result_type=TurnReply,
         )
-        return c.TurnTicket(local_steps=getattr(self.predictor, "local", False), n=reply.n)
+        return c.TurnTicket(local_steps=getattr(self.predictor, "local", False), n=reply.n,
+                            max_dialog_turns=self.settings.max_dialog_turns)
 
     @activity.defn(name=c.RELEASE_TURN)
     async def release_turn(self, ask: c.TurnAsk) -> None:
@@ -75,6 +77,16 @@ class ProxyActivities:
 
     # -- gate ----------------------------------------------------------------
 
+    @activity.defn(name=c.CONSULT)
+    def consult(self, inp: c.ConsultInput) -> c.ConsultResult:
+        """The whole consult path in one step, for predictors fast enough to run as a
+        local activity: one dispatch instead of six. Reinforcement is keyed by
+        (chunk, N), so a retry adds no trace."""
+        result = consult(self.registry.get(inp.request.principal), self.predictor, inp.request, inp.n,
+                         self.settings, now=inp.now, gate_key=inp.gate_key, dialog=inp.dialog)
+        return c.ConsultResult(prior=result.prior, posterior=result.posterior, surprise=result.surprise,
+                               calibration=result.calibration)
+
     @activity.defn(name=c.RETRIEVE)
     def retrieve_context(self, inp: c.RetrieveInput) -> c.RetrievalBundle:
         memory = self.registry.get(inp.request.principal)
@@ -86,13 +98,13 @@ class ProxyActivities:
 
     @activity.defn(name=c.PRIOR_PASS)
     def prior_pass(self, inp: c.PassInput) -> PassResult:
-        return self.predictor.prior(inp.request, inp.ctx)
+        return self.predictor.prior(inp.request, inp.ctx, inp.dialog)
 
     @activity.defn(name=c.POSTERIOR_PASS)
     def posterior_pass(self, inp: c.PassInput) -> PassResult:
         if inp.prior is None:
             raise ValueError("the posterior pass needs the prior")
-        return self.predictor.posterior(inp.request, inp.ctx, load_artifact(inp.request), inp.prior)
+        return self.predictor.posterior(inp.request, inp.ctx, load_artifact(inp.request), inp.prior, inp.dialog)
 
     @activity.defn(name=c.EXTRACT_SURPRISE)
     def extract_surprise(self, inp: c.SurpriseInput) -> Surprise:
@@ -102,14 +114,20 @@ class ProxyActivities:
 
     @activity.defn(name=c.CALIBRATE)
     def calibrate(self, inp: c.CalibrateInput) -> Calibration:
-        return calibrate(inp.confidence, inp.memory_depth, self.settings.memory_depth_threshold)
+        params = self.settings.calibration
+        memory = self.registry.get(inp.request.principal)
+        return calibrate(inp.confidence, calibration_inputs(
+            memory, inp.request, inp.ctx, params, now=inp.now, gate_key=inp.gate_key), params)
 
     @activity.defn(name=c.REINFORCE)
     def reinforce(self, inp: c.ReinforceInput) -> list[str]:
         return self.registry.get(inp.principal).reinforce(inp.chunk_ids, inp.n)
 
+    @activity.defn(name=c.AGENT_REPLY)
+    def agent_reply(self, inp: c.AgentReplyInput) -> c.AgentReply:
+        text, usage = self.predictor.agent_reply(inp.request, load_artifact(inp.request), inp.dialog)
+        return c.AgentReply(text=text, usage=usage)
+
     @activity.defn(name=c.RECORD_OUTCOME)
     def record_outcome(self, record: OutcomeRecord) -> str:
-        chunk = outcome_chunk(record)
-        self.registry.get(record.request.principal).record(chunk)
-        return chunk.id
+        return record_outcome(self.registry.get(record.request.principal), record)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -56,6 +56,22 @@ MIGRATIONS: list[str] = [
         n INTEGER NOT NULL,
         PRIMARY KEY (a, b)
     ) WITHOUT ROWID;
+    """,
+    # v3: record_outcome's bookkeeping: one row per gate outcome (who answered, when,
+    # the whole record) and the per-(state, task_type) entry derived from them.
+    """
+    CREATE TABLE outcomes (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        workflow_id TEXT NOT NULL UNIQUE,
+        state TEXT NOT NULL,
+        task_type TEXT NOT NULL,
+        answered_by TEXT NOT NULL,
+        action TEXT NOT NULL,
+        at TEXT,
+        record TEXT NOT NULL
+    );
+    CREATE INDEX outcomes_context ON outcomes (state, task_type, answered_by);
+    CREATE TABLE contexts (key TEXT PRIMARY KEY, entry TEXT NOT NULL);
     """,
 ]
 
@@ -151,6 +167,57 @@ class RecordStore:
                 [(a, b) for a in added for b in added if a != b],
             )
         return added
+
+    # -- outcomes (bookkeeping) ----------------------------------------------
+
+    def log_outcome(self, workflow_id: str, state: str, task_type: str, answered_by: str, action: str,
+                    at: str | None, record: str, context_key: str,
+                    update: Callable[[str | None], str]) -> bool:
+        """Log a gate's outcome and update its context entry in one transaction, once per
+        workflow id: a retry finds the row and changes nothing. `update` maps the stored
+        entry JSON (or None) to the new one. Returns True if the outcome was new."""
+        with self.transaction() as db:
+            cur = db.execute(
+                "INSERT OR IGNORE INTO outcomes (workflow_id, state, task_type, answered_by, action, at, record)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (workflow_id, state, task_type, answered_by, action, at, record),
+            )
+            if not cur.rowcount:
+                return False
+            row = db.execute("SELECT entry FROM contexts WHERE key = ?", (context_key,)).fetchone()
+            db.execute("INSERT OR REPLACE INTO contexts (key, entry) VALUES (?, ?)",
+                       (context_key, update(row[0] if row else None)))
+            return True
+
+    def context_entry(self, key: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT entry FROM contexts WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def context_entries(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return self._db.execute("SELECT key, entry FROM contexts ORDER BY key").fetchall()
+
+    def outcomes(self, after_seq: int = 0, answered_by: str | None = None,
+                 limit: int | None = None, newest: bool = False) -> list[tuple[int, str]]:
+        """(seq, record JSON) in log order (or the newest `limit` ones, still in order)."""
+        sql = "SELECT seq, record FROM outcomes WHERE seq > ?"
+        params: list = [after_seq]
+        if answered_by:
+            sql += " AND answered_by = ?"
+            params.append(answered_by)
+        sql += " ORDER BY seq DESC" if newest else " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with self._lock:
+            rows = self._db.execute(sql, params).fetchall()
+        return rows[::-1] if newest else rows
+
+    def outcome_seq(self, workflow_id: str) -> int | None:
+        with self._lock:
+            row = self._db.execute("SELECT seq FROM outcomes WHERE workflow_id = ?", (workflow_id,)).fetchone()
+        return row[0] if row else None
 
     def coaccess(self) -> list[tuple[str, str, int]]:
         with self._lock:

@@ -14,7 +14,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from memory.embedder import default_embedder
 from memory.principal import MemoryRegistry
-from vicar.config import Settings
+from vicar.config import CalibrationParams, Settings
 from vicar.models import BrainConfig, GateRequest
 from vicar.server import temporal_binary
 from workflows import search_attributes as sa
@@ -41,7 +41,9 @@ async def temporal_env():
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings(data_dir=tmp_path / "vicar")
+    # No exploration by default: a test that expects the proxy to decide alone must not
+    # hit the 15% draw. The exploration guard has its own test.
+    return Settings(data_dir=tmp_path / "vicar", calibration=CalibrationParams(exploration_rate=0.0))
 
 
 class VicarHarness:

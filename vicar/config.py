@@ -75,19 +75,43 @@ class PredictorParams(BaseModel):
     min_similarity: float = 0.35
 
 
+class CalibrationParams(BaseModel):
+    """The design's six calibration guards (approval-gate-and-proxy.md), in order."""
+
+    # Cold-start: cap while fewer distinct (state, task_type) pairs have a human
+    # answer. The design ships 0 (off).
+    memory_depth_threshold: int = 0
+    staleness_days: float = 7.0
+    exploration_rate: float = 0.15
+    accuracy_min_interactions: int = 10
+    accuracy_threshold: float = 0.85
+    cap: float = 0.5  # what every guard caps the confidence at
+    # Genuine tension: two retrieved human answers that disagree, both this relevant
+    # (composite similarity) and close in time (interactions apart).
+    tension_similarity: float = 0.8
+    tension_window: int = 50
+
+
 class Settings(BaseModel):
     data_dir: Path = Field(default_factory=lambda: Path.home() / ".vicar")
     memory: MemoryParams = Field(default_factory=MemoryParams)
     predictor: PredictorParams = Field(default_factory=PredictorParams)
     retrieval: RetrievalOptions = Field(default_factory=RetrievalOptions)
-    # Cold-start guard: cap confidence at 0.5 while fewer than this many distinct
-    # (state, task_type) pairs have a human answer. The design ships 0 (off).
-    memory_depth_threshold: int = 0
+    calibration: CalibrationParams = Field(default_factory=CalibrationParams)
+    # Reviewer turns the proxy may take in one gate's dialog before the human decides.
+    max_dialog_turns: int = 5
 
     @classmethod
     def from_env(cls) -> "Settings":
         data_dir = os.environ.get("VICAR_DATA_DIR")
-        return cls(data_dir=Path(data_dir).expanduser() if data_dir else Path.home() / ".vicar")
+        settings = cls(data_dir=Path(data_dir).expanduser() if data_dir else Path.home() / ".vicar")
+        rate = os.environ.get("VICAR_EXPLORATION_RATE")
+        if rate is not None:
+            try:
+                settings.calibration.exploration_rate = float(rate)
+            except ValueError:
+                raise ValueError(f"VICAR_EXPLORATION_RATE must be a number in [0, 1], not {rate!r}") from None
+        return settings
 
     @property
     def principals_dir(self) -> Path:

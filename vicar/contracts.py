@@ -6,9 +6,21 @@ activity code (numpy, chromadb, torch, LLM SDKs).
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import BaseModel, Field
 
-from vicar.models import BrainConfig, GateRequest, PassResult, RetrievalContext, TurnRequest
+from vicar.models import (
+    BrainConfig,
+    Calibration,
+    DialogTurn,
+    GateRequest,
+    PassResult,
+    RetrievalContext,
+    Surprise,
+    TurnRequest,
+    Usage,
+)
 
 BRAIN_WORKFLOW = "VicarBrain"
 GATE_WORKFLOW = "VicarGate"
@@ -24,6 +36,8 @@ EXTRACT_SURPRISE = "extract_surprise"
 CALIBRATE = "calibrate"
 REINFORCE = "reinforce"
 RECORD_OUTCOME = "record_outcome"
+CONSULT = "consult"  # the whole consult path in one step (fast, local predictors)
+AGENT_REPLY = "agent_reply"
 
 
 def brain_workflow_id(principal: str) -> str:
@@ -45,6 +59,7 @@ class TurnTicket(BaseModel):
 
     local_steps: bool
     n: int | None = None  # granted at once; None: wait for the brain's turn_granted signal
+    max_dialog_turns: int = 5
 
 
 class CounterInput(BaseModel):
@@ -66,6 +81,7 @@ class PassInput(BaseModel):
     request: GateRequest
     ctx: RetrievalContext
     prior: PassResult | None = None
+    dialog: list[DialogTurn] = Field(default_factory=list)
 
 
 class SurpriseInput(BaseModel):
@@ -76,9 +92,36 @@ class SurpriseInput(BaseModel):
 
 
 class CalibrateInput(BaseModel):
-    principal: str
+    request: GateRequest
     confidence: float
-    memory_depth: int
+    ctx: RetrievalContext  # the posterior's retrieval: depth and tension come from it
+    now: datetime  # workflow time, for the staleness guard
+    gate_key: str  # fixes the exploration draw (the gate's workflow id)
+
+
+class ConsultInput(BaseModel):
+    request: GateRequest
+    n: int
+    now: datetime
+    gate_key: str
+    dialog: list[DialogTurn] = Field(default_factory=list)
+
+
+class ConsultResult(BaseModel):
+    prior: PassResult
+    posterior: PassResult
+    surprise: Surprise | None = None
+    calibration: Calibration
+
+
+class AgentReplyInput(BaseModel):
+    request: GateRequest
+    dialog: list[DialogTurn]
+
+
+class AgentReply(BaseModel):
+    text: str
+    usage: Usage | None = None
 
 
 class ReinforceInput(BaseModel):

@@ -7,6 +7,7 @@ the standard library only.
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -130,6 +131,8 @@ class ChunkSummary(BaseModel):
     question: str = ""
     artifact_excerpt: str = ""
     human_response: str = ""
+    upstream_agent: str | None = None
+    created_n: int = 0
     activation: float
     similarity: float | None
     score: float
@@ -188,10 +191,23 @@ class Surprise(BaseModel):
     usage: Usage | None = None
 
 
+class CalibrationInputs(BaseModel):
+    """What the guards look at besides the confidence."""
+
+    memory_depth: int = 0
+    tension: str = ""  # a genuine unresolved tension among the retrieved memories, described
+    last_human_at: datetime | None = None  # the latest human answer in this state and task type
+    now: datetime | None = None  # workflow time; None: no clock (replay), staleness not judged
+    exploration_draw: float = 1.0  # uniform in [0, 1), fixed per gate
+    posterior_correct: int = 0  # human answers in this context the posterior predicted
+    posterior_total: int = 0
+
+
 class Calibration(BaseModel):
     confidence: float
-    guard: str  # which calibration guard decided: "passthrough", "cold_start", ...
+    guard: str  # the first guard that capped: "cold_start", "tension", ..., or "passthrough"
     note: str = ""
+    fired: list[str] = Field(default_factory=list)  # every guard that would cap, in order
 
 
 class OutcomeRecord(BaseModel):
@@ -207,6 +223,9 @@ class OutcomeRecord(BaseModel):
     prior: PassResult | None = None
     posterior: PassResult | None = None
     surprise: Surprise | None = None
+    at: datetime | None = None  # workflow time of the answer (None in a clockless replay)
+    dialog: list[DialogTurn] = Field(default_factory=list)
+    calibration: Calibration | None = None
 
 
 class GateResult(BaseModel):
@@ -224,6 +243,9 @@ class GateResult(BaseModel):
     responder: str | None = None
     n: int
     surprise: Surprise | None = None
+    calibration_note: str = ""
+    dialog: list[DialogTurn] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)  # the gate's LLM tokens and cost in total
 
 
 class GateDetails(BaseModel):
@@ -239,6 +261,9 @@ class GateDetails(BaseModel):
     proxy_action: Action | None = None
     proxy_text: str = ""
     proxy_confidence: float | None = None
+    calibration_guard: str = ""
+    calibration_note: str = ""
+    dialog: list[DialogTurn] = Field(default_factory=list)
 
 
 class TurnRequest(BaseModel):

@@ -15,6 +15,7 @@ with workflow.unsafe.imports_passed_through():
         Action,
         AnsweredBy,
         Calibration,
+        DialogTurn,
         GateDetails,
         GateRequest,
         GateResult,
@@ -25,8 +26,9 @@ with workflow.unsafe.imports_passed_through():
         Surprise,
         TurnGrant,
         TurnRequest,
+        Usage,
     )
-    from vicar.proxy.decision import decide, surprised
+    from vicar.proxy.decision import Decision, decide, surprised
     from workflows import search_attributes as sa
 
 STEP = dict(
@@ -54,6 +56,9 @@ class GateWorkflow:
         self._answer: HumanAnswer | None = None
         self._details: GateDetails | None = None
         self._local_steps = False
+        self._max_dialog_turns = 5
+        self._dialog: list[DialogTurn] = []
+        self._usage = Usage()
 
     async def _step(self, name: str, arg, result_type):
         """Run a proxy step. With a fast predictor (the offline one) steps run as local
@@ -97,6 +102,13 @@ class GateWorkflow:
         if self._answer is not None:
             raise ValueError("gate already has a human answer")
         check_answer(VALID_ACTIONS[d.state], answer)
+        if answer.action == Action.dialog.value:
+            if not answer.text.strip():
+                raise ValueError("a dialog answer needs text: the question or point for the agent")
+            asked = sum(1 for t in self._dialog if t.speaker == "reviewer" and t.answered_by is AnsweredBy.human)
+            if asked >= self._max_dialog_turns:
+                raise ValueError(f"dialog limit ({self._max_dialog_turns} turns) reached: "
+                                 f"answer with approve, correct, reject, hold or withdraw")
 
     @workflow.query
     def details(self) -> GateDetails | None:
@@ -118,51 +130,104 @@ class GateWorkflow:
                 sa.TASK_TYPE.value_set(req.task_type), sa.STATUS.value_set(GateStatus.queued.value),
             ])
         n = await self._take_turn(req)
+        self._details.n = n
         try:
-            self._details.n = n
-            self._details.status = GateStatus.consulting  # shown by the query, not indexed
-            prior, posterior, surprise, calibration = await self._consult(req, n)
-            decision = decide(req, calibration, posterior)
-            self._details.proxy_action = posterior.action
-            self._details.proxy_text = posterior.prose or posterior.note
-            self._details.proxy_confidence = calibration.confidence
+            consulted, decision = await self._proxy_dialog(req, n)
             if not decision.escalate:
                 # Stored inside the turn, so the next gate of this principal sees it.
-                await self._record(req, n, decision.action, decision.text, AnsweredBy.proxy, None,
-                                   prior, posterior, surprise)
+                action, text = self._final(decision.action, decision.text)
+                await self._record(req, n, action, text, AnsweredBy.proxy, None, consulted)
         finally:
             await workflow.execute_local_activity(
                 c.RELEASE_TURN, c.TurnAsk(principal=req.principal, turn=self._turn(req)), **QUICK)
 
         if not decision.escalate:
             self._set_status(GateStatus.done)
-            return self._result(req, n, decision.action, decision.text, calibration, prior, surprise,
-                                escalated=False, answered_by=AnsweredBy.proxy, responder=None)
+            return self._result(req, n, action, text, consulted, escalated=False,
+                                answered_by=AnsweredBy.proxy, responder=None)
 
         # Escalate outside the turn: a slow human never blocks the principal's other gates.
+        posterior, calibration = consulted.posterior, consulted.calibration
         self._set_status(GateStatus.escalated, confidence=calibration.confidence)
         workflow.set_current_details(
             f"**Waiting for {req.principal}** — {req.state.value} / {req.task_type}\n\n"
             f"**Question:** {req.question}\n\n"
             f"**Proxy's guess** ({posterior.action.value if posterior.action else 'no prediction'}, "
-            f"confidence {calibration.confidence:.2f}): {posterior.prose or posterior.note}\n\n"
+            f"confidence {calibration.confidence:.2f}, guard {calibration.guard}): "
+            f"{posterior.prose or posterior.note}\n\n"
             f"Answer with `vicar answer {req.gate_id} ACTION \"text\"`."
         )
-        await workflow.wait_condition(lambda: self._answer is not None)
-        answer = self._answer
-        action = Action(answer.action)
+        while True:
+            await workflow.wait_condition(lambda: self._answer is not None)
+            answer, self._answer = self._answer, None
+            if answer.action != Action.dialog.value:
+                break
+            # The human asked something: the agent side answers, the human decides after.
+            await self._converse(req, answer.text, AnsweredBy.human)
         workflow.set_current_details("")
-        await self._record(req, n, action, answer.text, AnsweredBy.human, answer.responder,
-                           prior, posterior, surprise)
+        action, text = self._final(Action(answer.action), answer.text)
+        await self._record(req, n, action, text, AnsweredBy.human, answer.responder, consulted)
         self._set_status(GateStatus.done)
-        return self._result(req, n, action, answer.text, calibration, prior, surprise,
-                            escalated=True, answered_by=AnsweredBy.human, responder=answer.responder)
+        return self._result(req, n, action, text, consulted, escalated=True,
+                            answered_by=AnsweredBy.human, responder=answer.responder)
+
+    async def _proxy_dialog(self, req: GateRequest, n: int) -> tuple[c.ConsultResult, Decision]:
+        """Consult; while the proxy's reply is a dialog line, let the agent side answer
+        and consult again. Bounded: at the bound, or when either side has nothing to
+        say, the human decides. Dialog never ends in an automatic approval by itself."""
+        assert self._details is not None
+        while True:
+            self._details.status = GateStatus.consulting  # shown by the query, not indexed
+            consulted = await self._consult(req, n)
+            decision = decide(req, consulted.calibration, consulted.posterior)
+            self._show(consulted)
+            if decision.escalate or decision.action is not Action.dialog:
+                return consulted, decision
+            proxy_turns = sum(1 for t in self._dialog if t.speaker == "reviewer")
+            if proxy_turns >= self._max_dialog_turns:
+                self._details.calibration_note = (
+                    f"dialog bound: {proxy_turns} reviewer turns without a decision")
+                return consulted, Decision(escalate=True, action=None, text=decision.text)
+            if not await self._converse(req, decision.text, AnsweredBy.proxy):
+                return consulted, Decision(escalate=True, action=None, text=decision.text)
+
+    async def _converse(self, req: GateRequest, reviewer_text: str, by: AnsweredBy) -> bool:
+        """Add the reviewer's line and the agent side's reply; False if the reply is empty."""
+        self._dialog.append(DialogTurn(speaker="reviewer", text=reviewer_text, answered_by=by))
+        reply = await self._step(c.AGENT_REPLY, c.AgentReplyInput(request=req, dialog=self._dialog),
+                                 result_type=c.AgentReply)
+        self._usage = self._usage + reply.usage
+        if not reply.text.strip():
+            return False
+        self._dialog.append(DialogTurn(speaker="agent", text=reply.text))
+        assert self._details is not None
+        self._details.dialog = list(self._dialog)
+        return True
+
+    def _final(self, action: Action | None, text: str) -> tuple[Action, str]:
+        """The design: dialog followed by approve becomes correct, with the dialog as
+        feedback, so the agent gets another pass with the reviewer's context."""
+        assert action is not None and action is not Action.dialog
+        if action is Action.approve and self._dialog:
+            transcript = "\n".join(f"{t.speaker.upper()}: {t.text}" for t in self._dialog)
+            return Action.correct, f"{text}\n\nFrom the review dialog:\n{transcript}".strip()
+        return action, text
+
+    def _show(self, consulted: c.ConsultResult) -> None:
+        d = self._details
+        assert d is not None
+        d.proxy_action = consulted.posterior.action
+        d.proxy_text = consulted.posterior.prose or consulted.posterior.note
+        d.proxy_confidence = consulted.calibration.confidence
+        d.calibration_guard = consulted.calibration.guard
+        d.calibration_note = consulted.calibration.note
 
     async def _take_turn(self, req: GateRequest) -> int:
         ticket = await workflow.execute_local_activity(
             c.REQUEST_TURN, c.TurnAsk(principal=req.principal, turn=self._turn(req)),
             result_type=c.TurnTicket, **QUICK)
         self._local_steps = ticket.local_steps
+        self._max_dialog_turns = ticket.max_dialog_turns
         if ticket.n is not None:
             return ticket.n
         await workflow.wait_condition(lambda: self._grant is not None)
@@ -173,15 +238,29 @@ class GateWorkflow:
     def _turn(req: GateRequest) -> TurnRequest:
         return TurnRequest(gate_id=req.gate_id, workflow_id=workflow.info().workflow_id)
 
-    async def _consult(
-        self, req: GateRequest, n: int
-    ) -> tuple[PassResult, PassResult, Surprise | None, Calibration]:
+    async def _consult(self, req: GateRequest, n: int) -> c.ConsultResult:
+        now = workflow.now()
+        gate_key = workflow.info().workflow_id
+        dialog = list(self._dialog)
+        if self._local_steps:
+            consulted = await self._step(
+                c.CONSULT, c.ConsultInput(request=req, n=n, now=now, gate_key=gate_key, dialog=dialog),
+                result_type=c.ConsultResult)
+        else:
+            consulted = await self._consult_in_steps(req, n, now, gate_key, dialog)
+        self._usage = (self._usage + consulted.prior.usage + consulted.posterior.usage
+                       + (consulted.surprise.usage if consulted.surprise else None))
+        return consulted
+
+    async def _consult_in_steps(self, req, n, now, gate_key, dialog) -> c.ConsultResult:
+        """The same path as the CONSULT activity, one activity per step: each LLM call
+        gets its own timeout and retries, and a retry never repeats a finished call."""
         bundle = await self._step(
             c.RETRIEVE, c.RetrieveInput(request=req, n=n), result_type=c.RetrievalBundle)
         prior = await self._step(
-            c.PRIOR_PASS, c.PassInput(request=req, ctx=bundle.prior), result_type=PassResult)
+            c.PRIOR_PASS, c.PassInput(request=req, ctx=bundle.prior, dialog=dialog), result_type=PassResult)
         posterior = await self._step(
-            c.POSTERIOR_PASS, c.PassInput(request=req, ctx=bundle.posterior, prior=prior),
+            c.POSTERIOR_PASS, c.PassInput(request=req, ctx=bundle.posterior, prior=prior, dialog=dialog),
             result_type=PassResult)
         surprise = None
         if surprised(prior, posterior):
@@ -191,22 +270,23 @@ class GateWorkflow:
                 result_type=Surprise)
         calibration = await self._step(
             c.CALIBRATE,
-            c.CalibrateInput(principal=req.principal, confidence=posterior.confidence,
-                             memory_depth=bundle.posterior.memory_depth),
+            c.CalibrateInput(request=req, confidence=posterior.confidence, ctx=bundle.posterior,
+                             now=now, gate_key=gate_key),
             result_type=Calibration)
         if posterior.used_chunk_ids:
             # ACT-R rule 2: only the memories the proxy actually used get a trace.
             await self._step(
                 c.REINFORCE, c.ReinforceInput(principal=req.principal, n=n, chunk_ids=posterior.used_chunk_ids),
                 result_type=list[str])
-        return prior, posterior, surprise, calibration
+        return c.ConsultResult(prior=prior, posterior=posterior, surprise=surprise, calibration=calibration)
 
-    async def _record(self, req, n, action, text, answered_by, responder, prior, posterior, surprise) -> None:
+    async def _record(self, req, n, action, text, answered_by, responder, consulted: c.ConsultResult) -> None:
         await self._step(
             c.RECORD_OUTCOME,
             OutcomeRecord(request=req, n=n, workflow_id=workflow.info().workflow_id, action=action,
                           response_text=text, answered_by=answered_by, responder=responder,
-                          prior=prior, posterior=posterior, surprise=surprise),
+                          prior=consulted.prior, posterior=consulted.posterior, surprise=consulted.surprise,
+                          at=workflow.now(), dialog=list(self._dialog), calibration=consulted.calibration),
             result_type=str)
 
     def _set_status(self, status: GateStatus, confidence: float | None = None) -> None:
@@ -217,11 +297,13 @@ class GateWorkflow:
             updates.append(sa.CONFIDENCE.value_set(confidence))
         workflow.upsert_search_attributes(updates)
 
-    def _result(self, req, n, action, text, calibration, prior, surprise, *, escalated, answered_by,
+    def _result(self, req, n, action, text, consulted: c.ConsultResult, *, escalated, answered_by,
                 responder) -> GateResult:
         return GateResult(
             gate_id=req.gate_id, principal=req.principal, state=req.state, task_type=req.task_type,
-            action=action, text=text, confidence=calibration.confidence,
-            prior_confidence=prior.confidence, calibration_guard=calibration.guard,
-            escalated=escalated, answered_by=answered_by, responder=responder, n=n, surprise=surprise,
+            action=action, text=text, confidence=consulted.calibration.confidence,
+            prior_confidence=consulted.prior.confidence, calibration_guard=consulted.calibration.guard,
+            calibration_note=self._details.calibration_note if self._details else "",
+            escalated=escalated, answered_by=answered_by, responder=responder, n=n,
+            surprise=consulted.surprise, dialog=list(self._dialog), usage=self._usage,
         )

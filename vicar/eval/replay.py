@@ -23,7 +23,8 @@ from vicar.config import MemoryParams, RetrievalOptions, Settings
 from vicar.eval.dataset import GateEvent, principal_for
 from vicar.eval.metrics import THRESHOLD, Prediction
 from vicar.models import AnsweredBy, OutcomeRecord
-from vicar.proxy.consult import consult, outcome_chunk
+from vicar.proxy.consult import consult
+from vicar.proxy.outcomes import record_outcome
 from vicar.proxy.offline import OfflinePredictor
 
 Progress = Callable[[int], None]  # called with the number of gates just replayed
@@ -93,10 +94,13 @@ def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedde
                     prior_predicted=c.prior.action.value if c.prior.action else None,
                 ))
                 # Then the human's real answer is stored, as an escalated gate stores it.
-                memory.record(outcome_chunk(OutcomeRecord(
+                # Bookkeeping too: the accuracy guard reads it. The dataset has no
+                # clock, so the staleness guard is not judged in a replay.
+                record_outcome(memory, OutcomeRecord(
                     request=request, n=n, workflow_id=f"replay/{event.gate_id}", action=event.action,
                     response_text=event.response, answered_by=AnsweredBy.human, responder=event.reviewer,
-                    prior=c.prior, posterior=c.posterior, surprise=c.surprise)))
+                    prior=c.prior, posterior=c.posterior, surprise=c.surprise, calibration=c.calibration),
+                    artifacts=False)
                 if progress:
                     progress(1)
         finally:

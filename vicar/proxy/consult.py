@@ -5,6 +5,8 @@ Activities wrap each step for Temporal; the replay evaluation calls `consult` di
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -12,18 +14,22 @@ from pydantic import BaseModel
 from memory.chunk import ARTIFACT_EMBED_CHARS, MemoryChunk, chunk_id_for, situation_text
 from memory.principal import PrincipalMemory, noise_seed
 from memory.retrieval import Query
-from vicar.config import RetrievalOptions, Settings
+from vicar.config import CalibrationParams, RetrievalOptions, Settings
 from vicar.models import (
     AnsweredBy,
     Calibration,
+    CalibrationInputs,
     ChunkSummary,
+    DialogTurn,
     GateRequest,
     OutcomeRecord,
     PassResult,
     RetrievalContext,
     Surprise,
 )
-from vicar.proxy.calibration import calibrate
+from vicar.proxy.bookkeeping import context_key, load_entry
+from vicar.proxy.calibration import calibrate, exploration_draw
+from vicar.proxy.conflicts import genuine_tension
 from vicar.proxy.decision import Decision, decide, surprised
 from vicar.proxy.provider import Predictor
 
@@ -74,7 +80,8 @@ def retrieve(memory: PrincipalMemory, request: GateRequest, n: int, phase: str, 
                 chunk_id=chunk.id, state=chunk.state, task_type=chunk.task_type,
                 outcome=chunk.outcome, answered_by=AnsweredBy(chunk.answered_by),
                 question=chunk.question, artifact_excerpt=chunk.artifact_excerpt[:500],
-                human_response=chunk.human_response, activation=hit.activation,
+                human_response=chunk.human_response, upstream_agent=chunk.upstream_agent,
+                created_n=chunk.created_n, activation=hit.activation,
                 similarity=hit.similarity, score=hit.score,
             )
             for hit, chunk in hits
@@ -112,6 +119,24 @@ def outcome_chunk(record: OutcomeRecord) -> MemoryChunk:
     )
 
 
+def calibration_inputs(
+    memory: PrincipalMemory, request: GateRequest, ctx: RetrievalContext, params: CalibrationParams,
+    *, now: datetime | None, gate_key: str,
+) -> CalibrationInputs:
+    """Everything the guards read: memory depth, tension among the retrieved memories,
+    the context's last human answer and posterior accuracy, the gate's exploration draw."""
+    entry = load_entry(memory.store.context_entry(context_key(request.state.value, request.task_type)))
+    return CalibrationInputs(
+        memory_depth=ctx.memory_depth,
+        tension=genuine_tension(ctx.chunks, params),
+        last_human_at=entry.last_human_at if entry else None,
+        now=now,
+        exploration_draw=exploration_draw(request.principal, gate_key),
+        posterior_correct=entry.prediction_correct_count if entry else 0,
+        posterior_total=entry.prediction_total_count if entry else 0,
+    )
+
+
 class Consultation(BaseModel):
     prior: PassResult
     posterior: PassResult
@@ -124,16 +149,20 @@ class Consultation(BaseModel):
 
 def consult(
     memory: PrincipalMemory, predictor: Predictor, request: GateRequest, n: int, settings: Settings,
-    *, reinforce: bool = True,
+    *, reinforce: bool = True, now: datetime | None = None, gate_key: str | None = None,
+    dialog: Sequence[DialogTurn] = (), artifact: str | None = None,
 ) -> Consultation:
-    """The whole consult path in-process (what the gate workflow does with activities)."""
-    artifact = load_artifact(request)
+    """The whole consult path in-process: the offline predictor's local activity and the
+    replay evaluation run exactly this; LLM predictors run its steps as activities."""
+    artifact = load_artifact(request) if artifact is None else artifact
     prior_ctx = retrieve(memory, request, n, "prior", options=settings.retrieval)
-    prior = predictor.prior(request, prior_ctx)
+    prior = predictor.prior(request, prior_ctx, dialog)
     post_ctx = retrieve(memory, request, n, "posterior", artifact, settings.retrieval)
-    posterior = predictor.posterior(request, post_ctx, artifact, prior)
+    posterior = predictor.posterior(request, post_ctx, artifact, prior, dialog)
     surprise = predictor.surprise(request, artifact, prior, posterior, post_ctx) if surprised(prior, posterior) else None
-    calibration = calibrate(posterior.confidence, post_ctx.memory_depth, settings.memory_depth_threshold)
+    calibration = calibrate(posterior.confidence, calibration_inputs(
+        memory, request, post_ctx, settings.calibration, now=now, gate_key=gate_key or request.gate_id,
+    ), settings.calibration)
     if reinforce and posterior.used_chunk_ids:
         memory.reinforce(posterior.used_chunk_ids, n)
     return Consultation(

@@ -1,0 +1,50 @@
+"""Heuristic triage of disagreeing memories (the design's classify_conflict).
+
+Two human answers in the same state and task type that disagree are one of:
+- retrieval noise: one of them is not really about this case (low similarity);
+- preference drift: far apart in interaction time, the newer one is the human now;
+- context sensitivity: they concern different upstream agents, so both can be right;
+- genuine tension: relevant, close in time, same context: the human is of two minds,
+  and the proxy must not resolve it alone.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from itertools import combinations
+
+from vicar.config import CalibrationParams
+from vicar.models import TERMINAL_ACTIONS, AnsweredBy, ChunkSummary
+
+_TERMINAL = {a.value for a in TERMINAL_ACTIONS}
+
+
+class ConflictKind(str, Enum):
+    retrieval_noise = "retrieval_noise"
+    preference_drift = "preference_drift"
+    context_sensitivity = "context_sensitivity"
+    genuine_tension = "genuine_tension"
+
+
+def classify_conflict(a: ChunkSummary, b: ChunkSummary, params: CalibrationParams) -> ConflictKind | None:
+    """None when the two do not conflict (same outcome, or not both human answers)."""
+    if a.outcome == b.outcome or a.answered_by is not AnsweredBy.human or b.answered_by is not AnsweredBy.human:
+        return None
+    if a.outcome not in _TERMINAL or b.outcome not in _TERMINAL:
+        return None
+    if min(a.similarity or 0.0, b.similarity or 0.0) < params.tension_similarity:
+        return ConflictKind.retrieval_noise
+    if abs(a.created_n - b.created_n) > params.tension_window:
+        return ConflictKind.preference_drift
+    if (a.upstream_agent or "") != (b.upstream_agent or ""):
+        return ConflictKind.context_sensitivity
+    return ConflictKind.genuine_tension
+
+
+def genuine_tension(chunks: list[ChunkSummary], params: CalibrationParams) -> str:
+    """A description of the first genuine tension among the retrieved memories, or ""."""
+    for a, b in combinations(chunks, 2):
+        if classify_conflict(a, b, params) is ConflictKind.genuine_tension:
+            return (f"memories {a.chunk_id} ({a.outcome}, N={a.created_n}) and "
+                    f"{b.chunk_id} ({b.outcome}, N={b.created_n}) disagree on a case like this one")
+    return ""

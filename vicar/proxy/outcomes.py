@@ -1,0 +1,151 @@
+"""record_outcome: store the gate as a memory chunk, log it, update the bookkeeping and
+write the three persisted artifacts. Every step is idempotent per gate workflow id.
+
+Artifacts live beside the principal's memory:
+- proxy-confidence.json: the ConfidenceModel, rewritten atomically (temp file + rename);
+- proxy-interactions.jsonl: one line per outcome, appended; lines missing after a crash
+  are appended on the next write, never twice (the file's last line says where it ends);
+- proxy-patterns.md: AGENT:/HUMAN: transcript of the newest gates, rewritten atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from memory.principal import PrincipalMemory
+from vicar.models import AnsweredBy, OutcomeRecord
+from vicar.proxy.bookkeeping import ConfidenceModel, ContextEntry, apply_outcome, context_key, load_entry
+from vicar.proxy.consult import outcome_chunk
+
+CONFIDENCE_FILE = "proxy-confidence.json"
+INTERACTIONS_FILE = "proxy-interactions.jsonl"
+PATTERNS_FILE = "proxy-patterns.md"
+PATTERN_GATES = 200  # gates kept in proxy-patterns.md
+
+
+def record_outcome(memory: PrincipalMemory, record: OutcomeRecord, *, artifacts: bool = True) -> str:
+    chunk = outcome_chunk(record)
+    memory.record(chunk)
+    req = record.request
+
+    def update(stored: str | None) -> str:
+        return apply_outcome(load_entry(stored), record).model_dump_json()
+
+    memory.store.log_outcome(
+        record.workflow_id, req.state.value, req.task_type, record.answered_by.value,
+        record.action.value, record.at.isoformat() if record.at else None,
+        record.model_dump_json(), context_key(req.state.value, req.task_type), update,
+    )
+    if artifacts:
+        write_artifacts(memory)
+    return chunk.id
+
+
+def confidence_model(memory: PrincipalMemory) -> ConfidenceModel:
+    return ConfidenceModel(entries={
+        key: ContextEntry.model_validate_json(entry) for key, entry in memory.store.context_entries()
+    })
+
+
+# -- artifacts -------------------------------------------------------------------
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _last_line(path: Path) -> str:
+    if not path.exists():
+        return ""
+    with path.open("rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        chunk = min(size, 1 << 20)
+        f.seek(size - chunk)
+        lines = f.read().splitlines()
+    return lines[-1].decode("utf-8", "replace") if lines else ""
+
+
+def _interaction_line(record: OutcomeRecord) -> str:
+    req = record.request
+    return json.dumps({
+        "workflow_id": record.workflow_id,
+        "gate_id": req.gate_id,
+        "state": req.state.value,
+        "task_type": req.task_type,
+        "question": req.question,
+        "answered_by": record.answered_by.value,
+        "responder": record.responder,
+        "action": record.action.value,
+        "response": record.response_text,
+        "prior": record.prior.model_dump(exclude={"usage"}) if record.prior else None,
+        "posterior": record.posterior.model_dump(exclude={"usage"}) if record.posterior else None,
+        "surprise": record.surprise.model_dump(exclude={"usage"}) if record.surprise else None,
+        "calibration": record.calibration.model_dump() if record.calibration else None,
+        "dialog": [t.model_dump() for t in record.dialog],
+        "n": record.n,
+        "timestamp": record.at.isoformat() if record.at else None,
+    }, ensure_ascii=False)
+
+
+def _append_interactions(memory: PrincipalMemory, path: Path) -> None:
+    last = _last_line(path)
+    after = 0
+    if last:
+        try:
+            after = memory.store.outcome_seq(json.loads(last)["workflow_id"]) or 0
+        except (ValueError, KeyError):
+            # A torn last line (crash mid-append): cut it off, then resume from the
+            # line before it.
+            text = path.read_text(encoding="utf-8", errors="replace")
+            _atomic_write(path, text[: text.rstrip("\n").rfind("\n") + 1])
+            return _append_interactions(memory, path)
+    rows = memory.store.outcomes(after_seq=after)
+    if rows:
+        with path.open("a", encoding="utf-8") as f:
+            f.write("".join(_interaction_line(OutcomeRecord.model_validate_json(r)) + "\n" for _, r in rows))
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def _patterns(records: list[OutcomeRecord]) -> str:
+    out = ["# Proxy patterns", "",
+           "Agent and reviewer at each gate, newest last. HUMAN: is the human's answer, or the "
+           "proxy's when it acted on the human's behalf (marked). An empty HUMAN: is a timeout, "
+           "not a silent approval.", ""]
+    for r in records:
+        req = r.request
+        stamp = r.at.isoformat(timespec="seconds") if r.at else f"N={r.n}"
+        out.append(f"## {req.state.value} | {req.task_type} | {req.gate_id} ({stamp})")
+        out.append(f"AGENT: {(req.actor_message or req.question).strip()}")
+        for t in r.dialog:
+            if t.speaker == "agent":
+                out.append(f"AGENT: {t.text.strip()}")
+            else:
+                tag = " (proxy)" if t.answered_by is AnsweredBy.proxy else ""
+                out.append(f"HUMAN{tag}: {t.text.strip()}")
+        tag = " (proxy)" if r.answered_by is AnsweredBy.proxy else ""
+        out.append(f"HUMAN{tag}: [{r.action.value}] {r.response_text.strip()}")
+        out.append("")
+    return "\n".join(out)
+
+
+def write_artifacts(memory: PrincipalMemory) -> None:
+    d = memory.dir
+    _atomic_write(d / CONFIDENCE_FILE, confidence_model(memory).model_dump_json(indent=2) + "\n")
+    _append_interactions(memory, d / INTERACTIONS_FILE)
+    recent = [OutcomeRecord.model_validate_json(r)
+              for _, r in memory.store.outcomes(limit=PATTERN_GATES, newest=True)]
+    _atomic_write(d / PATTERNS_FILE, _patterns(recent))

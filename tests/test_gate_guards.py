@@ -1,0 +1,103 @@
+"""Each calibration guard fires through a real gate (Temporal dev server, real memory):
+memory seeded with human answers the way record_outcome writes them, then a gate that
+the offline predictor alone would answer confidently."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from vicar.config import CalibrationParams, Settings
+from vicar.gates import start_gate
+from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord, PassResult
+from vicar.proxy.calibration import exploration_draw
+from vicar.proxy.outcomes import record_outcome
+
+from .conftest import wait_escalated
+
+ARTIFACT = "Fix a typo in the installation guide."
+
+
+@pytest.fixture
+def settings(tmp_path) -> Settings:
+    # The design's real exploration rate here: gate ids are picked by their draw.
+    return Settings(data_dir=tmp_path / "vicar", calibration=CalibrationParams(exploration_rate=0.15))
+
+
+def gate_id(principal: str, explored: bool) -> str:
+    for i in itertools.count():
+        gid = f"guard-{principal}-{i}"
+        if (exploration_draw(principal, f"vicar-gate/{gid}") < 0.15) == explored:
+            return gid
+
+
+def seed(h, principal: str, answers: list[tuple[str, str]], at: datetime, predicted: str = "approve",
+         question: str = "Approve or revise the proposed plan.") -> None:
+    memory = h.registry.get(principal)
+    for i, (action, text) in enumerate(answers, start=1):
+        req = GateRequest(principal=principal, gate_id=f"seed-{i}", state="PLAN_ASSERT", task_type="docs",
+                          question=question, artifact_text=ARTIFACT)
+        guess = PassResult(prose="", confidence=0.5, action=Action(predicted))
+        record_outcome(memory, OutcomeRecord(
+            request=req, n=i, workflow_id=f"seed/{principal}/{i}", action=Action(action), response_text=text,
+            answered_by=AnsweredBy.human, prior=guess, posterior=guess, at=at + timedelta(minutes=i)))
+        memory.raise_counter(i)
+
+
+async def run_gate(h, principal: str, explored: bool = False):
+    req = h.request(principal, task_type="docs", artifact=ARTIFACT, gate_id=gate_id(principal, explored))
+    handle = await start_gate(h.client, req, h.task_queue)
+    return req, handle
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+async def test_fresh_consistent_memory_decides_alone(harness):
+    p = harness.principal()
+    seed(harness, p, [("approve", "Fine.")] * 4, now() - timedelta(hours=1))
+    _, handle = await run_gate(harness, p)
+    result = await handle.result()
+    assert not result.escalated and result.calibration_guard == "passthrough"
+    assert result.confidence >= 0.8
+
+
+async def test_staleness_fires_on_workflow_time(harness):
+    p = harness.principal()
+    seed(harness, p, [("approve", "Fine.")] * 4, now() - timedelta(days=8))
+    req, handle = await run_gate(harness, p)
+    details = await wait_escalated(harness.client, req.gate_id)
+    assert details.calibration_guard == "staleness" and details.proxy_confidence == 0.5
+    assert details.proxy_action is Action.approve  # the prediction itself was confident
+    await handle.terminate()
+
+
+async def test_accuracy_guard_fires_on_a_poor_track_record(harness):
+    p = harness.principal()
+    seed(harness, p, [("approve", "Fine.")] * 10, now() - timedelta(hours=1), predicted="reject")
+    req, handle = await run_gate(harness, p)
+    details = await wait_escalated(harness.client, req.gate_id)
+    assert details.calibration_guard == "accuracy" and "0.00 over 10" in details.calibration_note
+    await handle.terminate()
+
+
+async def test_tension_guard_fires_on_disagreeing_recent_answers(harness):
+    p = harness.principal()
+    seed(harness, p, [("approve", "Fine."), ("reject", "No, not like this."), ("approve", "Fine.")],
+         now() - timedelta(hours=1))
+    req, handle = await run_gate(harness, p)
+    details = await wait_escalated(harness.client, req.gate_id)
+    assert details.calibration_guard == "tension" and "disagree" in details.calibration_note
+    await handle.terminate()
+
+
+async def test_exploration_fires_for_the_gates_it_draws(harness):
+    p = harness.principal()
+    seed(harness, p, [("approve", "Fine.")] * 4, now() - timedelta(hours=1))
+    req, handle = await run_gate(harness, p, explored=True)
+    details = await wait_escalated(harness.client, req.gate_id)
+    assert details.calibration_guard == "exploration" and details.proxy_confidence == 0.5
+    await handle.terminate()

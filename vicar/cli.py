@@ -190,12 +190,15 @@ async def _escalations(principal: str | None) -> None:
         console.print("No gate is waiting for a human.")
         return
     table = Table(title="Waiting for a human")
-    for col in ("gate", "principal", "state", "task type", "question", "proxy guess", "confidence"):
+    for col in ("gate", "principal", "state", "task type", "question", "proxy guess", "confidence", "guard"):
         table.add_column(col)
     for d in waiting:
         guess = f"{d.proxy_action.value}: {d.proxy_text}" if d.proxy_action else d.proxy_text
+        if d.dialog:
+            guess += "\n" + "\n".join(f"{t.speaker}: {t.text}" for t in d.dialog)
+        guard = d.calibration_guard + (f" ({d.calibration_note})" if d.calibration_note else "")
         table.add_row(d.gate_id, d.principal, d.state.value, d.task_type, d.question, guess,
-                      f"{d.proxy_confidence:.2f}" if d.proxy_confidence is not None else "")
+                      f"{d.proxy_confidence:.2f}" if d.proxy_confidence is not None else "", guard)
     console.print(table)
 
 
@@ -203,7 +206,7 @@ async def _escalations(principal: str | None) -> None:
 @friendly
 def answer(
     gate_id: str = typer.Argument(...),
-    action: str = typer.Argument(..., help="approve | correct | reject | hold | withdraw"),
+    action: str = typer.Argument(..., help="approve | correct | reject | hold | withdraw, or dialog to ask the agents first"),
     text: str = typer.Argument("", help="What you say to the agents."),
     responder: Optional[str] = typer.Option(None, help="Who answers (default: the principal)."),
 ) -> None:
@@ -253,6 +256,48 @@ def memory_stats(principal: str = typer.Argument(...)) -> None:
         console.print(table)
     finally:
         store.close()
+
+
+@app.command()
+@friendly
+def health(principal: str = typer.Argument(..., help="The human whose answers to look at.")) -> None:
+    """Approval-rate trends per state and task type over the latest sessions; flags drops."""
+    from memory.store import RecordStore
+    from vicar.models import OutcomeRecord, check_principal
+    from vicar.proxy.bookkeeping import ContextEntry
+    from vicar.proxy.health import DROP, SESSIONS, context_health
+
+    settings = Settings.from_env()
+    check_principal(principal)
+    path = settings.principals_dir / principal / "memory.db"
+    if not path.exists():
+        raise VicarError(f"no memory for principal {principal!r} under {settings.principals_dir}")
+    store = RecordStore(path)
+    try:
+        records = [OutcomeRecord.model_validate_json(r) for _, r in store.outcomes(answered_by="human")]
+        entries = [ContextEntry.model_validate_json(e) for _, e in store.context_entries()]
+    finally:
+        store.close()
+    ema = {(e.state, e.task_type): e.ema_approval_rate for e in entries}
+    rows = context_health(records, ema)
+    if not rows:
+        console.print(f"No human answers recorded for {principal} yet.")
+        return
+    table = Table(title=f"Approval rate of {principal}, latest {SESSIONS} sessions per context (oldest first)")
+    for col in ("state", "task type", "human answers", "sessions", "approval rate per session", "EMA", "trend"):
+        table.add_column(col)
+    for h in rows:
+        trend = "" if h.earlier is None else f"{h.earlier:.2f} -> {h.later:.2f}"
+        if h.flagged:
+            trend = f"[bold red]DROP {trend}[/]"
+        table.add_row(h.state, h.task_type, str(h.human_answers), str(len(h.sessions)),
+                      " ".join(f"{r:.2f}" for r in h.approval_rates),
+                      "" if h.ema_approval_rate is None else f"{h.ema_approval_rate:.2f}", trend)
+    console.print(table)
+    flagged = [h for h in rows if h.flagged]
+    if flagged:
+        console.print(f"[bold red]{len(flagged)} context(s) dropped by >= {DROP:.1f} in approval rate:[/] "
+                      + ", ".join(f"{h.state}/{h.task_type}" for h in flagged))
 
 
 @memory_app.command("reembed")

@@ -88,6 +88,9 @@ class GateRequest(BaseModel):
     actor_message: str = Field(default="", max_length=20_000)
     escalation_mode: EscalationMode = EscalationMode.when_unsure
     upstream_agent: str | None = None
+    # The working session this gate belongs to (health trends group by it; without
+    # one, by the day of the answer).
+    session_id: str | None = Field(default=None, max_length=200)
 
     @field_validator("principal")
     @classmethod

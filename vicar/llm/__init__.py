@@ -1,0 +1,7 @@
+"""LLM provider clients for the proxy's predictor. Imported by activities only (never by
+workflow code): the SDKs make network calls."""
+
+from vicar.llm.base import REQUEST_ERROR, TRANSIENT_ERROR, Completion, LLMClient
+from vicar.llm.settings import LLMSettings, make_client
+
+__all__ = ["Completion", "LLMClient", "LLMSettings", "REQUEST_ERROR", "TRANSIENT_ERROR", "make_client"]

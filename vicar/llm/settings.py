@@ -1,0 +1,60 @@
+"""Which provider and models the LLM predictor uses, from the worker's environment."""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+from pydantic import BaseModel
+
+from vicar.errors import VicarError
+from vicar.llm.base import LLMClient
+from vicar.llm.pricing import price_for
+
+Provider = Literal["anthropic", "openai"]
+PROVIDERS: tuple[str, ...] = ("anthropic", "openai")
+KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+# (main passes, classification / agent reply / surprise)
+DEFAULT_MODELS = {
+    "anthropic": ("claude-sonnet-4-5", "claude-haiku-4-5"),
+    "openai": ("gpt-4.1", "gpt-4.1-mini"),
+}
+
+
+class LLMSettings(BaseModel):
+    provider: Provider
+    model: str
+    classifier_model: str
+    timeout_s: float = 120.0
+
+    @classmethod
+    def from_env(cls, provider: str) -> "LLMSettings":
+        """VICAR_LLM_MODEL and VICAR_LLM_CLASSIFIER_MODEL override the provider's
+        defaults; VICAR_LLM_TIMEOUT (seconds) bounds one request. Both models must be
+        priced (pricing.py): an unknown one is refused here, not billed as zero."""
+        if provider not in PROVIDERS:
+            raise VicarError(f"unknown LLM provider {provider!r}; available: {', '.join(PROVIDERS)}")
+        main, classifier = DEFAULT_MODELS[provider]
+        model = os.environ.get("VICAR_LLM_MODEL", "").strip() or main
+        classifier_model = os.environ.get("VICAR_LLM_CLASSIFIER_MODEL", "").strip() or classifier
+        raw_timeout = os.environ.get("VICAR_LLM_TIMEOUT", "").strip()
+        try:
+            timeout_s = float(raw_timeout) if raw_timeout else 120.0
+        except ValueError:
+            raise VicarError(f"VICAR_LLM_TIMEOUT must be a number of seconds, got {raw_timeout!r}") from None
+        if not timeout_s > 0:
+            raise VicarError(f"VICAR_LLM_TIMEOUT must be positive, got {raw_timeout!r}")
+        price_for(model)
+        price_for(classifier_model)
+        return cls(provider=provider, model=model, classifier_model=classifier_model, timeout_s=timeout_s)
+
+
+def make_client(settings: LLMSettings) -> LLMClient:
+    """The SDK client for the provider; VicarError when its key is missing."""
+    if settings.provider == "anthropic":
+        from vicar.llm.anthropic_client import AnthropicClient
+
+        return AnthropicClient(timeout_s=settings.timeout_s)
+    from vicar.llm.openai_client import OpenAIClient
+
+    return OpenAIClient(timeout_s=settings.timeout_s)

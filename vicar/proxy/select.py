@@ -9,9 +9,31 @@ from vicar.errors import VicarError
 from vicar.proxy.offline import OfflinePredictor
 from vicar.proxy.provider import Predictor
 
+PREDICTORS = ("offline", "anthropic", "openai")
+KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+
+
+def predictor_name_from_env() -> str:
+    """VICAR_PREDICTOR if set; otherwise the first provider whose key the worker has
+    (anthropic, then openai), else the offline predictor, which needs no key."""
+    name = os.environ.get("VICAR_PREDICTOR", "").strip().lower()
+    if name:
+        if name not in PREDICTORS:
+            raise VicarError(f"unknown VICAR_PREDICTOR {name!r}; available: {', '.join(PREDICTORS)}")
+        return name
+    for provider in ("anthropic", "openai"):
+        if os.environ.get(KEY_ENV[provider], "").strip():
+            return provider
+    return "offline"
+
 
 def predictor_from_env(settings: Settings) -> Predictor:
-    name = os.environ.get("VICAR_PREDICTOR", "offline").strip().lower()
+    name = predictor_name_from_env()
     if name == "offline":
         return OfflinePredictor(settings.predictor)
-    raise VicarError(f"unknown VICAR_PREDICTOR {name!r}; available: offline")
+    if not os.environ.get(KEY_ENV[name], "").strip():
+        raise VicarError(f"VICAR_PREDICTOR={name} needs {KEY_ENV[name]} in the worker's environment")
+    # Imported here: the SDKs load only when an LLM predictor is chosen.
+    from vicar.proxy.llm_predictor import LLMPredictor
+
+    return LLMPredictor.from_env(name)

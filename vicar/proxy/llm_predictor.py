@@ -1,0 +1,134 @@
+"""The LLM predictor: the design's two-pass prediction with a language model.
+
+Each pass is one call to the main model (cacheable prefix: system prompt + working
+memory; body: gate, memories, dialog, for the posterior the fenced artifact and the
+prior) followed by one call to the cheaper classifier model that maps the predicted
+reply onto the gate's actions. Runs inside activities only: it makes network calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from vicar.llm import prompts
+from vicar.llm.base import LLMClient
+from vicar.llm.parse import parse_action, parse_reply, parse_surprise
+from vicar.llm.pricing import price_for
+from vicar.llm.settings import LLMSettings, make_client
+from vicar.models import (
+    VALID_ACTIONS,
+    Action,
+    DialogTurn,
+    GateRequest,
+    PassResult,
+    RetrievalContext,
+    Surprise,
+    Usage,
+)
+
+PASS_MAX_TOKENS = 1024
+CLASSIFY_MAX_TOKENS = 16
+SURPRISE_MAX_TOKENS = 400
+AGENT_MAX_TOKENS = 600
+SURPRISE_MAGNITUDE = 0.5  # the design's value for a confidence shift > 0.3
+
+
+class LLMPredictor:
+    local = False  # network calls: the gate runs its steps as regular activities
+
+    def __init__(self, client: LLMClient, model: str, classifier_model: str, *,
+                 pass_max_tokens: int = PASS_MAX_TOKENS) -> None:
+        # Unpriced models are refused now, at configuration, not billed as zero later.
+        price_for(model)
+        price_for(classifier_model)
+        self.client = client
+        self.name = client.provider
+        self.model = model
+        self.classifier_model = classifier_model
+        self.pass_max_tokens = pass_max_tokens
+
+    @classmethod
+    def from_env(cls, provider: str) -> "LLMPredictor":
+        settings = LLMSettings.from_env(provider)
+        return cls(make_client(settings), settings.model, settings.classifier_model)
+
+    # -- the two passes -----------------------------------------------------
+
+    def prior(
+        self, request: GateRequest, ctx: RetrievalContext, dialog: Sequence[DialogTurn] = ()
+    ) -> PassResult:
+        chunks = ctx.chunks[: prompts.MAX_MEMORIES_SHOWN]
+        body = prompts.pass_body(request, chunks, dialog)
+        return self._pass(request, ctx, chunks, body)
+
+    def posterior(
+        self, request: GateRequest, ctx: RetrievalContext, artifact: str, prior: PassResult,
+        dialog: Sequence[DialogTurn] = (),
+    ) -> PassResult:
+        chunks = ctx.chunks[: prompts.MAX_MEMORIES_SHOWN]
+        body = prompts.pass_body(request, chunks, dialog, artifact=artifact, prior=prior)
+        return self._pass(request, ctx, chunks, body)
+
+    def surprise(
+        self, request: GateRequest, artifact: str, prior: PassResult, posterior: PassResult,
+        ctx: RetrievalContext,
+    ) -> Surprise:
+        out = self.client.complete(
+            [prompts.SURPRISE_SYSTEM], prompts.surprise_body(request, artifact, prior, posterior),
+            model=self.classifier_model, max_tokens=SURPRISE_MAX_TOKENS,
+        )
+        description, percepts = parse_surprise(out.text)
+        if not description:  # the call was paid for; keep what is known rather than fail
+            direction = "raised" if posterior.confidence > prior.confidence else "lowered"
+            description = (f"The artifact {direction} confidence from {prior.confidence:.2f} "
+                           f"to {posterior.confidence:.2f}.")
+        return Surprise(magnitude=SURPRISE_MAGNITUDE, description=description, percepts=percepts,
+                        usage=out.usage)
+
+    def agent_reply(
+        self, request: GateRequest, artifact: str, dialog: Sequence[DialogTurn]
+    ) -> tuple[str, Usage | None]:
+        if not dialog or dialog[-1].speaker != "reviewer":
+            return "", None  # nothing asked of the agent side
+        out = self.client.complete(
+            [prompts.AGENT_SYSTEM], prompts.agent_body(request, artifact, dialog),
+            model=self.classifier_model, max_tokens=AGENT_MAX_TOKENS,
+        )
+        return out.text.strip(), out.usage
+
+    # -- internals ------------------------------------------------------------
+
+    def _pass(self, request: GateRequest, ctx: RetrievalContext, chunks, body: str) -> PassResult:
+        out = self.client.complete(
+            prompts.reviewer_prefix(ctx.working_memory), body,
+            model=self.model, max_tokens=self.pass_max_tokens,
+        )
+        usage = out.usage
+        prose, confidence, found = parse_reply(out.text)
+        notes: list[str] = []
+        action: Action | None = None
+        if not prose:
+            # A bare confidence is no prediction: nothing could be the answer.
+            confidence = 0.0
+            notes.append(f"The model gave no reply (stop reason: {out.stop_reason or 'unknown'}).")
+        else:
+            if not found:
+                notes.append("The reply ended without a usable CONFIDENCE line: confidence 0.")
+            action, classify_usage = self._classify(request, prose)
+            usage = usage + classify_usage
+            if action is None:
+                notes.append("The predicted reply could not be classified into an action.")
+        if out.stop_reason in ("max_tokens", "length"):
+            notes.append("The reply was cut off at the token limit.")
+        return PassResult(
+            prose=prose, note=" ".join(notes), confidence=confidence, action=action,
+            used_chunk_ids=[c.chunk_id for c in chunks], usage=usage,
+        )
+
+    def _classify(self, request: GateRequest, prose: str) -> tuple[Action | None, Usage]:
+        valid = VALID_ACTIONS[request.state]
+        out = self.client.complete(
+            [prompts.CLASSIFIER_SYSTEM], prompts.classify_body(request, prose, valid),
+            model=self.classifier_model, max_tokens=CLASSIFY_MAX_TOKENS,
+        )
+        return parse_action(out.text, valid), out.usage

@@ -1,4 +1,5 @@
-"""Embedding providers: the real OpenAI SDK against a local stand-in, caching, re-embedding."""
+"""Embedding providers: MiniLM on onnxruntime against sentence-transformers, the real
+OpenAI SDK against a local stand-in, caching, re-embedding."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ import openai
 import pytest
 
 from memory.chunk import MemoryChunk
-from memory.embedder import CachedEmbedder, OpenAIEmbedder
+from memory.embedder import (
+    CachedEmbedder,
+    MiniLMEmbedder,
+    OpenAIEmbedder,
+    make_embedder,
+)
+from memory.onnx_minilm import OnnxMiniLMEmbedder
 from memory.principal import PrincipalMemory
 from memory.reembed import reembed
 from memory.retrieval import Query
@@ -16,6 +23,80 @@ from vicar.config import MemoryParams
 from vicar.errors import VicarError
 
 from .openai_standin import OpenAIStandIn, fake_vector
+
+# Texts of every kind the gate embeds and then some: short and long (past the 256 word
+# pieces both implementations truncate at), empty and blank, accents, CJK, emoji,
+# control characters, code, and pieces the vocabulary lacks.
+LONG_DOC = " ".join(
+    f"Section {i}: the installer now verifies checksums (sha256) before unpacking; "
+    f"see docs/install.md#step-{i} and run `pip install -e .[dev]`." for i in range(40)
+)
+PARITY_TEXTS = [
+    "PLAN_ASSERT docs: Approve or revise the overall deliverable: documentation update.",
+    "Fix typo number 17 in the installation guide.",
+    "ok",
+    "",
+    "   ",
+    "  leading and trailing whitespace \n\t ",
+    "UPPER case and MiXeD Case Words",
+    "Ünïcödé naïve café résumé Straße — “quotes” … 東京 北京 😀🚀",
+    "def f(x):\n    return x ** 2  # squares\n\x00\x07 control chars",
+    "supercalifragilisticexpialidocious pneumonoultramicroscopicsilicovolcanoconiosis",
+    "a " * 600,
+    LONG_DOC,
+    LONG_DOC[:2000],
+    "\n".join(["situation text", "artifact text " * 30, "response: approve with nits"]),
+]
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return make_embedder("minilm-torch").inner  # sentence-transformers on torch
+
+
+@pytest.fixture(scope="module")
+def onnx_minilm():
+    return make_embedder("minilm").inner  # the process's default model
+
+
+def test_onnx_minilm_matches_sentence_transformers(reference, onnx_minilm):
+    lens = [len(ids) for ids in onnx_minilm.tokenize(PARITY_TEXTS)]
+    assert max(lens) == 256 and sum(n == 256 for n in lens) >= 3  # truncation is exercised
+    want = reference.embed(PARITY_TEXTS)
+    for got in (
+        onnx_minilm.embed(PARITY_TEXTS),  # packed several texts per run, packs run in parallel
+        np.concatenate([onnx_minilm.embed([t]) for t in PARITY_TEXTS]),  # one text per call
+        onnx_minilm.embed(PARITY_TEXTS[::-1])[::-1],  # other neighbours in the packs
+    ):
+        assert got.shape == (len(PARITY_TEXTS), 384) and got.dtype == np.float32
+        assert np.abs(got - want).max() < 1e-4
+    assert np.allclose(np.linalg.norm(want, axis=1), 1.0, atol=1e-5)
+
+
+def test_onnx_minilm_batches_of_any_size(reference, onnx_minilm):
+    texts = [f"gate {i}: " + "word " * (i * 37 % 300) for i in range(40)]  # several packs
+    assert np.abs(onnx_minilm.embed(texts) - reference.embed(texts)).max() < 1e-4
+    assert onnx_minilm.embed([]).shape == (0, 384)
+
+
+def test_onnx_minilm_runs_calls_from_many_threads_at_once(onnx_minilm):
+    from concurrent.futures import ThreadPoolExecutor
+
+    want = onnx_minilm.embed(PARITY_TEXTS)
+    with ThreadPoolExecutor(4) as pool:  # activities call the one process-wide model concurrently
+        got = list(pool.map(lambda i: onnx_minilm.embed(PARITY_TEXTS[i:] + PARITY_TEXTS[:i]), range(8)))
+    for i, vecs in enumerate(got):
+        assert np.abs(np.roll(vecs, i, axis=0) - want).max() < 1e-5
+
+
+def test_default_minilm_is_onnx_under_the_same_model_name(reference, onnx_minilm, monkeypatch):
+    monkeypatch.delenv("VICAR_EMBEDDER", raising=False)
+    assert isinstance(onnx_minilm, OnnxMiniLMEmbedder) and isinstance(reference, MiniLMEmbedder)
+    assert make_embedder().inner is onnx_minilm  # VICAR_EMBEDDER unset
+    assert onnx_minilm.model_name == reference.model_name == "all-MiniLM-L6-v2"
+    assert onnx_minilm.dim == reference.dim == 384
+    with pytest.raises(VicarError, match="minilm-torch"):
+        make_embedder("nope")
 
 
 @pytest.fixture

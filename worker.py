@@ -88,7 +88,7 @@ async def serve(settings: Settings, on_ready=None) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with temporal_client(settings) as (client, server):
-        worker, registry = build_worker(client, settings)
+        worker, registry = build_worker(client, settings, task_queue=settings.task_queue)
         # Load the embedding model before taking work, not inside the first activity.
         await asyncio.to_thread(make_embedder)
         if on_ready:

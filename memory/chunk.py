@@ -16,6 +16,7 @@ ARTIFACT_EMBED_CHARS = 2000  # MiniLM reads 256 tokens; more text only costs tim
 
 class ChunkKind(str, Enum):
     gate = "gate"  # a gate episode
+    question = "question"  # an agent's question and the human's answer
     preference = "preference"
     procedure = "procedure"
     censor = "censor"

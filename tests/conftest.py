@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
+# A developer's API key must not turn the suite into paid LLM calls: the offline
+# predictor unless a test picks another (the LLM tests talk to local stand-ins).
+os.environ["VICAR_PREDICTOR"] = "offline"
+
 import asyncio
 import uuid
 from pathlib import Path

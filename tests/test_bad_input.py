@@ -71,7 +71,7 @@ async def test_unknown_action_is_refused_with_the_valid_actions(cli_env, harness
     await wait_escalated(h.client, req.gate_id)
     result = await asyncio.to_thread(runner.invoke, app, ["answer", req.gate_id, "maybe", "hmm"])
     assert result.exit_code == 1
-    assert "valid actions: approve, correct, dialog, hold, reject, withdraw" in error_line(result)
+    assert "valid actions: answer, approve, correct, dialog, hold, reject, withdraw" in error_line(result)
     # The gate's own validator refuses it too, for callers that skip the CLI.
     with pytest.raises(WorkflowUpdateFailedError) as info:
         await handle.execute_update("respond", HumanAnswer(action="maybe"), result_type=str)

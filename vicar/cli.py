@@ -166,12 +166,55 @@ def gate_start(
 async def _gate_start(req: GateRequest, wait: bool) -> None:
     from vicar.gates import start_gate
 
-    client = await _client(Settings.from_env())
-    handle = await start_gate(client, req)
+    settings = Settings.from_env()
+    client = await _client(settings)
+    handle = await start_gate(client, req, settings.task_queue)
     console.print(f"gate {req.gate_id} started (workflow {handle.id})")
     if wait:
         result = await handle.result()
         console.print_json(result.model_dump_json())
+
+
+@app.command()
+@friendly
+def ask(
+    principal: str = typer.Argument(..., help="The human the question is for."),
+    question: str = typer.Argument(..., help="The agent's question."),
+    state: CfAState = typer.Option(..., help="The workflow state the asking agent is in."),
+    task_type: str = typer.Option(..., "--task-type"),
+    context: str = typer.Option("", help="What the agent was doing when it asked (its own words)."),
+    question_id: Optional[str] = typer.Option(None, "--id", help="Unique id (default: generated)."),
+    wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait for the answer (the human's, if escalated)."),
+) -> None:
+    """An agent's question mid-turn (AskQuestion): the proxy answers as the human would,
+    or the question goes to the human; prints the answer."""
+    import uuid
+
+    req = GateRequest(kind="question", principal=principal, gate_id=question_id or f"q-{uuid.uuid4().hex[:12]}",
+                      state=state, task_type=task_type, question=question, actor_message=context)
+    asyncio.run(_ask(req, wait))
+
+
+async def _ask(req: GateRequest, wait: bool) -> None:
+    from vicar.gates import gate_details, start_gate
+
+    settings = Settings.from_env()
+    client = await _client(settings)
+    handle = await start_gate(client, req, settings.task_queue)
+    if not wait:
+        console.print(f"question {req.gate_id} asked (workflow {handle.id})")
+        return
+    task = asyncio.ensure_future(handle.result())
+    told = False
+    while not task.done():
+        await asyncio.wait({task}, timeout=1.0)
+        d = None if task.done() else await gate_details(client, req.gate_id)
+        if d is not None and d.status.value == "escalated" and not told:
+            err.print(f"question {req.gate_id} is waiting for {req.principal}: "
+                      f"vicar answer {req.gate_id} answer \"...\"")
+            told = True
+    result = task.result()
+    console.print(f"answered by the {result.answered_by.value}: {result.text}", markup=False, highlight=False)
 
 
 @app.command()

@@ -94,6 +94,7 @@ class CalibrationParams(BaseModel):
 
 class Settings(BaseModel):
     data_dir: Path = Field(default_factory=lambda: Path.home() / ".vicar")
+    task_queue: str = TASK_QUEUE
     memory: MemoryParams = Field(default_factory=MemoryParams)
     predictor: PredictorParams = Field(default_factory=PredictorParams)
     retrieval: RetrievalOptions = Field(default_factory=RetrievalOptions)
@@ -104,7 +105,8 @@ class Settings(BaseModel):
     @classmethod
     def from_env(cls) -> "Settings":
         data_dir = os.environ.get("VICAR_DATA_DIR")
-        settings = cls(data_dir=Path(data_dir).expanduser() if data_dir else Path.home() / ".vicar")
+        settings = cls(data_dir=Path(data_dir).expanduser() if data_dir else Path.home() / ".vicar",
+                       task_queue=os.environ.get("VICAR_TASK_QUEUE") or TASK_QUEUE)
         rate = os.environ.get("VICAR_EXPLORATION_RATE")
         if rate is not None:
             try:

@@ -10,7 +10,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from vicar import contracts as c
 from vicar.config import TASK_QUEUE
 from vicar.errors import VicarError
-from vicar.models import VALID_ACTIONS, check_principal, GateDetails, GateRequest, GateResult, GateStatus, HumanAnswer
+from vicar.models import QUESTION_ACTIONS, VALID_ACTIONS, check_principal, GateDetails, GateRequest, GateResult, GateStatus, HumanAnswer
 from workflows import search_attributes as sa
 
 
@@ -45,7 +45,7 @@ async def gate_details(client: Client, gate_id: str) -> GateDetails | None:
 
 def check_action(action: str) -> None:
     """Refuse an unknown action before anything touches the network."""
-    valid = sorted({a.value for acts in VALID_ACTIONS.values() for a in acts})
+    valid = sorted({a.value for acts in VALID_ACTIONS.values() for a in acts} | {a.value for a in QUESTION_ACTIONS})
     if action not in valid:
         raise VicarError(f"unknown action {action!r}; valid actions: {', '.join(valid)}")
 

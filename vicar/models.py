@@ -39,6 +39,8 @@ class Action(str, Enum):
     reject = "reject"
     hold = "hold"
     withdraw = "withdraw"
+    # The human's reply to an agent's question (AskQuestion), not a gate decision.
+    answer = "answer"
     # Not an ending: the reviewer asked something or raised a point the agent side must
     # answer before a decision. The gate answers and asks again (bounded).
     dialog = "dialog"
@@ -51,6 +53,12 @@ VALID_ACTIONS: dict[CfAState, tuple[Action, ...]] = {
     for state in CfAState
 }
 TERMINAL_ACTIONS = (Action.approve, Action.correct, Action.reject, Action.hold, Action.withdraw)
+QUESTION_ACTIONS = (Action.answer,)
+
+
+class RequestKind(str, Enum):
+    gate = "gate"  # an approval gate: approve / correct / reject / ...
+    question = "question"  # an agent's question mid-turn (AskQuestion): the answer is text
 
 
 class AnsweredBy(str, Enum):
@@ -74,10 +82,12 @@ def check_principal(value: str) -> str:
 
 
 class GateRequest(BaseModel):
-    """One approval gate an orchestrator opens on behalf of an agent team."""
+    """One approval gate an orchestrator opens on behalf of an agent team, or (kind
+    question) one question an agent asks the human mid-turn."""
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
+    kind: RequestKind = RequestKind.gate
     principal: str = Field(description="The human the proxy stands in for.")
     gate_id: str = Field(description="Unique id of this gate; the workflow id derives from it.")
     state: CfAState
@@ -110,6 +120,10 @@ class GateRequest(BaseModel):
     @classmethod
     def _task_type(cls, v: str) -> str:
         return v.lower()
+
+    @property
+    def valid_actions(self) -> tuple[Action, ...]:
+        return QUESTION_ACTIONS if self.kind is RequestKind.question else VALID_ACTIONS[self.state]
 
 
 class HumanAnswer(BaseModel):

@@ -11,7 +11,6 @@ from temporalio.common import RetryPolicy
 with workflow.unsafe.imports_passed_through():
     from vicar import contracts as c
     from vicar.models import (
-        VALID_ACTIONS,
         Action,
         AnsweredBy,
         Calibration,
@@ -23,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
         HumanAnswer,
         OutcomeRecord,
         PassResult,
+        RequestKind,
         Surprise,
         TurnGrant,
         TurnRequest,
@@ -59,6 +59,7 @@ class GateWorkflow:
         self._max_dialog_turns = 5
         self._dialog: list[DialogTurn] = []
         self._usage = Usage()
+        self._valid_actions: tuple[Action, ...] = ()
 
     async def _step(self, name: str, arg, result_type):
         """Run a proxy step. With a fast predictor (the offline one) steps run as local
@@ -101,7 +102,7 @@ class GateWorkflow:
             )
         if self._answer is not None:
             raise ValueError("gate already has a human answer")
-        check_answer(VALID_ACTIONS[d.state], answer)
+        check_answer(self._valid_actions, answer)
         if answer.action == Action.dialog.value:
             if not answer.text.strip():
                 raise ValueError("a dialog answer needs text: the question or point for the agent")
@@ -118,6 +119,7 @@ class GateWorkflow:
 
     @workflow.run
     async def run(self, req: GateRequest) -> GateResult:
+        self._valid_actions = req.valid_actions
         self._details = GateDetails(
             gate_id=req.gate_id, principal=req.principal, state=req.state, task_type=req.task_type,
             status=GateStatus.queued, question=req.question,
@@ -155,7 +157,8 @@ class GateWorkflow:
             f"**Proxy's guess** ({posterior.action.value if posterior.action else 'no prediction'}, "
             f"confidence {calibration.confidence:.2f}, guard {calibration.guard}): "
             f"{posterior.prose or posterior.note}\n\n"
-            f"Answer with `vicar answer {req.gate_id} ACTION \"text\"`."
+            + (f"Answer with `vicar answer {req.gate_id} answer \"text\"`." if req.kind is RequestKind.question
+               else f"Answer with `vicar answer {req.gate_id} ACTION \"text\"`.")
         )
         while True:
             await workflow.wait_condition(lambda: self._answer is not None)

@@ -21,6 +21,7 @@ from vicar.models import (
     DialogTurn,
     GateRequest,
     PassResult,
+    RequestKind,
 )
 
 # The gate bridge's first slot (approval-gate-and-proxy.md, _GATE_TEMPLATES).
@@ -139,7 +140,8 @@ def gate_bridge(request: GateRequest) -> str:
     lines = [
         f"GATE {request.state.value} · task type {request.task_type}"
         + (f" · upstream agent {request.upstream_agent}" if request.upstream_agent else ""),
-        f"Decide: {DECISIONS[request.state]}",
+        (f"Answer: the agent's question below, as this reviewer would ({request.state.value} in progress)."
+         if request.kind is RequestKind.question else f"Decide: {DECISIONS[request.state]}"),
     ]
     if request.artifact_paths:
         lines.append("Available:")
@@ -207,6 +209,9 @@ def _instruction(request: GateRequest, dialog: Sequence[DialogTurn], posterior: 
     else:
         task = ("PASS 1 (prior): you have not seen the artifact. From the gate, the agent's "
                 "message and what is known about this reviewer, write the reply they would give.")
+    if request.kind is RequestKind.question:
+        task = ("The agent asked this reviewer a question mid-task. Write the answer this "
+                "reviewer would give, in their voice.")
     parts = [task]
     if dialog:
         parts.append("The dialog above is part of this gate: write the reviewer's next line, a "

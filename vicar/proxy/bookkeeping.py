@@ -14,7 +14,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from vicar.models import Action, AnsweredBy, OutcomeRecord
+from vicar.models import Action, AnsweredBy, OutcomeRecord, RequestKind
 
 EMA_ALPHA = 0.3
 REGRET_WEIGHT = 3  # a correction (or rejection) moves the EMA like three approvals
@@ -89,8 +89,10 @@ class ConfidenceModel(BaseModel):
     entries: dict[str, ContextEntry] = Field(default_factory=dict)
 
 
-def context_key(state: str, task_type: str) -> str:
-    return f"{state}|{task_type}"
+def context_key(state: str, task_type: str, kind: RequestKind = RequestKind.gate) -> str:
+    """The design's "{STATE}|{task_type}"; agents' questions keep their own entries, so
+    they never move a gate's approval counts or accuracy."""
+    return f"{state}|{task_type}" + ("" if kind is RequestKind.gate else f"|{kind.value}")
 
 
 def load_entry(stored: str | None) -> ContextEntry | None:

@@ -58,7 +58,7 @@ def build_query(request: GateRequest, n: int, phase: str, artifact: str = "",
     options = options or RetrievalOptions()
     return Query(
         now=n,
-        filters={"kind": "gate", "state": request.state.value, "task_type": request.task_type,
+        filters={"kind": request.kind.value, "state": request.state.value, "task_type": request.task_type,
                  "answered_by": AnsweredBy.human.value},
         texts={k: v for k, v in texts.items() if v.strip()},
         mode=options.mode, embedding=options.embedding, lexical=options.lexical,
@@ -97,6 +97,7 @@ def outcome_chunk(record: OutcomeRecord) -> MemoryChunk:
     return MemoryChunk(
         id=chunk_id_for(req.principal, record.workflow_id),
         principal=req.principal,
+        kind=req.kind.value,
         state=req.state.value,
         task_type=req.task_type,
         outcome=record.action.value,
@@ -125,7 +126,7 @@ def calibration_inputs(
 ) -> CalibrationInputs:
     """Everything the guards read: memory depth, tension among the retrieved memories,
     the context's last human answer and posterior accuracy, the gate's exploration draw."""
-    entry = load_entry(memory.store.context_entry(context_key(request.state.value, request.task_type)))
+    entry = load_entry(memory.store.context_entry(context_key(request.state.value, request.task_type, request.kind)))
     return CalibrationInputs(
         memory_depth=ctx.memory_depth,
         tension=genuine_tension(ctx.chunks, params),

@@ -12,7 +12,7 @@ from statistics import fmean
 
 from pydantic import BaseModel
 
-from vicar.models import Action, AnsweredBy, OutcomeRecord
+from vicar.models import Action, AnsweredBy, OutcomeRecord, RequestKind
 
 SESSIONS = 10  # the trend looks at this many latest sessions
 MIN_SESSIONS = 4
@@ -44,7 +44,7 @@ def context_health(records: list[OutcomeRecord], ema: dict[tuple[str, str], floa
     """Records in log order; proxy answers are left out (they are not the human)."""
     per: dict[tuple[str, str], dict[str, list[bool]]] = defaultdict(dict)
     for r in records:
-        if r.answered_by is not AnsweredBy.human:
+        if r.answered_by is not AnsweredBy.human or r.request.kind is not RequestKind.gate:
             continue
         key = (r.request.state.value, r.request.task_type)
         per[key].setdefault(session_of(r), []).append(r.action is Action.approve)

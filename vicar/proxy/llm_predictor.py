@@ -16,7 +16,6 @@ from vicar.llm.parse import parse_action, parse_reply, parse_surprise
 from vicar.llm.pricing import price_for
 from vicar.llm.settings import LLMSettings, make_client
 from vicar.models import (
-    VALID_ACTIONS,
     Action,
     DialogTurn,
     GateRequest,
@@ -126,7 +125,9 @@ class LLMPredictor:
         )
 
     def _classify(self, request: GateRequest, prose: str) -> tuple[Action | None, Usage]:
-        valid = VALID_ACTIONS[request.state]
+        valid = request.valid_actions
+        if len(valid) == 1:  # an agent's question: any reply is the answer, no call needed
+            return valid[0], Usage()
         out = self.client.complete(
             [prompts.CLASSIFIER_SYSTEM], prompts.classify_body(request, prose, valid),
             model=self.classifier_model, max_tokens=CLASSIFY_MAX_TOKENS,

@@ -143,7 +143,7 @@ class OfflinePredictor:
         except ValueError:
             return PassResult(prose="", note=f"Memory holds an unknown outcome {outcome!r}.", confidence=0.0)
         best = max((e for e in evidence if e[0].outcome == outcome), key=lambda e: e[1])[0]
-        text = best.human_response.strip() or DEFAULT_TEXT[action]
+        text = best.human_response.strip() or DEFAULT_TEXT.get(action, "")
         return PassResult(
             prose=text,
             confidence=round(agreement * depth, 4),

@@ -37,7 +37,7 @@ def record_outcome(memory: PrincipalMemory, record: OutcomeRecord, *, artifacts:
     memory.store.log_outcome(
         record.workflow_id, req.state.value, req.task_type, record.answered_by.value,
         record.action.value, record.at.isoformat() if record.at else None,
-        record.model_dump_json(), context_key(req.state.value, req.task_type), update,
+        record.model_dump_json(), context_key(req.state.value, req.task_type, req.kind), update,
     )
     if artifacts:
         write_artifacts(memory)
@@ -83,6 +83,7 @@ def _interaction_line(record: OutcomeRecord) -> str:
     return json.dumps({
         "workflow_id": record.workflow_id,
         "gate_id": req.gate_id,
+        "kind": req.kind.value,
         "state": req.state.value,
         "task_type": req.task_type,
         "question": req.question,

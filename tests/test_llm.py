@@ -38,7 +38,7 @@ from .llm_standins import AnthropicStandIn, Fail, OpenAIChatStandIn, Reply
 
 ANTHROPIC_KEY = "sk-ant-api03-standin-secret-key-0123456789"
 OPENAI_KEY = "sk-proj-standin-secret-key-9876543210"
-SONNET, HAIKU = "claude-sonnet-4-5", "claude-haiku-4-5"
+SONNET, HAIKU = "claude-sonnet-4-6", "claude-haiku-4-5"
 WORKING_MEMORY = "This reviewer always asks for a rollback plan and rejects migrations without one."
 ARTIFACT = (
     "PLAN: migrate the users table in three steps.\n"

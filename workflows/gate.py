@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from vicar import contracts as c
@@ -31,15 +32,31 @@ with workflow.unsafe.imports_passed_through():
     from vicar.proxy.decision import Decision, decide, surprised
     from workflows import search_attributes as sa
 
+# A proxy step that keeps failing gives up after a few attempts and the gate goes to the
+# human: a broken provider must not hold the principal's turn (and every gate queued
+# behind it) for ever. Non-retryable errors (a bad key) give up at once.
 STEP = dict(
     start_to_close_timeout=timedelta(minutes=5),
-    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10)),
+    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10),
+                             maximum_attempts=6),
+)
+# Recording an outcome retries until it lands: nothing the human said is lost.
+RECORD = dict(
+    start_to_close_timeout=timedelta(minutes=5),
+    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=30)),
 )
 # Turn bookkeeping is a quick client call: a local activity, no extra workflow task.
 QUICK = dict(
     start_to_close_timeout=timedelta(seconds=30),
     retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100), maximum_interval=timedelta(seconds=5)),
 )
+
+
+def _cause(exc: ActivityError) -> str:
+    cause = exc.cause
+    while isinstance(cause, ActivityError) and cause.cause is not None:
+        cause = cause.cause
+    return getattr(cause, "message", None) or str(cause or exc)
 
 
 def check_answer(state_actions: tuple[Action, ...], answer: HumanAnswer) -> Action:
@@ -61,14 +78,14 @@ class GateWorkflow:
         self._usage = Usage()
         self._valid_actions: tuple[Action, ...] = ()
 
-    async def _step(self, name: str, arg, result_type):
+    async def _step(self, name: str, arg, result_type, options: dict = STEP):
         """Run a proxy step. With a fast predictor (the offline one) steps run as local
         activities inside one workflow task: each regular activity costs a workflow
         task round trip (~35 ms on the dev server). Slow ones (LLM calls) run as
         regular activities with their own timeouts and retries."""
         if self._local_steps:
-            return await workflow.execute_local_activity(name, arg, result_type=result_type, **STEP)
-        return await workflow.execute_activity(name, arg, result_type=result_type, **STEP)
+            return await workflow.execute_local_activity(name, arg, result_type=result_type, **options)
+        return await workflow.execute_activity(name, arg, result_type=result_type, **options)
 
     # -- handlers --------------------------------------------------------------
 
@@ -166,7 +183,11 @@ class GateWorkflow:
             if answer.action != Action.dialog.value:
                 break
             # The human asked something: the agent side answers, the human decides after.
-            await self._converse(req, answer.text, AnsweredBy.human)
+            try:
+                await self._converse(req, answer.text, AnsweredBy.human)
+            except ActivityError as exc:
+                self._dialog.append(DialogTurn(speaker="agent", text=f"(no answer: {_cause(exc)})"))
+                self._details.dialog = list(self._dialog)
         workflow.set_current_details("")
         action, text = self._final(Action(answer.action), answer.text)
         await self._record(req, n, action, text, AnsweredBy.human, answer.responder, consulted)
@@ -178,6 +199,19 @@ class GateWorkflow:
         """Consult; while the proxy's reply is a dialog line, let the agent side answer
         and consult again. Bounded: at the bound, or when either side has nothing to
         say, the human decides. Dialog never ends in an automatic approval by itself."""
+        try:
+            return await self._proxy_dialog_steps(req, n)
+        except ActivityError as exc:
+            # The proxy could not run (provider down, bad key, broken memory): the human
+            # decides, and the reason is on the gate for the operator.
+            reason = f"proxy unavailable: {_cause(exc)}"
+            failed = PassResult(prose="", note=reason, confidence=0.0)
+            consulted = c.ConsultResult(prior=failed, posterior=failed,
+                                        calibration=Calibration(confidence=0.0, guard="proxy_error", note=reason))
+            self._show(consulted)
+            return consulted, Decision(escalate=True, action=None, text="")
+
+    async def _proxy_dialog_steps(self, req: GateRequest, n: int) -> tuple[c.ConsultResult, Decision]:
         assert self._details is not None
         while True:
             self._details.status = GateStatus.consulting  # shown by the query, not indexed
@@ -197,13 +231,14 @@ class GateWorkflow:
     async def _converse(self, req: GateRequest, reviewer_text: str, by: AnsweredBy) -> bool:
         """Add the reviewer's line and the agent side's reply; False if the reply is empty."""
         self._dialog.append(DialogTurn(speaker="reviewer", text=reviewer_text, answered_by=by))
+        assert self._details is not None
+        self._details.dialog = list(self._dialog)  # the human sees what was asked, answered or not
         reply = await self._step(c.AGENT_REPLY, c.AgentReplyInput(request=req, dialog=self._dialog),
                                  result_type=c.AgentReply)
         self._usage = self._usage + reply.usage
         if not reply.text.strip():
             return False
         self._dialog.append(DialogTurn(speaker="agent", text=reply.text))
-        assert self._details is not None
         self._details.dialog = list(self._dialog)
         return True
 
@@ -290,7 +325,7 @@ class GateWorkflow:
                           response_text=text, answered_by=answered_by, responder=responder,
                           prior=consulted.prior, posterior=consulted.posterior, surprise=consulted.surprise,
                           at=workflow.now(), dialog=list(self._dialog), calibration=consulted.calibration),
-            result_type=str)
+            result_type=str, options=RECORD)
 
     def _set_status(self, status: GateStatus, confidence: float | None = None) -> None:
         assert self._details is not None

@@ -24,6 +24,9 @@ class ModelPrice(BaseModel):
 
 
 PRICES: dict[str, ModelPrice] = {
+    # Sonnet 4.5 reaches end of life on 2026-11-30 (the SDK warns); 4.6 is the default,
+    # at the Sonnet tier's published rates.
+    "claude-sonnet-4-6": ModelPrice(input=3.00, cache_write=3.75, cache_read=0.30, output=15.00),
     "claude-sonnet-4-5": ModelPrice(input=3.00, cache_write=3.75, cache_read=0.30, output=15.00),
     "claude-haiku-4-5": ModelPrice(input=1.00, cache_write=1.25, cache_read=0.10, output=5.00),
     "gpt-4.1": ModelPrice(input=2.00, cache_write=None, cache_read=0.50, output=8.00),

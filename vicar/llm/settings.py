@@ -16,7 +16,7 @@ PROVIDERS: tuple[str, ...] = ("anthropic", "openai")
 KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 # (main passes, classification / agent reply / surprise)
 DEFAULT_MODELS = {
-    "anthropic": ("claude-sonnet-4-5", "claude-haiku-4-5"),
+    "anthropic": ("claude-sonnet-4-6", "claude-haiku-4-5"),
     "openai": ("gpt-4.1", "gpt-4.1-mini"),
 }
 

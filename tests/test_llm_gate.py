@@ -1,0 +1,194 @@
+"""The gate with an LLM predictor end to end: real Temporal dev server, real memory,
+the real anthropic SDK talking to a local stand-in of the Messages API. The dialog loop,
+its bound, malformed output, provider failures and the cached prefix."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+
+import pytest
+import pytest_asyncio
+
+from memory.principal import MemoryRegistry
+from vicar.gates import answer_gate, start_gate
+from vicar.llm import prompts
+from vicar.models import Action, AnsweredBy, GateRequest, HumanAnswer
+from vicar.proxy.llm_predictor import LLMPredictor
+
+from .conftest import VicarHarness, wait_escalated
+from .llm_standins import AnthropicStandIn, Fail, Reply
+
+ASK = "What is the rollback plan if the index build locks the table?"
+AGENT = "We build it CONCURRENTLY; rollback is DROP INDEX CONCURRENTLY."
+APPROVE = "Approved, thanks for answering."
+
+
+def kind_of(body: dict) -> str:
+    system = body["system"][0]["text"]
+    if system == prompts.REVIEWER_SYSTEM:
+        return "pass"
+    if system == prompts.CLASSIFIER_SYSTEM:
+        return "classify"
+    if system == prompts.AGENT_SYSTEM:
+        return "agent"
+    return "surprise"
+
+
+def reply_of(body: dict) -> str:
+    """The reply the classifier is asked about (inside its REPLY fence)."""
+    text = AnthropicStandIn.user_text(body)
+    return re.search(r"<<<BEGIN REPLY \w+>>>\n(.*)\n<<<END REPLY", text, re.S).group(1)
+
+
+class Reviewer:
+    """Scripts the stand-in: `passes` maps "no dialog"/"dialog" to the pass reply; the
+    classifier says dialog for a question and approve otherwise."""
+
+    def __init__(self, first: str, later: str = APPROVE + "\nCONFIDENCE: 0.9", agent: str = AGENT):
+        self.first, self.later, self.agent = first, later, agent
+
+    def __call__(self, body: dict):
+        kind = kind_of(body)
+        if kind == "pass":
+            has_dialog = "<<<BEGIN DIALOG" in AnthropicStandIn.user_text(body)
+            return Reply(self.later if has_dialog else self.first,
+                         usage={"input_tokens": 200, "cache_read_input_tokens": 450, "output_tokens": 40})
+        if kind == "classify":
+            return "dialog" if reply_of(body).rstrip().endswith("?") else "approve"
+        if kind == "agent":
+            return self.agent
+        return '{"description": "The artifact settled it.", "percepts": ["index", "rollback"]}'
+
+
+@pytest.fixture
+def standin(monkeypatch):
+    s = AnthropicStandIn()
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-a-real-key")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", s.root)
+    yield s
+    s.close()
+
+
+@pytest_asyncio.fixture
+async def llm(temporal_env, embedder, settings, standin):
+    from worker import build_worker
+
+    task_queue = f"tq-{uuid.uuid4().hex[:8]}"
+    registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
+    predictor = LLMPredictor.from_env("anthropic")
+    worker, _ = build_worker(temporal_env.client, settings, registry=registry, predictor=predictor,
+                             task_queue=task_queue)
+    async with worker:
+        yield VicarHarness(temporal_env.client, task_queue, registry, settings)
+    registry.close()
+
+
+def gate(h, **kw) -> GateRequest:
+    return h.request(h.principal(), artifact="CREATE INDEX CONCURRENTLY users_email ON users(email);",
+                     actor_message="Plan: add the index.", **kw)
+
+
+async def test_proxy_dialog_then_approval_becomes_a_correction(llm, standin):
+    standin._script = Reviewer(first=ASK + "\nCONFIDENCE: 0.9")
+    req = gate(llm)
+    result = await (await start_gate(llm.client, req, llm.task_queue)).result()
+    assert not result.escalated and result.answered_by is AnsweredBy.proxy
+    assert [(t.speaker, t.text) for t in result.dialog] == [("reviewer", ASK), ("agent", AGENT)]
+    # The design: dialog then approve -> correct, the dialog as feedback for the agents.
+    assert result.action is Action.correct and ASK in result.text and AGENT in result.text
+    passes = [b for b in standin.bodies() if kind_of(b) == "pass"]
+    assert len(passes) == 4  # prior + posterior, twice
+    # One cacheable prefix for every pass of the gate; only the body varies.
+    assert len({str(b["system"]) for b in passes}) == 1
+    assert passes[0]["system"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert all("cache_control" not in str(b["messages"]) for b in passes)
+    # Usage: 4 passes x (main + classifier) + 1 agent reply, all priced.
+    assert result.usage.calls == 9 and result.usage.cache_read_tokens == 4 * 450 and result.usage.cost_usd > 0
+
+
+async def test_dialog_is_bounded_and_then_the_human_decides(llm, standin):
+    standin._script = Reviewer(first=ASK + "\nCONFIDENCE: 0.95", later="And the lock time?\nCONFIDENCE: 0.95")
+    req = gate(llm, escalation_mode="never")  # even in never mode the bound escalates
+    handle = await start_gate(llm.client, req, llm.task_queue)
+    details = await wait_escalated(llm.client, req.gate_id)
+    assert sum(t.speaker == "reviewer" for t in details.dialog) == llm.settings.max_dialog_turns
+    assert "dialog bound" in details.calibration_note
+    await answer_gate(llm.client, req.gate_id, HumanAnswer(action="approve", text="Fine.", responder="alice"))
+    result = await handle.result()
+    assert result.answered_by is AnsweredBy.human and result.action is Action.correct
+
+
+async def test_an_empty_agent_reply_never_loops(llm, standin):
+    standin._script = Reviewer(first=ASK + "\nCONFIDENCE: 0.95", agent="")
+    req = gate(llm)
+    handle = await start_gate(llm.client, req, llm.task_queue)
+    details = await wait_escalated(llm.client, req.gate_id)
+    assert [(t.speaker, t.text) for t in details.dialog] == [("reviewer", ASK)]  # asked, unanswered
+    agent_calls = [b for b in standin.bodies() if kind_of(b) == "agent"]
+    assert len(agent_calls) == 1
+    await handle.terminate()
+
+
+@pytest.mark.parametrize("reply", [
+    "Approved.",  # no CONFIDENCE line
+    "Approved.\nCONFIDENCE: very high",
+    "CONFIDENCE: 1.0",  # a bare confidence is no prediction
+])
+async def test_malformed_output_never_auto_approves(llm, standin, reply):
+    standin._script = Reviewer(first=reply, later=reply)
+    req = gate(llm)
+    handle = await start_gate(llm.client, req, llm.task_queue)
+    details = await wait_escalated(llm.client, req.gate_id)
+    assert details.proxy_confidence == 0.0
+    await handle.terminate()
+
+
+async def test_the_human_can_ask_the_agents_before_deciding(llm, standin):
+    standin._script = Reviewer(first="Looks plausible.\nCONFIDENCE: 0.3")
+    req = gate(llm)
+    handle = await start_gate(llm.client, req, llm.task_queue)
+    await wait_escalated(llm.client, req.gate_id)
+    await answer_gate(llm.client, req.gate_id, HumanAnswer(action="dialog", text=ASK, responder="alice"))
+
+    async def answered():
+        d = await wait_escalated(llm.client, req.gate_id)
+        return d if len(d.dialog) == 2 else None
+
+    from .conftest import wait_for
+    details = await wait_for(answered)
+    assert [(t.speaker, t.answered_by) for t in details.dialog] == [("reviewer", AnsweredBy.human), ("agent", None)]
+    await answer_gate(llm.client, req.gate_id, HumanAnswer(action="approve", text="OK then.", responder="alice"))
+    result = await handle.result()
+    assert result.action is Action.correct and AGENT in result.text
+    record = llm.registry.get(req.principal).store.outcomes()[-1][1]
+    assert ASK in record and AGENT in record  # the dialog is in the outcome log
+
+
+async def test_a_rejected_key_escalates_at_once_with_the_reason(llm, standin):
+    standin._script = lambda body: Fail(401, "authentication_error", "invalid x-api-key")
+    req = gate(llm)
+    handle = await start_gate(llm.client, req, llm.task_queue)
+    details = await wait_escalated(llm.client, req.gate_id)
+    assert details.calibration_guard == "proxy_error"
+    assert "401" in details.calibration_note and "sk-ant-test" not in details.calibration_note
+    assert len(standin.requests) == 1  # non-retryable: no second attempt
+    await handle.terminate()
+
+
+async def test_a_flaky_provider_is_retried_by_temporal(llm, standin):
+    reviewer = Reviewer(first=APPROVE + "\nCONFIDENCE: 0.9")
+    calls = {"n": 0}
+
+    def flaky(body):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            return Fail(529, "overloaded_error", "overloaded", headers={"retry-after": "0"})
+        return reviewer(body)
+
+    standin._script = flaky
+    req = gate(llm)
+    result = await (await start_gate(llm.client, req, llm.task_queue)).result()
+    assert not result.escalated and result.action is Action.approve
+    assert kind_of(standin.bodies()[0]) == kind_of(standin.bodies()[1]) == "pass"  # the same call, again

@@ -99,9 +99,15 @@ def test_interactions_file_heals_after_a_crash(memory):
     lines = path.read_text().splitlines()
     # A crash mid-append: the third line is torn, and the fourth outcome never got written.
     path.write_text("\n".join(lines[:2]) + "\n" + lines[2][:15])
+    patterns = memory.dir / PATTERNS_FILE
+    text = patterns.read_text()
+    patterns.write_text(text[: text.rindex("HUMAN: [approve]") + 5])  # the third gate's section torn
     record_outcome(memory, outcome(4))
     got = [json.loads(x)["workflow_id"] for x in path.read_text().splitlines()]
     assert got == [f"vicar-gate/g{i}" for i in range(1, 5)]
+    healed = patterns.read_text()
+    assert [f"| g{i} (" in healed for i in range(1, 5)] == [True] * 4
+    assert healed.count("## PLAN_ASSERT") == 4 and healed.count("<!-- outcome ") == 4
 
 
 def test_confidence_file_is_replaced_atomically(memory, monkeypatch):

@@ -5,7 +5,7 @@ Artifacts live beside the principal's memory:
 - proxy-confidence.json: the ConfidenceModel, rewritten atomically (temp file + rename);
 - proxy-interactions.jsonl: one line per outcome, appended; lines missing after a crash
   are appended on the next write, never twice (the file's last line says where it ends);
-- proxy-patterns.md: AGENT:/HUMAN: transcript of the newest gates, rewritten atomically.
+- proxy-patterns.md: AGENT:/HUMAN: transcript of every gate, appended the same way.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from vicar.proxy.consult import outcome_chunk
 CONFIDENCE_FILE = "proxy-confidence.json"
 INTERACTIONS_FILE = "proxy-interactions.jsonl"
 PATTERNS_FILE = "proxy-patterns.md"
-PATTERN_GATES = 200  # gates kept in proxy-patterns.md
 
 
 def record_outcome(memory: PrincipalMemory, record: OutcomeRecord, *, artifacts: bool = True) -> str:
@@ -74,7 +73,8 @@ def _last_line(path: Path) -> str:
         size = f.tell()
         chunk = min(size, 1 << 20)
         f.seek(size - chunk)
-        lines = f.read().splitlines()
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    # The last non-blank line: blank lines between entries carry no position.
     return lines[-1].decode("utf-8", "replace") if lines else ""
 
 
@@ -101,52 +101,82 @@ def _interaction_line(record: OutcomeRecord) -> str:
     }, ensure_ascii=False)
 
 
-def _append_interactions(memory: PrincipalMemory, path: Path) -> None:
-    last = _last_line(path)
-    after = 0
-    if last:
+PATTERNS_HEADER = (
+    "# Proxy patterns\n\n"
+    "Agent and reviewer at each gate, oldest first. HUMAN: is the human's answer, or the "
+    "proxy's when it acted on the human's behalf (marked). An empty HUMAN: is a timeout, "
+    "not a silent approval.\n"
+)
+_SECTION_END = "<!-- outcome "  # each section ends with <!-- outcome SEQ -->
+
+
+def _pattern_section(seq: int, r: OutcomeRecord) -> str:
+    req = r.request
+    stamp = r.at.isoformat(timespec="seconds") if r.at else f"N={r.n}"
+    out = ["", f"## {req.state.value} | {req.task_type} | {req.gate_id} ({stamp})",
+           f"AGENT: {(req.actor_message or req.question).strip()}"]
+    for t in r.dialog:
+        if t.speaker == "agent":
+            out.append(f"AGENT: {t.text.strip()}")
+        else:
+            out.append(f"HUMAN{' (proxy)' if t.answered_by is AnsweredBy.proxy else ''}: {t.text.strip()}")
+    tag = " (proxy)" if r.answered_by is AnsweredBy.proxy else ""
+    out.append(f"HUMAN{tag}: [{r.action.value}] {r.response_text.strip()}")
+    out.append(f"{_SECTION_END}{seq} -->")
+    return "\n".join(out) + "\n"
+
+
+def _resume_point(memory: PrincipalMemory, path: Path, seq_of_line) -> int:
+    """The outcome seq the file's complete last entry ends at; a torn tail (a crash
+    mid-append) is cut off first. Appends need no fsync: whatever a crash loses is
+    appended again from the log on the next write."""
+    while True:
+        last = _last_line(path)
+        if not last:
+            return 0
+        seq = seq_of_line(last)
+        if seq is not None:
+            return seq
+        text = path.read_text(encoding="utf-8", errors="replace")
+        cut = text.rstrip("\n").rfind("\n") + 1
+        if cut == 0 and path.name == PATTERNS_FILE:
+            _atomic_write(path, PATTERNS_HEADER)
+            return 0
+        _atomic_write(path, text[:cut])
+
+
+def _interaction_seq(memory: PrincipalMemory):
+    def seq_of(line: str) -> int | None:
         try:
-            after = memory.store.outcome_seq(json.loads(last)["workflow_id"]) or 0
-        except (ValueError, KeyError):
-            # A torn last line (crash mid-append): cut it off, then resume from the
-            # line before it.
-            text = path.read_text(encoding="utf-8", errors="replace")
-            _atomic_write(path, text[: text.rstrip("\n").rfind("\n") + 1])
-            return _append_interactions(memory, path)
-    rows = memory.store.outcomes(after_seq=after)
-    if rows:
+            return memory.store.outcome_seq(json.loads(line)["workflow_id"])
+        except (ValueError, KeyError, TypeError):
+            return None
+    return seq_of
+
+
+def _pattern_seq(line: str) -> int | None:
+    if line.startswith(_SECTION_END) and line.endswith(" -->"):
+        try:
+            return int(line[len(_SECTION_END):-4])
+        except ValueError:
+            return None
+    return 0 if line == PATTERNS_HEADER.rstrip("\n").splitlines()[-1] else None
+
+
+def _append(path: Path, text: str) -> None:
+    if text:
         with path.open("a", encoding="utf-8") as f:
-            f.write("".join(_interaction_line(OutcomeRecord.model_validate_json(r)) + "\n" for _, r in rows))
-            f.flush()
-            os.fsync(f.fileno())
-
-
-def _patterns(records: list[OutcomeRecord]) -> str:
-    out = ["# Proxy patterns", "",
-           "Agent and reviewer at each gate, newest last. HUMAN: is the human's answer, or the "
-           "proxy's when it acted on the human's behalf (marked). An empty HUMAN: is a timeout, "
-           "not a silent approval.", ""]
-    for r in records:
-        req = r.request
-        stamp = r.at.isoformat(timespec="seconds") if r.at else f"N={r.n}"
-        out.append(f"## {req.state.value} | {req.task_type} | {req.gate_id} ({stamp})")
-        out.append(f"AGENT: {(req.actor_message or req.question).strip()}")
-        for t in r.dialog:
-            if t.speaker == "agent":
-                out.append(f"AGENT: {t.text.strip()}")
-            else:
-                tag = " (proxy)" if t.answered_by is AnsweredBy.proxy else ""
-                out.append(f"HUMAN{tag}: {t.text.strip()}")
-        tag = " (proxy)" if r.answered_by is AnsweredBy.proxy else ""
-        out.append(f"HUMAN{tag}: [{r.action.value}] {r.response_text.strip()}")
-        out.append("")
-    return "\n".join(out)
+            f.write(text)
 
 
 def write_artifacts(memory: PrincipalMemory) -> None:
     d = memory.dir
     _atomic_write(d / CONFIDENCE_FILE, confidence_model(memory).model_dump_json(indent=2) + "\n")
-    _append_interactions(memory, d / INTERACTIONS_FILE)
-    recent = [OutcomeRecord.model_validate_json(r)
-              for _, r in memory.store.outcomes(limit=PATTERN_GATES, newest=True)]
-    _atomic_write(d / PATTERNS_FILE, _patterns(recent))
+    interactions = d / INTERACTIONS_FILE
+    rows = memory.store.outcomes(after_seq=_resume_point(memory, interactions, _interaction_seq(memory)))
+    _append(interactions, "".join(_interaction_line(OutcomeRecord.model_validate_json(r)) + "\n" for _, r in rows))
+    patterns = d / PATTERNS_FILE
+    if not patterns.exists():
+        _atomic_write(patterns, PATTERNS_HEADER)
+    rows = memory.store.outcomes(after_seq=_resume_point(memory, patterns, _pattern_seq))
+    _append(patterns, "".join(_pattern_section(seq, OutcomeRecord.model_validate_json(r)) for seq, r in rows))

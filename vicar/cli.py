@@ -268,10 +268,8 @@ async def _answer(gate_id: str, ans: HumanAnswer) -> None:
 # -- memory ---------------------------------------------------------------------------
 
 
-@memory_app.command("stats")
-@friendly
-def memory_stats(principal: str = typer.Argument(...)) -> None:
-    """Size and shape of a principal's memory (reads the store directly)."""
+def _open_store(principal: str):
+    """A principal's record store, read directly (no worker needed)."""
     from memory.store import RecordStore
     from vicar.models import check_principal
 
@@ -280,7 +278,14 @@ def memory_stats(principal: str = typer.Argument(...)) -> None:
     path = settings.principals_dir / principal / "memory.db"
     if not path.exists():
         raise VicarError(f"no memory for principal {principal!r} under {settings.principals_dir}")
-    store = RecordStore(path)
+    return RecordStore(path)
+
+
+@memory_app.command("stats")
+@friendly
+def memory_stats(principal: str = typer.Argument(...)) -> None:
+    """Size and shape of a principal's memory (reads the store directly)."""
+    store = _open_store(principal)
     try:
         table = Table(title=f"Memory of {principal}")
         table.add_column("what")
@@ -305,17 +310,11 @@ def memory_stats(principal: str = typer.Argument(...)) -> None:
 @friendly
 def health(principal: str = typer.Argument(..., help="The human whose answers to look at.")) -> None:
     """Approval-rate trends per state and task type over the latest sessions; flags drops."""
-    from memory.store import RecordStore
-    from vicar.models import OutcomeRecord, check_principal
+    from vicar.models import OutcomeRecord
     from vicar.proxy.bookkeeping import ContextEntry
     from vicar.proxy.health import DROP, SESSIONS, context_health
 
-    settings = Settings.from_env()
-    check_principal(principal)
-    path = settings.principals_dir / principal / "memory.db"
-    if not path.exists():
-        raise VicarError(f"no memory for principal {principal!r} under {settings.principals_dir}")
-    store = RecordStore(path)
+    store = _open_store(principal)
     try:
         records = [OutcomeRecord.model_validate_json(r) for _, r in store.outcomes(answered_by="human")]
         entries = [ContextEntry.model_validate_json(e) for _, e in store.context_entries()]

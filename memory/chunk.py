@@ -45,6 +45,8 @@ class MemoryChunk(BaseModel):
     human_response: str = ""
     created_n: int
     traces: list[int] = Field(default_factory=list)
+    status: str = "active"  # "superseded": kept, marked, left out of retrieval
+    superseded_by: str | None = None
 
     def dimension_texts(self) -> dict[str, str]:
         """Text per embedding dimension; absent dimensions are left out, not empty."""

@@ -12,7 +12,7 @@ import numpy as np
 
 from memory.activation import base_levels, hybrid_levels
 
-STRUCT_FIELDS = ("kind", "state", "task_type", "outcome", "answered_by")
+STRUCT_FIELDS = ("kind", "state", "task_type", "outcome", "answered_by", "status")
 ANY = "any"
 
 _blas = None
@@ -155,6 +155,9 @@ class MemoryIndex:
         for n in ordered:
             self.add_trace(chunk_id, n)
         return i
+
+    def set_field(self, chunk_id: str, field: str, value: str) -> None:
+        self._fields[field].view[self.pos[chunk_id]] = self._code(field, value)
 
     def add_trace(self, chunk_id: str, n: int) -> None:
         """Callers add each (chunk, N) once: the store reports which traces are new."""

@@ -141,6 +141,9 @@ class PrincipalMemory:
         return dict(zip(texts, self.embedder.embed(list(texts.values()))))
 
     def retrieve(self, query: Query) -> list[tuple[Hit, MemoryChunk]]:
+        if "status" not in query.filters:
+            # Superseded chunks stay in the store (and the audit trail), never in retrieval.
+            query = query.model_copy(update={"filters": {**query.filters, "status": "active"}})
         qvecs = self.query_vectors(query.texts, blended=query.embedding is EmbeddingMode.blended)
         with self._lock:
             lexical = None
@@ -209,7 +212,7 @@ class PrincipalMemory:
     def stats(self) -> MemoryStats:
         s = self.store
         by_context: dict[str, int] = {}
-        for _, _, state, task_type, _, _ in s.index_rows():
+        for _, _, state, task_type, *_ in s.index_rows():
             key = f"{state}|{task_type}"
             by_context[key] = by_context.get(key, 0) + 1
         return MemoryStats(

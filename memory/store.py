@@ -73,13 +73,31 @@ MIGRATIONS: list[str] = [
     CREATE INDEX outcomes_context ON outcomes (state, task_type, answered_by);
     CREATE TABLE contexts (key TEXT PRIMARY KEY, entry TEXT NOT NULL);
     """,
+    # v4: consolidation. A superseded chunk is kept, marked and left out of retrieval;
+    # every decision is logged once (its id) with its reason and, for a superseded
+    # chunk, a tombstone copy of the record.
+    """
+    ALTER TABLE chunks ADD COLUMN status TEXT NOT NULL DEFAULT 'active';
+    ALTER TABLE chunks ADD COLUMN superseded_by TEXT;
+    CREATE TABLE consolidation_log (
+        decision_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        op TEXT NOT NULL,
+        chunk_id TEXT NOT NULL,
+        target_id TEXT,
+        reason TEXT NOT NULL,
+        tombstone TEXT,
+        seq INTEGER NOT NULL
+    );
+    CREATE TABLE tensions (a TEXT NOT NULL, b TEXT NOT NULL, session_id TEXT NOT NULL, PRIMARY KEY (a, b)) WITHOUT ROWID;
+    """,
 ]
 
 _COLUMNS = (
     "id", "kind", "state", "task_type", "outcome", "answered_by", "responder", "gate_id",
     "question", "artifact_excerpt", "actor_message", "upstream_agent", "prior_confidence",
     "prior_prose", "posterior_confidence", "posterior_prose", "surprise_description",
-    "salient_percepts", "human_response", "created_n",
+    "salient_percepts", "human_response", "created_n", "status", "superseded_by",
 )
 
 
@@ -223,12 +241,38 @@ class RecordStore:
         with self._lock:
             return self._db.execute("SELECT a, b, n FROM coaccess").fetchall()
 
-    def index_rows(self) -> list[tuple[str, str, str, str, str, str]]:
-        """(id, kind, state, task_type, outcome, answered_by) of every chunk, in creation order."""
+    def index_rows(self) -> list[tuple[str, ...]]:
+        """(id, kind, state, task_type, outcome, answered_by, status) of every chunk, in creation order."""
         with self._lock:
             return self._db.execute(
-                "SELECT id, kind, state, task_type, outcome, answered_by FROM chunks ORDER BY created_n, id"
+                "SELECT id, kind, state, task_type, outcome, answered_by, status FROM chunks ORDER BY created_n, id"
             ).fetchall()
+
+    # -- consolidation -------------------------------------------------------
+
+    def applied_decisions(self, session_id: str) -> set[str]:
+        with self._lock:
+            return {r[0] for r in self._db.execute(
+                "SELECT decision_id FROM consolidation_log WHERE session_id = ?", (session_id,))}
+
+    def log_decision(self, db: sqlite3.Connection, decision_id: str, session_id: str, op: str, chunk_id: str,
+                     target_id: str | None, reason: str, tombstone: str | None) -> bool:
+        """Inside the caller's transaction: False if the decision was already applied."""
+        seq = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM consolidation_log").fetchone()[0]
+        cur = db.execute(
+            "INSERT OR IGNORE INTO consolidation_log VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (decision_id, session_id, op, chunk_id, target_id, reason, tombstone, seq))
+        return bool(cur.rowcount)
+
+    def audit_log(self) -> list[dict]:
+        with self._lock:
+            cur = self._db.execute("SELECT * FROM consolidation_log ORDER BY seq")
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, r)) for r in cur.fetchall()]
+
+    def tensions(self) -> set[tuple[str, str]]:
+        with self._lock:
+            return {(a, b) for a, b in self._db.execute("SELECT a, b FROM tensions")}
 
     def get_chunk(self, chunk_id: str) -> MemoryChunk | None:
         chunks = self.get_chunks([chunk_id])

@@ -173,6 +173,7 @@ class Usage(BaseModel):
     cache_read_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    cache_savings_usd: float = 0.0  # what the prompt cache saved against plain input
 
     def __add__(self, other: "Usage | None") -> "Usage":
         if other is None:

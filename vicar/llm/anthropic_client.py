@@ -9,7 +9,7 @@ import anthropic
 
 from vicar.errors import VicarError
 from vicar.llm.base import Completion, connection_failure, status_failure
-from vicar.llm.pricing import cost_usd
+from vicar.llm.pricing import cache_savings_usd, cost_usd
 from vicar.models import Usage
 
 DEFAULT_TIMEOUT_S = 120.0
@@ -58,5 +58,6 @@ class AnthropicClient:
         )
         return Completion(
             text=text, model=msg.model, stop_reason=msg.stop_reason,
-            usage=Usage(calls=1, cost_usd=cost_usd(model, **tokens), **tokens),
+            usage=Usage(calls=1, cost_usd=cost_usd(model, **tokens),
+                        cache_savings_usd=cache_savings_usd(model, **tokens), **tokens),
         )

@@ -10,7 +10,7 @@ import openai
 
 from vicar.errors import VicarError
 from vicar.llm.base import Completion, connection_failure, status_failure
-from vicar.llm.pricing import cost_usd
+from vicar.llm.pricing import cache_savings_usd, cost_usd
 from vicar.models import Usage
 
 log = logging.getLogger(__name__)
@@ -68,5 +68,6 @@ class OpenAIClient:
         )
         return Completion(
             text=text, model=resp.model, stop_reason=choice.finish_reason if choice else None,
-            usage=Usage(calls=1, cost_usd=cost_usd(model, **tokens), **tokens),
+            usage=Usage(calls=1, cost_usd=cost_usd(model, **tokens),
+                        cache_savings_usd=cache_savings_usd(model, **tokens), **tokens),
         )

@@ -56,3 +56,11 @@ def cost_usd(model: str, *, input_tokens: int, cache_write_tokens: int, cache_re
     write_rate = p.input if p.cache_write is None else p.cache_write
     return (input_tokens * p.input + cache_write_tokens * write_rate
             + cache_read_tokens * p.cache_read + output_tokens * p.output) / 1_000_000
+
+
+def cache_savings_usd(model: str, *, cache_write_tokens: int, cache_read_tokens: int, **_) -> float:
+    """What the prompt cache saved against sending the same tokens as plain input: reads
+    at the discount, minus the write premium paid to fill the cache."""
+    p = price_for(model)
+    write_premium = 0.0 if p.cache_write is None else p.cache_write - p.input
+    return (cache_read_tokens * (p.input - p.cache_read) - cache_write_tokens * write_premium) / 1_000_000

@@ -89,6 +89,11 @@ class VectorColumn:
     def has(self, idx: np.ndarray) -> np.ndarray:
         return self.row_of.view[idx] >= 0
 
+    def get(self, i: int) -> np.ndarray | None:
+        if i >= self.row_of.size or self.row_of.view[i] < 0:
+            return None
+        return self.rows.view[self.row_of.view[i]].copy()
+
     def cosine(self, idx: np.ndarray, q: np.ndarray) -> np.ndarray:
         """Cosine (vectors are unit-normalized) for chunks idx; NaN where absent."""
         q = q.astype(self.rows.view.dtype, copy=False)  # a float64 query would upcast the column
@@ -191,6 +196,17 @@ class MemoryIndex:
                     row[b] = row.get(b, 0) + 1
 
     # -- reads ----------------------------------------------------------------
+
+    def vectors_of(self, chunk_id: str, dims: tuple[str, ...]) -> dict[str, np.ndarray]:
+        """A chunk's own vectors, to use it as a query (consolidation's neighbours)."""
+        i = self.pos[chunk_id]
+        out = {}
+        for dim in dims:
+            col = self.vectors.get(dim)
+            vec = col.get(i) if col is not None else None
+            if vec is not None:
+                out[dim] = vec
+        return out
 
     def has_vector(self, chunk_id: str, dim: str) -> bool:
         i = self.pos.get(chunk_id)

@@ -49,6 +49,11 @@ class LexicalIndex:
             self._docs += 1
             self._total_len += len(tokens)
 
+    def invalidate(self) -> None:
+        """A chunk's text changed (consolidation's UPDATE): rebuild on the next query."""
+        with self._lock:
+            self._built = False
+
     def _rebuild(self) -> None:
         import bm25s
 

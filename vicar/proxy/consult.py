@@ -120,6 +120,15 @@ def outcome_chunk(record: OutcomeRecord) -> MemoryChunk:
     )
 
 
+def recorded_tension(memory: PrincipalMemory, ctx: RetrievalContext) -> str:
+    """A genuine tension consolidation recorded between two of the retrieved memories."""
+    ids = {c.chunk_id for c in ctx.chunks}
+    for a, b in sorted(memory.store.tensions()):
+        if a in ids and b in ids:
+            return f"memories {a} and {b} are in a genuine tension recorded by consolidation"
+    return ""
+
+
 def calibration_inputs(
     memory: PrincipalMemory, request: GateRequest, ctx: RetrievalContext, params: CalibrationParams,
     *, now: datetime | None, gate_key: str,
@@ -129,7 +138,7 @@ def calibration_inputs(
     entry = load_entry(memory.store.context_entry(context_key(request.state.value, request.task_type, request.kind)))
     return CalibrationInputs(
         memory_depth=ctx.memory_depth,
-        tension=genuine_tension(ctx.chunks, params),
+        tension=genuine_tension(ctx.chunks, params) or recorded_tension(memory, ctx),
         last_human_at=entry.last_human_at if entry else None,
         now=now,
         exploration_draw=exploration_draw(request.principal, gate_key),

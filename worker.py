@@ -20,6 +20,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.proxy import ProxyActivities
+from activities.session import SessionActivities
 from memory.embedder import make_embedder
 from memory.principal import MemoryRegistry
 from vicar.config import TASK_QUEUE, Settings
@@ -29,7 +30,9 @@ from vicar.proxy.provider import Predictor
 from vicar.proxy.select import predictor_from_env
 from vicar.server import EmbeddedServer, embedded_address, env_configured, reachable
 from workflows.brain import BrainWorkflow
+from workflows.consolidation import ConsolidationWorkflow
 from workflows.gate import GateWorkflow
+from workflows.session import SessionWorkflow
 
 log = logging.getLogger("vicar.worker")
 
@@ -53,8 +56,8 @@ def build_worker(
     worker = Worker(
         client,
         task_queue=task_queue,
-        workflows=[GateWorkflow, BrainWorkflow],
-        activities=acts.all(),
+        workflows=[GateWorkflow, BrainWorkflow, SessionWorkflow, ConsolidationWorkflow],
+        activities=acts.all() + SessionActivities(client, registry, settings, task_queue).all(),
         activity_executor=ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="vicar-act"),
         max_concurrent_activities=max_threads,
     )

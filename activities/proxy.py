@@ -83,7 +83,8 @@ class ProxyActivities:
         local activity: one dispatch instead of six. Reinforcement is keyed by
         (chunk, N), so a retry adds no trace."""
         result = consult(self.registry.get(inp.request.principal), self.predictor, inp.request, inp.n,
-                         self.settings, now=inp.now, gate_key=inp.gate_key, dialog=inp.dialog)
+                         self.settings, now=inp.now, gate_key=inp.gate_key, dialog=inp.dialog,
+                         working_memory=inp.working_memory)
         return c.ConsultResult(prior=result.prior, posterior=result.posterior, surprise=result.surprise,
                                calibration=result.calibration)
 
@@ -91,10 +92,12 @@ class ProxyActivities:
     def retrieve_context(self, inp: c.RetrieveInput) -> c.RetrievalBundle:
         memory = self.registry.get(inp.request.principal)
         artifact = load_artifact(inp.request)
-        return c.RetrievalBundle(
+        bundle = c.RetrievalBundle(
             prior=retrieve(memory, inp.request, inp.n, "prior", options=self.settings.retrieval),
             posterior=retrieve(memory, inp.request, inp.n, "posterior", artifact, self.settings.retrieval),
         )
+        bundle.prior.working_memory = bundle.posterior.working_memory = inp.working_memory
+        return bundle
 
     @activity.defn(name=c.PRIOR_PASS)
     def prior_pass(self, inp: c.PassInput) -> PassResult:

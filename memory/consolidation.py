@@ -21,46 +21,18 @@ chunk: a supersession that would leave none (A by B and B by A) is refused.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
-
 import numpy as np
-from pydantic import BaseModel, Field
-
 from memory.chunk import BLENDED, MemoryChunk
 from memory.index import single_threaded_blas
 from memory.principal import PrincipalMemory
+from vicar.models import ConsolidationDecision, ConsolidationPlan, ConsolidationReport
 
 CASE_DIMS = ("situation", "artifact", "stimulus")  # what makes two gates the same case
 NEAR = 0.8  # below: a different case (retrieval noise), the chunk is simply added
 SAME = 0.9  # different outcomes at or above: clear enough for the heuristics; below: ambiguous
 DRIFT_WINDOW = 50  # interactions apart: further means the human's preference moved
 
-Op = Literal["ADD", "UPDATE", "DELETE", "SKIP"]
 Judge = Callable[[MemoryChunk, MemoryChunk], str | None]
-
-
-class ConsolidationDecision(BaseModel):
-    decision_id: str
-    op: Op
-    chunk_id: str  # the session's new chunk
-    target_id: str | None = None  # the existing chunk it was judged against
-    superseded: str | None = None  # the chunk this decision marks superseded
-    conflict: str | None = None  # the triage's class for disagreeing pairs
-    similarity: float | None = None
-    reason: str
-
-
-class ConsolidationPlan(BaseModel):
-    session_id: str
-    decisions: list[ConsolidationDecision] = Field(default_factory=list)
-
-
-class ConsolidationReport(BaseModel):
-    session_id: str
-    applied: int = 0  # decisions applied by this run (0 for one already done)
-    counts: dict[str, int] = Field(default_factory=dict)
-    superseded: list[str] = Field(default_factory=list)
-    tensions: int = 0
 
 
 def _norm(text: str) -> str:

@@ -192,3 +192,39 @@ async def test_a_flaky_provider_is_retried_by_temporal(llm, standin):
     result = await (await start_gate(llm.client, req, llm.task_queue)).result()
     assert not result.escalated and result.action is Action.approve
     assert kind_of(standin.bodies()[0]) == kind_of(standin.bodies()[1]) == "pass"  # the same call, again
+
+
+async def test_gates_of_a_session_share_one_cached_prefix(llm, standin):
+    import json
+
+    from vicar import contracts as c
+    from vicar.models import OutcomeRecord, SessionSummary
+    from vicar.proxy.outcomes import record_outcome
+
+    standin._script = Reviewer(first=APPROVE + "\nCONFIDENCE: 0.9")
+    p = llm.principal()
+    memory = llm.registry.get(p)
+    earlier = llm.request(p, artifact="CREATE INDEX users_name ON users(name);")
+    record_outcome(memory, OutcomeRecord(request=earlier, n=1, workflow_id="earlier", action=Action.correct,
+                                         response_text="Build indexes CONCURRENTLY.", answered_by=AnsweredBy.human))
+    memory.raise_counter(1)
+    results = []
+    for i in range(2):
+        req = llm.request(p, artifact=f"CREATE INDEX CONCURRENTLY idx_{i} ON users(email);", session_id="s1")
+        results.append(await (await start_gate(llm.client, req, llm.task_queue)).result())
+    passes = [b for b in standin.bodies() if kind_of(b) == "pass"]
+    assert len(passes) == 4
+    # One prefix for both passes of both gates: the system prompt and the session's working memory.
+    assert len({json.dumps(b["system"]) for b in passes}) == 1
+    prefix = passes[0]["system"]
+    assert len(prefix) == 2 and "Build indexes CONCURRENTLY." in prefix[1]["text"]
+    assert prefix[1]["cache_control"] == {"type": "ephemeral"} and "cache_control" not in prefix[0]
+    session = llm.client.get_workflow_handle(c.session_workflow_id(p, "s1"))
+    summary = await session.query("summary", result_type=SessionSummary)
+    assert [g.done for g in summary.gates] == [True, True] and summary.working_memory_chunks == 1
+    assert summary.usage.calls == sum(r.usage.calls for r in results)
+    assert summary.usage.cache_savings_usd == pytest.approx(sum(r.usage.cache_savings_usd for r in results))
+    assert summary.usage.cache_savings_usd > 0  # 4 passes read 450 cached tokens each
+    await session.signal("end")
+    done = SessionSummary.model_validate(await session.result())
+    assert done.status == "done" and done.ended_by == "signal" and done.consolidation is not None

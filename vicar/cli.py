@@ -23,9 +23,11 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, help="Vicar: a hum
 gate_app = typer.Typer(no_args_is_help=True, help="Open approval gates.")
 memory_app = typer.Typer(no_args_is_help=True, help="Inspect a principal's memory.")
 eval_app = typer.Typer(no_args_is_help=True, help="Evaluate the proxy on real reviewers' decisions.")
+session_app = typer.Typer(no_args_is_help=True, help="Working sessions: show one, end one.")
 app.add_typer(gate_app, name="gate")
 app.add_typer(memory_app, name="memory")
 app.add_typer(eval_app, name="eval")
+app.add_typer(session_app, name="session")
 
 console = Console(width=None if sys.stdout.isatty() else 120)
 err = Console(stderr=True, soft_wrap=True)  # an error stays one line
@@ -141,6 +143,7 @@ def gate_start(
     actor_message: Optional[str] = typer.Option(None, "--actor-message"),
     escalation_mode: Optional[EscalationMode] = typer.Option(None, "--escalation-mode"),
     upstream_agent: Optional[str] = typer.Option(None, "--upstream-agent"),
+    session_id: Optional[str] = typer.Option(None, "--session-id", help="Join this working session."),
     wait: bool = typer.Option(False, "--wait", help="Wait for the gate's result."),
 ) -> None:
     """Open a gate from a JSON file and/or flags (flags override the file)."""
@@ -157,7 +160,7 @@ def gate_start(
             raise VicarError(f"{file} must hold a JSON object")
     flags = dict(principal=principal, gate_id=gate_id, state=state, task_type=task_type, question=question,
                  artifact_text=artifact, actor_message=actor_message, escalation_mode=escalation_mode,
-                 upstream_agent=upstream_agent, artifact_paths=artifact_path or None)
+                 upstream_agent=upstream_agent, artifact_paths=artifact_path or None, session_id=session_id)
     data.update({k: v for k, v in flags.items() if v is not None})
     req = GateRequest.model_validate(data)  # refused here, before any workflow starts
     asyncio.run(_gate_start(req, wait))
@@ -263,6 +266,53 @@ async def _answer(gate_id: str, ans: HumanAnswer) -> None:
     check_action(ans.action)  # before connecting: a typo is reported even with no server
     client = await _client(Settings.from_env())
     console.print(await answer_gate(client, gate_id, ans))
+
+
+# -- sessions ---------------------------------------------------------------------------
+
+
+@session_app.command("show")
+@friendly
+def session_show(principal: str = typer.Argument(...), session_id: str = typer.Argument(...)) -> None:
+    """A session's gates, LLM cost and cache savings so far, and its consolidation."""
+    asyncio.run(_session(principal, session_id, end=False))
+
+
+@session_app.command("end")
+@friendly
+def session_end(principal: str = typer.Argument(...), session_id: str = typer.Argument(...)) -> None:
+    """End a session now: consolidation starts (gates still waiting for a human keep their answer)."""
+    asyncio.run(_session(principal, session_id, end=True))
+
+
+async def _session(principal: str, session_id: str, end: bool) -> None:
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from vicar import contracts as c
+    from vicar.models import SessionSummary, check_principal
+
+    check_principal(principal)
+    client = await _client(Settings.from_env())
+    handle = client.get_workflow_handle(c.session_workflow_id(principal, session_id))
+    try:
+        if end:
+            await handle.signal("end")
+            console.print(f"session {session_id} of {principal} ends: consolidation starts")
+            return
+        s = await handle.query("summary", result_type=SessionSummary)
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise VicarError(f"no session {session_id!r} for principal {principal!r}") from None
+        raise
+    console.print(f"session {s.session_id} of {s.principal}: {s.status}"
+                  + (f" (ended by {s.ended_by})" if s.ended_by else "")
+                  + f"; working memory {s.working_memory_chunks} chunks, ~{s.working_memory_tokens} tokens at N={s.n_at_start}")
+    console.print(f"gates: {len(s.gates)} ({sum(g.done for g in s.gates)} done); LLM calls {s.usage.calls}, "
+                  f"cost ${s.usage.cost_usd:.4f}, cache saved ${s.usage.cache_savings_usd:.4f}")
+    if s.consolidation:
+        r = s.consolidation
+        console.print(f"consolidation: {', '.join(f'{k} {v}' for k, v in sorted(r.counts.items())) or 'nothing to do'}; "
+                      f"superseded {len(r.superseded)}, tensions {r.tensions}")
 
 
 # -- memory ---------------------------------------------------------------------------

@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from vicar.models import SessionConfig
+
 TASK_QUEUE = "vicar"
 
 # Custom search attributes Vicar registers so the Temporal UI can list waiting gates.
@@ -101,18 +103,28 @@ class Settings(BaseModel):
     calibration: CalibrationParams = Field(default_factory=CalibrationParams)
     # Reviewer turns the proxy may take in one gate's dialog before the human decides.
     max_dialog_turns: int = 5
+    session: SessionConfig = Field(default_factory=SessionConfig)
 
     @classmethod
     def from_env(cls) -> "Settings":
         data_dir = os.environ.get("VICAR_DATA_DIR")
         settings = cls(data_dir=Path(data_dir).expanduser() if data_dir else Path.home() / ".vicar",
                        task_queue=os.environ.get("VICAR_TASK_QUEUE") or TASK_QUEUE)
-        rate = os.environ.get("VICAR_EXPLORATION_RATE")
-        if rate is not None:
+        for var, target, attr in (
+            ("VICAR_EXPLORATION_RATE", settings.calibration, "exploration_rate"),
+            ("VICAR_SESSION_IDLE_SECONDS", settings.session, "idle_timeout_seconds"),
+            ("VICAR_SESSION_TOKEN_BUDGET", settings.session, "token_budget"),
+        ):
+            raw = os.environ.get(var)
+            if raw is None:
+                continue
             try:
-                settings.calibration.exploration_rate = float(rate)
+                value = float(raw)
             except ValueError:
-                raise ValueError(f"VICAR_EXPLORATION_RATE must be a number in [0, 1], not {rate!r}") from None
+                raise ValueError(f"{var} must be a number, not {raw!r}") from None
+            if value < 0:
+                raise ValueError(f"{var} must not be negative, not {raw!r}")
+            setattr(target, attr, type(getattr(target, attr))(value))
         return settings
 
     @property

@@ -13,10 +13,12 @@ from pydantic import BaseModel, Field
 from vicar.models import (
     BrainConfig,
     Calibration,
+    ConsolidationPlan,
     DialogTurn,
     GateRequest,
     PassResult,
     RetrievalContext,
+    SessionJoin,
     Surprise,
     TurnRequest,
     Usage,
@@ -36,6 +38,12 @@ EXTRACT_SURPRISE = "extract_surprise"
 CALIBRATE = "calibrate"
 REINFORCE = "reinforce"
 RECORD_OUTCOME = "record_outcome"
+SESSION_WORKFLOW = "VicarSession"
+CONSOLIDATION_WORKFLOW = "VicarConsolidation"
+JOIN_SESSION = "join_session"
+LOAD_WORKING_MEMORY = "load_working_memory"
+PLAN_CONSOLIDATION = "plan_consolidation"
+APPLY_CONSOLIDATION = "apply_consolidation"
 CONSULT = "consult"  # the whole consult path in one step (fast, local predictors)
 AGENT_REPLY = "agent_reply"
 
@@ -46,6 +54,30 @@ def brain_workflow_id(principal: str) -> str:
 
 def gate_workflow_id(gate_id: str) -> str:
     return f"vicar-gate/{gate_id}"
+
+
+def session_workflow_id(principal: str, session_id: str) -> str:
+    return f"vicar-session/{principal}/{session_id}"
+
+
+def consolidation_workflow_id(principal: str, session_id: str) -> str:
+    return f"vicar-consolidation/{principal}/{session_id}"
+
+
+class JoinInput(BaseModel):
+    principal: str
+    session_id: str
+    join: "SessionJoin"
+
+
+class ApplyInput(BaseModel):
+    principal: str
+    plan: "ConsolidationPlan"
+
+
+class WorkingMemoryInput(BaseModel):
+    principal: str
+    token_budget: int
 
 
 class TurnAsk(BaseModel):
@@ -70,6 +102,7 @@ class CounterInput(BaseModel):
 class RetrieveInput(BaseModel):
     request: GateRequest
     n: int
+    working_memory: str = ""
 
 
 class RetrievalBundle(BaseModel):
@@ -105,6 +138,7 @@ class ConsultInput(BaseModel):
     now: datetime
     gate_key: str
     dialog: list[DialogTurn] = Field(default_factory=list)
+    working_memory: str = ""
 
 
 class ConsultResult(BaseModel):

@@ -334,3 +334,101 @@ class BrainStatus(BaseModel):
     queued: list[str]
     holder: str | None
     run_grants: int
+
+
+# -- sessions and consolidation ---------------------------------------------------
+
+
+class SessionConfig(BaseModel):
+    # The session ends after this long with no gate joining or finishing (a durable timer).
+    idle_timeout_seconds: float = 1800.0
+    # The working-memory block's size: top chunks by activation until this many tokens.
+    token_budget: int = 2000
+    # Consolidation's apply step heartbeats per decision; a dead worker's attempt is
+    # retried after this long.
+    consolidation_heartbeat_seconds: float = 30.0
+
+
+class SessionInput(BaseModel):
+    principal: str
+    session_id: str
+    config: SessionConfig = Field(default_factory=SessionConfig)
+
+    @model_validator(mode="after")
+    def _principal(self) -> "SessionInput":
+        check_principal(self.principal)
+        return self
+
+
+class WorkingMemoryView(BaseModel):
+    """What the session keeps of its working memory (the loader's result)."""
+
+    n: int
+    block: str
+    chunk_ids: list[str] = Field(default_factory=list)
+    tokens: int = 0
+    budget: int = 0
+    above_threshold: int = 0
+
+
+class SessionJoin(BaseModel):
+    gate_id: str
+    workflow_id: str
+
+
+class JoinReply(BaseModel):
+    working_memory: str
+    n: int  # the counter the working memory was computed at
+
+
+class SessionGate(BaseModel):
+    gate_id: str
+    workflow_id: str
+    done: bool = False
+    escalated: bool | None = None
+    answered_by: AnsweredBy | None = None
+    usage: Usage = Field(default_factory=Usage)
+
+
+class ConsolidationDecision(BaseModel):
+    decision_id: str
+    op: str  # ADD | UPDATE | DELETE | SKIP
+    chunk_id: str  # the session's new chunk
+    target_id: str | None = None  # the existing chunk it was judged against
+    superseded: str | None = None  # the chunk this decision marks superseded
+    conflict: str | None = None  # the triage's class for disagreeing pairs
+    similarity: float | None = None
+    reason: str
+
+
+class ConsolidationPlan(BaseModel):
+    session_id: str
+    decisions: list[ConsolidationDecision] = Field(default_factory=list)
+
+
+class ConsolidationReport(BaseModel):
+    session_id: str
+    applied: int = 0  # decisions applied by this run (0 for one already done)
+    counts: dict[str, int] = Field(default_factory=dict)
+    superseded: list[str] = Field(default_factory=list)
+    tensions: int = 0
+
+
+class ConsolidationInput(BaseModel):
+    principal: str
+    session_id: str
+    gate_workflow_ids: list[str] = Field(default_factory=list)
+    heartbeat_seconds: float = 30.0
+
+
+class SessionSummary(BaseModel):
+    principal: str
+    session_id: str
+    status: str  # loading | open | consolidating | done
+    ended_by: str | None = None  # "signal" | "idle"
+    n_at_start: int | None = None
+    working_memory_tokens: int = 0
+    working_memory_chunks: int = 0
+    gates: list[SessionGate] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    consolidation: ConsolidationReport | None = None

@@ -21,9 +21,12 @@ with workflow.unsafe.imports_passed_through():
         GateResult,
         GateStatus,
         HumanAnswer,
+        JoinReply,
         OutcomeRecord,
         PassResult,
         RequestKind,
+        SessionGate,
+        SessionJoin,
         Surprise,
         TurnGrant,
         TurnRequest,
@@ -77,6 +80,7 @@ class GateWorkflow:
         self._dialog: list[DialogTurn] = []
         self._usage = Usage()
         self._valid_actions: tuple[Action, ...] = ()
+        self._working_memory = ""
 
     async def _step(self, name: str, arg, result_type, options: dict = STEP):
         """Run a proxy step. With a fast predictor (the offline one) steps run as local
@@ -148,6 +152,14 @@ class GateWorkflow:
                 sa.PRINCIPAL.value_set(req.principal), sa.STATE.value_set(req.state.value),
                 sa.TASK_TYPE.value_set(req.task_type), sa.STATUS.value_set(GateStatus.queued.value),
             ])
+        if req.session_id:
+            # The session's working memory is the cacheable prefix of this gate's prompts.
+            joined = await workflow.execute_local_activity(
+                c.JOIN_SESSION,
+                c.JoinInput(principal=req.principal, session_id=req.session_id,
+                            join=SessionJoin(gate_id=req.gate_id, workflow_id=workflow.info().workflow_id)),
+                result_type=JoinReply, **QUICK)
+            self._working_memory = joined.working_memory
         n = await self._take_turn(req)
         self._details.n = n
         try:
@@ -162,8 +174,8 @@ class GateWorkflow:
 
         if not decision.escalate:
             self._set_status(GateStatus.done)
-            return self._result(req, n, action, text, consulted, escalated=False,
-                                answered_by=AnsweredBy.proxy, responder=None)
+            return await self._finish(req, self._result(req, n, action, text, consulted, escalated=False,
+                                                        answered_by=AnsweredBy.proxy, responder=None))
 
         # Escalate outside the turn: a slow human never blocks the principal's other gates.
         posterior, calibration = consulted.posterior, consulted.calibration
@@ -192,8 +204,21 @@ class GateWorkflow:
         action, text = self._final(Action(answer.action), answer.text)
         await self._record(req, n, action, text, AnsweredBy.human, answer.responder, consulted)
         self._set_status(GateStatus.done)
-        return self._result(req, n, action, text, consulted, escalated=True,
-                            answered_by=AnsweredBy.human, responder=answer.responder)
+        return await self._finish(req, self._result(req, n, action, text, consulted, escalated=True,
+                                                    answered_by=AnsweredBy.human, responder=answer.responder))
+
+    async def _finish(self, req: GateRequest, result: GateResult) -> GateResult:
+        """Tell the session the gate is done (its memory is ready for consolidation)."""
+        if req.session_id:
+            try:
+                await workflow.get_external_workflow_handle(
+                    c.session_workflow_id(req.principal, req.session_id)).signal(
+                    "gate_done", SessionGate(gate_id=req.gate_id, workflow_id=workflow.info().workflow_id,
+                                             escalated=result.escalated, answered_by=result.answered_by,
+                                             usage=result.usage))
+            except Exception as exc:  # the session has ended: the gate's answer stands
+                workflow.logger.warning("session %s did not take gate %s: %s", req.session_id, req.gate_id, exc)
+        return result
 
     async def _proxy_dialog(self, req: GateRequest, n: int) -> tuple[c.ConsultResult, Decision]:
         """Consult; while the proxy's reply is a dialog line, let the agent side answer
@@ -282,7 +307,8 @@ class GateWorkflow:
         dialog = list(self._dialog)
         if self._local_steps:
             consulted = await self._step(
-                c.CONSULT, c.ConsultInput(request=req, n=n, now=now, gate_key=gate_key, dialog=dialog),
+                c.CONSULT, c.ConsultInput(request=req, n=n, now=now, gate_key=gate_key, dialog=dialog,
+                                          working_memory=self._working_memory),
                 result_type=c.ConsultResult)
         else:
             consulted = await self._consult_in_steps(req, n, now, gate_key, dialog)
@@ -294,7 +320,8 @@ class GateWorkflow:
         """The same path as the CONSULT activity, one activity per step: each LLM call
         gets its own timeout and retries, and a retry never repeats a finished call."""
         bundle = await self._step(
-            c.RETRIEVE, c.RetrieveInput(request=req, n=n), result_type=c.RetrievalBundle)
+            c.RETRIEVE, c.RetrieveInput(request=req, n=n, working_memory=self._working_memory),
+            result_type=c.RetrievalBundle)
         prior = await self._step(
             c.PRIOR_PASS, c.PassInput(request=req, ctx=bundle.prior, dialog=dialog), result_type=PassResult)
         posterior = await self._step(

@@ -160,14 +160,16 @@ class Consultation(BaseModel):
 def consult(
     memory: PrincipalMemory, predictor: Predictor, request: GateRequest, n: int, settings: Settings,
     *, reinforce: bool = True, now: datetime | None = None, gate_key: str | None = None,
-    dialog: Sequence[DialogTurn] = (), artifact: str | None = None,
+    dialog: Sequence[DialogTurn] = (), artifact: str | None = None, working_memory: str = "",
 ) -> Consultation:
     """The whole consult path in-process: the offline predictor's local activity and the
     replay evaluation run exactly this; LLM predictors run its steps as activities."""
     artifact = load_artifact(request) if artifact is None else artifact
     prior_ctx = retrieve(memory, request, n, "prior", options=settings.retrieval)
+    prior_ctx.working_memory = working_memory  # the session's cacheable prefix
     prior = predictor.prior(request, prior_ctx, dialog)
     post_ctx = retrieve(memory, request, n, "posterior", artifact, settings.retrieval)
+    post_ctx.working_memory = working_memory
     posterior = predictor.posterior(request, post_ctx, artifact, prior, dialog)
     surprise = predictor.surprise(request, artifact, prior, posterior, post_ctx) if surprised(prior, posterior) else None
     calibration = calibrate(posterior.confidence, calibration_inputs(

@@ -1,0 +1,95 @@
+"""Session and consolidation activities: working memory at session start, joining a
+session, planning and applying consolidation. Each is idempotent."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+from temporalio import activity
+from temporalio.client import Client, WithStartWorkflowOperation
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCError
+
+from memory.chunk import chunk_id_for
+from memory.consolidation import apply_consolidation, plan_consolidation
+from memory.principal import MemoryRegistry
+from memory.working import load_working_memory
+from vicar import contracts as c
+from vicar.config import TASK_QUEUE, Settings
+from vicar.models import (
+    BrainStatus,
+    ConsolidationInput,
+    ConsolidationPlan,
+    ConsolidationReport,
+    JoinReply,
+    SessionInput,
+    WorkingMemoryView,
+)
+
+# Test-only: seconds to pause before each consolidation decision, so a test can kill the
+# worker in the middle of applying a plan.
+STEP_DELAY_ENV = "VICAR_TEST_CONSOLIDATION_STEP_DELAY"
+
+
+class SessionActivities:
+    def __init__(self, client: Client, registry: MemoryRegistry, settings: Settings,
+                 task_queue: str = TASK_QUEUE) -> None:
+        self.client = client
+        self.registry = registry
+        self.settings = settings
+        self.task_queue = task_queue
+
+    def all(self) -> list:
+        return [self.join_session, self.load_working_memory, self.plan_consolidation, self.apply_consolidation]
+
+    @activity.defn(name=c.JOIN_SESSION)
+    async def join_session(self, inp: c.JoinInput) -> JoinReply:
+        """Join the gate to its session, starting the session if it is the first gate
+        (update-with-start; the update id derives from the gate, so a retry joins once)."""
+        return await self.client.execute_update_with_start_workflow(
+            "join", inp.join,
+            start_workflow_operation=WithStartWorkflowOperation(
+                c.SESSION_WORKFLOW,
+                SessionInput(principal=inp.principal, session_id=inp.session_id, config=self.settings.session),
+                id=c.session_workflow_id(inp.principal, inp.session_id),
+                task_queue=self.task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            ),
+            id=f"join/{inp.join.workflow_id}",
+            result_type=JoinReply,
+        )
+
+    @activity.defn(name=c.LOAD_WORKING_MEMORY)
+    async def load_working_memory(self, inp: c.WorkingMemoryInput) -> WorkingMemoryView:
+        """N from the principal's brain (the store's mirror when no brain runs yet), then
+        activation over every chunk, top-down into the token budget."""
+        memory = await asyncio.to_thread(self.registry.get, inp.principal)
+        n = await asyncio.to_thread(memory.counter)
+        try:
+            status = await self.client.get_workflow_handle(c.brain_workflow_id(inp.principal)).query(
+                "status", result_type=BrainStatus)
+            n = max(n, status.counter)
+        except RPCError:
+            pass  # no brain yet: nothing has been granted beyond the mirror
+        wm = await asyncio.to_thread(load_working_memory, memory, n, inp.token_budget)
+        return WorkingMemoryView(**wm.model_dump())
+
+    @activity.defn(name=c.PLAN_CONSOLIDATION)
+    def plan_consolidation(self, inp: ConsolidationInput) -> ConsolidationPlan:
+        memory = self.registry.get(inp.principal)
+        chunk_ids = [chunk_id_for(inp.principal, wid) for wid in inp.gate_workflow_ids]
+        return plan_consolidation(memory, inp.session_id, chunk_ids)
+
+    @activity.defn(name=c.APPLY_CONSOLIDATION)
+    def apply_consolidation(self, inp: c.ApplyInput) -> ConsolidationReport:
+        memory = self.registry.get(inp.principal)
+        delay = float(os.environ.get(STEP_DELAY_ENV, "0") or 0)
+
+        def step(i: int) -> None:
+            activity.heartbeat(i)
+            if delay:
+                time.sleep(delay)
+
+        return apply_consolidation(memory, inp.plan, on_step=step)

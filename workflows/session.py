@@ -1,0 +1,111 @@
+"""A principal's working session: working memory loaded once at the start, gates join
+and finish, and at the end (an explicit `end` signal, or idle for the configured time:
+a durable timer) consolidation runs over the session's new memories."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.workflow import ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    from vicar import contracts as c
+    from vicar.models import (
+        ConsolidationInput,
+        ConsolidationReport,
+        JoinReply,
+        SessionGate,
+        SessionInput,
+        SessionJoin,
+        SessionSummary,
+        Usage,
+        WorkingMemoryView,
+    )
+
+LOAD = dict(
+    start_to_close_timeout=timedelta(minutes=5),
+    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10)),
+)
+
+
+@workflow.defn(name=c.SESSION_WORKFLOW)
+class SessionWorkflow:
+    @workflow.init
+    def __init__(self, inp: SessionInput) -> None:
+        self._inp = inp
+        self._wm: WorkingMemoryView | None = None
+        self._gates: dict[str, SessionGate] = {}
+        self._ended_by: str | None = None
+        self._poked = False
+        self._status = "loading"
+        self._report: ConsolidationReport | None = None
+
+    @workflow.run
+    async def run(self, inp: SessionInput) -> SessionSummary:
+        self._wm = await workflow.execute_activity(
+            c.LOAD_WORKING_MEMORY, c.WorkingMemoryInput(principal=inp.principal, token_budget=inp.config.token_budget),
+            result_type=WorkingMemoryView, **LOAD)
+        self._status = "open"
+        idle = timedelta(seconds=inp.config.idle_timeout_seconds)
+        while self._ended_by is None:
+            self._poked = False
+            try:
+                await workflow.wait_condition(lambda: self._ended_by is not None or self._poked, timeout=idle)
+            except asyncio.TimeoutError:
+                # Idle: nothing joined or finished for the whole timeout. A gate still in
+                # flight (e.g. waiting for its human) keeps the session open.
+                if not any(not g.done for g in self._gates.values()):
+                    self._ended_by = "idle"
+        self._status = "consolidating"
+        finished = [g.workflow_id for g in self._gates.values() if g.done]
+        self._report = await workflow.execute_child_workflow(
+            c.CONSOLIDATION_WORKFLOW,
+            ConsolidationInput(principal=inp.principal, session_id=inp.session_id, gate_workflow_ids=finished,
+                               heartbeat_seconds=inp.config.consolidation_heartbeat_seconds),
+            id=c.consolidation_workflow_id(inp.principal, inp.session_id),
+            result_type=ConsolidationReport,
+            # Consolidation rewrites memory under the brain's turn: it finishes even if
+            # the session is terminated meanwhile.
+            parent_close_policy=ParentClosePolicy.ABANDON,
+        )
+        self._status = "done"
+        return self.summary()
+
+    @workflow.update
+    async def join(self, j: SessionJoin) -> JoinReply:
+        await workflow.wait_condition(lambda: self._wm is not None)
+        assert self._wm is not None
+        self._gates.setdefault(j.gate_id, SessionGate(gate_id=j.gate_id, workflow_id=j.workflow_id))
+        self._poked = True
+        return JoinReply(working_memory=self._wm.block, n=self._wm.n)
+
+    @join.validator
+    def _validate_join(self, j: SessionJoin) -> None:
+        if self._ended_by is not None:
+            raise ValueError(f"session {self._inp.session_id} has ended ({self._ended_by})")
+
+    @workflow.signal
+    def gate_done(self, g: SessionGate) -> None:
+        self._gates[g.gate_id] = g.model_copy(update={"done": True})
+        self._poked = True
+
+    @workflow.signal
+    def end(self) -> None:
+        if self._ended_by is None:
+            self._ended_by = "signal"
+
+    @workflow.query
+    def summary(self) -> SessionSummary:
+        usage = Usage()
+        for g in self._gates.values():
+            usage = usage + g.usage
+        wm = self._wm
+        return SessionSummary(
+            principal=self._inp.principal, session_id=self._inp.session_id, status=self._status,
+            ended_by=self._ended_by, n_at_start=wm.n if wm else None,
+            working_memory_tokens=wm.tokens if wm else 0, working_memory_chunks=len(wm.chunk_ids) if wm else 0,
+            gates=list(self._gates.values()), usage=usage, consolidation=self._report,
+        )

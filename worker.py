@@ -49,15 +49,16 @@ def build_worker(
     if registry is None:
         embedder = make_embedder(cache_file=settings.embedding_cache)
         registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
+    predictor = predictor or predictor_from_env(settings)
     acts = ProxyActivities(
-        client, registry, predictor or predictor_from_env(settings), settings,
+        client, registry, predictor, settings,
         brain_config=brain_config, task_queue=task_queue,
     )
     worker = Worker(
         client,
         task_queue=task_queue,
         workflows=[GateWorkflow, BrainWorkflow, SessionWorkflow, ConsolidationWorkflow],
-        activities=acts.all() + SessionActivities(client, registry, settings, task_queue).all(),
+        activities=acts.all() + SessionActivities(client, registry, settings, task_queue, predictor).all(),
         activity_executor=ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="vicar-act"),
         max_concurrent_activities=max_threads,
     )

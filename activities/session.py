@@ -35,7 +35,10 @@ STEP_DELAY_ENV = "VICAR_TEST_CONSOLIDATION_STEP_DELAY"
 
 class SessionActivities:
     def __init__(self, client: Client, registry: MemoryRegistry, settings: Settings,
-                 task_queue: str = TASK_QUEUE) -> None:
+                 task_queue: str = TASK_QUEUE, predictor: object | None = None) -> None:
+        # An LLM predictor's judge_conflict settles ambiguous disagreements; offline,
+        # they are kept as context sensitivity.
+        self.judge = getattr(predictor, "judge_conflict", None)
         self.client = client
         self.registry = registry
         self.settings = settings
@@ -80,7 +83,7 @@ class SessionActivities:
     def plan_consolidation(self, inp: ConsolidationInput) -> ConsolidationPlan:
         memory = self.registry.get(inp.principal)
         chunk_ids = [chunk_id_for(inp.principal, wid) for wid in inp.gate_workflow_ids]
-        return plan_consolidation(memory, inp.session_id, chunk_ids)
+        return plan_consolidation(memory, inp.session_id, chunk_ids, judge=self.judge)
 
     @activity.defn(name=c.APPLY_CONSOLIDATION)
     def apply_consolidation(self, inp: c.ApplyInput) -> ConsolidationReport:

@@ -56,7 +56,7 @@ def _neighbours(memory: PrincipalMemory, chunk: MemoryChunk, exclude: set[str]) 
 
 
 def plan_consolidation(memory: PrincipalMemory, session_id: str, new_chunk_ids: list[str],
-                       judge: Judge | None = None) -> ConsolidationPlan:
+                       judge: Judge | None = None, near: float = NEAR, same: float = SAME) -> ConsolidationPlan:
     new = sorted((c for c in memory.store.get_chunks(new_chunk_ids)
                   if c.answered_by == "human" and c.status == "active"), key=lambda c: (c.created_n, c.id))
     superseded_by: dict[str, str] = {}
@@ -82,12 +82,12 @@ def plan_consolidation(memory: PrincipalMemory, session_id: str, new_chunk_ids: 
             out.append(ConsolidationDecision(decision_id=did, op="SKIP", chunk_id=b.id,
                                              reason="already superseded by an earlier verdict of this session"))
             continue
-        near = [(cid, s) for cid, s in _neighbours(memory, b, {b.id} | set(superseded_by)) if s >= NEAR]
-        if not near:
+        close = [(cid, s) for cid, s in _neighbours(memory, b, {b.id} | set(superseded_by)) if s >= near]
+        if not close:
             out.append(ConsolidationDecision(decision_id=did, op="ADD", chunk_id=b.id,
-                                             reason=f"no memory of this case (similarity < {NEAR})"))
+                                             reason=f"no memory of this case (similarity < {near})"))
             continue
-        a_id, sim = near[0]
+        a_id, sim = close[0]
         a = memory.store.get_chunk(a_id)
         common = dict(decision_id=did, chunk_id=b.id, target_id=a_id, similarity=round(sim, 4))
         if a.outcome == b.outcome:
@@ -102,9 +102,11 @@ def plan_consolidation(memory: PrincipalMemory, session_id: str, new_chunk_ids: 
                 out.append(ConsolidationDecision(op="ADD", **common, reason="folding would empty the cluster"))
             continue
         older, newer = (a, b) if (a.created_n, a.id) < (b.created_n, b.id) else (b, a)
-        if sim < SAME:
-            kind = (judge(a, b) if judge else None) or "context_sensitivity"
-            why = "judged" if judge else "ambiguous, kept both (no judge offline)"
+        if sim < same:
+            verdict = judge(older, newer) if judge else None
+            kind = verdict or "context_sensitivity"
+            why = (f"ambiguous (similarity {sim:.2f}), judged by the LLM" if verdict else
+                   f"ambiguous (similarity {sim:.2f}), kept both: no judge" + ("" if judge else " offline"))
         elif newer.created_n - older.created_n > DRIFT_WINDOW:
             kind, why = "preference_drift", f"{newer.created_n - older.created_n} interactions apart"
         elif (a.upstream_agent or "") != (b.upstream_agent or ""):

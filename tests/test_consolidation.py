@@ -152,3 +152,28 @@ def test_a_recorded_tension_feeds_the_calibration_guard(memory):
     settings.calibration.tension_similarity = 1.01  # the retrieval heuristic alone cannot fire
     c = consult(memory, OfflinePredictor(), gate, 6, settings, reinforce=False)
     assert c.calibration.guard == "tension" and "recorded by consolidation" in c.calibration.note
+
+
+def test_ambiguous_disagreements_go_to_the_judge(memory, monkeypatch):
+    from tests.llm_standins import AnthropicStandIn
+    from vicar.proxy.llm_predictor import LLMPredictor
+
+    old = add(memory, 1, "approve", "Fine.")
+    new = add(memory, 5, "correct", "Add a down migration.")
+    # same=1.01: every disagreement counts as ambiguous here.
+    offline = plan_consolidation(memory, "s1", [new], same=1.01)
+    assert [(d.op, d.conflict) for d in offline.decisions] == [("ADD", "context_sensitivity")]
+    assert "no judge offline" in offline.decisions[0].reason
+    standin = AnthropicStandIn(["preference_drift", "I am not sure."])
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", standin.root)
+    try:
+        judge = LLMPredictor.from_env("anthropic").judge_conflict
+        judged = plan_consolidation(memory, "s1", [new], judge=judge, same=1.01)
+        assert [(d.op, d.conflict, d.superseded) for d in judged.decisions] == [("DELETE", "preference_drift", old)]
+        body = standin.bodies()[0]
+        assert "EARLIER" in AnthropicStandIn.user_text(body) and "Fine." in AnthropicStandIn.user_text(body)
+        unsure = plan_consolidation(memory, "s1", [new], judge=judge, same=1.01)  # an unusable verdict
+        assert [(d.op, d.conflict) for d in unsure.decisions] == [("ADD", "context_sensitivity")]
+    finally:
+        standin.close()

@@ -95,6 +95,14 @@ class LLMPredictor:
         )
         return out.text.strip(), out.usage
 
+    def judge_conflict(self, a, b) -> str | None:
+        """Consolidation's LLM judge for an ambiguous disagreement (a, b: memory chunks,
+        older first): one of prompts.CONFLICT_KINDS, or None if the reply is not one."""
+        out = self.client.complete([prompts.JUDGE_SYSTEM], prompts.judge_body(a, b),
+                                   model=self.classifier_model, max_tokens=CLASSIFY_MAX_TOKENS)
+        word = out.text.strip().splitlines()[-1].strip().strip("*_`'\".:;!, ").lower() if out.text.strip() else ""
+        return word if word in prompts.CONFLICT_KINDS else None
+
     # -- internals ------------------------------------------------------------
 
     def _pass(self, request: GateRequest, ctx: RetrievalContext, chunks, body: str) -> PassResult:

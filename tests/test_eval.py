@@ -159,3 +159,32 @@ def test_bad_input_is_one_line(tmp_path):
     result = CliRunner().invoke(app, ["eval", "replay", str(bad)])
     assert result.exit_code == 1 and "not a gate event" in result.output
     assert principal_for("Junio C Hamano") == "junio-c-hamano"
+
+
+def test_llm_replay_needs_a_limit_prints_the_cost_first_and_runs_the_real_sdk(tmp_path, monkeypatch):
+    from tests.llm_standins import AnthropicStandIn
+
+    standin = AnthropicStandIn(lambda body: "approve" if body["max_tokens"] < 64 else "Applied.\nCONFIDENCE: 0.9")
+    monkeypatch.setenv("VICAR_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", standin.root)
+    data = synthetic_file(tmp_path / "tiny.jsonl.gz", n=6)
+    run = CliRunner()
+    try:
+        no_limit = run.invoke(app, ["eval", "replay", str(data), "--predictor", "anthropic"])
+        assert no_limit.exit_code == 1 and "give --limit" in no_limit.output
+        declined = run.invoke(app, ["eval", "replay", str(data), "--predictor", "anthropic", "--limit", "3",
+                                    "--variants", "composite-anthropic", "--out", str(tmp_path / "r0")], input="n\n")
+        assert declined.exit_code == 1 and "estimated cost at most $" in declined.output
+        assert "nothing was called" in declined.output and standin.requests == []
+        ok = run.invoke(app, ["eval", "replay", str(data), "--predictor", "anthropic", "--limit", "3", "--yes",
+                              "--variants", "majority,composite-anthropic", "--out", str(tmp_path / "r1")])
+        assert ok.exit_code == 0, ok.output
+        assert ok.output.index("estimated cost") < ok.output.index("composite-anthropic")
+        results = json.loads((tmp_path / "r1" / "results.json").read_text())
+        llm = results[1]["overall"]
+        assert results[1]["variant"]["predictor"] == "anthropic" and llm["gates"] == 3
+        assert llm["cost_usd"] > 0  # priced from the stand-in's usage
+        assert len(standin.requests) == 3 * 4  # per gate: two passes, each classified
+    finally:
+        standin.close()

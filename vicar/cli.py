@@ -422,6 +422,10 @@ def eval_replay(
     limit: Optional[int] = typer.Option(None, min=1, help="At most this many gates per reviewer (the first ones)."),
     variants: Optional[str] = typer.Option(None, help="Comma-separated variant names (default: all)."),
     do_sweep: bool = typer.Option(False, "--sweep", help="First sweep d, tau, s and weights; use the best."),
+    predictor: Optional[str] = typer.Option(
+        None, help="Also replay with an LLM predictor (anthropic | openai): variant composite-<name>. "
+                   "Paid calls: needs --limit; the estimated cost is printed first."),
+    yes: bool = typer.Option(False, "--yes", help="Do not ask before paid LLM calls."),
 ) -> None:
     """Replay real reviewers' gates through the proxy and score its predictions."""
     import shlex
@@ -437,6 +441,12 @@ def eval_replay(
     events = load_events(files)
     if not events:
         raise VicarError("no gate events in " + ", ".join(map(str, files)))
+    if predictor is not None:
+        predictor = predictor.strip().lower()
+        if predictor not in ("anthropic", "openai"):
+            raise VicarError(f"unknown --predictor {predictor!r}; LLM predictors: anthropic, openai")
+        if not limit:
+            raise VicarError("an LLM replay makes paid calls for every gate: give --limit (gates per reviewer)")
     if limit:
         events = {r: evs[:limit] for r, evs in events.items()}
     total = sum(len(v) for v in events.values())
@@ -455,6 +465,12 @@ def eval_replay(
         ) + f"\n\nChosen: d={best.decay}, tau={best.threshold}, s={best.noise_s}, " \
             f"w_activation={best.w_activation}, w_similarity={best.w_similarity}\n"
     chosen = standard_variants(base)
+    if predictor is not None:
+        from vicar.eval.cost import estimate_replay_cost
+        from vicar.eval.replay import Variant
+
+        chosen.append(Variant(name=f"composite-{predictor}", predictor=predictor,
+                              **({"memory": base} if base else {})))
     if variants:
         wanted = [v.strip() for v in variants.split(",") if v.strip()]
         known = {v.name for v in chosen}
@@ -462,6 +478,13 @@ def eval_replay(
         if unknown:
             raise VicarError(f"unknown variant(s) {', '.join(unknown)}; available: {', '.join(sorted(known))}")
         chosen = [v for v in chosen if v.name in wanted]
+    if any(v.predictor != "offline" for v in chosen):
+        est = estimate_replay_cost(events, predictor)
+        console.print(f"LLM replay with {est.provider} ({est.model}, classifier {est.classifier_model}): "
+                      f"{est.gates} gates, ~{est.input_tokens:,} input and ~{est.output_tokens:,} output tokens, "
+                      f"estimated cost at most ${est.usd:.2f} (no cache discount counted)", markup=False)
+        if not yes and not typer.confirm("Make these paid calls?", default=False):
+            raise VicarError("LLM replay not started: nothing was called")
     start = time.perf_counter()
     results = run_variants(events, chosen, embedder, settings, console)
     console.print(summary_table(results))

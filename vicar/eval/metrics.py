@@ -47,6 +47,7 @@ class Prediction(BaseModel):
     surprise: bool = False
     surprise_percepts: list[str] = []
     prior_predicted: str | None = None
+    cost_usd: float = 0.0  # LLM predictors: what this gate's calls cost
 
     @property
     def correct(self) -> bool:

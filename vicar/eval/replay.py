@@ -33,6 +33,7 @@ Progress = Callable[[int], None]  # called with the number of gates just replaye
 class Variant(BaseModel):
     name: str
     kind: Literal["proxy", "majority", "ema"] = "proxy"
+    predictor: str = "offline"  # or an LLM provider: "anthropic", "openai"
     retrieval: RetrievalOptions = Field(default_factory=RetrievalOptions)
     memory: MemoryParams = Field(default_factory=MemoryParams)
 
@@ -50,6 +51,14 @@ def standard_variants(base: MemoryParams | None = None) -> list[Variant]:
         Variant(name="blended", retrieval=RetrievalOptions(embedding="blended"), memory=m),
         Variant(name="composite+lexical", retrieval=RetrievalOptions(lexical=True), memory=m),
     ]
+
+
+def make_predictor(name: str, settings: Settings):
+    if name == "offline":
+        return OfflinePredictor(settings.predictor)
+    from vicar.proxy.llm_predictor import LLMPredictor
+
+    return LLMPredictor.from_env(name)
 
 
 def event_texts(events: list[GateEvent]) -> list[str]:
@@ -74,7 +83,7 @@ def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedde
         return _ema_gate(events, progress)
     principal = principal_for(events[0].reviewer) if events else "reviewer"
     run_settings = settings.model_copy(update={"retrieval": variant.retrieval, "memory": variant.memory})
-    predictor = OfflinePredictor(settings.predictor)
+    predictor = make_predictor(variant.predictor, settings)
     preds: list[Prediction] = []
     with tempfile.TemporaryDirectory(prefix="vicar-replay-") as tmp:
         memory = PrincipalMemory(principal, Path(tmp), embedder, variant.memory, persist_vectors=False)
@@ -92,6 +101,8 @@ def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedde
                     actual_text=event.response, surprise=c.surprise is not None,
                     surprise_percepts=c.surprise.percepts if c.surprise else [],
                     prior_predicted=c.prior.action.value if c.prior.action else None,
+                    cost_usd=sum(u.cost_usd for u in (c.prior.usage, c.posterior.usage,
+                                                      c.surprise.usage if c.surprise else None) if u),
                 ))
                 # Then the human's real answer is stored, as an escalated gate stores it.
                 # Bookkeeping too: the accuracy guard reads it. The dataset has no

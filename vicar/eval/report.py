@@ -9,7 +9,7 @@ from rich.table import Table
 from vicar.eval.run import VariantResult
 
 COLUMNS = ("variant", "gates", "accuracy", "macro-F1", "Brier", "ECE", "autonomy@0.8", "auton. error",
-           "max autonomy (err≤5%)", "text sim", "concern recall", "gates/s")
+           "max autonomy (err≤5%)", "text sim", "concern recall", "gates/s", "LLM $")
 
 
 def _f(x: float | None, digits: int = 3) -> str:
@@ -20,7 +20,7 @@ def _row(r: VariantResult, scores=None) -> list[str]:
     o = scores or r.overall
     return [r.variant.name, str(o.gates), _f(o.accuracy), _f(o.macro_f1), _f(o.brier), _f(o.ece),
             _f(o.autonomy.share), _f(o.autonomy.error), _f(o.autonomy.best_share), _f(o.text_similarity),
-            _f(o.concern_recall), f"{r.gates_per_second:.0f}"]
+            _f(o.concern_recall), f"{r.gates_per_second:.0f}", f"{o.cost_usd:.4f}" if o.cost_usd else "—"]
 
 
 def summary_table(results: list[VariantResult]) -> Table:

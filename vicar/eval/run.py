@@ -30,6 +30,7 @@ class Scores(BaseModel):
     concern_recall: float | None
     surprise: m.SurpriseCalibration
     curve: list[dict]
+    cost_usd: float = 0.0  # LLM calls of the predictor, as billed by the pricing table
 
 
 class VariantResult(BaseModel):
@@ -56,7 +57,7 @@ def score(preds: list[m.Prediction], embedder: Embedder, themes: list[str]) -> S
         reliability=m.reliability(preds), autonomy=m.autonomy(preds),
         autonomy_curve=m.autonomy_curve(preds), text_similarity=sim,
         concern_recall=m.concern_recall(preds, themes), surprise=m.surprise_calibration(preds),
-        curve=m.learning_curve(preds),
+        curve=m.learning_curve(preds), cost_usd=sum(p.cost_usd for p in preds),
     )
 
 

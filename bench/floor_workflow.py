@@ -1,13 +1,37 @@
-"""The baseline: a workflow that does nothing but, optionally, run no-op local activities,
-so its round trip is Temporal's floor for an empty workflow or for the gate's shape.
+"""The baselines: workflows that do nothing but Temporal work, so their round trip is
+Temporal's floor for an empty workflow, for the gate's shape, or for the gate's shape
+with the brain's turn protocol.
+
+- `BenchFloor`: an empty workflow that optionally runs N no-op local activities;
+- `BenchFloorBrain` + `BenchFloorGate`: the real gate's structure (workflows/gate.py,
+  workflows/brain.py, activities/proxy.py) with no proxy work. The floor gate takes a
+  turn with a local activity that does update-with-start `take_turn` on its principal's
+  floor brain (which runs one no-op local activity, like `mirror_counter`, and grants at
+  once), runs 2 no-op local activities (consult, record), and gives the turn back with a
+  local activity that signals `release_turn` to the brain. So, per gate, like a real one:
+  4 local activities on the gate, 2 workflow tasks on the brain (the update, the signal),
+  2 client calls from inside activities.
+
+Not modelled: the real brain's queue and `turn_granted` signal (unused when each
+principal runs its gates one at a time, as the bench's streams do), its `read_counter`
+at the start of a run (once per brain run), and the gate's search attributes.
 
 A module of its own because the workflow sandbox re-imports a workflow's module on
 every run: the benchmark script's imports (rich, the worker) would inflate the floor.
 """
 
+from __future__ import annotations
+
+from dataclasses import dataclass
 from datetime import timedelta
 
 from temporalio import activity, workflow
+from temporalio.client import Client, WithStartWorkflowOperation
+from temporalio.common import WorkflowIDConflictPolicy
+
+LOCAL = {"start_to_close_timeout": timedelta(seconds=30)}
+# Continue-as-new after this many grants, like the real brain (BrainConfig.max_grants_per_run).
+MAX_GRANTS_PER_RUN = 500
 
 
 @activity.defn(name="bench_noop")
@@ -20,4 +44,80 @@ class FloorWorkflow:
     @workflow.run
     async def run(self, local_activities: int) -> None:
         for _ in range(local_activities):
-            await workflow.execute_local_activity(noop, "x", start_to_close_timeout=timedelta(seconds=30))
+            await workflow.execute_local_activity(noop, "x", **LOCAL)
+
+
+@dataclass
+class FloorTurn:
+    brain_id: str  # the principal's floor brain
+    gate_id: str  # the asking gate's workflow id
+
+
+@workflow.defn(name="BenchFloorBrain")
+class FloorBrainWorkflow:
+    """One per principal: hands out turns, at once (no queue), after one no-op local
+    activity in the update, as the real brain mirrors its counter before granting."""
+
+    def __init__(self) -> None:
+        self._counter = 0
+        self._holder: str | None = None
+        self._grants = 0
+
+    @workflow.update
+    async def take_turn(self, gate_id: str) -> int:
+        n = self._counter + 1
+        await workflow.execute_local_activity(noop, "mirror", **LOCAL)
+        self._counter, self._holder = n, gate_id
+        self._grants += 1
+        return n
+
+    @workflow.signal
+    def release_turn(self, gate_id: str) -> None:
+        if self._holder == gate_id:
+            self._holder = None
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(
+            lambda: self._grants >= MAX_GRANTS_PER_RUN or workflow.info().is_continue_as_new_suggested())
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new()
+
+
+class FloorBrainActivities:
+    """The floor gate's request_turn / release_turn: client calls, like activities/proxy.py."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def all(self) -> list:
+        return [self.take_turn, self.release_turn]
+
+    @activity.defn(name="bench_take_turn")
+    async def take_turn(self, turn: FloorTurn) -> int:
+        return await self.client.execute_update_with_start_workflow(
+            FloorBrainWorkflow.take_turn, turn.gate_id,
+            start_workflow_operation=WithStartWorkflowOperation(
+                FloorBrainWorkflow.run, id=turn.brain_id, task_queue=activity.info().task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            ),
+            id=f"turn/{turn.gate_id}",
+        )
+
+    @activity.defn(name="bench_release_turn")
+    async def release_turn(self, turn: FloorTurn) -> None:
+        await self.client.get_workflow_handle(turn.brain_id).signal(FloorBrainWorkflow.release_turn, turn.gate_id)
+
+
+@workflow.defn(name="BenchFloorGate")
+class FloorGateWorkflow:
+    @workflow.run
+    async def run(self, brain_id: str) -> int:
+        turn = FloorTurn(brain_id=brain_id, gate_id=workflow.info().workflow_id)
+        n = await workflow.execute_local_activity("bench_take_turn", turn, result_type=int, **LOCAL)
+        try:
+            await workflow.execute_local_activity(noop, "consult", **LOCAL)
+            await workflow.execute_local_activity(noop, "record", **LOCAL)
+        finally:
+            await workflow.execute_local_activity("bench_release_turn", turn, **LOCAL)
+        return n

@@ -6,6 +6,10 @@ Phases, all in one process against one embedded server with the worker in-proces
 eager workflow start applies):
   1. baselines, eager start + result, sequentially: an empty workflow, and one that runs
      as many no-op local activities as a gate (Temporal's floor for the gate's shape);
+     then concurrently, as many gates over as many principals as phase 5 (each principal
+     a sequential stream): the same two, and a floor gate that also takes and gives back
+     a turn on a per-principal no-op brain like a real gate (Temporal's throughput floor
+     for the gate with the brain's turn protocol; bench/floor_workflow.py);
   2. training: every principal gets `docs` gates answered by a scripted human until the
      proxy decides alone (these gates are also the gate path's warm-up);
   3. latency: N sequential gates (round-robin over the principals), escalation_mode
@@ -48,7 +52,8 @@ from temporalio.client import Interceptor as ClientInterceptor
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Worker
 from temporalio.worker import Interceptor as WorkerInterceptor
 
-from floor_workflow import FloorWorkflow, noop  # bench/ is sys.path[0] when run as a script
+from floor_workflow import (  # bench/ is sys.path[0] when run as a script
+    FloorBrainActivities, FloorBrainWorkflow, FloorGateWorkflow, FloorWorkflow, noop)
 from memory.embedder import default_embedder
 from vicar import contracts as c
 from vicar.config import Settings
@@ -213,6 +218,43 @@ async def baseline(client: Client, tq: str, n: int, local_activities: int, label
     return row
 
 
+# The concurrent baselines: BenchFloor with this many no-op local activities, or (None)
+# the floor gate with the brain's turn protocol.
+FloorShape = int | None
+
+
+async def start_floor(client: Client, tq: str, shape: FloorShape, brain_id: str) -> WorkflowHandle:
+    wid = f"bench-floor-{uuid.uuid4().hex}"
+    if shape is None:
+        return await client.start_workflow(FloorGateWorkflow.run, brain_id, id=wid, task_queue=tq,
+                                           request_eager_start=True)
+    return await client.start_workflow(FloorWorkflow.run, shape, id=wid, task_queue=tq, request_eager_start=True)
+
+
+async def concurrent_baseline(client: Client, tq: str, principals: list[str], run: str, per: int,
+                              shape: FloorShape, label: str, progress: Progress) -> Row:
+    """`per` floor workflows per principal, the principals concurrently, each one's in turn
+    (the concurrent gate phase's pattern). The floor gates of a principal share its brain."""
+    row = Row(label)
+    bar = progress.add_task(label, total=per * len(principals))
+
+    async def stream(p: str) -> None:
+        for _ in range(per):
+            t0 = time.perf_counter()
+            handle = await start_floor(client, tq, shape, f"bench-floor-brain/{run}/{p}")
+            await handle.result()
+            row.total += 1
+            row.eager += eagerly_started(handle)
+            row.latencies.append(time.perf_counter() - t0)
+            row.ids.append(handle.id)
+            progress.advance(bar)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(stream(p) for p in principals))
+    row.wall = time.perf_counter() - t0
+    return row
+
+
 async def train(client: Client, tq: str, principals: list[str], run: str, progress: Progress) -> dict[str, int]:
     """Human answers each principal needed before the proxy decided alone (-1: never trained)."""
     bar = progress.add_task("training principals", total=len(principals))
@@ -311,10 +353,21 @@ def breakdown(timer: ActivityTimer, gates: int) -> list[tuple[str, float, int]]:
                   key=lambda t: -t[1])
 
 
+def cpu_ceiling(row: Row) -> float:
+    """Gates/s this machine's cores could do if CPU were the only limit: cores / CPU per gate."""
+    return len(os.sched_getaffinity(0)) * 1000 / (row.cpu_ms(0) + row.cpu_ms(1))
+
+
+def cores_busy(row: Row, which: tuple[int, ...] = (0, 1)) -> float:
+    """Cores this process (0) and / or the server (1) kept busy during a throughput phase."""
+    return sum(row.cpu[i] for i in which) / row.wall if row.wall else math.nan
+
+
 def report(args: argparse.Namespace, rows: list[Row], trained: dict[str, int], acts: list[tuple[str, float, int]],
            gate_anatomy: Anatomy | None, load: tuple[float, float], setup_s: float, total_s: float) -> str:
-    base, shape, alone, never, conc = rows
+    base, shape, c_base, c_shape, c_brain, alone, never, conc = rows
     p50 = alone.pct(50)
+    floor_rate = c_brain.rate or math.nan
     lines = [
         "# Vicar gate benchmark",
         "",
@@ -339,7 +392,12 @@ def report(args: argparse.Namespace, rows: list[Row], trained: dict[str, int], a
         "never wait for a human; the concurrent phase uses it so its gates/s measures the proxy, not the "
         "scripted human's delay. gates/s = all gates of the concurrent phase / its wall time. CPU ms/gate = CPU "
         "time of this Python process (client, worker, activities, embedding model) and of the "
-        "Temporal server during the phase, per gate.",
+        "Temporal server during the phase, per gate. The concurrent baselines run as many "
+        "workflows over as many principals as the concurrent gate phase, each principal's one at a "
+        "time; the brain-round-trip floor gate is the real gate's structure with no proxy work "
+        "(update-with-start `take_turn` on a per-principal no-op brain that runs one no-op local "
+        "activity before granting, 2 no-op local activities, a `release_turn` signal; "
+        "bench/floor_workflow.py).",
         "",
         "## Goals",
         "",
@@ -357,6 +415,24 @@ def report(args: argparse.Namespace, rows: list[Row], trained: dict[str, int], a
         f"{fmt(shape.pct(50))} ms = {fmt(100 * shape.pct(50) / p50, '.0f')}% of the gate's p50.",
         f"- under load ({args.principals} principals): gate p50 {fmt(conc.pct(50))} ms, "
         f"{fmt(conc.pct(50) / base.pct(50), '.1f')}x the floor.",
+        f"- throughput floor, {args.principals} principals concurrently: empty workflow {fmt(c_base.rate)}/s, "
+        f"{GATE_LOCAL_ACTIVITIES} no-op local activities {fmt(c_shape.rate)}/s, the gate's shape with the "
+        f"brain's turn protocol {fmt(c_brain.rate)}/s ({fmt(c_brain.cpu_ms(0), '.0f')} ms Python + "
+        f"{fmt(c_brain.cpu_ms(1), '.0f')} ms server CPU per gate, {fmt(cores_busy(c_brain), '.2f')} of "
+        f"{len(os.sched_getaffinity(0))} cores busy, {fmt(cores_busy(c_brain, (0,)), '.2f')} of them Python: "
+        f"a CPU-only ceiling of {fmt(cpu_ceiling(c_brain))}/s, {fmt(1000 / c_brain.cpu_ms(0))}/s for one "
+        "Python process on one core). "
+        f"The real gate does {fmt(conc.rate)} gates/s = {fmt(100 * (conc.rate or math.nan) / floor_rate, '.0f')}% "
+        f"of that floor ({fmt(cores_busy(conc), '.2f')} cores busy, {fmt(cores_busy(conc, (0,)), '.2f')} Python; "
+        f"CPU-only ceiling {fmt(cpu_ceiling(conc))}/s).",
+        f"- the {THROUGHPUT_GOAL:.0f} gates/s goal is "
+        + (f"**above Temporal's floor** for the gate with the brain's turn protocol ({fmt(floor_rate)}/s): "
+           "not reachable on this machine with this protocol, even with free proxy work."
+           if not floor_rate >= THROUGHPUT_GOAL else
+           f"**below Temporal's floor** for the gate with the brain's turn protocol ({fmt(floor_rate)}/s): "
+           f"Temporal leaves {fmt(1000 / THROUGHPUT_GOAL - 1000 / floor_rate)} ms of wall time per gate "
+           f"(at {args.principals}-way concurrency, ~{fmt(1000 / THROUGHPUT_GOAL, '.0f')} ms per gate "
+           "in all) for the proxy's own work."),
         "",
         "## Where a sequential autonomous gate's time goes (activity wall time, mean per gate)",
         "",
@@ -395,7 +471,9 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
         await asyncio.to_thread(default_embedder)  # load the model before the clock runs
         client = Client(**{**base_client.config(), "interceptors": [timer]})
         gate_worker, registry = build_worker(client, settings, task_queue="bench-gates")
-        floor_worker = Worker(client, task_queue="bench-floor", workflows=[FloorWorkflow], activities=[noop],
+        floor_worker = Worker(client, task_queue="bench-floor",
+                              workflows=[FloorWorkflow, FloorBrainWorkflow, FloorGateWorkflow],
+                              activities=[noop, *FloorBrainActivities(client).all()],
                               activity_executor=ThreadPoolExecutor(max_workers=4))
         setup_s = time.perf_counter() - t_start
         server_pid = server._proc.pid if server and server._proc else None  # private, but only read
@@ -411,6 +489,20 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
                     shape = await metered(server_pid, baseline(
                         client, "bench-floor", floor_n, GATE_LOCAL_ACTIVITIES,
                         f"workflow with {GATE_LOCAL_ACTIVITIES} no-op local activities (baseline)", progress))
+                    per = math.ceil(args.gates / args.principals)
+                    c_rows = []
+                    for shape_, label in [
+                        (0, "empty workflow"),
+                        (GATE_LOCAL_ACTIVITIES, f"{GATE_LOCAL_ACTIVITIES} no-op local activities"),
+                        (None, "floor gate (brain turn, 2 no-op LAs)"),
+                    ]:
+                        label = f"{label}, {args.principals} principals concurrently (baseline)"
+                        # Warm-up, not measured: starts the floor brains, warms the paths.
+                        await concurrent_baseline(client, "bench-floor", principals, run, 2, shape_,
+                                                  "warm-up: " + label, progress)
+                        c_rows.append(await metered(server_pid, concurrent_baseline(
+                            client, "bench-floor", principals, run, per, shape_, label, progress)))
+                    c_base, c_shape, c_brain = c_rows
                     trained = await train(client, "bench-gates", principals, run, progress)
                     timer.enabled = True
                     alone = await metered(server_pid, sequential(
@@ -421,11 +513,11 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
                         client, "bench-gates", principals, run + "n", args.gates,
                         EscalationMode.never, "gate, escalation_mode=never, sequential", progress))
                     conc = await metered(server_pid, concurrent(
-                        client, "bench-gates", principals, run, math.ceil(args.gates / args.principals), progress))
+                        client, "bench-gates", principals, run, per, progress))
             gate_anatomy = await anatomy(client, alone)
         finally:
             registry.close()
-    rows = [base, shape, alone, never, conc]
+    rows = [base, shape, c_base, c_shape, c_brain, alone, never, conc]
     acts = breakdown(timer, max(alone.total, 1))
     table = Table(title="Vicar gate benchmark")
     for h in HEADERS:

@@ -9,8 +9,11 @@ the rebuild cost stays amortized O(1) per chunk instead of a full rebuild per qu
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 import threading
+from collections import defaultdict
 from collections import Counter
 from collections.abc import Callable
 
@@ -20,10 +23,22 @@ TextSource = Callable[[], tuple[list[int], list[str]]]  # -> (chunk indices, tex
 K1, B = 1.5, 0.75  # bm25s defaults
 
 
-def tokenize(texts: list[str]) -> list[list[str]]:
-    import bm25s
+_TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s's default token pattern
 
-    return bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)
+
+@functools.cache
+def _stopwords() -> frozenset[str]:
+    from bm25s.stopwords import STOPWORDS_EN
+
+    return frozenset(STOPWORDS_EN)
+
+
+def tokenize(texts: list[str]) -> list[list[str]]:
+    """bm25s's tokenization (lowercase, its token pattern, its English stopwords), without
+    its per-call overhead: queries and tail documents are tokenized one at a time, and
+    their tokens must match the ones bm25s indexed (tested)."""
+    stop = _stopwords()
+    return [[t for t in _TOKEN.findall(text.lower()) if t not in stop] for text in texts]
 
 
 class LexicalIndex:
@@ -31,7 +46,8 @@ class LexicalIndex:
         self._source = source
         self._retriever = None
         self._doc_chunk = np.zeros(0, dtype=np.int64)
-        self._tail: list[tuple[int, Counter[str], int]] = []  # (chunk index, term counts, length)
+        self._tail: list[tuple[int, int]] = []  # (chunk index, length) of chunks added since the build
+        self._postings: dict[str, list[tuple[int, int]]] = defaultdict(list)  # term -> [(tail pos, tf)]
         self._df: Counter[str] = Counter()
         self._docs = 0
         self._total_len = 0
@@ -44,7 +60,10 @@ class LexicalIndex:
                 return  # the first query builds from the store, which includes it
             [tokens] = tokenize([text])
             counts = Counter(tokens)
-            self._tail.append((chunk_index, counts, len(tokens)))
+            pos = len(self._tail)
+            self._tail.append((chunk_index, len(tokens)))
+            for term, tf in counts.items():
+                self._postings[term].append((pos, tf))
             self._df.update(counts.keys())
             self._docs += 1
             self._total_len += len(tokens)
@@ -64,6 +83,7 @@ class LexicalIndex:
         self._docs = len(tokens)
         self._total_len = sum(len(d) for d in tokens)
         self._tail = []
+        self._postings = defaultdict(list)
         self._retriever = None
         if texts:
             retriever = bm25s.BM25(k1=K1, b=B)
@@ -80,29 +100,39 @@ class LexicalIndex:
             [query] = tokenize([text])
             if not query:
                 return out
-            scored: list[tuple[float, int]] = []
+            chunks: list[np.ndarray] = []
+            scores: list[np.ndarray] = []
             if self._retriever is not None:
                 k = min(depth, len(self._doc_chunk))
-                docs, scores = self._retriever.retrieve([query], k=k, show_progress=False)
-                scored += [(float(s), int(self._doc_chunk[d])) for d, s in zip(docs[0], scores[0]) if s > 0]
-            scored += [(s, i) for i, s in self._score_tail(query) if s > 0]
-        scored.sort(key=lambda x: -x[0])
-        for rank, (_, i) in enumerate(scored[:depth]):
-            if i < n_chunks:
-                out[i] = rank
+                docs, found = self._retriever.retrieve([query], k=k, show_progress=False)
+                chunks.append(self._doc_chunk[docs[0]])
+                scores.append(np.asarray(found[0], dtype=np.float64))
+            tail = self._score_tail(query)
+            if tail:
+                chunks.append(np.fromiter((i for i, _ in tail), dtype=np.int64, count=len(tail)))
+                scores.append(np.fromiter((x for _, x in tail), dtype=np.float64, count=len(tail)))
+        if not chunks:
+            return out
+        chunk, score = np.concatenate(chunks), np.concatenate(scores)
+        keep = (score > 0) & (chunk < n_chunks)
+        chunk, score = chunk[keep], score[keep]
+        order = np.argsort(-score, kind="stable")[:depth]
+        out[chunk[order]] = np.arange(len(order))
         return out
 
     def _score_tail(self, query: list[str]) -> list[tuple[int, float]]:
+        """BM25 of the tail documents that contain a query term (through the postings,
+        so the cost follows the matches, not the tail's size)."""
         if not self._tail:
             return []
         avgdl = self._total_len / max(self._docs, 1)
-        idf = {t: math.log(1 + (self._docs - self._df[t] + 0.5) / (self._df[t] + 0.5)) for t in set(query)}
-        out = []
-        for i, counts, length in self._tail:
-            s = 0.0
-            for t in query:
-                tf = counts.get(t, 0)
-                if tf:
-                    s += idf[t] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / avgdl))
-            out.append((i, s))
-        return out
+        scores: dict[int, float] = defaultdict(float)
+        for t, times in Counter(query).items():  # a repeated query term counts again, as in bm25s
+            postings = self._postings.get(t)
+            if not postings:
+                continue
+            idf = times * math.log(1 + (self._docs - self._df[t] + 0.5) / (self._df[t] + 0.5))
+            for pos, tf in postings:
+                length = self._tail[pos][1]
+                scores[pos] += idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / avgdl))
+        return [(self._tail[pos][0], s) for pos, s in scores.items()]

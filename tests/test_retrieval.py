@@ -140,3 +140,13 @@ def test_salience_index_is_queried_by_artifact(memory):
     hits = mem.salient("Step 3: DROP TABLE sessions; we skip the backup to save time.", now=4)
     assert ids(hits)[0] == "c001"
     assert "c003" not in ids(hits)
+
+
+def test_lexical_tokens_match_bm25s():
+    import bm25s
+
+    from memory.lexical import tokenize
+
+    texts = ["PLAN_ASSERT db-migration: Approve or revise the proposed plan.", "It's the ÜBER-fast i2c_smbus path!",
+             "a an the of x y zz 42 3.14 foo_bar naïve café", "", "   ", "hwmon: (pmbus/ltc2978) Add support"]
+    assert tokenize(texts) == bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)

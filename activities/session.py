@@ -8,7 +8,8 @@ import os
 import time
 
 from temporalio import activity
-from temporalio.client import Client, WithStartWorkflowOperation
+from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
@@ -51,6 +52,14 @@ class SessionActivities:
     async def join_session(self, inp: c.JoinInput) -> JoinReply:
         """Join the gate to its session, starting the session if it is the first gate
         (update-with-start; the update id derives from the gate, so a retry joins once)."""
+        try:
+            return await self._join(inp)
+        except WorkflowUpdateFailedError as exc:
+            # The session has ended: retrying cannot help; the gate goes on without it.
+            raise ApplicationError(f"session {inp.session_id} refused the gate: "
+                                   f"{getattr(exc.cause, 'message', exc.cause)}", non_retryable=True) from None
+
+    async def _join(self, inp: c.JoinInput) -> JoinReply:
         return await self.client.execute_update_with_start_workflow(
             "join", inp.join,
             start_workflow_operation=WithStartWorkflowOperation(

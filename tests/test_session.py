@@ -225,3 +225,20 @@ async def test_session_commands_show_and_end_a_session(harness, monkeypatch, tem
     assert done.ended_by == "signal" and done.consolidation.counts == {}  # a proxy answer is not consolidated
     missing = await asyncio.to_thread(run.invoke, app, ["session", "show", p, "evening"])
     assert missing.exit_code == 1 and "no session 'evening'" in missing.output
+
+
+async def test_a_gate_for_an_ended_session_still_runs(harness):
+    from vicar.gates import start_gate
+
+    h = harness
+    p = h.principal()
+    first = await (await start_gate(h.client, h.request(p, escalation_mode="never", session_id="over"),
+                                    h.task_queue)).result()
+    session = h.client.get_workflow_handle(c.session_workflow_id(p, "over"))
+    await session.signal("end")
+    await summary_when(session, lambda s: s.status != "open")
+    late = h.request(p, escalation_mode="never", session_id="over")
+    result = await asyncio.wait_for((await start_gate(h.client, late, h.task_queue)).result(), timeout=30)
+    assert not first.escalated and result.answered_by is AnsweredBy.proxy
+    done = await summary_when(session, lambda s: s.status == "done")
+    assert [g.gate_id for g in done.gates] == [first.gate_id]  # the late gate did not join

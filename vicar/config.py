@@ -30,8 +30,8 @@ class MemoryParams(BaseModel):
 
     d, tau, s and the score weights come from the replay evaluation's sweep on the
     shared dev data (bench/replay/report.md: 3,709 gates of 4 real reviewers,
-    coordinate search by macro-F1): d = 0.5 (0.3: 0.331, 0.5: 0.332, 0.7: 0.323),
-    tau = -5.0 (-1.5 forgets too much: 0.285), s = 0.25 (0.343 vs 0.332 without noise),
+    coordinate search by macro-F1): d = 0.5 (0.3: 0.365, 0.5: 0.368, 0.7: 0.366),
+    tau = -5.0 (-1.5 forgets too much: 0.309), s = 0.25 (0.368 vs 0.360 without noise),
     w_activation / w_similarity = 0.25 / 0.75 (0.368 vs 0.343 at 0.5 / 0.5).
     - age_floor = 1: a trace made at the current N counts as one interaction old, so
       ln(0^-d) never occurs.

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from vicar import contracts as c
@@ -55,7 +55,9 @@ QUICK = dict(
 )
 
 
-def _cause(exc: ActivityError) -> str:
+def _cause(exc: ActivityError | ApplicationError) -> str:
+    # A regular activity's failure arrives as an ActivityError around the cause; a local
+    # activity's as the cause itself.
     cause = exc.cause
     while isinstance(cause, ActivityError) and cause.cause is not None:
         cause = cause.cause
@@ -81,6 +83,7 @@ class GateWorkflow:
         self._usage = Usage()
         self._valid_actions: tuple[Action, ...] = ()
         self._working_memory = ""
+        self._in_session = False
 
     async def _step(self, name: str, arg, result_type, options: dict = STEP):
         """Run a proxy step. With a fast predictor (the offline one) steps run as local
@@ -154,12 +157,18 @@ class GateWorkflow:
             ])
         if req.session_id:
             # The session's working memory is the cacheable prefix of this gate's prompts.
-            joined = await workflow.execute_local_activity(
-                c.JOIN_SESSION,
-                c.JoinInput(principal=req.principal, session_id=req.session_id,
-                            join=SessionJoin(gate_id=req.gate_id, workflow_id=workflow.info().workflow_id)),
-                result_type=JoinReply, **QUICK)
-            self._working_memory = joined.working_memory
+            try:
+                joined = await workflow.execute_local_activity(
+                    c.JOIN_SESSION,
+                    c.JoinInput(principal=req.principal, session_id=req.session_id,
+                                join=SessionJoin(gate_id=req.gate_id, workflow_id=workflow.info().workflow_id)),
+                    result_type=JoinReply, **QUICK)
+                self._working_memory = joined.working_memory
+                self._in_session = True
+            except (ActivityError, ApplicationError) as exc:
+                # An ended session: the gate still runs, without its working memory.
+                workflow.logger.warning("gate %s runs outside session %s: %s", req.gate_id, req.session_id,
+                                        _cause(exc))
         n = await self._take_turn(req)
         self._details.n = n
         try:
@@ -197,7 +206,7 @@ class GateWorkflow:
             # The human asked something: the agent side answers, the human decides after.
             try:
                 await self._converse(req, answer.text, AnsweredBy.human)
-            except ActivityError as exc:
+            except (ActivityError, ApplicationError) as exc:
                 self._dialog.append(DialogTurn(speaker="agent", text=f"(no answer: {_cause(exc)})"))
                 self._details.dialog = list(self._dialog)
         workflow.set_current_details("")
@@ -209,7 +218,7 @@ class GateWorkflow:
 
     async def _finish(self, req: GateRequest, result: GateResult) -> GateResult:
         """Tell the session the gate is done (its memory is ready for consolidation)."""
-        if req.session_id:
+        if self._in_session:
             try:
                 await workflow.get_external_workflow_handle(
                     c.session_workflow_id(req.principal, req.session_id)).signal(
@@ -226,7 +235,7 @@ class GateWorkflow:
         say, the human decides. Dialog never ends in an automatic approval by itself."""
         try:
             return await self._proxy_dialog_steps(req, n)
-        except ActivityError as exc:
+        except (ActivityError, ApplicationError) as exc:
             # The proxy could not run (provider down, bad key, broken memory): the human
             # decides, and the reason is on the gate for the operator.
             reason = f"proxy unavailable: {_cause(exc)}"

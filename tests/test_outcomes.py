@@ -115,10 +115,10 @@ def test_confidence_file_is_replaced_atomically(memory, monkeypatch):
     before = (memory.dir / CONFIDENCE_FILE).read_text()
     import vicar.proxy.outcomes as outcomes
 
-    def broken_fsync(fd):
+    def broken_replace(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(outcomes.os, "fsync", broken_fsync)
+    monkeypatch.setattr(outcomes.os, "replace", broken_replace)
     with pytest.raises(OSError):
         record_outcome(memory, outcome(2))
     # The old file is intact (no torn JSON), and no temp file is left behind.

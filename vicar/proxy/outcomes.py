@@ -53,12 +53,13 @@ def confidence_model(memory: PrincipalMemory) -> ConfidenceModel:
 
 
 def _atomic_write(path: Path, text: str) -> None:
+    """Temp file + rename: a reader never sees a torn file. No fsync: the artifacts are
+    derived from the SQLite log (the source of truth), and the next write rebuilds
+    whatever a power loss took; an fsync per gate cost more than the rest of the write."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

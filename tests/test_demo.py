@@ -18,6 +18,9 @@ def test_demo_runs_a_session_and_leaves_no_server(tmp_path):
     data_dir = tmp_path / "vicar"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
     env["VICAR_DATA_DIR"] = str(data_dir)
+    # The gate ids carry a run id, so the 15% exploration draw differs per run; this test
+    # is about learning from the human, so no exploration (the guard has its own tests).
+    env["VICAR_EXPLORATION_RATE"] = "0"
     vicar = Path(sys.executable).parent / "vicar"
     proc = subprocess.run(
         [str(vicar), "demo", "--gates", "16", "--human-delay", "0", "--principal", "demo-test"],

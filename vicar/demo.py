@@ -155,12 +155,13 @@ async def run_demo(client, principal: str, gates: int, task_queue: str, registry
 
 def render_summary(summary: DemoSummary, console: Console, principal: str, ui_url: str | None) -> None:
     table = Table(title=f"Vicar demo — principal {principal}")
-    for col in ("N", "state", "task type", "prior", "conf", "escalated", "by", "action", "surprise"):
+    for col in ("N", "state", "task type", "prior", "conf", "guard", "escalated", "by", "action", "surprise"):
         table.add_column(col, no_wrap=True)
     for r in summary.results:
         table.add_row(
             str(r.n), r.state.value.removesuffix("_ASSERT"), r.task_type,
             f"{r.prior_confidence:.2f}", f"{r.confidence:.2f}",
+            "" if r.calibration_guard == "passthrough" else r.calibration_guard,
             "[yellow]yes[/]" if r.escalated else "[green]no[/]", r.answered_by.value,
             r.action.value, "yes" if r.surprise else "",
         )

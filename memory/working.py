@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from memory.chunk import MemoryChunk
 from memory.principal import PrincipalMemory
+from vicar.text import clip
 
 # Without the provider's tokenizer at hand, ~4 characters per token (English prose);
 # the budget is a ceiling on an estimate, documented as such.
@@ -34,20 +35,15 @@ def estimate_tokens(text: str) -> int:
     return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
 
 
-def _clip(text: str, limit: int = ENTRY_TEXT_CHARS) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def entry(chunk: MemoryChunk, activation: float) -> str:
     lines = [f"- {chunk.state} / {chunk.task_type} ({chunk.kind.value}): {chunk.outcome} "
              f"(activation {activation:.2f})"]
     if chunk.question.strip():
-        lines.append(f"  asked: {_clip(chunk.question)}")
+        lines.append(f"  asked: {clip(chunk.question, ENTRY_TEXT_CHARS)}")
     if chunk.human_response.strip():
-        lines.append(f"  the human said: {_clip(chunk.human_response)}")
+        lines.append(f"  the human said: {clip(chunk.human_response, ENTRY_TEXT_CHARS)}")
     if chunk.surprise_description.strip():
-        lines.append(f"  what surprised the proxy: {_clip(chunk.surprise_description)}")
+        lines.append(f"  what surprised the proxy: {clip(chunk.surprise_description, ENTRY_TEXT_CHARS)}")
     return "\n".join(lines)
 
 

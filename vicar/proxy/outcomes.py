@@ -127,7 +127,7 @@ def _pattern_section(seq: int, r: OutcomeRecord) -> str:
     return "\n".join(out) + "\n"
 
 
-def _resume_point(memory: PrincipalMemory, path: Path, seq_of_line) -> int:
+def _resume_point(path: Path, seq_of_line) -> int:
     """The outcome seq the file's complete last entry ends at; a torn tail (a crash
     mid-append) is cut off first. Appends need no fsync: whatever a crash loses is
     appended again from the log on the next write."""
@@ -174,10 +174,10 @@ def write_artifacts(memory: PrincipalMemory) -> None:
     d = memory.dir
     _atomic_write(d / CONFIDENCE_FILE, confidence_model(memory).model_dump_json(indent=2) + "\n")
     interactions = d / INTERACTIONS_FILE
-    rows = memory.store.outcomes(after_seq=_resume_point(memory, interactions, _interaction_seq(memory)))
+    rows = memory.store.outcomes(after_seq=_resume_point(interactions, _interaction_seq(memory)))
     _append(interactions, "".join(_interaction_line(OutcomeRecord.model_validate_json(r)) + "\n" for _, r in rows))
     patterns = d / PATTERNS_FILE
     if not patterns.exists():
         _atomic_write(patterns, PATTERNS_HEADER)
-    rows = memory.store.outcomes(after_seq=_resume_point(memory, patterns, _pattern_seq))
+    rows = memory.store.outcomes(after_seq=_resume_point(patterns, _pattern_seq))
     _append(patterns, "".join(_pattern_section(seq, OutcomeRecord.model_validate_json(r)) for seq, r in rows))

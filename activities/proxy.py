@@ -6,9 +6,13 @@ Chroma, the embedding model) never runs on the event loop.
 
 from __future__ import annotations
 
+import asyncio
+import collections
+
 from temporalio import activity
 from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCError, RPCStatusCode
 
 from memory.principal import MemoryRegistry
 from vicar import contracts as c
@@ -18,6 +22,12 @@ from vicar.proxy.calibration import calibrate
 from vicar.proxy.consult import calibration_inputs, consult, load_artifact, retrieve
 from vicar.proxy.outcomes import record_outcome
 from vicar.proxy.provider import Predictor
+
+# Temporal admits at most 10 in-flight updates per workflow (history.maxInFlightUpdates)
+# and answers RESOURCE_EXHAUSTED beyond, which the client then retries with backoff.
+# Past this many take_turn updates in flight to one brain from this process, a gate
+# queues by signal instead: it never needed the update's fast path while others wait.
+MAX_TURN_UPDATES_IN_FLIGHT = 4
 
 
 class ProxyActivities:
@@ -31,6 +41,7 @@ class ProxyActivities:
         self.settings = settings
         self.brain_config = brain_config or BrainConfig()
         self.task_queue = task_queue
+        self._turn_updates: collections.Counter[str] = collections.Counter()  # per principal, this process
 
     def all(self) -> list:
         return [
@@ -43,23 +54,49 @@ class ProxyActivities:
 
     @activity.defn(name=c.REQUEST_TURN)
     async def request_turn(self, ask: c.TurnAsk) -> c.TurnTicket:
-        """Ask the principal's brain for a turn, starting the brain if needed
-        (update-with-start). The update id derives from the gate, so a retry is
-        deduplicated by the brain run; across runs the brain's gate -> N map is."""
-        reply = await self.client.execute_update_with_start_workflow(
-            "take_turn", ask.turn,
-            start_workflow_operation=WithStartWorkflowOperation(
-                c.BRAIN_WORKFLOW,
-                BrainInput(principal=ask.principal, config=ask.config or self.brain_config),
-                id=c.brain_workflow_id(ask.principal),
-                task_queue=self.task_queue,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            ),
-            id=f"turn/{ask.turn.workflow_id}",
-            result_type=TurnReply,
-        )
-        return c.TurnTicket(local_steps=getattr(self.predictor, "local", False), n=reply.n,
+        """Ask the principal's brain for a turn, starting the brain if needed. When
+        few requests are in flight to that brain, the `take_turn` update (with start)
+        grants an idle principal's turn at once; otherwise, or when the server is at
+        its update limit, the request queues by signal-with-start and the brain grants
+        it later with `turn_granted`. Both paths are idempotent: the update id derives
+        from the gate, and the brain ignores a gate already queued or holding."""
+        n = None
+        if self._turn_updates[ask.principal] < MAX_TURN_UPDATES_IN_FLIGHT:
+            self._turn_updates[ask.principal] += 1
+            try:
+                n = (await self._take_turn_update(ask)).n
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.RESOURCE_EXHAUSTED:
+                    raise
+                await self._queue_turn(ask)  # another process filled the brain's update slots
+            finally:
+                self._turn_updates[ask.principal] -= 1
+                if not self._turn_updates[ask.principal]:
+                    del self._turn_updates[ask.principal]
+        else:
+            await self._queue_turn(ask)
+        return c.TurnTicket(local_steps=getattr(self.predictor, "local", False), n=n,
                             max_dialog_turns=self.settings.max_dialog_turns)
+
+    def _brain_start(self, ask: c.TurnAsk) -> dict:
+        return dict(args=[BrainInput(principal=ask.principal, config=ask.config or self.brain_config)],
+                    id=c.brain_workflow_id(ask.principal), task_queue=self.task_queue)
+
+    async def _take_turn_update(self, ask: c.TurnAsk) -> TurnReply:
+        start = WithStartWorkflowOperation(
+            c.BRAIN_WORKFLOW, **self._brain_start(ask), id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING)
+        # A failed update also fails the start operation's future: someone must retrieve
+        # it, or asyncio logs "Future exception was never retrieved" for every failure.
+        # (The client settles that future before the call returns or raises.)
+        asyncio.ensure_future(start.workflow_handle()).add_done_callback(
+            lambda f: f.cancelled() or f.exception())
+        return await self.client.execute_update_with_start_workflow(
+            "take_turn", ask.turn, start_workflow_operation=start, id=f"turn/{ask.turn.workflow_id}",
+            result_type=TurnReply)
+
+    async def _queue_turn(self, ask: c.TurnAsk) -> None:
+        await self.client.start_workflow(
+            c.BRAIN_WORKFLOW, **self._brain_start(ask), start_signal="request_turn", start_signal_args=[ask.turn])
 
     @activity.defn(name=c.RELEASE_TURN)
     async def release_turn(self, ask: c.TurnAsk) -> None:

@@ -138,3 +138,20 @@ async def test_a_release_arriving_with_a_new_run_frees_the_carried_holder(harnes
     result = await asyncio.wait_for(
         (await start_gate(h.client, h.request(p, escalation_mode="never"), h.task_queue)).result(), timeout=30)
     assert result.n == 6
+
+
+@pytest.mark.soak
+async def test_two_hundred_concurrent_gates_stay_under_the_update_limit(harness, capfd, caplog):
+    """200 gates of one principal at once: Temporal admits 10 in-flight updates per
+    workflow, so past a few in flight the gates queue by signal. No RESOURCE_EXHAUSTED
+    (the client would retry it with backoff), no stray unretrieved futures, N gap-free."""
+    h = harness
+    p = h.principal()
+    results = await run_never_gates(h, p, 200)
+    assert sorted(r.n for r in results) == list(range(1, 201))
+    assert (await brain_status(h, p)).counter == 200
+    out, err = capfd.readouterr()
+    logged = out + err + "\n".join(r.getMessage() for r in caplog.records)
+    assert "ResourceExhausted" not in logged and "RESOURCE_EXHAUSTED" not in logged
+    assert "in-flight updates" not in logged
+    assert "never retrieved" not in logged

@@ -85,7 +85,7 @@ async def temporal_client(settings: Settings, *, embedded: bool | None = None) -
         yield client, server
     finally:
         if server:
-            server.close()
+            await asyncio.to_thread(server.close)
 
 
 async def serve(settings: Settings, on_ready=None, command: str = "python worker.py") -> None:

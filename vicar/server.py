@@ -10,6 +10,7 @@ user's lock, even after SIGKILL, and the server dies with its keeper.
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import fcntl
 import json
@@ -143,8 +144,24 @@ class EmbeddedServer:
         else:
             self.stop()
             raise VicarError(f"the embedded Temporal server did not start within {timeout:.0f} s")
+        if not asyncio.run(self._healthy(deadline)):
+            self.stop()
+            raise VicarError(f"the embedded Temporal server did not become healthy within {timeout:.0f} s")
         self.address_file.write_text(self.address)
         return self
+
+    async def _healthy(self, deadline: float) -> bool:
+        # The port opens before the frontend serves: a client connecting then gets
+        # "Frontend is not healthy yet". Ready means a client connects.
+        from temporalio.client import Client
+
+        while time.monotonic() < deadline:
+            try:
+                await Client.connect(self.address, namespace=self.namespace)
+                return True
+            except RuntimeError:
+                await asyncio.sleep(0.1)
+        return False
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
@@ -206,10 +223,24 @@ class SharedServer:
         self.started_here = started_here
         self._users = users
 
-    def close(self) -> None:
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop using the server. The last user waits until it is down, so that once
+        the last Vicar process has exited no server is left."""
         users, self._users = self._users, None
-        if users:
-            users.close()  # the keeper sees the lock free when we were the last user
+        if not users:
+            return
+        path = Path(users.name)
+        users.close()
+        deadline = time.monotonic() + timeout
+        with open(path, "a") as probe:
+            while held(path.parent / KEEPER_LOCK) and time.monotonic() < deadline:
+                if try_lock(probe, fcntl.LOCK_EX):
+                    fcntl.flock(probe, fcntl.LOCK_UN)  # nobody uses it: the keeper stops it soon
+                elif try_lock(probe, fcntl.LOCK_SH):
+                    fcntl.flock(probe, fcntl.LOCK_UN)
+                    return  # other users: it stays up for them
+                # else the keeper holds it exclusively: the server is stopping
+                time.sleep(POLL_SECONDS)
 
 
 def use_embedded(data_dir: Path, timeout: float = START_TIMEOUT) -> SharedServer:
@@ -224,7 +255,7 @@ def use_embedded(data_dir: Path, timeout: float = START_TIMEOUT) -> SharedServer
             # server is down: this waits for it rather than joining a dying server.
             lock_within(users, fcntl.LOCK_SH, timeout, "the embedded server is stopping")
             note = _keeper_note(tdir, timeout)
-            if note and reachable(note["address"]):
+            if note:
                 return SharedServer(note, users, started_here=False)
             return SharedServer(_start_keeper(data_dir, timeout), users, started_here=True)
     except BaseException:
@@ -240,14 +271,14 @@ def _read_note(tdir: Path) -> dict:
 
 
 def _keeper_note(tdir: Path, timeout: float) -> dict | None:
-    """The running keeper's note, once its server is up; None with no keeper."""
+    """The running keeper's note, once its server answers; None with no keeper."""
     deadline = time.monotonic() + timeout
     while held(tdir / KEEPER_LOCK):
         note = _read_note(tdir)
-        if "address" in note:
+        if "address" in note and reachable(note["address"]):
             return note
-        # A keeper still starting: its starter died, it goes on; wait rather than
-        # start a second server on the same database.
+        # A keeper still starting (its starter died, it goes on) or ending (its server
+        # died): wait for it rather than start a second server on the same database.
         if time.monotonic() > deadline:
             raise VicarError(f"the embedded Temporal server did not start within {timeout:.0f} s")
         time.sleep(POLL_SECONDS)

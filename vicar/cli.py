@@ -115,11 +115,9 @@ async def _demo(settings: Settings, principal: str, gates: int, human_delay: flo
             summary = await run_demo(client, principal, gates, worker.task_queue, registry, console, human_delay)
         registry.close()
         render_summary(summary, console, principal, server.ui_url if server else None)
-        if server and server.started_here:
-            console.print("The embedded server stops now (once no other Vicar process uses it); "
+        if server:
+            console.print("The embedded server stops now unless another Vicar process still uses it; "
                           "run `vicar worker` to keep it (and the UI) up.")
-        elif server:
-            console.print("The embedded server stays up for the other Vicar process using it.")
     finally:
         await ctx.__aexit__(*sys.exc_info())
         owner.release()

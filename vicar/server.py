@@ -157,9 +157,9 @@ class EmbeddedServer:
 
         while time.monotonic() < deadline:
             try:
-                await Client.connect(self.address, namespace=self.namespace)
+                await asyncio.wait_for(Client.connect(self.address, namespace=self.namespace), timeout=5)
                 return True
-            except RuntimeError:
+            except (RuntimeError, OSError, asyncio.TimeoutError):
                 await asyncio.sleep(0.1)
         return False
 
@@ -302,7 +302,7 @@ def _start_keeper(data_dir: Path, timeout: float) -> dict:
         if "address" in note and reachable(note["address"]):
             return note
         if keeper.poll() is not None:
-            raise VicarError(note.get("error") or f"the embedded server's keeper exited with code "
+            raise VicarError(_read_note(tdir).get("error") or f"the embedded server's keeper exited with code "
                              f"{keeper.returncode}; see {tdir / 'server.log'}")
         time.sleep(POLL_SECONDS)
     keeper.terminate()

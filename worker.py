@@ -4,7 +4,9 @@
 
 Connects the SDK's usual way (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TLS / API key via
 the environment or a config profile); with none configured it starts the embedded dev
-server under the data directory. SIGINT / SIGTERM shut it down gracefully.
+server under the data directory, or joins the one another Vicar process runs there.
+One worker per data directory and task queue (a lock file under `workers/`).
+SIGINT / SIGTERM shut it down gracefully.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import sys
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -28,7 +31,9 @@ from vicar.connect import connect, ensure_search_attributes
 from vicar.models import BrainConfig
 from vicar.proxy.provider import Predictor
 from vicar.proxy.select import predictor_from_env
-from vicar.server import EmbeddedServer, embedded_address, env_configured, reachable
+from vicar.errors import VicarError
+from vicar.locks import WorkerLock
+from vicar.server import SharedServer, env_configured, use_embedded
 from workflows.brain import BrainWorkflow
 from workflows.consolidation import ConsolidationWorkflow
 from workflows.gate import GateWorkflow
@@ -66,46 +71,49 @@ def build_worker(
 
 
 @contextlib.asynccontextmanager
-async def temporal_client(settings: Settings, *, embedded: bool | None = None) -> AsyncIterator[tuple[Client, EmbeddedServer | None]]:
-    """A client to the configured Temporal, or to an embedded server started here."""
+async def temporal_client(settings: Settings, *, embedded: bool | None = None) -> AsyncIterator[tuple[Client, SharedServer | None]]:
+    """A client to the configured Temporal, or to the data directory's embedded server
+    (started here unless another process runs it; it stays up while any process uses it)."""
     server = None
     target = None
     if embedded if embedded is not None else not env_configured():
-        running = embedded_address(settings.data_dir)
-        if running and await asyncio.to_thread(reachable, running):
-            target = running  # another Vicar process serves this data directory already
-        else:
-            server = await asyncio.to_thread(EmbeddedServer(settings.data_dir).start)
-            target = server.address
+        server = await asyncio.to_thread(use_embedded, settings.data_dir)
+        target = server.address
     try:
         client = await connect(settings, target_host=target)
         await ensure_search_attributes(client)
         yield client, server
     finally:
         if server:
-            await asyncio.to_thread(server.stop)
+            await asyncio.to_thread(server.close)
 
 
-async def serve(settings: Settings, on_ready=None) -> None:
+async def serve(settings: Settings, on_ready=None, command: str = "python worker.py") -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with temporal_client(settings) as (client, server):
-        worker, registry = build_worker(client, settings, task_queue=settings.task_queue)
-        # Load the embedding model before taking work, not inside the first activity.
-        await asyncio.to_thread(make_embedder)
-        if on_ready:
-            on_ready(client, server)
-        async with worker:
-            await stop.wait()
-            log.info("shutting down: finishing running activities")
-        registry.close()
+    # Before the server: a second worker on this data stops here, starting nothing.
+    with WorkerLock(settings.data_dir, settings.task_queue, command):
+        async with temporal_client(settings) as (client, server):
+            worker, registry = build_worker(client, settings, task_queue=settings.task_queue)
+            # Load the embedding model before taking work, not inside the first activity.
+            await asyncio.to_thread(make_embedder)
+            if on_ready:
+                on_ready(client, server)
+            async with worker:
+                await stop.wait()
+                log.info("shutting down: finishing running activities")
+            registry.close()
 
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(serve(Settings.from_env()))
+    try:
+        asyncio.run(serve(Settings.from_env()))
+    except VicarError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
 
 
 if __name__ == "__main__":

@@ -476,7 +476,7 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
                               activities=[noop, *FloorBrainActivities(client).all()],
                               activity_executor=ThreadPoolExecutor(max_workers=4))
         setup_s = time.perf_counter() - t_start
-        server_pid = server._proc.pid if server and server._proc else None  # private, but only read
+        server_pid = server.pid if server else None
         console.print(f"server {server.address if server else '?'}, data dir {settings.data_dir}, "
                       f"setup {setup_s:.1f} s")
         try:

@@ -42,7 +42,7 @@ def one_line(exc: ValidationError) -> str:
 
 
 def friendly(fn):
-    """User errors become one red line and exit code 1 — never a traceback."""
+    """User errors become one red line and exit code 1 (or the error's own) — never a traceback."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -50,7 +50,7 @@ def friendly(fn):
             return fn(*args, **kwargs)
         except VicarError as exc:
             err.print(f"[red]error:[/] {exc}", highlight=False)
-            raise typer.Exit(1) from None
+            raise typer.Exit(exc.exit_code) from None
         except ValidationError as exc:
             err.print(f"[red]error:[/] invalid {exc.title}: {one_line(exc)}", highlight=False)
             raise typer.Exit(1) from None
@@ -78,37 +78,49 @@ def demo(
     human_delay: float = typer.Option(0.2, min=0.0, help="Seconds the scripted human takes to answer."),
 ) -> None:
     """Run a scripted session: gates open, the proxy learns from the human's answers."""
+    import os
     import time
 
     from vicar.models import check_principal
 
-    principal = check_principal(principal or f"alice-{time.strftime('%Y%m%d-%H%M%S')}")
+    # The pid keeps two demos started in the same second apart.
+    principal = check_principal(principal or f"alice-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
     asyncio.run(_demo(Settings.from_env(), principal, gates, human_delay))
 
 
 async def _demo(settings: Settings, principal: str, gates: int, human_delay: float) -> None:
     from memory.embedder import make_embedder
-    from vicar.demo import render_summary, run_demo
+    from vicar.demo import demo_task_queue, render_summary, run_demo
+    from vicar.locks import WorkerLock
     from worker import build_worker, temporal_client
 
     console.print(f"Data directory: {settings.data_dir}")
+    # Its own task queue, so a demo runs next to `vicar worker` and other demos; locked
+    # before the server, so a clash starts nothing.
+    task_queue = demo_task_queue(principal)
+    owner = WorkerLock(settings.data_dir, task_queue, "vicar demo")
     with console.status("Starting Temporal (embedded dev server) …"):
         ctx = temporal_client(settings)
         client, server = await ctx.__aenter__()
     try:
         where = f"embedded server at {server.address}" if server else f"Temporal at {client.service_client.config.target_host}"
         console.print(f"Connected to {where}.")
+        if server and not server.started_here:
+            console.print(f"It was started by another Vicar process (pid {server.started_by}) "
+                          "and stays up after this demo while any other Vicar process uses it.")
         with console.status("Loading the embedding model (all-MiniLM-L6-v2, local) …"):
             await asyncio.to_thread(make_embedder)
-        worker, registry = build_worker(client, settings)
+        worker, registry = build_worker(client, settings, task_queue=task_queue)
         async with worker:
             summary = await run_demo(client, principal, gates, worker.task_queue, registry, console, human_delay)
         registry.close()
         render_summary(summary, console, principal, server.ui_url if server else None)
         if server:
-            console.print("The embedded server stops now; run `vicar worker` to keep it (and the UI) up.")
+            console.print("The embedded server stops now unless another Vicar process still uses it; "
+                          "run `vicar worker` to keep it (and the UI) up.")
     finally:
         await ctx.__aexit__(*sys.exc_info())
+        owner.release()
 
 
 @app.command()
@@ -122,8 +134,10 @@ def worker() -> None:
     def ready(client, server) -> None:
         target = server.address if server else client.service_client.config.target_host
         console.print(f"Worker ready on {target}" + (f"; UI at {server.ui_url}" if server else ""))
+        if server and not server.started_here:
+            console.print(f"(the embedded server was started by another Vicar process, pid {server.started_by})")
 
-    asyncio.run(serve(Settings.from_env(), on_ready=ready))
+    asyncio.run(serve(Settings.from_env(), on_ready=ready, command="vicar worker"))
 
 
 # -- gates ---------------------------------------------------------------------------

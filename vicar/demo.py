@@ -8,6 +8,7 @@ the proxy predicts; escalated gates are answered by a scripted human through the
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from dataclasses import dataclass
 
@@ -63,6 +64,11 @@ KINDS: tuple[Kind, ...] = (
         "Plan: add an optional `filter` parameter to GET /projects.",
     )),
 )
+
+
+def demo_task_queue(principal: str) -> str:
+    """A demo's own task queue: its in-process worker is the only one serving it."""
+    return f"vicar-demo-{principal}"
 
 
 def scripted_human(req: GateRequest) -> HumanAnswer:
@@ -131,7 +137,7 @@ async def run_gate(client, req: GateRequest, task_queue: str, human_delay: float
 
 async def run_demo(client, principal: str, gates: int, task_queue: str, registry, console: Console,
                    human_delay: float = 0.2) -> DemoSummary:
-    run_id = time.strftime("%Y%m%d%H%M%S")
+    run_id = f"{time.strftime('%Y%m%d%H%M%S')}-{os.getpid()}"  # gate ids are unique per namespace
     waves = scenario(principal, gates, run_id)
     results: list[GateResult] = []
     start = time.monotonic()

@@ -2,4 +2,10 @@
 
 
 class VicarError(Exception):
-    pass
+    exit_code = 1
+
+
+class DataDirBusy(VicarError):
+    """Another process already serves this data directory on this task queue."""
+
+    exit_code = 3

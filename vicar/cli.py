@@ -299,11 +299,10 @@ def principal_allow(principal: str = typer.Argument(...), names: list[str] = typ
 @friendly
 def principal_disallow(principal: str = typer.Argument(...), names: list[str] = typer.Argument(...)) -> None:
     """Take these responders off PRINCIPAL's list (an emptied list lets anyone answer)."""
-    from vicar.models import check_responder
-    from vicar.responders import load_allowed, save_allowed
+    from vicar.responders import checked, load_allowed, save_allowed
 
     settings = Settings.from_env()
-    gone = {check_responder(n) for n in names}
+    gone = set(checked(names))
     allowed = save_allowed(settings.principals_dir, principal,
                            [n for n in load_allowed(settings.principals_dir, principal) if n not in gone])
     _print_allowed(principal, allowed)

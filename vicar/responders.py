@@ -31,8 +31,24 @@ class AllowList(BaseModel):
         return sorted({check_responder(n) for n in v})
 
 
+def _reason(exc: ValidationError) -> str:
+    e = exc.errors()[0]
+    return str(e.get("ctx", {}).get("error") or e["msg"])
+
+
+def checked(names: list[str]) -> list[str]:
+    """The names as stored (trimmed, sorted, unique); a bad one is a VicarError."""
+    try:
+        return AllowList(responders=names).responders
+    except ValidationError as exc:
+        raise VicarError(_reason(exc)) from None
+
+
 def responders_path(principals_dir: Path, principal: str) -> Path:
-    return principals_dir / check_principal(principal) / RESPONDERS_FILE
+    try:
+        return principals_dir / check_principal(principal) / RESPONDERS_FILE
+    except ValueError as exc:
+        raise VicarError(str(exc)) from None
 
 
 def load_allowed(principals_dir: Path, principal: str) -> list[str]:
@@ -50,13 +66,13 @@ def load_allowed(principals_dir: Path, principal: str) -> list[str]:
     try:
         return AllowList.model_validate_json(raw).responders
     except ValidationError as exc:
-        raise VicarError(f"{path} is not a valid allow-list: {exc.errors()[0]['msg']}") from None
+        raise VicarError(f"{path} is not a valid allow-list: {_reason(exc)}") from None
 
 
 def save_allowed(principals_dir: Path, principal: str, names: list[str]) -> list[str]:
     """Write the list (temp file + rename: a gate never reads a torn file); returns it."""
-    allowed = AllowList(responders=names)
+    allowed = checked(names)
     path = responders_path(principals_dir, principal)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, allowed.model_dump_json(indent=1) + "\n")
-    return allowed.responders
+    atomic_write(path, AllowList(responders=allowed).model_dump_json(indent=1) + "\n")
+    return allowed

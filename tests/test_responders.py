@@ -10,6 +10,7 @@ import logging
 import uuid
 
 import pytest
+from temporalio.client import WorkflowUpdateFailedError
 from temporalio.worker import Worker
 from typer.testing import CliRunner
 
@@ -65,8 +66,6 @@ async def test_cli_answer_records_the_os_user_or_vicar_responder(cli_env, harnes
     await wait_escalated(h.client, req.gate_id)
     with pytest.raises(VicarError, match="needs a responder"):
         await answer_gate(h.client, req.gate_id, HumanAnswer(action="approve"))
-    from temporalio.client import WorkflowUpdateFailedError
-
     with pytest.raises(WorkflowUpdateFailedError) as info:
         await handle.execute_update("respond", HumanAnswer(action="approve", responder="  "), result_type=str)
     assert "needs a responder" in str(info.value.cause)

@@ -12,16 +12,19 @@ import collections
 from temporalio import activity
 from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from memory.principal import MemoryRegistry
 from vicar import contracts as c
 from vicar.config import TASK_QUEUE, Settings
+from vicar.errors import VicarError
 from vicar.models import TurnReply, BrainConfig, BrainInput, Calibration, OutcomeRecord, PassResult, Surprise
 from vicar.proxy.calibration import calibrate
 from vicar.proxy.consult import calibration_inputs, consult, load_artifact, retrieve
 from vicar.proxy.outcomes import record_outcome
 from vicar.proxy.provider import Predictor
+from vicar.responders import load_allowed
 
 # Temporal admits at most 10 in-flight updates per workflow (history.maxInFlightUpdates)
 # and answers RESOURCE_EXHAUSTED beyond, which the client then retries with backoff.
@@ -47,7 +50,7 @@ class ProxyActivities:
         return [
             self.request_turn, self.release_turn, self.read_counter, self.mirror_counter, self.consult,
             self.retrieve_context, self.prior_pass, self.posterior_pass, self.extract_surprise,
-            self.calibrate, self.reinforce, self.agent_reply, self.record_outcome,
+            self.calibrate, self.reinforce, self.agent_reply, self.record_outcome, self.allowed_responders,
         ]
 
     # -- brain ---------------------------------------------------------------
@@ -171,3 +174,12 @@ class ProxyActivities:
     @activity.defn(name=c.RECORD_OUTCOME)
     def record_outcome(self, record: OutcomeRecord) -> str:
         return record_outcome(self.registry.get(record.request.principal), record)
+
+    @activity.defn(name=c.ALLOWED_RESPONDERS)
+    def allowed_responders(self, principal: str) -> list[str]:
+        """Read-only. An unreadable list is not retried (a person must fix it): the gate
+        then refuses every answer until a later read succeeds."""
+        try:
+            return load_allowed(self.settings.principals_dir, principal)
+        except VicarError as exc:
+            raise ApplicationError(str(exc), type="AllowListUnreadable", non_retryable=True) from None

@@ -65,7 +65,7 @@ P50_GOAL_MS = 150.0
 THROUGHPUT_GOAL = 20.0
 TASK_TYPE = "docs"
 QUESTION = "Approve or revise the overall deliverable: documentation update."
-HUMAN = HumanAnswer(action="approve", text="Fine, ship it.")
+HUMAN = HumanAnswer(action="approve", text="Fine, ship it.", responder="bench")
 # The proxy must decide alone this many times in a row before a principal counts as trained.
 TRAINED_STREAK = 2
 MAX_TRAINING_GATES = 12

@@ -31,8 +31,8 @@ async def test_question_escalates_then_the_proxy_answers_from_memory(harness):
         handle = await start_gate(h.client, req, h.task_queue)
         await wait_escalated(h.client, req.gate_id)
         with pytest.raises(VicarError, match="valid actions: answer"):
-            await answer_gate(h.client, req.gate_id, HumanAnswer(action="approve", text="ok"))
-        await answer_gate(h.client, req.gate_id, HumanAnswer(action="answer", text=answer))
+            await answer_gate(h.client, req.gate_id, HumanAnswer(action="approve", text="ok", responder=p))
+        await answer_gate(h.client, req.gate_id, HumanAnswer(action="answer", text=answer, responder=p))
         result = await handle.result()
         assert result.answered_by is AnsweredBy.human and result.text == answer
     req = ask(h, p, question=f"{QUESTION} (table 9)")

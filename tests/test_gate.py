@@ -43,7 +43,7 @@ async def run_answering(h, req, action="approve", text="Fine, ship it."):
         return "escalated" if d and d.status is GateStatus.escalated else None
 
     if await wait_for(settled) == "escalated":
-        await answer_gate(h.client, req.gate_id, HumanAnswer(action=action, text=text))
+        await answer_gate(h.client, req.gate_id, HumanAnswer(action=action, text=text, responder="alice"))
     return await handle.result()
 
 
@@ -115,7 +115,7 @@ async def test_escalations_are_listed_with_question_and_guess(harness):
     assert "no memory" in d.proxy_text
     desc = await handle.describe()
     assert desc.typed_search_attributes  # status, principal, state and task type for the UI
-    await answer_gate(h.client, req.gate_id, HumanAnswer(action="approve"))
+    await answer_gate(h.client, req.gate_id, HumanAnswer(action="approve", responder="alice"))
     await handle.result()
 
 

@@ -24,10 +24,12 @@ gate_app = typer.Typer(no_args_is_help=True, help="Open approval gates.")
 memory_app = typer.Typer(no_args_is_help=True, help="Inspect a principal's memory.")
 eval_app = typer.Typer(no_args_is_help=True, help="Evaluate the proxy on real reviewers' decisions.")
 session_app = typer.Typer(no_args_is_help=True, help="Working sessions: show one, end one.")
+principal_app = typer.Typer(no_args_is_help=True, help="Who may answer for a principal.")
 app.add_typer(gate_app, name="gate")
 app.add_typer(memory_app, name="memory")
 app.add_typer(eval_app, name="eval")
 app.add_typer(session_app, name="session")
+app.add_typer(principal_app, name="principal")
 
 console = Console(width=None if sys.stdout.isatty() else 120)
 err = Console(stderr=True, soft_wrap=True)  # an error stays one line
@@ -255,7 +257,8 @@ async def _escalations(principal: str | None) -> None:
     for d in waiting:
         guess = f"{d.proxy_action.value}: {d.proxy_text}" if d.proxy_action else d.proxy_text
         if d.dialog:
-            guess += "\n" + "\n".join(f"{t.speaker}: {t.text}" for t in d.dialog)
+            guess += "\n" + "\n".join(f"{t.speaker}{f' ({t.responder})' if t.responder else ''}: {t.text}"
+                                       for t in d.dialog)
         guard = d.calibration_guard + (f" ({d.calibration_note})" if d.calibration_note else "")
         table.add_row(d.gate_id, d.principal, d.state.value, d.task_type, d.question, guess,
                       f"{d.proxy_confidence:.2f}" if d.proxy_confidence is not None else "", guard)
@@ -268,9 +271,18 @@ def answer(
     gate_id: str = typer.Argument(...),
     action: str = typer.Argument(..., help="approve | correct | reject | hold | withdraw, or dialog to ask the agents first"),
     text: str = typer.Argument("", help="What you say to the agents."),
-    responder: Optional[str] = typer.Option(None, help="Who answers (default: the principal)."),
+    responder: Optional[str] = typer.Option(
+        None, envvar="VICAR_RESPONDER", show_default="$VICAR_RESPONDER, else your OS user name",
+        help="Who answers: recorded with the answer and checked against the principal's allow-list."),
 ) -> None:
     """Answer an escalated gate as the human."""
+    if responder is None:
+        import getpass
+
+        try:
+            responder = getpass.getuser()
+        except (OSError, KeyError):  # no login name in the environment or the user database
+            raise VicarError("cannot tell who is answering: give --responder or set VICAR_RESPONDER") from None
     asyncio.run(_answer(gate_id, HumanAnswer(action=action, text=text, responder=responder)))
 
 
@@ -280,6 +292,49 @@ async def _answer(gate_id: str, ans: HumanAnswer) -> None:
     check_action(ans.action)  # before connecting: a typo is reported even with no server
     client = await _client(Settings.from_env())
     console.print(await answer_gate(client, gate_id, ans))
+
+
+# -- principals ---------------------------------------------------------------------------
+
+
+@principal_app.command("allow")
+@friendly
+def principal_allow(principal: str = typer.Argument(...), names: list[str] = typer.Argument(...)) -> None:
+    """Let these responders answer for PRINCIPAL (the first name ends "anyone may answer")."""
+    from vicar.responders import load_allowed, save_allowed
+
+    settings = Settings.from_env()
+    allowed = save_allowed(settings.principals_dir, principal,
+                           load_allowed(settings.principals_dir, principal) + names)
+    _print_allowed(principal, allowed)
+
+
+@principal_app.command("disallow")
+@friendly
+def principal_disallow(principal: str = typer.Argument(...), names: list[str] = typer.Argument(...)) -> None:
+    """Take these responders off PRINCIPAL's list (an emptied list lets anyone answer)."""
+    from vicar.responders import checked, load_allowed, save_allowed
+
+    settings = Settings.from_env()
+    gone = set(checked(names))
+    allowed = save_allowed(settings.principals_dir, principal,
+                           [n for n in load_allowed(settings.principals_dir, principal) if n not in gone])
+    _print_allowed(principal, allowed)
+
+
+@principal_app.command("allowed")
+@friendly
+def principal_allowed(principal: str = typer.Argument(...)) -> None:
+    """Who may answer for PRINCIPAL."""
+    from vicar.responders import load_allowed
+
+    _print_allowed(principal, load_allowed(Settings.from_env().principals_dir, principal))
+
+
+def _print_allowed(principal: str, allowed: list[str]) -> None:
+    console.print(f"may answer for {principal}: {', '.join(allowed)}" if allowed else
+                  f"anyone who can reach {principal}'s gates may answer (no allow-list)",
+                  markup=False, highlight=False)
 
 
 # -- sessions ---------------------------------------------------------------------------
@@ -390,13 +445,15 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
         console.print(f"No human answers recorded for {principal} yet.")
         return
     table = Table(title=f"Approval rate of {principal}, latest {SESSIONS} sessions per context (oldest first)")
-    for col in ("state", "task type", "human answers", "sessions", "approval rate per session", "EMA", "trend"):
+    for col in ("state", "task type", "human answers", "answered by", "sessions", "approval rate per session",
+                "EMA", "trend"):
         table.add_column(col)
     for h in rows:
         trend = "" if h.earlier is None else f"{h.earlier:.2f} -> {h.later:.2f}"
         if h.flagged:
             trend = f"[bold red]DROP {trend}[/]"
-        table.add_row(h.state, h.task_type, str(h.human_answers), str(len(h.sessions)),
+        table.add_row(h.state, h.task_type, str(h.human_answers),
+                      ", ".join(f"{who} {k}" for who, k in h.responders.items()), str(len(h.sessions)),
                       " ".join(f"{r:.2f}" for r in h.approval_rates),
                       "" if h.ema_approval_rate is None else f"{h.ema_approval_rate:.2f}", trend)
     console.print(table)

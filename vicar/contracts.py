@@ -46,6 +46,7 @@ PLAN_CONSOLIDATION = "plan_consolidation"
 APPLY_CONSOLIDATION = "apply_consolidation"
 CONSULT = "consult"  # the whole consult path in one step (fast, local predictors)
 AGENT_REPLY = "agent_reply"
+ALLOWED_RESPONDERS = "allowed_responders"  # principal -> who may answer for them ([]: anyone)
 
 
 def brain_workflow_id(principal: str) -> str:

@@ -52,8 +52,11 @@ def check_action(action: str) -> None:
 
 async def answer_gate(client: Client, gate_id: str, answer: HumanAnswer) -> str:
     """Answer an escalated gate through the `respond` update, so a bad answer gets an
-    error back instead of silence."""
+    error back instead of silence. The responder is required (the gate refuses an
+    answer without one too) and checked there against the principal's allow-list."""
     check_action(answer.action)
+    if not answer.responder:
+        raise VicarError("an answer needs a responder: who is answering")
     handle = client.get_workflow_handle(c.gate_workflow_id(gate_id))
     try:
         desc = await handle.describe()

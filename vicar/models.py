@@ -81,6 +81,19 @@ def check_principal(value: str) -> str:
     return value
 
 
+RESPONDER_MAX_CHARS = 64
+
+
+def check_responder(value: str) -> str:
+    """A responder's name: asserted by whoever answers (not authenticated), so only
+    bounded and printable; surrounding blanks are dropped."""
+    name = value.strip()
+    if not name or len(name) > RESPONDER_MAX_CHARS or not name.isprintable():
+        raise ValueError(f"invalid responder {value[:RESPONDER_MAX_CHARS]!r}: "
+                         f"1-{RESPONDER_MAX_CHARS} printable characters")
+    return name
+
+
 class GateRequest(BaseModel):
     """One approval gate an orchestrator opens on behalf of an agent team, or (kind
     question) one question an agent asks the human mid-turn."""
@@ -134,7 +147,13 @@ class HumanAnswer(BaseModel):
 
     action: str
     text: str = ""
+    # Who answers. None only so the gate's validator, not the converter, says it is missing.
     responder: str | None = None
+
+    @field_validator("responder")
+    @classmethod
+    def _responder(cls, v: str | None) -> str | None:
+        return None if v is None or not v.strip() else check_responder(v)
 
 
 class ChunkSummary(BaseModel):
@@ -162,6 +181,7 @@ class DialogTurn(BaseModel):
     speaker: str  # "reviewer" or "agent"
     text: str
     answered_by: AnsweredBy | None = None  # for reviewer lines: who spoke for the human
+    responder: str | None = None  # for the human's lines: who asked
 
 
 class Usage(BaseModel):

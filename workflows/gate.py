@@ -3,6 +3,7 @@ escalates to the human and waits for their answer (signal or update)."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
@@ -53,6 +54,12 @@ QUICK = dict(
     start_to_close_timeout=timedelta(seconds=30),
     retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100), maximum_interval=timedelta(seconds=5)),
 )
+# Answers signalled before the gate escalates are kept (in order) up to this many; more
+# are logged and ignored: a flood must not grow the workflow's state.
+MAX_EARLY_ANSWERS = 20
+# While the principal's allow-list cannot be read every answer is refused; it is read
+# again this often, so a fixed file lets the gate be answered.
+ALLOW_LIST_REREAD = timedelta(minutes=1)
 
 
 def _cause(exc: ActivityError | ApplicationError) -> str:
@@ -84,6 +91,9 @@ class GateWorkflow:
         self._valid_actions: tuple[Action, ...] = ()
         self._working_memory = ""
         self._in_session = False
+        self._early: list[HumanAnswer] = []  # human_response signals that came before escalation
+        self._allowed: list[str] = []  # who may answer ([]: anyone), read when the gate escalates
+        self._allowed_error = ""  # the allow-list could not be read: nobody may answer
 
     async def _step(self, name: str, arg, result_type, options: dict = STEP):
         """Run a proxy step. With a fast predictor (the offline one) steps run as local
@@ -103,12 +113,25 @@ class GateWorkflow:
 
     @workflow.signal
     def human_response(self, answer: HumanAnswer) -> None:
-        # A signal cannot be refused to its sender; a bad one is logged and dropped.
-        # Callers that want an error use the `respond` update.
+        # A signal cannot be refused to its sender; a bad one is logged and ignored.
+        # Callers that want an error use the `respond` update. One that comes before
+        # the gate escalates is kept and judged when it does.
+        d = self._details
+        # Behind answers still kept, so they are judged in the order they came.
+        if d is None or d.status in (GateStatus.queued, GateStatus.consulting) or self._early:
+            if len(self._early) >= MAX_EARLY_ANSWERS:
+                workflow.logger.warning("ignored human_response from %s: %d answers already wait for the "
+                                        "gate to escalate", answer.responder, MAX_EARLY_ANSWERS)
+            else:
+                self._early.append(answer)
+            return
+        self._take(answer)
+
+    def _take(self, answer: HumanAnswer) -> None:
         try:
             self._validate(answer)
         except ValueError as exc:
-            workflow.logger.warning("ignored human_response: %s", exc)
+            workflow.logger.warning("ignored human_response from %s: %s", answer.responder, exc)
             return
         self._answer = answer
 
@@ -134,6 +157,14 @@ class GateWorkflow:
             if asked >= self._max_dialog_turns:
                 raise ValueError(f"dialog limit ({self._max_dialog_turns} turns) reached: "
                                  f"answer with approve, correct, reject, hold or withdraw")
+        if not answer.responder:
+            raise ValueError("an answer needs a responder: who is answering (vicar answer --responder NAME)")
+        if self._allowed_error:
+            raise ValueError(f"nobody may answer for {d.principal} until their allow-list is fixed: "
+                             f"{self._allowed_error}")
+        if self._allowed and answer.responder not in self._allowed:
+            raise ValueError(f"{answer.responder!r} may not answer for {d.principal}; "
+                             f"allowed: {', '.join(self._allowed)}")
 
     @workflow.query
     def details(self) -> GateDetails | None:
@@ -183,11 +214,13 @@ class GateWorkflow:
 
         if not decision.escalate:
             self._set_status(GateStatus.done)
+            self._ignore_early("the proxy answered the gate")
             return await self._finish(req, self._result(req, n, action, text, consulted, escalated=False,
                                                         answered_by=AnsweredBy.proxy, responder=None))
 
         # Escalate outside the turn: a slow human never blocks the principal's other gates.
         posterior, calibration = consulted.posterior, consulted.calibration
+        await self._read_allowed(req)
         self._set_status(GateStatus.escalated, confidence=calibration.confidence)
         workflow.set_current_details(
             f"**Waiting for {req.principal}** — {req.state.value} / {req.task_type}\n\n"
@@ -199,22 +232,54 @@ class GateWorkflow:
                else f"Answer with `vicar answer {req.gate_id} ACTION \"text\"`.")
         )
         while True:
-            await workflow.wait_condition(lambda: self._answer is not None)
-            answer, self._answer = self._answer, None
+            answer = await self._human_answer(req)
             if answer.action != Action.dialog.value:
-                break
+                break  # kept in self._answer: later answers are refused while it is recorded
+            self._answer = None
             # The human asked something: the agent side answers, the human decides after.
             try:
-                await self._converse(req, answer.text, AnsweredBy.human)
+                await self._converse(req, answer.text, AnsweredBy.human, answer.responder)
             except (ActivityError, ApplicationError) as exc:
                 self._dialog.append(DialogTurn(speaker="agent", text=f"(no answer: {_cause(exc)})"))
                 self._details.dialog = list(self._dialog)
+            await self._read_allowed(req)  # the principal may have changed it meanwhile
         workflow.set_current_details("")
+        self._ignore_early("the gate has its answer")
         action, text = self._final(Action(answer.action), answer.text)
         await self._record(req, n, action, text, AnsweredBy.human, answer.responder, consulted)
         self._set_status(GateStatus.done)
         return await self._finish(req, self._result(req, n, action, text, consulted, escalated=True,
                                                     answered_by=AnsweredBy.human, responder=answer.responder))
+
+    async def _human_answer(self, req: GateRequest) -> HumanAnswer:
+        """The next accepted answer (left in self._answer); answers signalled before
+        escalation come first, in the order they came, each judged now by the validator."""
+        while True:
+            while self._answer is None and self._early:
+                self._take(self._early.pop(0))
+            if self._answer is not None:
+                return self._answer
+            try:
+                await workflow.wait_condition(lambda: self._answer is not None or bool(self._early),
+                                              timeout=ALLOW_LIST_REREAD if self._allowed_error else None)
+            except asyncio.TimeoutError:
+                await self._read_allowed(req)
+
+    async def _read_allowed(self, req: GateRequest) -> None:
+        """Who may answer for the principal, through an activity (recorded in history)."""
+        try:
+            self._allowed = await workflow.execute_local_activity(
+                c.ALLOWED_RESPONDERS, req.principal, result_type=list[str], **QUICK)
+            self._allowed_error = ""
+        except (ActivityError, ApplicationError) as exc:
+            # Fail closed: a list that cannot be read must not let everyone answer.
+            self._allowed_error = _cause(exc)
+            workflow.logger.warning("gate %s refuses every answer: %s", req.gate_id, self._allowed_error)
+
+    def _ignore_early(self, why: str) -> None:
+        for answer in self._early:
+            workflow.logger.warning("ignored human_response from %s: %s", answer.responder, why)
+        self._early.clear()
 
     async def _finish(self, req: GateRequest, result: GateResult) -> GateResult:
         """Tell the session the gate is done (its memory is ready for consolidation)."""
@@ -262,9 +327,11 @@ class GateWorkflow:
             if not await self._converse(req, decision.text, AnsweredBy.proxy):
                 return consulted, Decision(escalate=True, action=None, text=decision.text)
 
-    async def _converse(self, req: GateRequest, reviewer_text: str, by: AnsweredBy) -> bool:
+    async def _converse(self, req: GateRequest, reviewer_text: str, by: AnsweredBy,
+                        responder: str | None = None) -> bool:
         """Add the reviewer's line and the agent side's reply; False if the reply is empty."""
-        self._dialog.append(DialogTurn(speaker="reviewer", text=reviewer_text, answered_by=by))
+        self._dialog.append(DialogTurn(speaker="reviewer", text=reviewer_text, answered_by=by,
+                                       responder=responder))
         assert self._details is not None
         self._details.dialog = list(self._dialog)  # the human sees what was asked, answered or not
         reply = await self._step(c.AGENT_REPLY, c.AgentReplyInput(request=req, dialog=self._dialog),

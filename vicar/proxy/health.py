@@ -7,7 +7,7 @@ way an operator should look.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from statistics import fmean
 
 from pydantic import BaseModel
@@ -29,6 +29,7 @@ class ContextHealth(BaseModel):
     later: float | None = None
     flagged: bool = False
     ema_approval_rate: float | None = None
+    responders: dict[str, int] = {}  # who answered, most answers first ("?": not recorded)
 
 
 def session_of(record: OutcomeRecord) -> str:
@@ -43,11 +44,13 @@ def context_health(records: list[OutcomeRecord], ema: dict[tuple[str, str], floa
                    ) -> list[ContextHealth]:
     """Records in log order; proxy answers are left out (they are not the human)."""
     per: dict[tuple[str, str], dict[str, list[bool]]] = defaultdict(dict)
+    who: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
     for r in records:
         if r.answered_by is not AnsweredBy.human or r.request.kind is not RequestKind.gate:
             continue
         key = (r.request.state.value, r.request.task_type)
         per[key].setdefault(session_of(r), []).append(r.action is Action.approve)
+        who[key][r.responder or "?"] += 1
     out = []
     for (state, task_type), sessions in sorted(per.items()):
         names = list(sessions)[-SESSIONS:]  # dicts keep first-seen order: log order
@@ -55,7 +58,8 @@ def context_health(records: list[OutcomeRecord], ema: dict[tuple[str, str], floa
         h = ContextHealth(state=state, task_type=task_type,
                           human_answers=sum(len(v) for v in sessions.values()),
                           sessions=names, approval_rates=rates,
-                          ema_approval_rate=(ema or {}).get((state, task_type)))
+                          ema_approval_rate=(ema or {}).get((state, task_type)),
+                          responders=dict(who[(state, task_type)].most_common()))
         if len(rates) >= MIN_SESSIONS:
             half = len(rates) // 2
             h.earlier, h.later = fmean(rates[:half]), fmean(rates[-half:])

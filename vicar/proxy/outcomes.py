@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from memory.principal import PrincipalMemory
+from vicar.files import atomic_write as _atomic_write
 from vicar.models import AnsweredBy, OutcomeRecord
 from vicar.proxy.bookkeeping import ConfidenceModel, ContextEntry, apply_outcome, context_key, load_entry
 from vicar.proxy.consult import outcome_chunk
@@ -50,20 +50,6 @@ def confidence_model(memory: PrincipalMemory) -> ConfidenceModel:
 
 
 # -- artifacts -------------------------------------------------------------------
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """Temp file + rename: a reader never sees a torn file. No fsync: the artifacts are
-    derived from the SQLite log (the source of truth), and the next write rebuilds
-    whatever a power loss took; an fsync per gate cost more than the rest of the write."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _last_line(path: Path) -> str:

@@ -10,6 +10,7 @@ from temporalio import activity
 from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 
+from activities.store_errors import store_errors
 from memory.principal import MemoryRegistry
 from vicar import contracts as c
 from vicar.config import TASK_QUEUE, Settings
@@ -59,7 +60,7 @@ class ProxyActivities:
             result_type=TurnReply,
         )
         return c.TurnTicket(local_steps=getattr(self.predictor, "local", False), n=reply.n,
-                            max_dialog_turns=self.settings.max_dialog_turns)
+                            max_dialog_turns=self.settings.max_dialog_turns, error=reply.error)
 
     @activity.defn(name=c.RELEASE_TURN)
     async def release_turn(self, ask: c.TurnAsk) -> None:
@@ -68,16 +69,19 @@ class ProxyActivities:
             "release_turn", ask.turn.gate_id)
 
     @activity.defn(name=c.READ_COUNTER)
+    @store_errors
     def read_counter(self, inp: c.CounterInput) -> int:
         return self.registry.get(inp.principal).counter()
 
     @activity.defn(name=c.MIRROR_COUNTER)
+    @store_errors
     def mirror_counter(self, inp: c.CounterInput) -> int:
         return self.registry.get(inp.principal).raise_counter(inp.n)
 
     # -- gate ----------------------------------------------------------------
 
     @activity.defn(name=c.CONSULT)
+    @store_errors
     def consult(self, inp: c.ConsultInput) -> c.ConsultResult:
         """The whole consult path in one step, for predictors fast enough to run as a
         local activity: one dispatch instead of six. Reinforcement is keyed by
@@ -89,6 +93,7 @@ class ProxyActivities:
                                calibration=result.calibration)
 
     @activity.defn(name=c.RETRIEVE)
+    @store_errors
     def retrieve_context(self, inp: c.RetrieveInput) -> c.RetrievalBundle:
         memory = self.registry.get(inp.request.principal)
         artifact = load_artifact(inp.request)
@@ -116,6 +121,7 @@ class ProxyActivities:
         )
 
     @activity.defn(name=c.CALIBRATE)
+    @store_errors
     def calibrate(self, inp: c.CalibrateInput) -> Calibration:
         params = self.settings.calibration
         memory = self.registry.get(inp.request.principal)
@@ -123,6 +129,7 @@ class ProxyActivities:
             memory, inp.request, inp.ctx, params, now=inp.now, gate_key=inp.gate_key), params)
 
     @activity.defn(name=c.REINFORCE)
+    @store_errors
     def reinforce(self, inp: c.ReinforceInput) -> list[str]:
         return self.registry.get(inp.principal).reinforce(inp.chunk_ids, inp.n)
 
@@ -132,5 +139,6 @@ class ProxyActivities:
         return c.AgentReply(text=text, usage=usage)
 
     @activity.defn(name=c.RECORD_OUTCOME)
+    @store_errors
     def record_outcome(self, record: OutcomeRecord) -> str:
         return record_outcome(self.registry.get(record.request.principal), record)

@@ -16,7 +16,23 @@ from pathlib import Path
 
 import numpy as np
 
+from memory.store import StoreError
+
 logging.getLogger("chromadb.telemetry").setLevel(logging.CRITICAL)
+
+
+def vectors_unusable(directory: Path, principal: str, exc: BaseException) -> StoreError:
+    """The one line for a vector store that cannot be read: which file, and the repair."""
+    cause = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    return StoreError(f"vector store {directory / 'chroma' / 'chroma.sqlite3'} of {principal!r} is unusable "
+                      f"({cause}); rebuild it from the records with `vicar memory repair {principal}`")
+
+
+def open_vectors(directory: Path, principal: str, model: str) -> "VectorStore":
+    try:
+        return VectorStore(directory / "chroma", model)
+    except Exception as exc:  # Chroma's errors have no common base across its Rust and Python layers
+        raise vectors_unusable(directory, principal, exc) from exc
 
 
 def vector_id(chunk_id: str, dim: str) -> str:
@@ -94,6 +110,13 @@ class VectorStore:
 
     def count(self) -> int:
         return self._col.count()
+
+    def close(self) -> None:
+        # Chroma caches one client system per path for the whole process: without this, a
+        # chroma/ deleted or moved aside would be read through the stale system when the
+        # memory is opened again in the same process.
+        with self._lock:
+            self._client.close()
 
 
 class InMemoryVectors:

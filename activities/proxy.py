@@ -56,7 +56,7 @@ class ProxyActivities:
                 task_queue=self.task_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             ),
-            id=f"turn/{ask.turn.workflow_id}",
+            id=f"turn/{ask.turn.workflow_id}" + (f"/{ask.attempt}" if ask.attempt else ""),
             result_type=TurnReply,
         )
         return c.TurnTicket(local_steps=getattr(self.predictor, "local", False), n=reply.n,

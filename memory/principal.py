@@ -73,11 +73,11 @@ class PrincipalMemory:
             self.index = MemoryIndex(embedder.dim, params.hybrid_k)
             self.lexical = LexicalIndex(self._lexical_texts)
             self._rebuild()
-            lost = self.chunks_without_vectors()
-            if lost:
+            self.rebuilt_on_open: ReconcileReport | None = None
+            if self.chunks_without_vectors():
                 # Records are the source of truth: vectors lost with a deleted or emptied
                 # chroma/ are re-embedded now, not left to fail retrieval silently.
-                report = self.reconcile()
+                report = self.rebuilt_on_open = self.reconcile()
                 log.warning("memory of %s: %d of %d chunks had no vectors; rebuilt them from the records "
                             "(%d orphan vectors deleted)", principal, report.missing_vectors,
                             len(self.index), report.orphan_vectors)

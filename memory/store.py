@@ -105,10 +105,14 @@ class StoreError(VicarError):
     """A store that cannot be used as asked: shown to the user as one line."""
 
 
+class RecordsUnusable(StoreError):
+    """The record store cannot be read; the records are the source of truth."""
+
+
 def records_unusable(path: Path, exc: BaseException) -> StoreError:
     """The one line for a record store that cannot be read. The records are the source
     of truth: nothing else holds them, so the only way back is a copy of the file."""
-    return StoreError(f"record store {path} is unusable ({exc}); it cannot be rebuilt from the vectors: "
+    return RecordsUnusable(f"record store {path} is unusable ({exc}); it cannot be rebuilt from the vectors: "
                       f"move it aside and restore a backup copy of it")
 
 

@@ -21,10 +21,14 @@ from memory.store import StoreError
 logging.getLogger("chromadb.telemetry").setLevel(logging.CRITICAL)
 
 
+class VectorsUnusable(StoreError):
+    """The vector store cannot be read: rebuilt from the records by `vicar memory repair`."""
+
+
 def vectors_unusable(directory: Path, principal: str, exc: BaseException) -> StoreError:
     """The one line for a vector store that cannot be read: which file, and the repair."""
     cause = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-    return StoreError(f"vector store {directory / 'chroma' / 'chroma.sqlite3'} of {principal!r} is unusable "
+    return VectorsUnusable(f"vector store {directory / 'chroma' / 'chroma.sqlite3'} of {principal!r} is unusable "
                       f"({cause}); rebuild it from the records with `vicar memory repair {principal}`")
 
 
@@ -49,9 +53,17 @@ class VectorStore:
         from chromadb.config import Settings as ChromaSettings
 
         path.mkdir(parents=True, exist_ok=True)
-        self._client = chromadb.PersistentClient(
-            path=str(path), settings=ChromaSettings(anonymized_telemetry=False, allow_reset=False)
-        )
+        try:
+            self._client = chromadb.PersistentClient(
+                path=str(path), settings=ChromaSettings(anonymized_telemetry=False, allow_reset=False)
+            )
+        except Exception:
+            # Chroma caches the system it failed to start, per path, for the whole process:
+            # every later open of this path (even once repaired) would fail the same way.
+            from chromadb.api.shared_system_client import SharedSystemClient
+
+            SharedSystemClient._identifier_to_system.pop(str(path), None)
+            raise
         # Chroma's default embedding function downloads a model: always pass vectors.
         self._col = self._client.get_or_create_collection(
             name=collection_name(model), embedding_function=None, metadata={"hnsw:space": "cosine"}

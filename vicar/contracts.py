@@ -86,6 +86,9 @@ class TurnAsk(BaseModel):
     principal: str
     turn: TurnRequest
     config: BrainConfig | None = None  # None: the worker's default
+    # Asked again after a refusal (a broken memory): a new update id, since the brain
+    # run deduplicates an update id and would repeat the refusal.
+    attempt: int = 0
 
 
 class TurnTicket(BaseModel):

@@ -41,6 +41,7 @@ class ConsolidationWorkflow:
         while True:
             self._grant = None
             ticket = await workflow.execute_local_activity(c.REQUEST_TURN, turn, result_type=c.TurnTicket, **QUICK)
+            turn.attempt += 1  # a new update id for the next ask (the brain deduplicates ids)
             refused = ticket.error
             if refused is None and ticket.n is None:
                 await workflow.wait_condition(lambda: self._grant is not None)

@@ -309,12 +309,12 @@ class GateWorkflow:
         d.calibration_guard = consulted.calibration.guard
         d.calibration_note = consulted.calibration.note
 
-    async def _take_turn(self, req: GateRequest) -> tuple[int | None, str]:
+    async def _take_turn(self, req: GateRequest, attempt: int = 0) -> tuple[int | None, str]:
         """(N, "") for a granted turn; (None, why) when the brain refused it because the
         principal's memory is unavailable."""
         self._grant = None  # asked again after a refusal: wait for the new answer
         ticket = await workflow.execute_local_activity(
-            c.REQUEST_TURN, c.TurnAsk(principal=req.principal, turn=self._turn(req)),
+            c.REQUEST_TURN, c.TurnAsk(principal=req.principal, turn=self._turn(req), attempt=attempt),
             result_type=c.TurnTicket, **QUICK)
         self._local_steps = ticket.local_steps
         self._max_dialog_turns = ticket.max_dialog_turns
@@ -328,9 +328,10 @@ class GateWorkflow:
 
     async def _turn_for_record(self, req: GateRequest) -> int:
         """Take the turn, however long the memory takes to be repaired."""
-        wait = timedelta(seconds=1)
+        wait, attempt = timedelta(seconds=1), 0
         while True:
-            n, refused = await self._take_turn(req)
+            attempt += 1
+            n, refused = await self._take_turn(req, attempt)
             if n is not None:
                 return n
             assert self._details is not None

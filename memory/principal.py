@@ -63,6 +63,7 @@ class PrincipalMemory:
         self._lock = threading.RLock()
         self.store: RecordStore | None = None
         self.vectors: VectorStore | InMemoryVectors | None = None
+        self.rebuilt_on_open: ReconcileReport | None = None  # vectors re-embedded when opened
         self._owner = OwnerLock(self.dir, principal)  # before anything is read: one process per memory
         try:
             self.store = RecordStore(self.dir / "memory.db")
@@ -73,7 +74,6 @@ class PrincipalMemory:
             self.index = MemoryIndex(embedder.dim, params.hybrid_k)
             self.lexical = LexicalIndex(self._lexical_texts)
             self._rebuild()
-            self.rebuilt_on_open: ReconcileReport | None = None
             if self.chunks_without_vectors():
                 # Records are the source of truth: vectors lost with a deleted or emptied
                 # chroma/ are re-embedded now, not left to fail retrieval silently.
@@ -106,9 +106,7 @@ class PrincipalMemory:
         try:
             for cid, dim, vec in self.vectors.load_all():
                 self.index.set_vector(cid, dim, vec)
-        except StoreError:
-            raise
-        except Exception as exc:
+        except Exception as exc:  # Chroma's errors have no common base
             raise vectors_unusable(self.dir, self.principal, exc) from exc
         for a, b, n in self.store.coaccess():
             if a in self.index.pos and b in self.index.pos:

@@ -61,8 +61,6 @@ QUICK = dict(
 )
 
 
-
-
 def check_answer(state_actions: tuple[Action, ...], answer: HumanAnswer) -> Action:
     valid = [a.value for a in state_actions]
     if answer.action not in valid:

@@ -15,6 +15,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.store_errors import store_errors
 from memory.principal import MemoryRegistry
 from vicar import contracts as c
 from vicar.config import TASK_QUEUE, Settings
@@ -62,12 +63,14 @@ class ProxyActivities:
         grants an idle principal's turn at once; otherwise, or when the server is at
         its update limit, the request queues by signal-with-start and the brain grants
         it later with `turn_granted`. Both paths are idempotent: the update id derives
-        from the gate, and the brain ignores a gate already queued or holding."""
-        n = None
+        from the gate (and the gate's attempt after a refused turn, whose refusal the
+        brain run would otherwise replay), and the brain ignores a gate already queued
+        or holding."""
+        reply = TurnReply(n=None)
         if self._turn_updates[ask.principal] < MAX_TURN_UPDATES_IN_FLIGHT:
             self._turn_updates[ask.principal] += 1
             try:
-                n = (await self._take_turn_update(ask)).n
+                reply = await self._take_turn_update(ask)
             except RPCError as exc:
                 if exc.status != RPCStatusCode.RESOURCE_EXHAUSTED:
                     raise
@@ -78,8 +81,8 @@ class ProxyActivities:
                     del self._turn_updates[ask.principal]
         else:
             await self._queue_turn(ask)
-        return c.TurnTicket(local_steps=getattr(self.predictor, "local", False), n=n,
-                            max_dialog_turns=self.settings.max_dialog_turns)
+        return c.TurnTicket(local_steps=getattr(self.predictor, "local", False), n=reply.n,
+                            max_dialog_turns=self.settings.max_dialog_turns, error=reply.error)
 
     def _brain_start(self, ask: c.TurnAsk) -> dict:
         return dict(args=[BrainInput(principal=ask.principal, config=ask.config or self.brain_config)],
@@ -94,8 +97,8 @@ class ProxyActivities:
         asyncio.ensure_future(start.workflow_handle()).add_done_callback(
             lambda f: f.cancelled() or f.exception())
         return await self.client.execute_update_with_start_workflow(
-            "take_turn", ask.turn, start_workflow_operation=start, id=f"turn/{ask.turn.workflow_id}",
-            result_type=TurnReply)
+            "take_turn", ask.turn, start_workflow_operation=start,
+            id=f"turn/{ask.turn.workflow_id}" + (f"/{ask.attempt}" if ask.attempt else ""), result_type=TurnReply)
 
     async def _queue_turn(self, ask: c.TurnAsk) -> None:
         await self.client.start_workflow(
@@ -108,16 +111,19 @@ class ProxyActivities:
             "release_turn", ask.turn.gate_id)
 
     @activity.defn(name=c.READ_COUNTER)
+    @store_errors
     def read_counter(self, inp: c.CounterInput) -> int:
         return self.registry.get(inp.principal).counter()
 
     @activity.defn(name=c.MIRROR_COUNTER)
+    @store_errors
     def mirror_counter(self, inp: c.CounterInput) -> int:
         return self.registry.get(inp.principal).raise_counter(inp.n)
 
     # -- gate ----------------------------------------------------------------
 
     @activity.defn(name=c.CONSULT)
+    @store_errors
     def consult(self, inp: c.ConsultInput) -> c.ConsultResult:
         """The whole consult path in one step, for predictors fast enough to run as a
         local activity: one dispatch instead of six. Reinforcement is keyed by
@@ -129,6 +135,7 @@ class ProxyActivities:
                                calibration=result.calibration)
 
     @activity.defn(name=c.RETRIEVE)
+    @store_errors
     def retrieve_context(self, inp: c.RetrieveInput) -> c.RetrievalBundle:
         memory = self.registry.get(inp.request.principal)
         artifact = load_artifact(inp.request)
@@ -156,6 +163,7 @@ class ProxyActivities:
         )
 
     @activity.defn(name=c.CALIBRATE)
+    @store_errors
     def calibrate(self, inp: c.CalibrateInput) -> Calibration:
         params = self.settings.calibration
         memory = self.registry.get(inp.request.principal)
@@ -163,6 +171,7 @@ class ProxyActivities:
             memory, inp.request, inp.ctx, params, now=inp.now, gate_key=inp.gate_key), params)
 
     @activity.defn(name=c.REINFORCE)
+    @store_errors
     def reinforce(self, inp: c.ReinforceInput) -> list[str]:
         return self.registry.get(inp.principal).reinforce(inp.chunk_ids, inp.n)
 
@@ -172,6 +181,7 @@ class ProxyActivities:
         return c.AgentReply(text=text, usage=usage)
 
     @activity.defn(name=c.RECORD_OUTCOME)
+    @store_errors
     def record_outcome(self, record: OutcomeRecord) -> str:
         return record_outcome(self.registry.get(record.request.principal), record)
 

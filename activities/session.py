@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import time
 
 from temporalio import activity
@@ -13,9 +14,11 @@ from temporalio.exceptions import ApplicationError
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
+from activities.store_errors import unavailable
 from memory.chunk import chunk_id_for
 from memory.consolidation import apply_consolidation, plan_consolidation
 from memory.principal import MemoryRegistry
+from memory.store import StoreError
 from memory.working import load_working_memory
 from vicar import contracts as c
 from vicar.config import TASK_QUEUE, Settings
@@ -77,8 +80,13 @@ class SessionActivities:
     async def load_working_memory(self, inp: c.WorkingMemoryInput) -> WorkingMemoryView:
         """N from the principal's brain (the store's mirror when no brain runs yet), then
         activation over every chunk, top-down into the token budget."""
-        memory = await asyncio.to_thread(self.registry.get, inp.principal)
-        n = await asyncio.to_thread(memory.counter)
+        try:
+            memory = await asyncio.to_thread(self.registry.get, inp.principal)
+            n = await asyncio.to_thread(memory.counter)
+        except Exception as exc:
+            if isinstance(exc, (StoreError, sqlite3.Error)):
+                raise unavailable(exc) from exc
+            raise
         try:
             status = await self.client.get_workflow_handle(c.brain_workflow_id(inp.principal)).query(
                 "status", result_type=BrainStatus)

@@ -7,6 +7,8 @@ no shared collection or table through which one principal's chunks could reach a
 from __future__ import annotations
 
 import hashlib
+import logging
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -17,11 +19,14 @@ from memory.chunk import BLENDED, DIMENSIONS, MemoryChunk, blended_text
 from memory.embedder import Embedder
 from memory.index import STRUCT_FIELDS, MemoryIndex, single_threaded_blas
 from memory.lexical import LexicalIndex
+from memory.owner import OwnerLock
 from memory.retrieval import EmbeddingMode, Hit, Query, rank
-from memory.store import RecordStore, StoreError
-from memory.vectors import InMemoryVectors, VectorStore
+from memory.store import RecordStore, StoreError, records_unusable
+from memory.vectors import InMemoryVectors, VectorStore, open_vectors, vectors_unusable
 from vicar.config import MemoryParams
 from vicar.models import check_principal
+
+log = logging.getLogger(__name__)
 
 
 class MemoryStats(BaseModel):
@@ -56,14 +61,31 @@ class PrincipalMemory:
         self.embedder = embedder
         self.params = params
         self._lock = threading.RLock()
-        self.store = RecordStore(self.dir / "memory.db")
-        self._claim("principal", principal)
-        self._claim("embedding_model", embedder.model_name)
-        self.vectors = (VectorStore(self.dir / "chroma", embedder.model_name) if persist_vectors
-                        else InMemoryVectors())
-        self.index = MemoryIndex(embedder.dim, params.hybrid_k)
-        self.lexical = LexicalIndex(self._lexical_texts)
-        self._rebuild()
+        self.store: RecordStore | None = None
+        self.vectors: VectorStore | InMemoryVectors | None = None
+        self.rebuilt_on_open: ReconcileReport | None = None  # vectors re-embedded when opened
+        self._owner = OwnerLock(self.dir, principal)  # before anything is read: one process per memory
+        try:
+            self.store = RecordStore(self.dir / "memory.db")
+            self._claim("principal", principal)
+            self._claim("embedding_model", embedder.model_name)
+            self.vectors = (open_vectors(self.dir, principal, embedder.model_name) if persist_vectors
+                            else InMemoryVectors())
+            self.index = MemoryIndex(embedder.dim, params.hybrid_k)
+            self.lexical = LexicalIndex(self._lexical_texts)
+            self._rebuild()
+            if self.chunks_without_vectors():
+                # Records are the source of truth: vectors lost with a deleted or emptied
+                # chroma/ are re-embedded now, not left to fail retrieval silently.
+                report = self.rebuilt_on_open = self.reconcile()
+                log.warning("memory of %s: %d of %d chunks had no vectors; rebuilt them from the records "
+                            "(%d orphan vectors deleted)", principal, report.missing_vectors,
+                            len(self.index), report.orphan_vectors)
+        except BaseException as exc:
+            self.close()
+            if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+                raise records_unusable(self.dir / "memory.db", exc) from exc
+            raise
 
     def _claim(self, key: str, value: str) -> None:
         stored = self.store.get_meta(key)
@@ -81,15 +103,31 @@ class PrincipalMemory:
             traces.setdefault(cid, []).append(n)
         for row in self.store.index_rows():
             self.index.add_chunk(row[0], dict(zip(STRUCT_FIELDS, row[1:])), traces.get(row[0], []))
-        for cid, dim, vec in self.vectors.load_all():
-            self.index.set_vector(cid, dim, vec)
+        try:
+            for cid, dim, vec in self.vectors.load_all():
+                self.index.set_vector(cid, dim, vec)
+        except Exception as exc:  # Chroma's errors have no common base
+            raise vectors_unusable(self.dir, self.principal, exc) from exc
         for a, b, n in self.store.coaccess():
             if a in self.index.pos and b in self.index.pos:
                 row = self.index.coaccess.setdefault(self.index.pos[a], {})
                 row[self.index.pos[b]] = n
 
+    def chunks_without_vectors(self) -> int:
+        """Chunks with no vector at all. Every chunk has a situation text (state and task
+        type are never empty), so one without a situation vector lost its vectors."""
+        col = self.index.vectors.get("situation")
+        if col is None:
+            return len(self.index)
+        col.grow_to(len(self.index))
+        return int(np.count_nonzero(col.row_of.view[:len(self.index)] < 0))
+
     def close(self) -> None:
-        self.store.close()
+        if self.store is not None:
+            self.store.close()
+        if isinstance(self.vectors, VectorStore):
+            self.vectors.close()
+        self._owner.release()
 
     # -- writes ---------------------------------------------------------------
 

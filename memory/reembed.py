@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from memory.embedder import Embedder
+from memory.owner import OwnerLock
 from memory.store import RecordStore, StoreError
 from memory.vectors import VectorStore
 from vicar.models import check_principal
@@ -23,7 +24,12 @@ def reembed(root: Path, principal: str, embedder: Embedder, batch: int = 64,
     path = root / principal / "memory.db"
     if not path.exists():
         raise StoreError(f"no memory for principal {principal!r} under {root}")
-    store = RecordStore(path)
+    lock = OwnerLock(root / principal, principal)  # refused while a worker has the memory open
+    try:
+        store = RecordStore(path)
+    except BaseException:
+        lock.release()
+        raise
     try:
         if store.get_meta("embedding_model") == embedder.model_name:
             return 0
@@ -43,3 +49,4 @@ def reembed(root: Path, principal: str, embedder: Embedder, batch: int = 64,
         return len(chunks)
     finally:
         store.close()
+        lock.release()

@@ -105,6 +105,17 @@ class StoreError(VicarError):
     """A store that cannot be used as asked: shown to the user as one line."""
 
 
+class RecordsUnusable(StoreError):
+    """The record store cannot be read; the records are the source of truth."""
+
+
+def records_unusable(path: Path, exc: BaseException) -> StoreError:
+    """The one line for a record store that cannot be read. The records are the source
+    of truth: nothing else holds them, so the only way back is a copy of the file."""
+    return RecordsUnusable(f"record store {path} is unusable ({exc}); it cannot be rebuilt from the vectors: "
+                      f"move it aside and restore a backup copy of it")
+
+
 class RecordStore:
     """One SQLite file per principal. Thread-safe: one connection behind a lock."""
 
@@ -113,10 +124,16 @@ class RecordStore:
         self.path = path
         self._lock = threading.RLock()
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._migrate()
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            if isinstance(exc, sqlite3.OperationalError):
+                raise  # locked, no space, no permission: not the file's fault, may pass
+            raise records_unusable(path, exc) from exc
 
     def close(self) -> None:
         with self._lock:

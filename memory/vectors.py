@@ -16,7 +16,27 @@ from pathlib import Path
 
 import numpy as np
 
+from memory.store import StoreError
+
 logging.getLogger("chromadb.telemetry").setLevel(logging.CRITICAL)
+
+
+class VectorsUnusable(StoreError):
+    """The vector store cannot be read: rebuilt from the records by `vicar memory repair`."""
+
+
+def vectors_unusable(directory: Path, principal: str, exc: BaseException) -> StoreError:
+    """The one line for a vector store that cannot be read: which file, and the repair."""
+    cause = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    return VectorsUnusable(f"vector store {directory / 'chroma' / 'chroma.sqlite3'} of {principal!r} is unusable "
+                      f"({cause}); rebuild it from the records with `vicar memory repair {principal}`")
+
+
+def open_vectors(directory: Path, principal: str, model: str) -> "VectorStore":
+    try:
+        return VectorStore(directory / "chroma", model)
+    except Exception as exc:  # Chroma's errors have no common base across its Rust and Python layers
+        raise vectors_unusable(directory, principal, exc) from exc
 
 
 def vector_id(chunk_id: str, dim: str) -> str:
@@ -33,9 +53,17 @@ class VectorStore:
         from chromadb.config import Settings as ChromaSettings
 
         path.mkdir(parents=True, exist_ok=True)
-        self._client = chromadb.PersistentClient(
-            path=str(path), settings=ChromaSettings(anonymized_telemetry=False, allow_reset=False)
-        )
+        try:
+            self._client = chromadb.PersistentClient(
+                path=str(path), settings=ChromaSettings(anonymized_telemetry=False, allow_reset=False)
+            )
+        except Exception:
+            # Chroma caches the system it failed to start, per path, for the whole process:
+            # every later open of this path (even once repaired) would fail the same way.
+            from chromadb.api.shared_system_client import SharedSystemClient
+
+            SharedSystemClient._identifier_to_system.pop(str(path), None)
+            raise
         # Chroma's default embedding function downloads a model: always pass vectors.
         self._col = self._client.get_or_create_collection(
             name=collection_name(model), embedding_function=None, metadata={"hnsw:space": "cosine"}
@@ -94,6 +122,13 @@ class VectorStore:
 
     def count(self) -> int:
         return self._col.count()
+
+    def close(self) -> None:
+        # Chroma caches one client system per path for the whole process: without this, a
+        # chroma/ deleted or moved aside would be read through the stale system when the
+        # memory is opened again in the same process.
+        with self._lock:
+            self._client.close()
 
 
 class InMemoryVectors:

@@ -485,6 +485,46 @@ def memory_reembed(
                   else f"{principal} already uses {embedder.model_name}")
 
 
+@memory_app.command("check")
+@friendly
+def memory_check(principal: str = typer.Argument(...)) -> None:
+    """Check a principal's memory on disk: SQLite integrity, schema, records against vectors.
+    Read-only (runs beside the worker); exit code 6 when broken."""
+    from memory.check import check, summary
+
+    report = check(Settings.from_env().principals_dir, principal)
+    console.print(summary(report), soft_wrap=True, highlight=False, markup=False)
+    for problem in report.problems[1:]:
+        console.print(f"  also: {problem}", soft_wrap=True, highlight=False, markup=False)
+    if report.records_by_dimension:
+        console.print("  records/vectors per dimension: " + ", ".join(
+            f"{d} {n}/{report.vectors_by_dimension.get(d, 0)}" for d, n in sorted(report.records_by_dimension.items())),
+            soft_wrap=True, highlight=False, markup=False)
+    if not report.healthy:
+        raise typer.Exit(6)
+
+
+@memory_app.command("repair")
+@friendly
+def memory_repair(principal: str = typer.Argument(...)) -> None:
+    """Rebuild a principal's vectors from its records (the source of truth). Refused while a
+    worker has the memory open; exit code 6 when the records themselves are broken."""
+    from memory.check import repair
+    from memory.embedder import make_embedder
+    from memory.store import RecordsUnusable
+
+    settings = Settings.from_env()
+    try:
+        r = repair(settings.principals_dir, principal, make_embedder(cache_file=settings.embedding_cache),
+                   settings.memory)
+    except RecordsUnusable as exc:
+        err.print(f"[red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(6) from None
+    console.print(f"{principal}: vectors of {r.rebuilt} of {r.chunks} chunks rebuilt, {r.orphans_deleted} orphan "
+                  f"vectors deleted" + (f"; the unreadable vector store was moved to {r.moved_aside}"
+                                         if r.moved_aside else ""), soft_wrap=True, highlight=False, markup=False)
+
+
 @eval_app.command("replay")
 @friendly
 def eval_replay(

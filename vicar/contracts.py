@@ -44,6 +44,8 @@ JOIN_SESSION = "join_session"
 LOAD_WORKING_MEMORY = "load_working_memory"
 PLAN_CONSOLIDATION = "plan_consolidation"
 APPLY_CONSOLIDATION = "apply_consolidation"
+# The ApplicationError type of a principal's memory that cannot be read or written.
+STORE_UNAVAILABLE = "StoreUnavailable"
 CONSULT = "consult"  # the whole consult path in one step (fast, local predictors)
 AGENT_REPLY = "agent_reply"
 ALLOWED_RESPONDERS = "allowed_responders"  # principal -> who may answer for them ([]: anyone)
@@ -85,6 +87,9 @@ class TurnAsk(BaseModel):
     principal: str
     turn: TurnRequest
     config: BrainConfig | None = None  # None: the worker's default
+    # Asked again after a refusal (a broken memory): a new update id, since the brain
+    # run deduplicates an update id and would repeat the refusal.
+    attempt: int = 0
 
 
 class TurnTicket(BaseModel):
@@ -92,6 +97,7 @@ class TurnTicket(BaseModel):
 
     local_steps: bool
     n: int | None = None  # granted at once; None: wait for the brain's turn_granted signal
+    error: str | None = None  # refused: the principal's memory is unavailable (no N)
     max_dialog_turns: int = 5
 
 

@@ -311,11 +311,13 @@ class TurnRequest(BaseModel):
 
 class TurnReply(BaseModel):
     n: int | None  # granted at once with this N, or None: queued, a signal will follow
+    error: str | None = None  # refused: the brain could not read or mirror the counter (a broken store)
 
 
 class TurnGrant(BaseModel):
     gate_id: str
-    n: int
+    n: int | None  # None only with an error
+    error: str | None = None  # refused (see TurnReply.error): no N was handed out
 
 
 class BrainConfig(BaseModel):

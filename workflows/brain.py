@@ -15,11 +15,28 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import FailureError
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from vicar import contracts as c
     from vicar.models import BrainInput, BrainState, BrainStatus, TurnGrant, TurnReply, TurnRequest
+    from workflows.failures import cause_message
+
+# Reading and mirroring the counter: a few quick attempts for a busy file, then the turn
+# is refused with the reason (a corrupt store fails at once: non-retryable). Unbounded
+# retries held every gate of the principal `queued` for ever, and a local activity that
+# never finishes also kept the worker from shutting down. The brain itself never fails:
+# the next request reads the store again, so a repaired store is picked up.
+COUNTER = dict(
+    start_to_close_timeout=timedelta(seconds=60),
+    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=2),
+                             maximum_attempts=4),
+)
+
+
+class _Refused(Exception):
+    """No N could be handed out: the counter's store is unavailable."""
 
 
 @workflow.defn(name=c.BRAIN_WORKFLOW)
@@ -35,7 +52,8 @@ class BrainWorkflow:
         self._run_grants = 0
         self._principal = inp.principal
         self._config = inp.config
-        self._ready = False  # counter restored from the store
+        self._ready = False  # the first read of the counter is done (successful or not)
+        self._counter_read = False  # the counter is at least the stored one
         self._granting = asyncio.Lock()  # one grant at a time: the update and the loop both grant
 
     # -- handlers --------------------------------------------------------------
@@ -50,7 +68,10 @@ class BrainWorkflow:
             if any(q.gate_id == req.gate_id for q in st.queue):
                 return TurnReply(n=None)
             if st.holder is None and not st.queue:
-                return TurnReply(n=await self._assign(req))
+                try:
+                    return TurnReply(n=await self._assign(req))
+                except _Refused as exc:
+                    return TurnReply(n=None, error=str(exc))
             st.queue.append(req)
             return TurnReply(n=None)
 
@@ -84,12 +105,7 @@ class BrainWorkflow:
     async def run(self, inp: BrainInput) -> None:
         cfg = inp.config
         st = self._state
-        # The counter never goes back: resume from the larger of carried and stored.
-        stored = await workflow.execute_local_activity(
-            c.READ_COUNTER, c.CounterInput(principal=inp.principal), result_type=int,
-            start_to_close_timeout=timedelta(seconds=30),
-        )
-        st.counter = max(st.counter, stored)
+        await self._read_counter()  # if it fails, each turn tries again before handing out an N
         self._ready = True
 
         while True:
@@ -124,8 +140,11 @@ class BrainWorkflow:
                     if st.holder is not None or not st.queue:
                         continue  # the update handler granted meanwhile
                     req = st.queue.pop(0)
-                    n = await self._assign(req)
-                await self._grant(req, n)
+                    try:
+                        n, refused = await self._assign(req), None
+                    except _Refused as exc:
+                        n, refused = None, str(exc)
+                await self._grant(req, n, refused)
 
     async def _assign(self, req: TurnRequest) -> int:
         """Make `req` the holder with its N: the gate's earlier N if it had one (a retry
@@ -133,12 +152,15 @@ class BrainWorkflow:
         st, cfg = self._state, self._config
         n = self._assigned.get(req.gate_id)
         if n is None:
+            if not self._counter_read and (reason := await self._read_counter()):
+                raise _Refused(reason)
             n = st.counter + 1
             # Mirror before granting: a brain started again resumes past it.
-            await workflow.execute_local_activity(
-                c.MIRROR_COUNTER, c.CounterInput(principal=self._principal, n=n),
-                result_type=int, start_to_close_timeout=timedelta(seconds=30),
-            )
+            try:
+                await workflow.execute_local_activity(
+                    c.MIRROR_COUNTER, c.CounterInput(principal=self._principal, n=n), result_type=int, **COUNTER)
+            except (ActivityError, ApplicationError) as exc:
+                raise _Refused(_reason(exc)) from None
             st.counter = n
             self._assigned[req.gate_id] = n
             while len(self._assigned) > cfg.remembered_gates:
@@ -148,16 +170,35 @@ class BrainWorkflow:
         self._run_grants += 1
         return n
 
+    async def _read_counter(self) -> str | None:
+        """Resume from the larger of carried and stored, so the counter never goes back.
+        Returns why the store could not be read, or None."""
+        try:
+            stored = await workflow.execute_local_activity(
+                c.READ_COUNTER, c.CounterInput(principal=self._principal), result_type=int, **COUNTER)
+        except (ActivityError, ApplicationError) as exc:
+            reason = _reason(exc)
+            workflow.logger.warning("brain of %s cannot read its counter: %s", self._principal, reason)
+            return reason
+        self._state.counter = max(self._state.counter, stored)
+        self._counter_read = True
+        return None
+
     def _should_continue_as_new(self, max_grants: int) -> bool:
         return self._run_grants >= max_grants or workflow.info().is_continue_as_new_suggested()
 
-    async def _grant(self, req: TurnRequest, n: int) -> None:
+    async def _grant(self, req: TurnRequest, n: int | None, refused: str | None = None) -> None:
         try:
             await workflow.get_external_workflow_handle(req.workflow_id).signal(
-                "turn_granted", TurnGrant(gate_id=req.gate_id, n=n)
+                "turn_granted", TurnGrant(gate_id=req.gate_id, n=n, error=refused)
             )
         except FailureError as exc:
             # The gate is gone (completed, terminated): the turn goes to the next one.
             workflow.logger.warning("gate %s could not take its turn: %s", req.gate_id, exc)
             if self._state.holder is req:
                 self._state.holder = self._state.holder_n = self._state.lease_deadline = None
+
+
+def _reason(exc: ActivityError | ApplicationError) -> str:
+    reason = cause_message(exc)
+    return reason if reason.startswith("memory unavailable") else f"memory unavailable: {reason}"

@@ -37,9 +37,22 @@ class ConsolidationWorkflow:
         turn = c.TurnAsk(principal=inp.principal,
                          turn=TurnRequest(gate_id=f"consolidation/{inp.session_id}",
                                           workflow_id=workflow.info().workflow_id))
-        ticket = await workflow.execute_local_activity(c.REQUEST_TURN, turn, result_type=c.TurnTicket, **QUICK)
-        if ticket.n is None:
-            await workflow.wait_condition(lambda: self._grant is not None)
+        wait = timedelta(seconds=1)
+        while True:
+            self._grant = None
+            ticket = await workflow.execute_local_activity(c.REQUEST_TURN, turn, result_type=c.TurnTicket, **QUICK)
+            turn.attempt += 1  # a new update id for the next ask (the brain deduplicates ids)
+            refused = ticket.error
+            if refused is None and ticket.n is None:
+                await workflow.wait_condition(lambda: self._grant is not None)
+                refused = self._grant.error if self._grant else None
+            if refused is None:
+                break
+            # The brain refused the turn (the principal's memory is unavailable): the plan
+            # waits until the memory is repaired.
+            workflow.logger.warning("consolidation of %s waits for the memory: %s", inp.session_id, refused)
+            await workflow.sleep(wait)
+            wait = min(wait * 2, timedelta(seconds=30))
         try:
             plan = await workflow.execute_activity(
                 c.PLAN_CONSOLIDATION, inp, result_type=ConsolidationPlan,

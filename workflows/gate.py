@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from vicar.proxy.decision import Decision, decide, surprised
     from workflows import search_attributes as sa
+    from workflows.failures import cause_message as _cause
 
 # A proxy step that keeps failing gives up after a few attempts and the gate goes to the
 # human: a broken provider must not hold the principal's turn (and every gate queued
@@ -44,11 +45,16 @@ STEP = dict(
     retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10),
                              maximum_attempts=6),
 )
-# Recording an outcome retries until it lands: nothing the human said is lost.
+# Recording an outcome retries until it lands: nothing the human said is lost. A few
+# attempts here, then _record waits with a durable timer and tries again: a local
+# activity retried for ever (a broken store) also kept the worker from shutting down.
 RECORD = dict(
     start_to_close_timeout=timedelta(minutes=5),
-    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=30)),
+    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=5),
+                             maximum_attempts=5),
 )
+# Waiting for a broken memory to be repaired: first retry after 1 s, doubling up to this.
+REPAIR_WAIT_CAP = timedelta(seconds=30)
 # Turn bookkeeping is a quick client call: a local activity, no extra workflow task.
 QUICK = dict(
     start_to_close_timeout=timedelta(seconds=30),
@@ -60,15 +66,6 @@ MAX_EARLY_ANSWERS = 20
 # While the principal's allow-list cannot be read every answer is refused; it is read
 # again this often, so a fixed file lets the gate be answered.
 ALLOW_LIST_REREAD = timedelta(minutes=1)
-
-
-def _cause(exc: ActivityError | ApplicationError) -> str:
-    # A regular activity's failure arrives as an ActivityError around the cause; a local
-    # activity's as the cause itself.
-    cause = exc.cause
-    while isinstance(cause, ActivityError) and cause.cause is not None:
-        cause = cause.cause
-    return getattr(cause, "message", None) or str(cause or exc)
 
 
 def check_answer(state_actions: tuple[Action, ...], answer: HumanAnswer) -> Action:
@@ -200,10 +197,12 @@ class GateWorkflow:
                 # An ended session: the gate still runs, without its working memory.
                 workflow.logger.warning("gate %s runs outside session %s: %s", req.gate_id, req.session_id,
                                         _cause(exc))
-        n = await self._take_turn(req)
+        n, refused = await self._take_turn(req)
         self._details.n = n
         try:
-            consulted, decision = await self._proxy_dialog(req, n)
+            # A refused turn (the principal's memory is unavailable): no consult, the human decides.
+            consulted, decision = (await self._proxy_dialog(req, n) if n is not None
+                                   else self._unavailable(refused))
             if not decision.escalate:
                 # Stored inside the turn, so the next gate of this principal sees it.
                 action, text = self._final(decision.action, decision.text)
@@ -246,7 +245,19 @@ class GateWorkflow:
         workflow.set_current_details("")
         self._ignore_early("the gate has its answer")
         action, text = self._final(Action(answer.action), answer.text)
-        await self._record(req, n, action, text, AnsweredBy.human, answer.responder, consulted)
+        if n is None:
+            # The answer needs an N to be stored: take the turn again, waiting until the
+            # memory is repaired. The answer is kept in the workflow meanwhile.
+            self._set_status(GateStatus.queued)
+            n = await self._turn_for_record(req)
+            self._details.n = n
+            try:
+                await self._record(req, n, action, text, AnsweredBy.human, answer.responder, consulted)
+            finally:
+                await workflow.execute_local_activity(
+                    c.RELEASE_TURN, c.TurnAsk(principal=req.principal, turn=self._turn(req)), **QUICK)
+        else:
+            await self._record(req, n, action, text, AnsweredBy.human, answer.responder, consulted)
         self._set_status(GateStatus.done)
         return await self._finish(req, self._result(req, n, action, text, consulted, escalated=True,
                                                     answered_by=AnsweredBy.human, responder=answer.responder))
@@ -303,12 +314,14 @@ class GateWorkflow:
         except (ActivityError, ApplicationError) as exc:
             # The proxy could not run (provider down, bad key, broken memory): the human
             # decides, and the reason is on the gate for the operator.
-            reason = f"proxy unavailable: {_cause(exc)}"
-            failed = PassResult(prose="", note=reason, confidence=0.0)
-            consulted = c.ConsultResult(prior=failed, posterior=failed,
-                                        calibration=Calibration(confidence=0.0, guard="proxy_error", note=reason))
-            self._show(consulted)
-            return consulted, Decision(escalate=True, action=None, text="")
+            return self._unavailable(f"proxy unavailable: {_cause(exc)}")
+
+    def _unavailable(self, reason: str) -> tuple[c.ConsultResult, Decision]:
+        failed = PassResult(prose="", note=reason, confidence=0.0)
+        consulted = c.ConsultResult(prior=failed, posterior=failed,
+                                    calibration=Calibration(confidence=0.0, guard="proxy_error", note=reason))
+        self._show(consulted)
+        return consulted, Decision(escalate=True, action=None, text="")
 
     async def _proxy_dialog_steps(self, req: GateRequest, n: int) -> tuple[c.ConsultResult, Decision]:
         assert self._details is not None
@@ -361,17 +374,35 @@ class GateWorkflow:
         d.calibration_guard = consulted.calibration.guard
         d.calibration_note = consulted.calibration.note
 
-    async def _take_turn(self, req: GateRequest) -> int:
+    async def _take_turn(self, req: GateRequest, attempt: int = 0) -> tuple[int | None, str]:
+        """(N, "") for a granted turn; (None, why) when the brain refused it because the
+        principal's memory is unavailable."""
+        self._grant = None  # asked again after a refusal: wait for the new answer
         ticket = await workflow.execute_local_activity(
-            c.REQUEST_TURN, c.TurnAsk(principal=req.principal, turn=self._turn(req)),
+            c.REQUEST_TURN, c.TurnAsk(principal=req.principal, turn=self._turn(req), attempt=attempt),
             result_type=c.TurnTicket, **QUICK)
         self._local_steps = ticket.local_steps
         self._max_dialog_turns = ticket.max_dialog_turns
+        if ticket.error is not None:
+            return None, ticket.error
         if ticket.n is not None:
-            return ticket.n
+            return ticket.n, ""
         await workflow.wait_condition(lambda: self._grant is not None)
         assert self._grant is not None
-        return self._grant.n
+        return self._grant.n, self._grant.error or ""
+
+    async def _turn_for_record(self, req: GateRequest) -> int:
+        """Take the turn, however long the memory takes to be repaired."""
+        wait, attempt = timedelta(seconds=1), 0
+        while True:
+            attempt += 1
+            n, refused = await self._take_turn(req, attempt)
+            if n is not None:
+                return n
+            assert self._details is not None
+            self._details.calibration_note = f"answer kept; recording waits for the memory: {refused}"
+            await workflow.sleep(wait)
+            wait = min(wait * 2, REPAIR_WAIT_CAP)
 
     @staticmethod
     def _turn(req: GateRequest) -> TurnRequest:
@@ -422,13 +453,19 @@ class GateWorkflow:
         return c.ConsultResult(prior=prior, posterior=posterior, surprise=surprise, calibration=calibration)
 
     async def _record(self, req, n, action, text, answered_by, responder, consulted: c.ConsultResult) -> None:
-        await self._step(
-            c.RECORD_OUTCOME,
-            OutcomeRecord(request=req, n=n, workflow_id=workflow.info().workflow_id, action=action,
-                          response_text=text, answered_by=answered_by, responder=responder,
-                          prior=consulted.prior, posterior=consulted.posterior, surprise=consulted.surprise,
-                          at=workflow.now(), dialog=list(self._dialog), calibration=consulted.calibration),
-            result_type=str, options=RECORD)
+        record = OutcomeRecord(request=req, n=n, workflow_id=workflow.info().workflow_id, action=action,
+                               response_text=text, answered_by=answered_by, responder=responder,
+                               prior=consulted.prior, posterior=consulted.posterior, surprise=consulted.surprise,
+                               at=workflow.now(), dialog=list(self._dialog), calibration=consulted.calibration)
+        wait = timedelta(seconds=1)
+        while True:  # until it lands (record_outcome is idempotent per gate)
+            try:
+                await self._step(c.RECORD_OUTCOME, record, result_type=str, options=RECORD)
+                return
+            except (ActivityError, ApplicationError) as exc:
+                workflow.logger.warning("gate %s: recording waits for the memory: %s", req.gate_id, _cause(exc))
+            await workflow.sleep(wait)
+            wait = min(wait * 2, REPAIR_WAIT_CAP)
 
     def _set_status(self, status: GateStatus, confidence: float | None = None) -> None:
         assert self._details is not None

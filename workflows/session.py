@@ -9,6 +9,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -45,9 +46,15 @@ class SessionWorkflow:
 
     @workflow.run
     async def run(self, inp: SessionInput) -> SessionSummary:
-        self._wm = await workflow.execute_activity(
-            c.LOAD_WORKING_MEMORY, c.WorkingMemoryInput(principal=inp.principal, token_budget=inp.config.token_budget),
-            result_type=WorkingMemoryView, **LOAD)
+        try:
+            self._wm = await workflow.execute_activity(
+                c.LOAD_WORKING_MEMORY, c.WorkingMemoryInput(principal=inp.principal, token_budget=inp.config.token_budget),
+                result_type=WorkingMemoryView, **LOAD)
+        except ActivityError as exc:
+            # A broken memory (non-retryable): the session opens without working memory
+            # rather than holding its gates; they escalate with the reason themselves.
+            workflow.logger.warning("session %s opens without working memory: %s", inp.session_id, exc.cause or exc)
+            self._wm = WorkingMemoryView(n=0, block="")
         self._status = "open"
         idle = timedelta(seconds=inp.config.idle_timeout_seconds)
         while self._ended_by is None:

@@ -1,0 +1,54 @@
+"""A broken store fails its activity at once, with one line, instead of being retried.
+
+A corrupt memory.db or chroma/ does not heal by itself: retrying it for ever held the
+principal's gates `queued` for ever (and a local activity that never finishes keeps
+the worker from shutting down). Such errors become non-retryable ApplicationErrors of
+type StoreUnavailable; the workflows turn them into an escalation with the reason and
+try again later. Transient ones (a locked or busy file, a memory still held by a
+process that is shutting down) stay retryable, within the caller's bounded policy.
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+
+from temporalio.exceptions import ApplicationError
+
+from memory.owner import StoreLocked
+from memory.store import StoreError
+from vicar import contracts as c
+
+
+def _broken(exc: BaseException) -> bool:
+    if isinstance(exc, sqlite3.OperationalError):
+        return False  # "database is locked", "disk I/O error": may pass
+    if isinstance(exc, (StoreError, sqlite3.DatabaseError)):
+        return not isinstance(exc, StoreLocked)
+    module = type(exc).__module__ or ""
+    if module.startswith("chromadb"):
+        from chromadb.errors import ChromaError  # loaded already if Chroma raised it
+
+        return isinstance(exc, ChromaError)
+    return False
+
+
+def unavailable(exc: BaseException) -> ApplicationError:
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
+    return ApplicationError(f"memory unavailable: {text}", type=c.STORE_UNAVAILABLE,
+                            non_retryable=_broken(exc))
+
+
+def store_errors(fn):
+    """Wrap a synchronous activity that touches a principal's memory."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            if _broken(exc) or isinstance(exc, StoreLocked):
+                raise unavailable(exc) from exc
+            raise
+
+    return wrapper

@@ -1,0 +1,271 @@
+"""A broken store fails its principal's gates loudly and alone; lost vectors are rebuilt;
+`vicar memory check` / `repair`; one process per principal memory."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memory.check import check, repair
+from memory.chunk import MemoryChunk
+from memory.owner import StoreLocked
+from memory.principal import PrincipalMemory
+from memory.retrieval import Query
+from memory.store import RecordsUnusable
+from memory.vectors import VectorsUnusable
+from vicar.cli import app
+from vicar.gates import answer_gate, gate_details, start_gate
+from vicar.models import GateStatus, HumanAnswer
+
+from .conftest import wait_for
+
+ROOT = Path(__file__).resolve().parents[1]
+JUNK = b"this is not a database " * 1000
+runner = CliRunner()
+
+
+def junk(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(JUNK)
+
+
+def remove_store(directory: Path) -> None:
+    for name in ("memory.db", "memory.db-wal", "memory.db-shm"):
+        (directory / name).unlink(missing_ok=True)
+
+
+async def wait_proxy_error(client, gate_id: str, timeout: float = 30.0):
+    async def escalated():
+        d = await gate_details(client, gate_id)
+        return d if d and d.status is GateStatus.escalated else None
+
+    d = await wait_for(escalated, timeout=timeout)
+    assert d.calibration_guard == "proxy_error", d
+    return d
+
+
+def chunk(principal: str, i: int) -> MemoryChunk:
+    return MemoryChunk(id=f"c{i}", principal=principal, state="PLAN_ASSERT", task_type="docs", outcome="approve",
+                       answered_by="human", question=f"Approve doc change {i}?", artifact_excerpt=f"Change {i}.",
+                       human_response=f"ok {i}", created_n=i, traces=[i])
+
+
+async def broken_principal_escalates_and_recovers(h, break_store, fix_store, reason: str):
+    a, b = h.principal(), h.principal()
+    adir = h.settings.principals_dir / a
+    break_store(adir)
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    reqa = h.request(a)
+    ga = await start_gate(h.client, reqa, h.task_queue)
+    gb = [await start_gate(h.client, h.request(b, escalation_mode="never", artifact=f"change {i}"), h.task_queue)
+          for i in range(3)]
+    d = await wait_proxy_error(h.client, reqa.gate_id)
+    assert loop.time() - t0 < 30
+    assert reason in d.calibration_note and "memory unavailable" in d.calibration_note
+    # The other principal on the same worker is not held up.
+    results = await asyncio.wait_for(asyncio.gather(*(g.result() for g in gb)), timeout=60)
+    assert sorted(r.n for r in results) == [1, 2, 3] and all(r.answered_by.value == "proxy" for r in results)
+
+    # The human answers while the memory is still broken: the answer is kept ...
+    await answer_gate(h.client, d.gate_id, HumanAnswer(action="correct", text="Add a rollback step."))
+    await asyncio.sleep(1.5)
+    assert (await gate_details(h.client, d.gate_id)).status is GateStatus.queued  # waiting to record
+    await asyncio.to_thread(fix_store, adir)
+    # ... and recorded once the memory is repaired.
+    result = await asyncio.wait_for(ga.result(), timeout=90)
+    assert result.answered_by.value == "human" and result.action.value == "correct" and result.n >= 1
+    mem = h.registry.get(a)
+    assert mem.store.outcome_seq(ga.id) is not None
+    # The principal's next gate proceeds normally: a turn, an N, the proxy consulted.
+    nxt = await asyncio.wait_for(
+        (await start_gate(h.client, h.request(a, escalation_mode="never"), h.task_queue)).result(), timeout=60)
+    assert nxt.n == result.n + 1 and nxt.calibration_guard != "proxy_error"
+    assert mem.store.count() == 2
+
+
+async def test_junk_memory_db_escalates_alone_and_recovers(harness):
+    await broken_principal_escalates_and_recovers(
+        harness, lambda d: junk(d / "memory.db"), remove_store, "file is not a database")
+
+
+async def test_junk_chroma_escalates_alone_and_recovers(harness):
+    h = harness
+
+    def fix(directory: Path) -> None:
+        # The real repair: the broken vector store is moved aside and rebuilt from the records.
+        retry_locked(lambda: repair(h.settings.principals_dir, directory.name, h.registry._embedder_factory()))
+        assert list(directory.glob("chroma.broken-*"))
+
+    await broken_principal_escalates_and_recovers(
+        h, lambda d: junk(d / "chroma" / "chroma.sqlite3"), fix, "chroma.sqlite3")
+
+
+def retry_locked(fn, attempts: int = 50):
+    """The worker retries opening the broken memory now and then (taking its lock for a
+    moment): a repair that meets it is refused and tried again."""
+    import time
+
+    for _ in range(attempts):
+        try:
+            return fn()
+        except StoreLocked:
+            time.sleep(0.1)
+    raise AssertionError("the memory stayed locked")
+
+
+async def test_store_corrupted_under_a_running_worker(harness):
+    """Gates first, then the store breaks and the registry reopens it: refused, not queued."""
+    h = harness
+    p = h.principal()
+    first = await asyncio.wait_for(
+        (await start_gate(h.client, h.request(p, escalation_mode="never"), h.task_queue)).result(), timeout=60)
+    h.registry.close()
+    directory = h.settings.principals_dir / p
+    remove_store(directory)
+    junk(directory / "memory.db")
+    req = h.request(p, escalation_mode="never")
+    await start_gate(h.client, req, h.task_queue)
+    d = await wait_proxy_error(h.client, req.gate_id)
+    assert "file is not a database" in d.calibration_note and first.n == 1
+
+
+def test_deleted_chroma_is_rebuilt_on_open(settings, embedder):
+    root = settings.principals_dir
+    mem = PrincipalMemory("alice", root, embedder, settings.memory)
+    for i in range(1, 7):
+        mem.record(chunk("alice", i))
+    expected = mem.vectors.count()
+    mem.close()
+    shutil.rmtree(root / "alice" / "chroma")
+    mem = PrincipalMemory("alice", root, embedder, settings.memory)
+    try:
+        assert mem.rebuilt_on_open is not None and mem.rebuilt_on_open.missing_vectors == 6
+        assert mem.chunks_without_vectors() == 0 and mem.vectors.count() == expected
+        for i in range(1, 7):
+            assert all(mem.index.has_vector(f"c{i}", d) for d in chunk("alice", i).vector_texts())
+        hits = mem.retrieve(Query(now=8, texts={"situation": "PLAN_ASSERT docs: Approve doc change 4?"}))
+        sims = {h.chunk_id: h.similarity for h, _ in hits}
+        assert sims["c4"] == pytest.approx(1.0, abs=1e-5) and max(sims, key=sims.get) == "c4"
+    finally:
+        mem.close()
+    assert check(root, "alice").healthy  # the vectors are on disk, not only in the index
+    again = PrincipalMemory("alice", root, embedder, settings.memory)
+    assert again.rebuilt_on_open is None  # nothing to rebuild the second time
+    again.close()
+
+
+def test_corrupt_chroma_is_a_store_error_naming_the_file(settings, embedder):
+    root = settings.principals_dir
+    PrincipalMemory("alice", root, embedder, settings.memory).close()
+    junk(root / "alice" / "chroma" / "chroma.sqlite3")
+    with pytest.raises(VectorsUnusable, match=r"chroma\.sqlite3.*vicar memory repair alice"):
+        PrincipalMemory("alice", root, embedder, settings.memory)
+    # A failed open holds nothing: the lock is free for the repair.
+    report = repair(root, "alice", embedder, settings.memory)
+    assert report.moved_aside and Path(report.moved_aside).name.startswith("chroma.broken-")
+
+
+def cli(settings, monkeypatch, *args):
+    monkeypatch.setenv("VICAR_DATA_DIR", str(settings.data_dir))
+    result = runner.invoke(app, ["memory", *args])
+    assert "Traceback" not in result.output
+    return result
+
+
+def test_memory_check_and_repair(settings, embedder, monkeypatch):
+    root = settings.principals_dir
+    mem = PrincipalMemory("alice", root, embedder, settings.memory)
+    for i in range(1, 7):
+        mem.record(chunk("alice", i))
+    mem.close()
+    ok = cli(settings, monkeypatch, "check", "alice")
+    assert ok.exit_code == 0 and "alice: healthy" in ok.output and "6 records" in ok.output, ok.output
+
+    shutil.rmtree(root / "alice" / "chroma")  # lost vectors
+    lost = cli(settings, monkeypatch, "check", "alice")
+    assert lost.exit_code == 6 and "6 of 6 chunks lack vectors" in lost.output, lost.output
+    fixed = cli(settings, monkeypatch, "repair", "alice")
+    assert fixed.exit_code == 0 and "vectors of 6 of 6 chunks rebuilt" in fixed.output, fixed.output
+    assert cli(settings, monkeypatch, "check", "alice").exit_code == 0
+
+    junk(root / "alice" / "chroma" / "chroma.sqlite3")  # corrupt vectors
+    bad = cli(settings, monkeypatch, "check", "alice")
+    assert bad.exit_code == 6 and "chroma.sqlite3" in bad.output and "BROKEN" in bad.output, bad.output
+    fixed = cli(settings, monkeypatch, "repair", "alice")
+    assert fixed.exit_code == 0 and "moved to" in fixed.output and "6 of 6" in fixed.output, fixed.output
+    assert cli(settings, monkeypatch, "check", "alice").exit_code == 0
+    mem = PrincipalMemory("alice", root, embedder, settings.memory)
+    assert mem.rebuilt_on_open is None and mem.retrieve(Query(now=8, texts={"situation": "Approve doc change 2?"}))
+    mem.close()
+
+    remove_store(root / "alice")
+    junk(root / "alice" / "memory.db")  # corrupt records: nothing to rebuild them from
+    bad = cli(settings, monkeypatch, "check", "alice")
+    assert bad.exit_code == 6 and "file is not a database" in bad.output, bad.output
+    refused = cli(settings, monkeypatch, "repair", "alice")
+    lines = [line for line in refused.output.splitlines() if line.strip()]
+    assert refused.exit_code == 6 and len(lines) == 1 and "cannot be rebuilt from the vectors" in lines[0], lines
+    with pytest.raises(RecordsUnusable):
+        repair(root, "alice", embedder)
+    stats = cli(settings, monkeypatch, "stats", "alice")
+    assert stats.exit_code == 1 and "file is not a database" in stats.output
+
+
+async def test_a_second_process_is_refused_with_the_holder(settings, embedder, monkeypatch):
+    root = settings.principals_dir
+    PrincipalMemory("alice", root, embedder, settings.memory).close()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(ROOT / "tests" / "memory_holder.py"), str(root), "alice", cwd=str(ROOT),
+        env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=asyncio.subprocess.PIPE)
+    try:
+        assert (await asyncio.wait_for(proc.stdout.readline(), timeout=60)).strip() == b"open"
+        with pytest.raises(StoreLocked, match=rf"in use by pid {proc.pid} .*memory_holder\.py"):
+            PrincipalMemory("alice", root, embedder, settings.memory)
+        with pytest.raises(StoreLocked, match=f"pid {proc.pid}"):
+            repair(root, "alice", embedder)
+        refused = cli(settings, monkeypatch, "repair", "alice")
+        assert refused.exit_code == 1 and f"pid {proc.pid}" in refused.output
+        # Read-only commands need no lock.
+        checked = cli(settings, monkeypatch, "check", "alice")
+        assert checked.exit_code == 0 and f"open in pid {proc.pid}" in checked.output, checked.output
+        assert cli(settings, monkeypatch, "stats", "alice").exit_code == 0
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+    # The kernel dropped the lock with the process.
+    PrincipalMemory("alice", root, embedder, settings.memory).close()
+
+
+async def test_worker_with_a_broken_store_stops_on_sigterm(temporal_env, settings):
+    """Regression: local activities retried for ever on a corrupt store, and the worker's
+    shutdown waited for them."""
+    p = "wkr-broken"
+    junk(settings.principals_dir / p / "memory.db")
+    env = dict(os.environ, TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
+               VICAR_DATA_DIR=str(settings.data_dir), VICAR_TASK_QUEUE=f"tq-broken-{os.getpid()}")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(ROOT / "worker.py"), env=env, cwd=str(ROOT),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    try:
+        req = harness_request(p)
+        await start_gate(temporal_env.client, req, env["VICAR_TASK_QUEUE"])
+        await wait_proxy_error(temporal_env.client, req.gate_id, timeout=90)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout=60)
+    assert proc.returncode == 0, out.decode()[-2000:]
+
+
+def harness_request(principal: str):
+    from vicar.models import GateRequest
+
+    return GateRequest(principal=principal, gate_id=f"broken-{os.getpid()}-{os.urandom(3).hex()}",
+                       state="WORK_ASSERT", task_type="docs", question="Approve?")

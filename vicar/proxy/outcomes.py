@@ -109,6 +109,7 @@ PATTERNS_HEADER = (
     "not a silent approval.\n"
 )
 _SECTION_END = "<!-- outcome "  # each section ends with <!-- outcome SEQ -->
+_HEADER_END = PATTERNS_HEADER.rstrip("\n").splitlines()[-1]
 
 
 def _pattern_section(seq: int, r: OutcomeRecord) -> str:
@@ -170,7 +171,7 @@ def _pattern_seq(line: str) -> int | None:
             return int(line[len(_SECTION_END):-4])
         except ValueError:
             return None
-    return 0 if line == PATTERNS_HEADER.rstrip("\n").splitlines()[-1] else None
+    return 0 if line == _HEADER_END else None
 
 
 def _append(path: Path, text: str) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from enum import Enum
-
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator

@@ -18,11 +18,12 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.store_errors import store_errors
 from memory.principal import MemoryRegistry
 from vicar import contracts as c
+from vicar.artifacts import ArtifactRefused, load_artifact
 from vicar.config import TASK_QUEUE, Settings
 from vicar.errors import VicarError
 from vicar.models import TurnReply, BrainConfig, BrainInput, Calibration, OutcomeRecord, PassResult, Surprise
 from vicar.proxy.calibration import calibrate
-from vicar.proxy.consult import calibration_inputs, consult, load_artifact, retrieve
+from vicar.proxy.consult import calibration_inputs, consult, retrieve
 from vicar.proxy.outcomes import record_outcome
 from vicar.proxy.provider import Predictor
 from vicar.responders import load_allowed
@@ -46,6 +47,14 @@ class ProxyActivities:
         self.brain_config = brain_config or BrainConfig()
         self.task_queue = task_queue
         self._turn_updates: collections.Counter[str] = collections.Counter()  # per principal, this process
+
+    def _artifact(self, request) -> str:
+        try:
+            return load_artifact(request, self.settings)
+        except ArtifactRefused as exc:
+            # No retry makes a refused path readable: the gate goes to the human at once,
+            # with the reason (guard proxy_error).
+            raise ApplicationError(str(exc), type="ArtifactRefused", non_retryable=True) from None
 
     def all(self) -> list:
         return [
@@ -130,7 +139,7 @@ class ProxyActivities:
         (chunk, N), so a retry adds no trace."""
         result = consult(self.registry.get(inp.request.principal), self.predictor, inp.request, inp.n,
                          self.settings, now=inp.now, gate_key=inp.gate_key, dialog=inp.dialog,
-                         working_memory=inp.working_memory)
+                         working_memory=inp.working_memory, artifact=self._artifact(inp.request))
         return c.ConsultResult(prior=result.prior, posterior=result.posterior, surprise=result.surprise,
                                calibration=result.calibration)
 
@@ -138,7 +147,7 @@ class ProxyActivities:
     @store_errors
     def retrieve_context(self, inp: c.RetrieveInput) -> c.RetrievalBundle:
         memory = self.registry.get(inp.request.principal)
-        artifact = load_artifact(inp.request)
+        artifact = self._artifact(inp.request)
         bundle = c.RetrievalBundle(
             prior=retrieve(memory, inp.request, inp.n, "prior", options=self.settings.retrieval),
             posterior=retrieve(memory, inp.request, inp.n, "posterior", artifact, self.settings.retrieval),
@@ -154,12 +163,12 @@ class ProxyActivities:
     def posterior_pass(self, inp: c.PassInput) -> PassResult:
         if inp.prior is None:
             raise ValueError("the posterior pass needs the prior")
-        return self.predictor.posterior(inp.request, inp.ctx, load_artifact(inp.request), inp.prior, inp.dialog)
+        return self.predictor.posterior(inp.request, inp.ctx, self._artifact(inp.request), inp.prior, inp.dialog)
 
     @activity.defn(name=c.EXTRACT_SURPRISE)
     def extract_surprise(self, inp: c.SurpriseInput) -> Surprise:
         return self.predictor.surprise(
-            inp.request, load_artifact(inp.request), inp.prior, inp.posterior, inp.ctx
+            inp.request, self._artifact(inp.request), inp.prior, inp.posterior, inp.ctx
         )
 
     @activity.defn(name=c.CALIBRATE)
@@ -177,7 +186,7 @@ class ProxyActivities:
 
     @activity.defn(name=c.AGENT_REPLY)
     def agent_reply(self, inp: c.AgentReplyInput) -> c.AgentReply:
-        text, usage = self.predictor.agent_reply(inp.request, load_artifact(inp.request), inp.dialog)
+        text, usage = self.predictor.agent_reply(inp.request, self._artifact(inp.request), inp.dialog)
         return c.AgentReply(text=text, usage=usage)
 
     @activity.defn(name=c.RECORD_OUTCOME)

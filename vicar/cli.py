@@ -179,13 +179,27 @@ def gate_start(
                  upstream_agent=upstream_agent, artifact_paths=artifact_path or None, session_id=session_id)
     data.update({k: v for k, v in flags.items() if v is not None})
     req = GateRequest.model_validate(data)  # refused here, before any workflow starts
-    asyncio.run(_gate_start(req, wait))
+    settings = Settings.from_env()
+    _check_request(settings, req)
+    asyncio.run(_gate_start(settings, req, wait))
 
 
-async def _gate_start(req: GateRequest, wait: bool) -> None:
+def _check_request(settings: Settings, req: GateRequest) -> None:
+    """What the models cannot know: the configured text limits and artifact roots."""
+    import os
+
+    from vicar.artifacts import confine
+
+    settings.check_texts(question=req.question, actor_message=req.actor_message, artifact_text=req.artifact_text)
+    for p in req.artifact_paths:
+        confine(p, settings.artifact_roots)
+    # The worker reads the paths: relative ones must not depend on its directory.
+    req.artifact_paths = [os.path.abspath(p) for p in req.artifact_paths]
+
+
+async def _gate_start(settings: Settings, req: GateRequest, wait: bool) -> None:
     from vicar.gates import start_gate
 
-    settings = Settings.from_env()
     client = await _client(settings)
     handle = await start_gate(client, req, settings.task_queue)
     console.print(f"gate {req.gate_id} started (workflow {handle.id})")
@@ -211,13 +225,14 @@ def ask(
 
     req = GateRequest(kind="question", principal=principal, gate_id=question_id or f"q-{uuid.uuid4().hex[:12]}",
                       state=state, task_type=task_type, question=question, actor_message=context)
-    asyncio.run(_ask(req, wait))
+    settings = Settings.from_env()
+    _check_request(settings, req)
+    asyncio.run(_ask(settings, req, wait))
 
 
-async def _ask(req: GateRequest, wait: bool) -> None:
+async def _ask(settings: Settings, req: GateRequest, wait: bool) -> None:
     from vicar.gates import gate_details, start_gate
 
-    settings = Settings.from_env()
     client = await _client(settings)
     handle = await start_gate(client, req, settings.task_queue)
     if not wait:
@@ -283,14 +298,17 @@ def answer(
             responder = getpass.getuser()
         except (OSError, KeyError):  # no login name in the environment or the user database
             raise VicarError("cannot tell who is answering: give --responder or set VICAR_RESPONDER") from None
-    asyncio.run(_answer(gate_id, HumanAnswer(action=action, text=text, responder=responder)))
+    ans = HumanAnswer(action=action, text=text, responder=responder)
+    settings = Settings.from_env()
+    settings.check_texts(answer_text=ans.text)
+    asyncio.run(_answer(settings, gate_id, ans))
 
 
-async def _answer(gate_id: str, ans: HumanAnswer) -> None:
+async def _answer(settings: Settings, gate_id: str, ans: HumanAnswer) -> None:
     from vicar.gates import answer_gate, check_action
 
     check_action(ans.action)  # before connecting: a typo is reported even with no server
-    client = await _client(Settings.from_env())
+    client = await _client(settings)
     console.print(await answer_gate(client, gate_id, ans))
 
 

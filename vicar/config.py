@@ -11,9 +11,19 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from vicar.models import SessionConfig
+from vicar.errors import VicarError
+from vicar.models import DEFAULT_LIMITS, SessionConfig, TextLimits
 
 TASK_QUEUE = "vicar"
+
+# The environment variables that lower Vicar's text limits (vicar.models.TextLimits).
+LIMIT_VARS: dict[str, str] = {
+    "question": "VICAR_MAX_QUESTION_CHARS",
+    "actor_message": "VICAR_MAX_MESSAGE_CHARS",
+    "artifact_text": "VICAR_MAX_ARTIFACT_CHARS",
+    "answer_text": "VICAR_MAX_ANSWER_CHARS",
+    "artifact_file_bytes": "VICAR_MAX_ARTIFACT_FILE_BYTES",
+}
 
 # Custom search attributes Vicar registers so the Temporal UI can list waiting gates.
 SEARCH_ATTRIBUTES: dict[str, str] = {
@@ -104,6 +114,9 @@ class Settings(BaseModel):
     # Reviewer turns the proxy may take in one gate's dialog before the human decides.
     max_dialog_turns: int = 5
     session: SessionConfig = Field(default_factory=SessionConfig)
+    # Directories under which artifact paths may be read; none: every path is refused.
+    artifact_roots: list[Path] = Field(default_factory=list)
+    limits: TextLimits = Field(default_factory=TextLimits)
 
     @classmethod
     def from_env(cls) -> "Settings":
@@ -125,7 +138,27 @@ class Settings(BaseModel):
             if value < 0:
                 raise ValueError(f"{var} must not be negative, not {raw!r}")
             setattr(target, attr, type(getattr(target, attr))(value))
+        for attr, var in LIMIT_VARS.items():
+            raw = os.environ.get(var)
+            if raw is None:
+                continue
+            # Lower only: the models' own limits (the defaults) bind inside the workflow.
+            ceiling = getattr(DEFAULT_LIMITS, attr)
+            if not raw.strip().isdigit() or not 1 <= int(raw) <= ceiling:
+                raise VicarError(f"{var} must be a whole number from 1 to {ceiling}, not {raw!r}")
+            setattr(settings.limits, attr, int(raw))
+        roots = os.environ.get("VICAR_ARTIFACT_ROOTS", "")
+        settings.artifact_roots = [Path(os.path.expanduser(r.strip())).absolute()
+                                   for r in roots.split(os.pathsep) if r.strip()]
         return settings
+
+    def check_texts(self, **texts: str | None) -> None:
+        """Refuse a text longer than its configured limit (a TextLimits field name), in one line."""
+        for name, text in texts.items():
+            limit = getattr(self.limits, name)
+            if text and len(text) > limit:
+                raise VicarError(f"{name} has {len(text)} characters, more than the limit of {limit} "
+                                 f"({LIMIT_VARS[name]})")
 
     @property
     def principals_dir(self) -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from enum import Enum
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -19,6 +20,26 @@ GATE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}$")
 CONFIDENCE_THRESHOLD = 0.8
 # A confidence move bigger than this between prior and posterior is a surprise.
 SURPRISE_DELTA = 0.3
+
+
+class TextLimits(BaseModel):
+    """Size limits of the texts Vicar takes in. The defaults are the models' own
+    max_length, enforced wherever a model is validated, the workflow sandbox included
+    (it cannot read the environment); Settings may lower them for the CLI (VICAR_MAX_*)."""
+
+    question: int = 4000
+    actor_message: int = 20_000
+    artifact_text: int = 200_000
+    answer_text: int = 20_000
+    artifact_file_bytes: int = 100_000  # read per artifact path
+
+
+DEFAULT_LIMITS = TextLimits()
+# Names and short labels (task type, agent, session, responder, action) and paths.
+TASK_TYPE_CHARS = 100
+NAME_CHARS = 200
+PATH_CHARS = 4096
+MAX_ARTIFACT_PATHS = 20
 
 
 class CfAState(str, Enum):
@@ -104,16 +125,17 @@ class GateRequest(BaseModel):
     principal: str = Field(description="The human the proxy stands in for.")
     gate_id: str = Field(description="Unique id of this gate; the workflow id derives from it.")
     state: CfAState
-    task_type: str = Field(min_length=1, max_length=100)
-    question: str = Field(min_length=1, max_length=4000)
-    artifact_text: str = Field(default="", max_length=200_000)
-    artifact_paths: list[str] = Field(default_factory=list)
-    actor_message: str = Field(default="", max_length=20_000)
+    task_type: str = Field(min_length=1, max_length=TASK_TYPE_CHARS)
+    question: str = Field(min_length=1, max_length=DEFAULT_LIMITS.question)
+    artifact_text: str = Field(default="", max_length=DEFAULT_LIMITS.artifact_text)
+    artifact_paths: list[Annotated[str, Field(min_length=1, max_length=PATH_CHARS)]] = Field(
+        default_factory=list, max_length=MAX_ARTIFACT_PATHS)
+    actor_message: str = Field(default="", max_length=DEFAULT_LIMITS.actor_message)
     escalation_mode: EscalationMode = EscalationMode.when_unsure
-    upstream_agent: str | None = None
+    upstream_agent: str | None = Field(default=None, max_length=NAME_CHARS)
     # The working session this gate belongs to (health trends group by it; without
     # one, by the day of the answer).
-    session_id: str | None = Field(default=None, max_length=200)
+    session_id: str | None = Field(default=None, max_length=NAME_CHARS)
 
     @field_validator("principal")
     @classmethod
@@ -145,10 +167,10 @@ class HumanAnswer(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    action: str
-    text: str = ""
+    action: str = Field(max_length=NAME_CHARS)
+    text: str = Field(default="", max_length=DEFAULT_LIMITS.answer_text)
     # Who answers. None only so the gate's validator, not the converter, says it is missing.
-    responder: str | None = None
+    responder: str | None = Field(default=None, max_length=NAME_CHARS)
 
     @field_validator("responder")
     @classmethod

@@ -18,11 +18,13 @@ _DECOR = r"[\s*_`>#\-]*"
 _CONFIDENCE_LABEL = re.compile(rf"^{_DECOR}confidence[\s*_`]*[:=]", re.IGNORECASE)
 _CONFIDENCE_LINE = re.compile(
     rf"^{_DECOR}confidence[\s*_`]*[:=][\s*_`]*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
-    rf"[\s*_`]*\.?[\s*_`]*$",
+    # Not `[\s*_`]*\.?[\s*_`]*$`: two stars over the same characters backtrack
+    # quadratically on a long run of them.
+    rf"[\s*_`]*(?:\.[\s*_`]*)?$",
     re.IGNORECASE,
 )
 _ACTION_PREFIX = re.compile(r"^(?:action|answer|label|classification)\s*[:=]\s*", re.IGNORECASE)
-_FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
+_FENCE_OPEN = re.compile(r"```[a-zA-Z]*\s*")
 MAX_PERCEPTS = 5
 MAX_PERCEPT_CHARS = 200
 MAX_DESCRIPTION_CHARS = 500
@@ -79,7 +81,12 @@ def parse_surprise(text: str) -> tuple[str, list[str]]:
     """(description, percepts) from the surprise call, asked to answer with JSON
     {"description": str, "percepts": [str, ...]}. When the JSON is unusable the
     description is the reply's first line and the percepts are empty."""
-    raw = _FENCE.sub("", text.strip())
+    # The fences by hand: a regex `\s*```$` is retried at every start of a long
+    # whitespace run (quadratic).
+    raw = text.strip()
+    opening = _FENCE_OPEN.match(raw)
+    raw = raw[opening.end():] if opening else raw
+    raw = raw[:-3].rstrip() if raw.endswith("```") else raw
     start, end = raw.find("{"), raw.rfind("}")
     data = None
     if 0 <= start < end:
@@ -94,6 +101,8 @@ def parse_surprise(text: str) -> tuple[str, list[str]]:
         percepts: list[str] = []
         if isinstance(raw_percepts, list):
             for p in raw_percepts:
+                if len(percepts) == MAX_PERCEPTS:  # also keeps the `in` below short
+                    break
                 if isinstance(p, str) and p.strip() and p.strip() not in percepts:
                     percepts.append(" ".join(p.split())[:MAX_PERCEPT_CHARS])
         if description:

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from pathlib import Path
 
 from pydantic import BaseModel
 
 from memory.chunk import ARTIFACT_EMBED_CHARS, MemoryChunk, chunk_id_for, situation_text
 from memory.principal import PrincipalMemory, noise_seed
 from memory.retrieval import Query
+from vicar.artifacts import load_artifact
 from vicar.config import CalibrationParams, RetrievalOptions, Settings
 from vicar.models import (
     AnsweredBy,
@@ -32,19 +32,6 @@ from vicar.proxy.calibration import calibrate, exploration_draw
 from vicar.proxy.conflicts import genuine_tension
 from vicar.proxy.decision import Decision, decide, surprised
 from vicar.proxy.provider import Predictor
-
-ARTIFACT_FILE_LIMIT = 100_000  # characters read per artifact path
-
-
-def load_artifact(request: GateRequest) -> str:
-    """The artifact text plus the contents of its paths; an unreadable path is named, not fatal."""
-    parts = [request.artifact_text] if request.artifact_text else []
-    for p in request.artifact_paths:
-        try:
-            parts.append(f"--- {p}\n" + Path(p).read_text(errors="replace")[:ARTIFACT_FILE_LIMIT])
-        except OSError as exc:
-            parts.append(f"--- {p}\n(unreadable: {exc.strerror or exc})")
-    return "\n".join(parts)
 
 
 def build_query(request: GateRequest, n: int, phase: str, artifact: str = "",
@@ -164,7 +151,7 @@ def consult(
 ) -> Consultation:
     """The whole consult path in-process: the offline predictor's local activity and the
     replay evaluation run exactly this; LLM predictors run its steps as activities."""
-    artifact = load_artifact(request) if artifact is None else artifact
+    artifact = load_artifact(request, settings) if artifact is None else artifact
     prior_ctx = retrieve(memory, request, n, "prior", options=settings.retrieval)
     prior_ctx.working_memory = working_memory  # the session's cacheable prefix
     prior = predictor.prior(request, prior_ctx, dialog)

@@ -95,6 +95,7 @@ PATTERNS_HEADER = (
     "not a silent approval.\n"
 )
 _SECTION_END = "<!-- outcome "  # each section ends with <!-- outcome SEQ -->
+_HEADER_END = PATTERNS_HEADER.rstrip("\n").splitlines()[-1]
 
 
 def _pattern_section(seq: int, r: OutcomeRecord) -> str:
@@ -117,19 +118,28 @@ def _resume_point(path: Path, seq_of_line) -> int:
     """The outcome seq the file's complete last entry ends at; a torn tail (a crash
     mid-append) is cut off first. Appends need no fsync: whatever a crash loses is
     appended again from the log on the next write."""
-    while True:
-        last = _last_line(path)
-        if not last:
-            return 0
-        seq = seq_of_line(last)
+    last = _last_line(path)
+    if not last:
+        return 0
+    seq = seq_of_line(last)
+    if seq is not None:
+        return seq
+    # Walk back line by line in one read and one write (cutting a line per rewrite of
+    # the whole file was quadratic in a torn entry's lines).
+    text = path.read_text(encoding="utf-8", errors="replace")
+    end = len(text.rstrip("\n"))
+    while end > 0:
+        start = text.rfind("\n", 0, end) + 1
+        line = text[start:end]
+        seq = seq_of_line(line) if line.strip() else None
         if seq is not None:
+            _atomic_write(path, text[:end] + "\n")
             return seq
-        text = path.read_text(encoding="utf-8", errors="replace")
-        cut = text.rstrip("\n").rfind("\n") + 1
-        if cut == 0 and path.name == PATTERNS_FILE:
-            _atomic_write(path, PATTERNS_HEADER)
-            return 0
-        _atomic_write(path, text[:cut])
+        end = start
+        while end > 0 and text[end - 1] == "\n":
+            end -= 1
+    _atomic_write(path, PATTERNS_HEADER if path.name == PATTERNS_FILE else "")
+    return 0
 
 
 def _interaction_seq(memory: PrincipalMemory):
@@ -147,7 +157,7 @@ def _pattern_seq(line: str) -> int | None:
             return int(line[len(_SECTION_END):-4])
         except ValueError:
             return None
-    return 0 if line == PATTERNS_HEADER.rstrip("\n").splitlines()[-1] else None
+    return 0 if line == _HEADER_END else None
 
 
 def _append(path: Path, text: str) -> None:

@@ -114,7 +114,7 @@ async def test_a_refused_path_sends_the_gate_to_the_human_with_the_reason(harnes
         details = await wait_escalated(h.client, req.gate_id)  # times out rather than hang
         assert details.calibration_guard == "proxy_error"
         assert reason in details.calibration_note and repr(path) in details.calibration_note
-        await answer_gate(h.client, req.gate_id, HumanAnswer(action="hold", text="Send it inline."))
+        await answer_gate(h.client, req.gate_id, HumanAnswer(action="hold", text="Send it inline.", responder="tester"))
         result = await handle.result()
         assert result.calibration_guard == "proxy_error" and result.escalated
         shown = details.model_dump_json() + result.model_dump_json()

@@ -75,7 +75,7 @@ async def broken_principal_escalates_and_recovers(h, break_store, fix_store, rea
     assert sorted(r.n for r in results) == [1, 2, 3] and all(r.answered_by.value == "proxy" for r in results)
 
     # The human answers while the memory is still broken: the answer is kept ...
-    await answer_gate(h.client, d.gate_id, HumanAnswer(action="correct", text="Add a rollback step."))
+    await answer_gate(h.client, d.gate_id, HumanAnswer(action="correct", text="Add a rollback step.", responder="tester"))
     await asyncio.sleep(1.5)
     assert (await gate_details(h.client, d.gate_id)).status is GateStatus.queued  # waiting to record
     await asyncio.to_thread(fix_store, adir)

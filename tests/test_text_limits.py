@@ -119,7 +119,7 @@ async def test_the_gate_refuses_a_1mb_answer_and_stores_one_just_under_the_limit
     assert details.status is GateStatus.escalated  # still waiting: nothing was consumed
 
     text = ("Why is the rollback missing? " * 1000)[: DEFAULT_LIMITS.answer_text - 1]
-    await answer_gate(h.client, req.gate_id, HumanAnswer(action="correct", text=text))
+    await answer_gate(h.client, req.gate_id, HumanAnswer(action="correct", text=text, responder="tester"))
     result = await handle.result()
     assert result.text == text and result.answered_by.value == "human"
     history = [ev.event_type async for ev in handle.fetch_history_events()]

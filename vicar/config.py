@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 from vicar.models import SessionConfig
 
 TASK_QUEUE = "vicar"
+ANSWER_TIMEOUT = 30.0  # seconds a gate has to take a human answer before the caller is told why not
 
 # Custom search attributes Vicar registers so the Temporal UI can list waiting gates.
 SEARCH_ATTRIBUTES: dict[str, str] = {

@@ -58,6 +58,8 @@ def explain(exc: Exception) -> tuple[str, int]:
         return str(exc), exc.exit_code
     if isinstance(exc, ValidationError):
         return f"invalid {exc.title}: {one_line(exc)}", InvalidInput.exit_code
+    if isinstance(exc, UnicodeError):  # e.g. undecodable bytes in an argument, sent on to Temporal
+        return f"not valid UTF-8 text: {exc}", InvalidInput.exit_code
     if isinstance(exc, sqlite3.DatabaseError):
         return f"a memory store cannot be read: {exc}", BrokenStore.exit_code
     if isinstance(exc, RPCError) and exc.status == RPCStatusCode.UNAVAILABLE:
@@ -79,7 +81,7 @@ def friendly(fn):
             err.print("interrupted")
             raise typer.Exit(INTERRUPTED) from None
         except Exception as exc:
-            if os.environ.get("VICAR_DEBUG", "") not in ("", "0"):
+            if os.environ.get("VICAR_DEBUG", "") not in ("", "0") and not isinstance(exc, (VicarError, ValidationError)):
                 raise
             from vicar.text import clip
 

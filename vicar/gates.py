@@ -119,7 +119,7 @@ async def _why_stuck(client: Client, desc: WorkflowExecutionDescription, attempt
                 execution=WorkflowExecution(workflow_id=desc.id, run_id=desc.run_id)))
         failure = next((e.workflow_task_failed_event_attributes.failure.message for e in history.history.events
                         if e.HasField("workflow_task_failed_event_attributes")), "")
-        return f"its workflow task failed {attempt - 1} times" + (f": {clip(failure, 200)}" if failure else "")
+        return f"its workflow task keeps failing (attempt {attempt})" + (f": {clip(failure, 200)}" if failure else "")
     pollers = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
         namespace=client.namespace, task_queue=TaskQueue(name=desc.task_queue),
         task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW))

@@ -21,8 +21,9 @@ from rich.table import Table
 from rich.text import Text
 
 from vicar.config import ANSWER_TIMEOUT, Settings
-from vicar.display import clean, text
+from vicar.display import text
 from vicar.errors import INTERRUPTED, UNEXPECTED, BrokenStore, InvalidInput, NotFound, Unreachable, VicarError
+from vicar.text import clip
 from vicar.models import CfAState, EscalationMode, GateRequest, HumanAnswer
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Vicar: a human proxy for approval gates.")
@@ -39,7 +40,7 @@ app.add_typer(session_app, name="session")
 console = Console(width=None if sys.stdout.isatty() else 120, emoji=False)
 err = Console(stderr=True, soft_wrap=True, emoji=False)  # an error stays one line
 MAX_ERROR_CHARS = 2000  # an error line embeds user input; it stays readable
-MAX_GATE_FILE_BYTES = 2_000_000  # a GateRequest's texts are at most ~225k characters, JSON-escaped
+MAX_GATE_FILE_BYTES = 2_000_000  # a GateRequest's texts total ~225k characters; JSON escapes need up to 6 bytes each
 
 
 def one_line(exc: ValidationError) -> str:
@@ -64,7 +65,7 @@ def explain(exc: Exception) -> tuple[str, int]:
         return f"a memory store cannot be read: {exc}", BrokenStore.exit_code
     if isinstance(exc, RPCError) and exc.status == RPCStatusCode.UNAVAILABLE:
         return f"Temporal is unavailable: {exc}", Unreachable.exit_code
-    return (f"unexpected {type(exc).__name__}: {exc} (VICAR_DEBUG=1 shows the traceback)"), UNEXPECTED
+    return f"unexpected {type(exc).__name__}: {exc} (VICAR_DEBUG=1 shows the traceback)", UNEXPECTED
 
 
 def friendly(fn):
@@ -83,8 +84,6 @@ def friendly(fn):
         except Exception as exc:
             if os.environ.get("VICAR_DEBUG", "") not in ("", "0") and not isinstance(exc, (VicarError, ValidationError)):
                 raise
-            from vicar.text import clip
-
             message, code = explain(exc)
             err.print(Text.assemble(("error:", "red"), " ", text(clip(message, MAX_ERROR_CHARS), one_line=True)))
             raise typer.Exit(code) from None

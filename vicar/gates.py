@@ -81,6 +81,8 @@ async def answer_gate(client: Client, gate_id: str, answer: HumanAnswer, timeout
         msg = str(getattr(exc.cause, "message", None) or exc.cause)
         if "already has a human answer" in msg or "status: done" in msg:
             raise Conflict(f"gate {gate_id!r} already answered: another answer came first") from None
+        # e.g. "the Workflow completed before the Update completed": the other answer won.
+        _refuse_closed(gate_id, await _describe(handle, gate_id))
         raise Conflict(f"gate {gate_id!r} refused the answer: {msg}") from None
     except (asyncio.TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
         desc = await _describe(handle, gate_id)

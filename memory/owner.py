@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from memory.store import StoreError
+from vicar.errors import Conflict
 
 LOCK_FILE = "owner.lock"
 _CMD_CHARS = 300
@@ -25,6 +26,8 @@ _CMD_CHARS = 300
 
 class StoreLocked(StoreError):
     """The memory is open in another process (or another time in this one)."""
+
+    exit_code = Conflict.exit_code
 
 
 class OwnerLock:

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from memory.chunk import MemoryChunk
-from vicar.errors import VicarError
+from vicar.errors import BrokenStore
 
 # Versioned migrations: index i brings the schema from version i to i + 1.
 MIGRATIONS: list[str] = [
@@ -101,8 +101,8 @@ _COLUMNS = (
 )
 
 
-class StoreError(VicarError):
-    """A store that cannot be used as asked: shown to the user as one line."""
+class StoreError(BrokenStore):
+    """A store that cannot be used as asked: shown to the user as one line (exit code 6)."""
 
 
 class RecordsUnusable(StoreError):

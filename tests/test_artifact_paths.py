@@ -47,14 +47,14 @@ async def test_gate_start_refuses_paths_outside_the_roots(cli_env, temporal_env,
     gid = f"g-{uuid.uuid4().hex[:8]}"
     monkeypatch.delenv("VICAR_ARTIFACT_ROOTS", raising=False)
     result = await asyncio.to_thread(runner.invoke, app, gate_start_args(gid, str(PASSWD)))
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     line = error_line(result)
     assert "'/etc/passwd'" in line and "no artifact roots are configured" in line and "VICAR_ARTIFACT_ROOTS" in line
 
     monkeypatch.setenv("VICAR_ARTIFACT_ROOTS", str(root))
     for path in (str(PASSWD), f"{root}/../../../../etc/passwd"):
         result = await asyncio.to_thread(runner.invoke, app, gate_start_args(gid, path))
-        assert result.exit_code == 1
+        assert result.exit_code == 2
         line = error_line(result)
         assert f"{path!r}" in line and f"outside the artifact roots {root}" in line, line
         assert "add its directory to VICAR_ARTIFACT_ROOTS" in line

@@ -50,7 +50,7 @@ async def test_invalid_gate_request_is_refused_before_any_workflow(cli_env, temp
     result = await asyncio.to_thread(runner.invoke, app, [
         "gate", "start", "--principal", "not a name", "--gate-id", gid, "--state", "PLAN_ASSERT",
         "--task-type", "docs", "--question", "Approve?"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "principal" in error_line(result)
     spec = tmp_path / "gate.json"
     spec.write_text(json.dumps({"principal": "alice", "gate_id": gid, "state": "PLAN_ASSERT"}))
@@ -70,7 +70,7 @@ async def test_unknown_action_is_refused_with_the_valid_actions(cli_env, harness
 
     await wait_escalated(h.client, req.gate_id)
     result = await asyncio.to_thread(runner.invoke, app, ["answer", req.gate_id, "maybe", "hmm"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "valid actions: answer, approve, correct, dialog, hold, reject, withdraw" in error_line(result)
     # The gate's own validator refuses it too, for callers that skip the CLI.
     with pytest.raises(WorkflowUpdateFailedError) as info:
@@ -114,7 +114,7 @@ def test_unreachable_server_is_one_clear_line(monkeypatch, settings):
     monkeypatch.setenv("TEMPORAL_ADDRESS", f"127.0.0.1:{free_port()}")
     monkeypatch.setenv("VICAR_DATA_DIR", str(settings.data_dir))
     result = runner.invoke(app, ["escalations"])
-    assert result.exit_code == 1
+    assert result.exit_code == 4
     assert "cannot reach Temporal at 127.0.0.1:" in error_line(result)
 
 

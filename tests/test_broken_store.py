@@ -216,7 +216,7 @@ def test_memory_check_and_repair(settings, embedder, monkeypatch):
     with pytest.raises(RecordsUnusable):
         repair(root, "alice", embedder)
     stats = cli(settings, monkeypatch, "stats", "alice")
-    assert stats.exit_code == 1 and "file is not a database" in stats.output
+    assert stats.exit_code == 6 and "file is not a database" in stats.output
 
 
 async def test_a_second_process_is_refused_with_the_holder(settings, embedder, monkeypatch):
@@ -232,7 +232,7 @@ async def test_a_second_process_is_refused_with_the_holder(settings, embedder, m
         with pytest.raises(StoreLocked, match=f"pid {proc.pid}"):
             repair(root, "alice", embedder)
         refused = cli(settings, monkeypatch, "repair", "alice")
-        assert refused.exit_code == 1 and f"pid {proc.pid}" in refused.output
+        assert refused.exit_code == 5 and f"pid {proc.pid}" in refused.output
         # Read-only commands need no lock.
         checked = cli(settings, monkeypatch, "check", "alice")
         assert checked.exit_code == 0 and f"open in pid {proc.pid}" in checked.output, checked.output

@@ -172,7 +172,7 @@ def test_llm_replay_needs_a_limit_prints_the_cost_first_and_runs_the_real_sdk(tm
     run = CliRunner()
     try:
         no_limit = run.invoke(app, ["eval", "replay", str(data), "--predictor", "anthropic"])
-        assert no_limit.exit_code == 1 and "give --limit" in no_limit.output
+        assert no_limit.exit_code == 2 and "give --limit" in no_limit.output
         declined = run.invoke(app, ["eval", "replay", str(data), "--predictor", "anthropic", "--limit", "3",
                                     "--variants", "composite-anthropic", "--out", str(tmp_path / "r0")], input="n\n")
         assert declined.exit_code == 1 and "estimated cost at most $" in declined.output

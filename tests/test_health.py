@@ -59,4 +59,4 @@ def test_health_command_reads_the_principals_outcomes(tmp_path, embedder, monkey
     assert result.exit_code == 0, result.output
     assert "DROP 0.80 -> 0.40" in result.output and "PLAN_ASSERT/db-migration" in result.output
     missing = CliRunner().invoke(app, ["health", "nobody"])
-    assert missing.exit_code == 1 and "no memory for principal 'nobody'" in missing.output
+    assert missing.exit_code == 3 and "no memory for principal 'nobody'" in missing.output

@@ -90,7 +90,7 @@ async def test_allow_list_refuses_others_on_update_and_signal(cli_env, harness):
     handle = await start_gate(h.client, req, h.task_queue)
     await wait_escalated(h.client, req.gate_id)
     result = await cli("answer", req.gate_id, "approve", "ok", "--responder", "mallory")
-    assert result.exit_code == 1
+    assert result.exit_code == 5
     assert "'mallory' may not answer for" in error_line(result) and "allowed: alice, bob" in error_line(result)
     with pytest.raises(VicarError, match="'mallory' may not answer"):
         await answer_gate(h.client, req.gate_id, HumanAnswer(action="reject", text="no", responder="mallory"))

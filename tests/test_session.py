@@ -224,7 +224,7 @@ async def test_session_commands_show_and_end_a_session(harness, monkeypatch, tem
     done = await summary_when(handle, lambda s: s.status == "done")
     assert done.ended_by == "signal" and done.consolidation.counts == {}  # a proxy answer is not consolidated
     missing = await asyncio.to_thread(run.invoke, app, ["session", "show", p, "evening"])
-    assert missing.exit_code == 1 and "no session 'evening'" in missing.output
+    assert missing.exit_code == 3 and "no session 'evening'" in missing.output
 
 
 async def test_a_gate_for_an_ended_session_still_runs(harness):

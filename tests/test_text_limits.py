@@ -68,13 +68,13 @@ async def test_gate_start_refuses_each_over_limit_field_in_one_line(cli_env, tem
     for field, value in OVER.items():
         spec.write_text(json.dumps({**BASE, "gate_id": gid, field: value}))
         result = await asyncio.to_thread(runner.invoke, app, ["gate", "start", str(spec)])
-        assert result.exit_code == 1
+        assert result.exit_code == 2
         assert error_line(result).startswith(f"error: invalid GateRequest: {field}:")
     # A configured limit lower than the model's.
     monkeypatch.setenv("VICAR_MAX_ARTIFACT_CHARS", "1000")
     spec.write_text(json.dumps({**BASE, "gate_id": gid, "artifact_text": "a" * 1001}))
     result = await asyncio.to_thread(runner.invoke, app, ["gate", "start", str(spec)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert error_line(result) == ("error: artifact_text has 1001 characters, more than the limit of 1000 "
                                   "(VICAR_MAX_ARTIFACT_CHARS)")
     monkeypatch.setenv("VICAR_MAX_QUESTION_CHARS", "10")
@@ -87,7 +87,7 @@ async def test_gate_start_refuses_each_over_limit_field_in_one_line(cli_env, tem
 def test_answer_over_the_limit_is_one_line_before_connecting(monkeypatch, settings):
     monkeypatch.setenv("VICAR_DATA_DIR", str(settings.data_dir))
     result = runner.invoke(app, ["answer", "no-such-gate", "correct", "x" * 1_000_000])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert error_line(result) == "error: invalid HumanAnswer: text: String should have at most 20000 characters"
     monkeypatch.setenv("VICAR_MAX_ANSWER_CHARS", "100")
     result = runner.invoke(app, ["answer", "no-such-gate", "correct", "x" * 101])
@@ -96,7 +96,7 @@ def test_answer_over_the_limit_is_one_line_before_connecting(monkeypatch, settin
     for bad in ("0", "20001", "lots"):
         monkeypatch.setenv("VICAR_MAX_ANSWER_CHARS", bad)
         result = runner.invoke(app, ["answer", "no-such-gate", "correct", "x"])
-        assert result.exit_code == 1
+        assert result.exit_code == 2
         assert "VICAR_MAX_ANSWER_CHARS must be a whole number from 1 to 20000" in error_line(result)
 
 

@@ -16,13 +16,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vicar.config import Settings
-from vicar.errors import VicarError
+from vicar.errors import InvalidInput
 from vicar.models import GateRequest
 
 READ_BLOCK = 1 << 16
 
 
-class ArtifactRefused(VicarError):
+class ArtifactRefused(InvalidInput):
     """An artifact path that is not read: the proxy must not decide without its artifact."""
 
 

@@ -6,17 +6,24 @@ import asyncio
 import functools
 import json
 import logging
+import os
+import sqlite3
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
+import click
 import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from vicar.config import Settings
-from vicar.errors import VicarError
+from vicar.config import ANSWER_TIMEOUT, Settings
+from vicar.display import text
+from vicar.errors import INTERRUPTED, UNEXPECTED, BrokenStore, InvalidInput, NotFound, Unreachable, VicarError
+from vicar.text import clip
 from vicar.models import CfAState, EscalationMode, GateRequest, HumanAnswer
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Vicar: a human proxy for approval gates.")
@@ -31,8 +38,11 @@ app.add_typer(eval_app, name="eval")
 app.add_typer(session_app, name="session")
 app.add_typer(principal_app, name="principal")
 
-console = Console(width=None if sys.stdout.isatty() else 120)
-err = Console(stderr=True, soft_wrap=True)  # an error stays one line
+# No emoji codes: ":smile:" in a question stays ":smile:".
+console = Console(width=None if sys.stdout.isatty() else 120, emoji=False)
+err = Console(stderr=True, soft_wrap=True, emoji=False)  # an error stays one line
+MAX_ERROR_CHARS = 2000  # an error line embeds user input; it stays readable
+MAX_GATE_FILE_BYTES = 2_000_000  # a GateRequest's texts total ~225k characters; JSON escapes need up to 6 bytes each
 
 
 def one_line(exc: ValidationError) -> str:
@@ -43,22 +53,42 @@ def one_line(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+def explain(exc: Exception) -> tuple[str, int]:
+    """The one line and exit code for an error (the codes are listed in vicar/errors.py)."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    if isinstance(exc, VicarError):
+        return str(exc), exc.exit_code
+    if isinstance(exc, ValidationError):
+        return f"invalid {exc.title}: {one_line(exc)}", InvalidInput.exit_code
+    if isinstance(exc, UnicodeError):  # e.g. undecodable bytes in an argument, sent on to Temporal
+        return f"not valid UTF-8 text: {exc}", InvalidInput.exit_code
+    if isinstance(exc, sqlite3.DatabaseError):
+        return f"a memory store cannot be read: {exc}", BrokenStore.exit_code
+    if isinstance(exc, RPCError) and exc.status == RPCStatusCode.UNAVAILABLE:
+        return f"Temporal is unavailable: {exc}", Unreachable.exit_code
+    return f"unexpected {type(exc).__name__}: {exc} (VICAR_DEBUG=1 shows the traceback)", UNEXPECTED
+
+
 def friendly(fn):
-    """User errors become one red line and exit code 1 (or the error's own) — never a traceback."""
+    """Every failure becomes one red line and a distinct exit code — never a traceback
+    (unless VICAR_DEBUG=1, for developers)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except VicarError as exc:
-            err.print(f"[red]error:[/] {exc}", highlight=False)
-            raise typer.Exit(exc.exit_code) from None
-        except ValidationError as exc:
-            err.print(f"[red]error:[/] invalid {exc.title}: {one_line(exc)}", highlight=False)
-            raise typer.Exit(1) from None
+        except (click.exceptions.Exit, click.exceptions.Abort, click.exceptions.ClickException):
+            raise  # typer's own exits and usage errors
         except KeyboardInterrupt:
             err.print("interrupted")
-            raise typer.Exit(130) from None
+            raise typer.Exit(INTERRUPTED) from None
+        except Exception as exc:
+            if os.environ.get("VICAR_DEBUG", "") not in ("", "0") and not isinstance(exc, (VicarError, ValidationError)):
+                raise
+            message, code = explain(exc)
+            err.print(Text.assemble(("error:", "red"), " ", text(clip(message, MAX_ERROR_CHARS), one_line=True)))
+            raise typer.Exit(code) from None
 
     return wrapper
 
@@ -96,7 +126,7 @@ async def _demo(settings: Settings, principal: str, gates: int, human_delay: flo
     from vicar.locks import WorkerLock
     from worker import build_worker, temporal_client
 
-    console.print(f"Data directory: {settings.data_dir}")
+    console.print(text(f"Data directory: {settings.data_dir}"))
     # Its own task queue, so a demo runs next to `vicar worker` and other demos; locked
     # before the server, so a clash starts nothing.
     task_queue = demo_task_queue(principal)
@@ -106,7 +136,7 @@ async def _demo(settings: Settings, principal: str, gates: int, human_delay: flo
         client, server = await ctx.__aenter__()
     try:
         where = f"embedded server at {server.address}" if server else f"Temporal at {client.service_client.config.target_host}"
-        console.print(f"Connected to {where}.")
+        console.print(text(f"Connected to {where}."))
         if server and not server.started_here:
             console.print(f"It was started by another Vicar process (pid {server.started_by}) "
                           "and stays up after this demo while any other Vicar process uses it.")
@@ -165,15 +195,7 @@ def gate_start(
     """Open a gate from a JSON file and/or flags (flags override the file)."""
     data: dict = {}
     if file is not None:
-        try:
-            raw = sys.stdin.read() if str(file) == "-" else file.read_text()
-            data = json.loads(raw)
-        except OSError as exc:
-            raise VicarError(f"cannot read {file}: {exc.strerror}") from None
-        except json.JSONDecodeError as exc:
-            raise VicarError(f"{file} is not valid JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise VicarError(f"{file} must hold a JSON object")
+        data = _read_gate_file(file)
     flags = dict(principal=principal, gate_id=gate_id, state=state, task_type=task_type, question=question,
                  artifact_text=artifact, actor_message=actor_message, escalation_mode=escalation_mode,
                  upstream_agent=upstream_agent, artifact_paths=artifact_path or None, session_id=session_id)
@@ -197,12 +219,36 @@ def _check_request(settings: Settings, req: GateRequest) -> None:
     req.artifact_paths = [os.path.abspath(p) for p in req.artifact_paths]
 
 
+def _read_gate_file(file: Path) -> dict:
+    try:
+        if str(file) == "-":
+            raw = sys.stdin.buffer.read(MAX_GATE_FILE_BYTES + 1)
+        else:
+            with file.open("rb") as f:
+                raw = f.read(MAX_GATE_FILE_BYTES + 1)
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {file}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_GATE_FILE_BYTES:
+        raise InvalidInput(f"{file} is larger than {MAX_GATE_FILE_BYTES:,} bytes")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{file} is not valid UTF-8 (byte {exc.start}: {exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"{file} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise InvalidInput(f"{file} is nested too deeply") from None
+    if not isinstance(data, dict):
+        raise InvalidInput(f"{file} must hold a JSON object")
+    return data
+
+
 async def _gate_start(settings: Settings, req: GateRequest, wait: bool) -> None:
     from vicar.gates import start_gate
 
     client = await _client(settings)
     handle = await start_gate(client, req, settings.task_queue)
-    console.print(f"gate {req.gate_id} started (workflow {handle.id})")
+    console.print(text(f"gate {req.gate_id} started (workflow {handle.id})"))
     if wait:
         result = await handle.result()
         console.print_json(result.model_dump_json())
@@ -236,7 +282,7 @@ async def _ask(settings: Settings, req: GateRequest, wait: bool) -> None:
     client = await _client(settings)
     handle = await start_gate(client, req, settings.task_queue)
     if not wait:
-        console.print(f"question {req.gate_id} asked (workflow {handle.id})")
+        console.print(text(f"question {req.gate_id} asked (workflow {handle.id})"))
         return
     task = asyncio.ensure_future(handle.result())
     told = False
@@ -244,11 +290,11 @@ async def _ask(settings: Settings, req: GateRequest, wait: bool) -> None:
         await asyncio.wait({task}, timeout=1.0)
         d = None if task.done() else await gate_details(client, req.gate_id)
         if d is not None and d.status.value == "escalated" and not told:
-            err.print(f"question {req.gate_id} is waiting for {req.principal}: "
-                      f"vicar answer {req.gate_id} answer \"...\"")
+            err.print(text(f"question {req.gate_id} is waiting for {req.principal}: "
+                           f"vicar answer {req.gate_id} answer \"...\""))
             told = True
     result = task.result()
-    console.print(f"answered by the {result.answered_by.value}: {result.text}", markup=False, highlight=False)
+    console.print(text(f"answered by the {result.answered_by.value}: {result.text}"))
 
 
 @app.command()
@@ -275,8 +321,8 @@ async def _escalations(principal: str | None) -> None:
             guess += "\n" + "\n".join(f"{t.speaker}{f' ({t.responder})' if t.responder else ''}: {t.text}"
                                        for t in d.dialog)
         guard = d.calibration_guard + (f" ({d.calibration_note})" if d.calibration_note else "")
-        table.add_row(d.gate_id, d.principal, d.state.value, d.task_type, d.question, guess,
-                      f"{d.proxy_confidence:.2f}" if d.proxy_confidence is not None else "", guard)
+        table.add_row(*map(text, (d.gate_id, d.principal, d.state.value, d.task_type, d.question, guess,
+                                  f"{d.proxy_confidence:.2f}" if d.proxy_confidence is not None else "", guard)))
     console.print(table)
 
 
@@ -289,6 +335,7 @@ def answer(
     responder: Optional[str] = typer.Option(
         None, envvar="VICAR_RESPONDER", show_default="$VICAR_RESPONDER, else your OS user name",
         help="Who answers: recorded with the answer and checked against the principal's allow-list."),
+    timeout: float = typer.Option(ANSWER_TIMEOUT, min=0.1, help="Seconds the gate has to take the answer."),
 ) -> None:
     """Answer an escalated gate as the human."""
     if responder is None:
@@ -297,19 +344,19 @@ def answer(
         try:
             responder = getpass.getuser()
         except (OSError, KeyError):  # no login name in the environment or the user database
-            raise VicarError("cannot tell who is answering: give --responder or set VICAR_RESPONDER") from None
+            raise InvalidInput("cannot tell who is answering: give --responder or set VICAR_RESPONDER") from None
     ans = HumanAnswer(action=action, text=text, responder=responder)
     settings = Settings.from_env()
     settings.check_texts(answer_text=ans.text)
-    asyncio.run(_answer(settings, gate_id, ans))
+    asyncio.run(_answer(settings, gate_id, ans, timeout))
 
 
-async def _answer(settings: Settings, gate_id: str, ans: HumanAnswer) -> None:
+async def _answer(settings: Settings, gate_id: str, ans: HumanAnswer, timeout: float) -> None:
     from vicar.gates import answer_gate, check_action
 
     check_action(ans.action)  # before connecting: a typo is reported even with no server
     client = await _client(settings)
-    console.print(await answer_gate(client, gate_id, ans))
+    console.print(text(await answer_gate(client, gate_id, ans, timeout)))
 
 
 # -- principals ---------------------------------------------------------------------------
@@ -384,29 +431,31 @@ async def _session(principal: str, session_id: str, end: bool) -> None:
     try:
         if end:
             await handle.signal("end")
-            console.print(f"session {session_id} of {principal} ends: consolidation starts")
+            console.print(text(f"session {session_id} of {principal} ends: consolidation starts"))
             return
         s = await handle.query("summary", result_type=SessionSummary)
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
-            raise VicarError(f"no session {session_id!r} for principal {principal!r}") from None
+            raise NotFound(f"no session {session_id!r} for principal {principal!r}") from None
         raise
-    console.print(f"session {s.session_id} of {s.principal}: {s.status}"
-                  + (f" (ended by {s.ended_by})" if s.ended_by else "")
-                  + f"; working memory {s.working_memory_chunks} chunks, ~{s.working_memory_tokens} tokens at N={s.n_at_start}")
+    console.print(text(f"session {s.session_id} of {s.principal}: {s.status}"
+                       + (f" (ended by {s.ended_by})" if s.ended_by else "")
+                       + f"; working memory {s.working_memory_chunks} chunks, ~{s.working_memory_tokens} tokens at N={s.n_at_start}"))
     console.print(f"gates: {len(s.gates)} ({sum(g.done for g in s.gates)} done); LLM calls {s.usage.calls}, "
                   f"cost ${s.usage.cost_usd:.4f}, cache saved ${s.usage.cache_savings_usd:.4f}")
     if s.consolidation:
         r = s.consolidation
-        console.print(f"consolidation: {', '.join(f'{k} {v}' for k, v in sorted(r.counts.items())) or 'nothing to do'}; "
-                      f"superseded {len(r.superseded)}, tensions {r.tensions}")
+        console.print(text(f"consolidation: {', '.join(f'{k} {v}' for k, v in sorted(r.counts.items())) or 'nothing to do'}; "
+                           f"superseded {len(r.superseded)}, tensions {r.tensions}"))
 
 
 # -- memory ---------------------------------------------------------------------------
 
 
+@contextmanager
 def _open_store(principal: str):
-    """A principal's record store, read directly (no worker needed)."""
+    """A principal's record store, read directly (no worker needed); a store that cannot
+    be read (junk bytes, corrupt rows) is one line pointing at `vicar memory check`."""
     from memory.store import RecordStore
     from vicar.models import check_principal
 
@@ -414,17 +463,31 @@ def _open_store(principal: str):
     check_principal(principal)
     path = settings.principals_dir / principal / "memory.db"
     if not path.exists():
-        raise VicarError(f"no memory for principal {principal!r} under {settings.principals_dir}")
-    return RecordStore(path)
+        raise NotFound(f"no memory for principal {principal!r} under {settings.principals_dir}")
+
+    def broken(exc: Exception) -> BrokenStore:
+        reason = one_line(exc) if isinstance(exc, ValidationError) else str(exc)
+        return BrokenStore(f"the memory store {path} cannot be read ({reason}); "
+                           f"run `vicar memory check {principal}`")
+
+    try:
+        store = RecordStore(path)
+    except sqlite3.DatabaseError as exc:
+        raise broken(exc) from None
+    try:
+        yield store
+    except (sqlite3.DatabaseError, ValidationError) as exc:
+        raise broken(exc) from None
+    finally:
+        store.close()
 
 
 @memory_app.command("stats")
 @friendly
 def memory_stats(principal: str = typer.Argument(...)) -> None:
     """Size and shape of a principal's memory (reads the store directly)."""
-    store = _open_store(principal)
-    try:
-        table = Table(title=f"Memory of {principal}")
+    with _open_store(principal) as store:
+        table = Table(title=text(f"Memory of {principal}"))
         table.add_column("what")
         table.add_column("value", justify="right")
         rows = {
@@ -437,10 +500,8 @@ def memory_stats(principal: str = typer.Argument(...)) -> None:
             "embedding model": store.get_meta("embedding_model") or "",
         }
         for k, v in rows.items():
-            table.add_row(k, str(v))
-        console.print(table)
-    finally:
-        store.close()
+            table.add_row(k, text(v))
+    console.print(table)
 
 
 @app.command()
@@ -451,34 +512,31 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
     from vicar.proxy.bookkeeping import ContextEntry
     from vicar.proxy.health import DROP, SESSIONS, context_health
 
-    store = _open_store(principal)
-    try:
+    with _open_store(principal) as store:
         records = [OutcomeRecord.model_validate_json(r) for _, r in store.outcomes(answered_by="human")]
         entries = [ContextEntry.model_validate_json(e) for _, e in store.context_entries()]
-    finally:
-        store.close()
     ema = {(e.state, e.task_type): e.ema_approval_rate for e in entries}
     rows = context_health(records, ema)
     if not rows:
-        console.print(f"No human answers recorded for {principal} yet.")
+        console.print(text(f"No human answers recorded for {principal} yet."))
         return
-    table = Table(title=f"Approval rate of {principal}, latest {SESSIONS} sessions per context (oldest first)")
+    table = Table(title=text(f"Approval rate of {principal}, latest {SESSIONS} sessions per context (oldest first)"))
     for col in ("state", "task type", "human answers", "answered by", "sessions", "approval rate per session",
                 "EMA", "trend"):
         table.add_column(col)
     for h in rows:
-        trend = "" if h.earlier is None else f"{h.earlier:.2f} -> {h.later:.2f}"
+        trend = text("" if h.earlier is None else f"{h.earlier:.2f} -> {h.later:.2f}")
         if h.flagged:
-            trend = f"[bold red]DROP {trend}[/]"
-        table.add_row(h.state, h.task_type, str(h.human_answers),
-                      ", ".join(f"{who} {k}" for who, k in h.responders.items()), str(len(h.sessions)),
+            trend = text(f"DROP {trend}", "bold red")
+        table.add_row(text(h.state), text(h.task_type), str(h.human_answers),
+                      text(", ".join(f"{who} {k}" for who, k in h.responders.items())), str(len(h.sessions)),
                       " ".join(f"{r:.2f}" for r in h.approval_rates),
                       "" if h.ema_approval_rate is None else f"{h.ema_approval_rate:.2f}", trend)
     console.print(table)
     flagged = [h for h in rows if h.flagged]
     if flagged:
-        console.print(f"[bold red]{len(flagged)} context(s) dropped by >= {DROP:.1f} in approval rate:[/] "
-                      + ", ".join(f"{h.state}/{h.task_type}" for h in flagged))
+        console.print(Text.assemble(text(f"{len(flagged)} context(s) dropped by >= {DROP:.1f} in approval rate:",
+                                         "bold red"), " ", text(", ".join(f"{h.state}/{h.task_type}" for h in flagged))))
 
 
 @memory_app.command("reembed")
@@ -499,8 +557,8 @@ def memory_reembed(
         task = progress.add_task(f"re-embedding with {embedder.model_name}", total=None)
         n = reembed(settings.principals_dir, principal, embedder,
                     progress=lambda done, total: progress.update(task, completed=done, total=total))
-    console.print(f"{principal}: {n} chunks re-embedded with {embedder.model_name}" if n
-                  else f"{principal} already uses {embedder.model_name}")
+    console.print(text(f"{principal}: {n} chunks re-embedded with {embedder.model_name}" if n
+                       else f"{principal} already uses {embedder.model_name}"))
 
 
 @memory_app.command("check")
@@ -519,7 +577,7 @@ def memory_check(principal: str = typer.Argument(...)) -> None:
             f"{d} {n}/{report.vectors_by_dimension.get(d, 0)}" for d, n in sorted(report.records_by_dimension.items())),
             soft_wrap=True, highlight=False, markup=False)
     if not report.healthy:
-        raise typer.Exit(6)
+        raise typer.Exit(BrokenStore.exit_code)
 
 
 @memory_app.command("repair")
@@ -529,15 +587,10 @@ def memory_repair(principal: str = typer.Argument(...)) -> None:
     worker has the memory open; exit code 6 when the records themselves are broken."""
     from memory.check import repair
     from memory.embedder import make_embedder
-    from memory.store import RecordsUnusable
 
     settings = Settings.from_env()
-    try:
-        r = repair(settings.principals_dir, principal, make_embedder(cache_file=settings.embedding_cache),
-                   settings.memory)
-    except RecordsUnusable as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(6) from None
+    r = repair(settings.principals_dir, principal, make_embedder(cache_file=settings.embedding_cache),
+               settings.memory)  # a corrupt memory.db: RecordsUnusable, one line, exit code 6
     console.print(f"{principal}: vectors of {r.rebuilt} of {r.chunks} chunks rebuilt, {r.orphans_deleted} orphan "
                   f"vectors deleted" + (f"; the unreadable vector store was moved to {r.moved_aside}"
                                          if r.moved_aside else ""), soft_wrap=True, highlight=False, markup=False)
@@ -573,17 +626,17 @@ def eval_replay(
     if predictor is not None:
         predictor = predictor.strip().lower()
         if predictor not in ("anthropic", "openai"):
-            raise VicarError(f"unknown --predictor {predictor!r}; LLM predictors: anthropic, openai")
+            raise InvalidInput(f"unknown --predictor {predictor!r}; LLM predictors: anthropic, openai")
         if not limit:
-            raise VicarError("an LLM replay makes paid calls for every gate: give --limit (gates per reviewer)")
+            raise InvalidInput("an LLM replay makes paid calls for every gate: give --limit (gates per reviewer)")
     if limit:
         events = {r: evs[:limit] for r, evs in events.items()}
     total = sum(len(v) for v in events.values())
-    console.print(f"{total} gates from {len(events)} reviewers: " +
-                  ", ".join(f"{r} ({len(v)})" for r, v in events.items()))
+    console.print(text(f"{total} gates from {len(events)} reviewers: " +
+                       ", ".join(f"{r} ({len(v)})" for r, v in events.items())))
     embedder = make_embedder(cache_file=settings.embedding_cache)
     seconds = warm_embeddings(events, embedder, console)
-    console.print(f"embeddings ready in {seconds:.1f} s (cached in {settings.embedding_cache})")
+    console.print(text(f"embeddings ready in {seconds:.1f} s (cached in {settings.embedding_cache})"))
     extra = ""
     base = None
     if do_sweep:
@@ -605,7 +658,7 @@ def eval_replay(
         known = {v.name for v in chosen}
         unknown = [w for w in wanted if w not in known]
         if unknown:
-            raise VicarError(f"unknown variant(s) {', '.join(unknown)}; available: {', '.join(sorted(known))}")
+            raise InvalidInput(f"unknown variant(s) {', '.join(unknown)}; available: {', '.join(sorted(known))}")
         chosen = [v for v in chosen if v.name in wanted]
     if any(v.predictor != "offline" for v in chosen):
         est = estimate_replay_cost(events, predictor)
@@ -622,7 +675,7 @@ def eval_replay(
     command = "vicar eval replay " + " ".join(shlex.quote(str(a)) for a in sys.argv[3:])
     (out / "report.md").write_text(markdown(results, command, figures, extra))
     (out / "results.json").write_text(json.dumps([r.model_dump(mode="json") for r in results], indent=1))
-    console.print(f"report: {out / 'report.md'} ({time.perf_counter() - start:.0f} s of replay)")
+    console.print(text(f"report: {out / 'report.md'} ({time.perf_counter() - start:.0f} s of replay)"))
 
 
 if __name__ == "__main__":

@@ -11,10 +11,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from vicar.errors import VicarError
+from vicar.errors import InvalidInput
 from vicar.models import DEFAULT_LIMITS, SessionConfig, TextLimits
 
 TASK_QUEUE = "vicar"
+ANSWER_TIMEOUT = 30.0  # seconds a gate has to take a human answer before the caller is told why not
 
 # The environment variables that lower Vicar's text limits (vicar.models.TextLimits).
 LIMIT_VARS: dict[str, str] = {
@@ -134,9 +135,9 @@ class Settings(BaseModel):
             try:
                 value = float(raw)
             except ValueError:
-                raise ValueError(f"{var} must be a number, not {raw!r}") from None
+                raise InvalidInput(f"{var} must be a number, not {raw!r}") from None
             if value < 0:
-                raise ValueError(f"{var} must not be negative, not {raw!r}")
+                raise InvalidInput(f"{var} must not be negative, not {raw!r}")
             setattr(target, attr, type(getattr(target, attr))(value))
         for attr, var in LIMIT_VARS.items():
             raw = os.environ.get(var)
@@ -145,7 +146,7 @@ class Settings(BaseModel):
             # Lower only: the models' own limits (the defaults) bind inside the workflow.
             ceiling = getattr(DEFAULT_LIMITS, attr)
             if not raw.strip().isdigit() or not 1 <= int(raw) <= ceiling:
-                raise VicarError(f"{var} must be a whole number from 1 to {ceiling}, not {raw!r}")
+                raise InvalidInput(f"{var} must be a whole number from 1 to {ceiling}, not {raw!r}")
             setattr(settings.limits, attr, int(raw))
         roots = os.environ.get("VICAR_ARTIFACT_ROOTS", "")
         settings.artifact_roots = [Path(os.path.expanduser(r.strip())).absolute()
@@ -157,7 +158,7 @@ class Settings(BaseModel):
         for name, text in texts.items():
             limit = getattr(self.limits, name)
             if text and len(text) > limit:
-                raise VicarError(f"{name} has {len(text)} characters, more than the limit of {limit} "
+                raise InvalidInput(f"{name} has {len(text)} characters, more than the limit of {limit} "
                                  f"({LIMIT_VARS[name]})")
 
     @property

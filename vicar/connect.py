@@ -10,7 +10,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.envconfig import ClientConfig
 
 from vicar.config import SEARCH_ATTRIBUTES, Settings
-from vicar.errors import VicarError
+from vicar.errors import InvalidInput, Unreachable
 from vicar.server import DEFAULT_PORT, embedded_address, env_configured
 
 
@@ -21,7 +21,7 @@ def connect_config(settings: Settings) -> dict:
         try:
             cfg = dict(ClientConfig.load_client_connect_config())
         except Exception as exc:  # the SDK raises several types for bad config files
-            raise VicarError(f"invalid Temporal client configuration: {exc}") from None
+            raise InvalidInput(f"invalid Temporal client configuration: {exc}") from None
         cfg.setdefault("target_host", f"localhost:{DEFAULT_PORT}")
         return cfg
     return {"target_host": embedded_address(settings.data_dir) or f"127.0.0.1:{DEFAULT_PORT}",
@@ -41,7 +41,7 @@ async def connect(settings: Settings, *, target_host: str | None = None, namespa
         )
     except (RuntimeError, OSError, asyncio.TimeoutError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise VicarError(
+        raise Unreachable(
             f"cannot reach Temporal at {cfg['target_host']} ({reason[:160]}); "
             "start one with `vicar worker` or set TEMPORAL_ADDRESS"
         ) from None

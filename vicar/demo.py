@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from vicar.display import text
 from vicar.gates import answer_gate, gate_details, start_gate
 from vicar.models import CfAState, GateRequest, GateResult, GateStatus, HumanAnswer
 
@@ -160,16 +161,16 @@ async def run_demo(client, principal: str, gates: int, task_queue: str, registry
 
 
 def render_summary(summary: DemoSummary, console: Console, principal: str, ui_url: str | None) -> None:
-    table = Table(title=f"Vicar demo — principal {principal}")
+    table = Table(title=text(f"Vicar demo — principal {principal}"))
     for col in ("N", "state", "task type", "prior", "conf", "guard", "escalated", "by", "action", "surprise"):
         table.add_column(col, no_wrap=True)
     for r in summary.results:
         table.add_row(
-            str(r.n), r.state.value.removesuffix("_ASSERT"), r.task_type,
+            str(r.n), text(r.state.value.removesuffix("_ASSERT")), text(r.task_type),
             f"{r.prior_confidence:.2f}", f"{r.confidence:.2f}",
-            "" if r.calibration_guard == "passthrough" else r.calibration_guard,
-            "[yellow]yes[/]" if r.escalated else "[green]no[/]", r.answered_by.value,
-            r.action.value, "yes" if r.surprise else "",
+            text("" if r.calibration_guard == "passthrough" else r.calibration_guard),
+            "[yellow]yes[/]" if r.escalated else "[green]no[/]", text(r.answered_by.value),
+            text(r.action.value), "yes" if r.surprise else "",
         )
     console.print(table)
     n = len(summary.results)
@@ -179,4 +180,4 @@ def render_summary(summary: DemoSummary, console: Console, principal: str, ui_ur
         f"Memory: {summary.memory_chunks} chunks ({summary.memory_human} answered by the human)."
     )
     if ui_url:
-        console.print(f"Temporal UI: {ui_url}/namespaces/default/workflows")
+        console.print(text(f"Temporal UI: {ui_url}/namespaces/default/workflows"))

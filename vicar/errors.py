@@ -1,11 +1,52 @@
-"""Errors meant for the user: the CLI prints them as one line, no traceback."""
+"""Errors meant for the user: the CLI prints them as one line, no traceback.
+
+Each kind carries the process exit code the CLI ends with, so scripts can tell a
+typo from a dead server without parsing text:
+
+    1  general failure (VicarError)
+    2  invalid input: a bad request, flag, file or answer (typer's own usage errors are 2 too)
+    3  not found: no such gate, session or principal memory
+    4  unreachable: Temporal cannot be reached
+    5  conflict / refused: the gate is not waiting, another answer won, the gate id exists
+    6  broken store: a principal's memory.db cannot be read
+    7  not responding: the gate cannot take the answer (its workflow task fails, or no worker runs it)
+   70  unexpected error (a bug, or a failure nothing above describes); VICAR_DEBUG=1 shows the traceback
+  130  interrupted (Ctrl-C)
+"""
+
+UNEXPECTED = 70
+INTERRUPTED = 130
 
 
 class VicarError(Exception):
     exit_code = 1
 
 
-class DataDirBusy(VicarError):
-    """Another process already serves this data directory on this task queue."""
+class InvalidInput(VicarError, ValueError):
+    """Also a ValueError, so pydantic validators can raise it."""
 
+    exit_code = 2
+
+
+class NotFound(VicarError):
     exit_code = 3
+
+
+class Unreachable(VicarError):
+    exit_code = 4
+
+
+class Conflict(VicarError):
+    exit_code = 5
+
+
+class BrokenStore(VicarError):
+    exit_code = 6
+
+
+class NotResponding(VicarError):
+    exit_code = 7
+
+
+class DataDirBusy(Conflict):
+    """Another process already serves this data directory on this task queue."""

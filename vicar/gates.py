@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
+import asyncio
+
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, GetWorkflowExecutionHistoryReverseRequest
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from vicar import contracts as c
-from vicar.config import TASK_QUEUE
-from vicar.errors import VicarError
+from vicar.config import ANSWER_TIMEOUT, TASK_QUEUE
+from vicar.errors import Conflict, InvalidInput, NotFound, NotResponding
 from vicar.models import QUESTION_ACTIONS, VALID_ACTIONS, check_principal, GateDetails, GateRequest, GateResult, GateStatus, HumanAnswer
+from vicar.text import clip
 from workflows import search_attributes as sa
 
 
@@ -30,7 +44,7 @@ async def start_gate(client: Client, req: GateRequest, task_queue: str = TASK_QU
             ]),
         )
     except WorkflowAlreadyStartedError:
-        raise VicarError(f"gate {req.gate_id!r} already exists; gate ids are unique") from None
+        raise Conflict(f"gate {req.gate_id!r} already exists; gate ids are unique") from None
 
 
 async def gate_details(client: Client, gate_id: str) -> GateDetails | None:
@@ -39,7 +53,7 @@ async def gate_details(client: Client, gate_id: str) -> GateDetails | None:
         return await handle.query("details", result_type=GateDetails)
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
-            raise VicarError(f"no gate {gate_id!r}") from None
+            raise NotFound(f"no gate {gate_id!r}") from None
         raise
 
 
@@ -47,30 +61,77 @@ def check_action(action: str) -> None:
     """Refuse an unknown action before anything touches the network."""
     valid = sorted({a.value for acts in VALID_ACTIONS.values() for a in acts} | {a.value for a in QUESTION_ACTIONS})
     if action not in valid:
-        raise VicarError(f"unknown action {action!r}; valid actions: {', '.join(valid)}")
+        raise InvalidInput(f"unknown action {action!r}; valid actions: {', '.join(valid)}")
 
 
-async def answer_gate(client: Client, gate_id: str, answer: HumanAnswer) -> str:
+async def answer_gate(client: Client, gate_id: str, answer: HumanAnswer, timeout: float = ANSWER_TIMEOUT) -> str:
     """Answer an escalated gate through the `respond` update, so a bad answer gets an
     error back instead of silence. The responder is required (the gate refuses an
-    answer without one too) and checked there against the principal's allow-list."""
+    answer without one too) and checked there against the principal's allow-list.
+    Every way of losing (another answer first, the gate closing meanwhile, a gate whose
+    workflow task cannot run) ends in one VicarError."""
     check_action(answer.action)
     if not answer.responder:
         raise VicarError("an answer needs a responder: who is answering")
     handle = client.get_workflow_handle(c.gate_workflow_id(gate_id))
+    desc = await _describe(handle, gate_id)
+    _refuse_closed(gate_id, desc)
+    if (attempt := desc.raw_description.pending_workflow_task.attempt) > 1:
+        # Sent now, the answer would wait for a recovery that may never come.
+        raise NotResponding(f"gate {gate_id!r} cannot take an answer now: {await _why_stuck(client, desc, attempt)}")
     try:
-        desc = await handle.describe()
+        return await asyncio.wait_for(handle.execute_update("respond", answer, result_type=str), timeout)
+    except WorkflowUpdateFailedError as exc:
+        msg = str(getattr(exc.cause, "message", None) or exc.cause)
+        if "already has a human answer" in msg or "status: done" in msg:
+            raise Conflict(f"gate {gate_id!r} already answered: another answer came first") from None
+        # e.g. "the Workflow completed before the Update completed": the other answer won.
+        _refuse_closed(gate_id, await _describe(handle, gate_id))
+        raise Conflict(f"gate {gate_id!r} refused the answer: {msg}") from None
+    except (asyncio.TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
+        desc = await _describe(handle, gate_id)
+        _refuse_closed(gate_id, desc)
+        why = await _why_stuck(client, desc, desc.raw_description.pending_workflow_task.attempt)
+        raise NotResponding(f"gate {gate_id!r} did not take the answer within {timeout:g} s ({why}); "
+                            "it may still apply if the gate recovers: see `vicar escalations`") from None
+    except RPCError:
+        # e.g. "workflow update was aborted by closing workflow": the other answer won.
+        _refuse_closed(gate_id, await _describe(handle, gate_id))
+        raise
+
+
+async def _describe(handle: WorkflowHandle, gate_id: str) -> WorkflowExecutionDescription:
+    try:
+        return await handle.describe()
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
-            raise VicarError(f"no gate {gate_id!r}") from None
+            raise NotFound(f"no gate {gate_id!r}") from None
         raise
+
+
+def _refuse_closed(gate_id: str, desc: WorkflowExecutionDescription) -> None:
+    if desc.status == WorkflowExecutionStatus.COMPLETED:
+        raise Conflict(f"gate {gate_id!r} is not waiting for an answer (it is completed): already answered")
     if desc.status != WorkflowExecutionStatus.RUNNING:
-        raise VicarError(f"gate {gate_id!r} is not waiting for an answer (it is {desc.status.name.lower()})")
-    try:
-        return await handle.execute_update("respond", answer, result_type=str)
-    except WorkflowUpdateFailedError as exc:
-        cause = exc.cause
-        raise VicarError(f"gate {gate_id!r} refused the answer: {getattr(cause, 'message', cause)}") from None
+        raise Conflict(f"gate {gate_id!r} is not waiting for an answer (it is {desc.status.name.lower()})")
+
+
+async def _why_stuck(client: Client, desc: WorkflowExecutionDescription, attempt: int) -> str:
+    """Why a gate's workflow does not run: its last workflow task failure, or no worker."""
+    if attempt > 1:
+        history = await client.workflow_service.get_workflow_execution_history_reverse(
+            GetWorkflowExecutionHistoryReverseRequest(
+                namespace=client.namespace, maximum_page_size=50,
+                execution=WorkflowExecution(workflow_id=desc.id, run_id=desc.run_id)))
+        failure = next((e.workflow_task_failed_event_attributes.failure.message for e in history.history.events
+                        if e.HasField("workflow_task_failed_event_attributes")), "")
+        return f"its workflow task keeps failing (attempt {attempt})" + (f": {clip(failure, 200)}" if failure else "")
+    pollers = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+        namespace=client.namespace, task_queue=TaskQueue(name=desc.task_queue),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW))
+    if not pollers.pollers:
+        return f"no worker polls its task queue {desc.task_queue!r}"
+    return "its worker did not run it in time"
 
 
 async def list_escalations(client: Client, principal: str | None = None) -> list[GateDetails]:

@@ -13,8 +13,10 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-PRINCIPAL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
-GATE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}$")
+from vicar.errors import InvalidInput
+
+PRINCIPAL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}\Z")  # \Z: "$" lets a trailing newline through
+GATE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}\Z")
 
 # The design's threshold: calibrated confidence at or above it lets the proxy answer.
 CONFIDENCE_THRESHOLD = 0.8
@@ -96,7 +98,7 @@ class GateStatus(str, Enum):
 
 def check_principal(value: str) -> str:
     if not PRINCIPAL_RE.match(value or ""):
-        raise ValueError(
+        raise InvalidInput(
             f"invalid principal {value!r}: use 1-64 characters of letters, digits, '.', '_', '@', '-'"
         )
     return value

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -107,8 +108,34 @@ async def serve(settings: Settings, on_ready=None, command: str = "python worker
             registry.close()
 
 
+class OneLineErrors(logging.Formatter):
+    """The SDK logs every failed activity attempt with its traceback, including the
+    expected ones (the server restarting, a broken store, a refused path) that Temporal
+    retries or the gate turns into an escalation. The worker's log keeps one line per
+    failure, the exception chain's types and messages; VICAR_DEBUG=1 shows tracebacks."""
+
+    def formatException(self, ei) -> str:
+        exc, parts, seen = ei[1], [], set()
+        while exc is not None and id(exc) not in seen:
+            seen.add(id(exc))
+            parts.append(f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__)
+            exc = exc.__cause__ or exc.__context__
+        return "  <- ".join(parts)
+
+    def format(self, record: logging.LogRecord) -> str:
+        return super().format(record).replace("\n", " | ")
+
+
+def configure_logging() -> None:
+    handler = logging.StreamHandler()
+    fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    debug = os.environ.get("VICAR_DEBUG", "") not in ("", "0")
+    handler.setFormatter(logging.Formatter(fmt) if debug else OneLineErrors(fmt))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+
+
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging()
     try:
         asyncio.run(serve(Settings.from_env()))
     except VicarError as exc:

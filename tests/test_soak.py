@@ -195,5 +195,9 @@ async def test_soak_three_worker_kills_and_a_server_kill(tmp_path):
     assert sum(r.answered_by.value == "human" for r in results.values()) >= 8  # the faults hit escalations too
     for log in cluster.logs:
         text = log.read_text(errors="replace")
+        # Failed activity attempts (the server was down) are one WARNING line each; an
+        # uncaught exception would still print a traceback, a bug an ERROR line.
         assert "Traceback" not in text, f"{log.name}:\n{text[-3000:]}"
         assert "never retrieved" not in text, log.name
+        errors = [line for line in text.splitlines() if "ERROR" in line or "CRITICAL" in line]
+        assert not errors, f"{log.name}: {errors[:5]}"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import logging
 import os
 import sqlite3
 import sys
@@ -159,9 +158,9 @@ async def _demo(settings: Settings, principal: str, gates: int, human_delay: flo
 @friendly
 def worker() -> None:
     """Run the worker (starts the embedded Temporal server unless TEMPORAL_ADDRESS is set)."""
-    from worker import serve
+    from worker import configure_logging, serve
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging()
 
     def ready(client, server) -> None:
         target = server.address if server else client.service_client.config.target_host

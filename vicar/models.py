@@ -42,6 +42,7 @@ TASK_TYPE_CHARS = 100
 NAME_CHARS = 200
 PATH_CHARS = 4096
 MAX_ARTIFACT_PATHS = 20
+TITLE_CHARS = 1000  # an artifact's title (a patch subject, a topic branch) and its lineage
 
 
 class CfAState(str, Enum):
@@ -135,6 +136,11 @@ class GateRequest(BaseModel):
     actor_message: str = Field(default="", max_length=DEFAULT_LIMITS.actor_message)
     escalation_mode: EscalationMode = EscalationMode.when_unsure
     upstream_agent: str | None = Field(default=None, max_length=NAME_CHARS)
+    # The artifact's thread: the same lineage across revisions (a topic branch, a patch
+    # and its rerolls). Absent: derived from the title (vicar/proxy/lineage.py).
+    title: str = Field(default="", max_length=TITLE_CHARS)
+    lineage: str | None = Field(default=None, max_length=TITLE_CHARS)
+    revision: str | None = Field(default=None, max_length=NAME_CHARS)
     # The working session this gate belongs to (health trends group by it; without
     # one, by the day of the answer).
     session_id: str | None = Field(default=None, max_length=NAME_CHARS)

@@ -33,7 +33,7 @@ class GateEvent(BaseModel):
         return GateRequest(
             principal=principal, gate_id=_gate_id(self.gate_id), state=self.state,
             task_type=self.task_type or "general", question=self.question,
-            artifact_text=self.artifact_text,
+            artifact_text=self.artifact_text, title=self.artifact_title,
         )
 
 

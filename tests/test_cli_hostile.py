@@ -103,8 +103,8 @@ async def test_two_simultaneous_answers_one_wins_the_other_gets_a_conflict(cli_e
     handle = await start_gate(h.client, req, h.task_queue)
     await wait_escalated(h.client, req.gate_id)
     outcomes = await asyncio.gather(
-        answer_gate(h.client, req.gate_id, HumanAnswer(action="approve", text="first")),
-        answer_gate(h.client, req.gate_id, HumanAnswer(action="reject", text="second")),
+        answer_gate(h.client, req.gate_id, HumanAnswer(action="approve", text="first", responder="ann")),
+        answer_gate(h.client, req.gate_id, HumanAnswer(action="reject", text="second", responder="bob")),
         return_exceptions=True)
     won = [o for o in outcomes if isinstance(o, str)]
     lost = [o for o in outcomes if not isinstance(o, str)]

@@ -77,7 +77,7 @@ def friendly(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (click.exceptions.Exit, click.exceptions.Abort, click.exceptions.ClickException):
+        except (typer.Exit, click.exceptions.Exit, click.exceptions.Abort, click.exceptions.ClickException):
             raise  # typer's own exits and usage errors
         except KeyboardInterrupt:
             err.print("interrupted")
@@ -455,7 +455,7 @@ async def _session(principal: str, session_id: str, end: bool) -> None:
 def _open_store(principal: str):
     """A principal's record store, read directly (no worker needed); a store that cannot
     be read (junk bytes, corrupt rows) is one line pointing at `vicar memory check`."""
-    from memory.store import RecordStore
+    from memory.store import RecordStore, RecordsUnusable
     from vicar.models import check_principal
 
     settings = Settings.from_env()
@@ -471,8 +471,8 @@ def _open_store(principal: str):
 
     try:
         store = RecordStore(path)
-    except sqlite3.DatabaseError as exc:
-        raise broken(exc) from None
+    except (sqlite3.DatabaseError, RecordsUnusable) as exc:
+        raise broken(exc.__cause__ or exc if isinstance(exc, RecordsUnusable) else exc) from None
     try:
         yield store
     except (sqlite3.DatabaseError, ValidationError) as exc:

@@ -72,7 +72,7 @@ async def answer_gate(client: Client, gate_id: str, answer: HumanAnswer, timeout
     workflow task cannot run) ends in one VicarError."""
     check_action(answer.action)
     if not answer.responder:
-        raise VicarError("an answer needs a responder: who is answering")
+        raise InvalidInput("an answer needs a responder: who is answering")
     handle = client.get_workflow_handle(c.gate_workflow_id(gate_id))
     desc = await _describe(handle, gate_id)
     _refuse_closed(gate_id, desc)

@@ -20,7 +20,7 @@ from vicar.server import embedded_address
 
 ROOT = Path(__file__).resolve().parents[1]
 VICAR = Path(sys.executable).parent / "vicar"
-DATA_DIR_BUSY = 3  # vicar.errors.DataDirBusy.exit_code, spelled out: the contract under test
+DATA_DIR_BUSY = 5  # vicar.errors.Conflict: another process serves this data directory
 
 
 def vicar_env(data_dir: Path, **extra: str) -> dict[str, str]:

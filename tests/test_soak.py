@@ -17,7 +17,12 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
@@ -121,8 +126,9 @@ async def run_gate(client: Client, i: int, answered: Counter) -> GateResult:
                     "respond", HumanAnswer(action=TASKS[task_type], text=f"{TASKS[task_type]}: as usual",
                                            responder=principal)), timeout=30)
                 answered[req.gate_id] += 1
-            except (WorkflowUpdateFailedError, RPCError, asyncio.TimeoutError):
-                pass  # answered already (a lost reply), or no worker: look again
+            except (WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError, RPCError,
+                    asyncio.TimeoutError):
+                pass  # answered already (a lost reply), or no worker or server: look again
         await asyncio.sleep(0.3)
 
 

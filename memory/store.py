@@ -343,7 +343,7 @@ class RecordStore:
         chunks = self.chunks(
             where="id IN (SELECT id FROM chunks INDEXED BY chunks_lineage WHERE kind = ? AND lineage = ?"
                   " AND created_n < ? AND answered_by = 'human' AND status = 'active'"
-                  " ORDER BY created_n DESC, id DESC LIMIT ?)",
+                  " ORDER BY created_n DESC LIMIT ?)",
             params=(kind, lineage, before_n, limit))
         return chunks[::-1]
 

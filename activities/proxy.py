@@ -192,7 +192,16 @@ class ProxyActivities:
     @activity.defn(name=c.RECORD_OUTCOME)
     @store_errors
     def record_outcome(self, record: OutcomeRecord) -> str:
-        return record_outcome(self.registry.get(record.request.principal), record)
+        artifact = None
+        if record.request.artifact_paths:
+            # Hashed for "changed since": the files as they are when the answer lands
+            # (what the human judged). Files that can no longer be read leave the hash
+            # unknown; they must not keep the outcome from being recorded.
+            try:
+                artifact = load_artifact(record.request, self.settings)
+            except ArtifactRefused:
+                pass
+        return record_outcome(self.registry.get(record.request.principal), record, artifact=artifact)
 
     @activity.defn(name=c.ALLOWED_RESPONDERS)
     def allowed_responders(self, principal: str) -> list[str]:

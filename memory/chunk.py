@@ -47,6 +47,13 @@ class MemoryChunk(BaseModel):
     traces: list[int] = Field(default_factory=list)
     status: str = "active"  # "superseded": kept, marked, left out of retrieval
     superseded_by: str | None = None
+    # The artifact's thread across revisions (a topic branch, a patch and its rerolls),
+    # its revision and a hash of the whole artifact the gate saw: the reviewer's last
+    # verdict on the same lineage, and whether the artifact changed since, are looked up
+    # exactly, not by similarity. "" when unknown; a chunk without a lineage never matches.
+    lineage: str = ""
+    revision: str = ""
+    artifact_hash: str = ""
 
     def dimension_texts(self) -> dict[str, str]:
         """Text per embedding dimension; absent dimensions are left out, not empty."""

@@ -190,6 +190,12 @@ class PrincipalMemory:
             hits = rank(self.index, query, qvecs, self.params, lexical)
         return self._with_chunks(hits)
 
+    def lineage_history(self, kind: str, lineage: str, before_n: int, limit: int = 3) -> list[MemoryChunk]:
+        """The principal's latest human verdicts on this lineage before N, most recent
+        first: an exact structural match (one index lookup), neither ranked by
+        similarity nor cut by the activation threshold."""
+        return self.store.lineage_history(kind, lineage, before_n, limit)
+
     def salient(self, artifact: str, now: int, top_k: int = 5) -> list[tuple[Hit, MemoryChunk]]:
         """The salience index: chunks whose surprise (description and percepts) is close
         to this artifact, i.e. past artifacts that changed the proxy's mind like it might."""

@@ -91,6 +91,15 @@ MIGRATIONS: list[str] = [
     );
     CREATE TABLE tensions (a TEXT NOT NULL, b TEXT NOT NULL, session_id TEXT NOT NULL, PRIMARY KEY (a, b)) WITHOUT ROWID;
     """,
+    # Lineage: the artifact's thread, its revision and a hash of the artifact, so the
+    # latest verdicts on the same thread are one index lookup. Older chunks get "" and
+    # never match.
+    """
+    ALTER TABLE chunks ADD COLUMN lineage TEXT NOT NULL DEFAULT '';
+    ALTER TABLE chunks ADD COLUMN revision TEXT NOT NULL DEFAULT '';
+    ALTER TABLE chunks ADD COLUMN artifact_hash TEXT NOT NULL DEFAULT '';
+    CREATE INDEX chunks_lineage ON chunks (kind, lineage, created_n);
+    """,
 ]
 
 _COLUMNS = (
@@ -98,6 +107,7 @@ _COLUMNS = (
     "question", "artifact_excerpt", "actor_message", "upstream_agent", "prior_confidence",
     "prior_prose", "posterior_confidence", "posterior_prose", "surprise_description",
     "salient_percepts", "human_response", "created_n", "status", "superseded_by",
+    "lineage", "revision", "artifact_hash",
 )
 
 
@@ -324,6 +334,18 @@ class RecordStore:
             d["traces"] = traces[d["id"]]
             out.append(MemoryChunk(principal=principal, **d))
         return out
+
+    def lineage_history(self, kind: str, lineage: str, before_n: int, limit: int) -> list[MemoryChunk]:
+        """The latest human-answered active chunks of this kind and lineage created before
+        `before_n`, most recent first: a walk down the (kind, lineage, created_n) index."""
+        if not lineage or limit <= 0:
+            return []
+        chunks = self.chunks(
+            where="id IN (SELECT id FROM chunks INDEXED BY chunks_lineage WHERE kind = ? AND lineage = ?"
+                  " AND created_n < ? AND answered_by = 'human' AND status = 'active'"
+                  " ORDER BY created_n DESC LIMIT ?)",
+            params=(kind, lineage, before_n, limit))
+        return chunks[::-1]
 
     def all_traces(self) -> list[tuple[str, int]]:
         with self._lock:

@@ -74,6 +74,9 @@ class RetrievalOptions(BaseModel):
     mode: Literal["composite", "activation", "similarity", "recency"] = "composite"
     embedding: Literal["multi", "blended"] = "multi"
     lexical: bool = False
+    # The latest human verdicts on the artifact's lineage shown beside the retrieved
+    # memories (0 turns them off: an ablation).
+    lineage_history: int = Field(default=3, ge=0, le=20)
 
 
 class PredictorParams(BaseModel):

@@ -231,6 +231,19 @@ class Usage(BaseModel):
         return Usage(**{k: getattr(self, k) + getattr(other, k) for k in Usage.model_fields})
 
 
+class LineageVerdict(BaseModel):
+    """One of the principal's latest human verdicts on the artifact's own lineage (its
+    topic branch, its patch's earlier versions), found by exact match, not similarity."""
+
+    chunk_id: str
+    action: str
+    response: str = ""  # the human's words, clipped
+    n: int
+    ago: int  # interactions ago: N - n
+    revision: str = ""
+    changed_since: bool | None = None  # the artifact differs from this gate's; None: unknown
+
+
 class RetrievalContext(BaseModel):
     principal: str
     n: int
@@ -241,6 +254,9 @@ class RetrievalContext(BaseModel):
     # The session's working-memory block: the cacheable prompt prefix, identical for
     # every pass and gate of a session. Gate-specific `chunks` go after it.
     working_memory: str = ""
+    # The latest human verdicts on this artifact's lineage, most recent first; kept
+    # apart from `chunks` (and not ranked with them).
+    lineage_history: list[LineageVerdict] = Field(default_factory=list)
 
 
 class PassResult(BaseModel):

@@ -22,6 +22,7 @@ from vicar.models import (
     ChunkSummary,
     DialogTurn,
     GateRequest,
+    LineageVerdict,
     OutcomeRecord,
     PassResult,
     RetrievalContext,
@@ -31,6 +32,10 @@ from vicar.proxy.bookkeeping import context_key, load_entry
 from vicar.proxy.calibration import calibrate, exploration_draw
 from vicar.proxy.conflicts import genuine_tension
 from vicar.proxy.decision import Decision, decide, surprised
+from vicar.proxy.lineage import lineage_of
+from vicar.text import clip
+
+LINEAGE_RESPONSE_CHARS = 300  # the human's words kept per lineage verdict
 from vicar.proxy.provider import Predictor
 
 
@@ -58,6 +63,7 @@ def retrieve(memory: PrincipalMemory, request: GateRequest, n: int, phase: str, 
              options: RetrievalOptions | None = None) -> RetrievalContext:
     query = build_query(request, n, phase, artifact, options, noise=memory.params.noise_s > 0)
     hits = memory.retrieve(query)
+    options = options or RetrievalOptions()
     return RetrievalContext(
         principal=request.principal,
         n=n,
@@ -75,12 +81,35 @@ def retrieve(memory: PrincipalMemory, request: GateRequest, n: int, phase: str, 
         ],
         memory_size=memory.store.count(),
         memory_depth=memory.store.memory_depth(),
+        lineage_history=lineage_history(memory, request, n, artifact, options.lineage_history),
     )
 
 
-def outcome_chunk(record: OutcomeRecord) -> MemoryChunk:
+def lineage_history(memory: PrincipalMemory, request: GateRequest, n: int, artifact: str,
+                    limit: int) -> list[LineageVerdict]:
+    """The principal's latest human verdicts on this artifact's lineage, most recent
+    first, whatever their similarity. Whether the artifact changed since each is told
+    only from an artifact this pass has seen: the prior (artifact "") gets None."""
+    lin = lineage_of(request, artifact)
+    return [
+        LineageVerdict(
+            chunk_id=c.id, action=c.outcome, response=clip(c.human_response, LINEAGE_RESPONSE_CHARS),
+            n=c.created_n, ago=n - c.created_n, revision=c.revision,
+            changed_since=(c.artifact_hash != lin.artifact_hash) if c.artifact_hash and lin.artifact_hash else None,
+        )
+        for c in memory.lineage_history(request.kind.value, lin.lineage, n, limit)
+    ]
+
+
+def outcome_chunk(record: OutcomeRecord, artifact: str | None = None) -> MemoryChunk:
+    """`artifact`: the whole artifact the gate saw (the request's text plus its paths'
+    contents); None for an inline-only artifact. Hashed, so a later gate on the same
+    lineage can tell whether it changed; unknown ("") when paths were not read."""
     req = record.request
     surprise = record.surprise
+    if artifact is None and req.artifact_paths:
+        artifact = ""
+    lin = lineage_of(req, artifact)
     return MemoryChunk(
         id=chunk_id_for(req.principal, record.workflow_id),
         principal=req.principal,
@@ -104,6 +133,9 @@ def outcome_chunk(record: OutcomeRecord) -> MemoryChunk:
         human_response=record.response_text,
         created_n=record.n,
         traces=[record.n],
+        lineage=lin.lineage,
+        revision=lin.revision,
+        artifact_hash=lin.artifact_hash,
     )
 
 

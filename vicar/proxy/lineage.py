@@ -18,7 +18,8 @@ from pydantic import BaseModel
 from vicar.models import GateRequest
 
 # Linear patterns only (no nested quantifiers): titles are bounded but untrusted.
-_LEADING = re.compile(r"^\s*(?:\[[^\]\n]{0,200}\]|(?:re|fwd?|aw|sv)\s*:)\s*", re.IGNORECASE)
+# A tag may close with "}" by mistake ("[PATCH} hwmon: ..." is in the hwmon archive).
+_LEADING = re.compile(r"^\s*(?:\[[^\]}\n]{0,200}[\]}]|(?:re|fwd?|aw|sv)\s*:)\s*", re.IGNORECASE)
 _VERSION = re.compile(r"\b[vV](\d{1,4})\b")
 _POSITION = re.compile(r"\b(\d{1,4})\s*/\s*(\d{1,4})\b")
 _SPACE = re.compile(r"\s+")

@@ -57,7 +57,7 @@ class LLMPredictor:
         self, request: GateRequest, ctx: RetrievalContext, dialog: Sequence[DialogTurn] = ()
     ) -> PassResult:
         chunks = ctx.chunks[: prompts.MAX_MEMORIES_SHOWN]
-        body = prompts.pass_body(request, chunks, dialog)
+        body = prompts.pass_body(request, chunks, dialog, lineage=ctx.lineage_history)
         return self._pass(request, ctx, chunks, body)
 
     def posterior(
@@ -65,7 +65,8 @@ class LLMPredictor:
         dialog: Sequence[DialogTurn] = (),
     ) -> PassResult:
         chunks = ctx.chunks[: prompts.MAX_MEMORIES_SHOWN]
-        body = prompts.pass_body(request, chunks, dialog, artifact=artifact, prior=prior)
+        body = prompts.pass_body(request, chunks, dialog, artifact=artifact, prior=prior,
+                                 lineage=ctx.lineage_history)
         return self._pass(request, ctx, chunks, body)
 
     def surprise(
@@ -129,7 +130,9 @@ class LLMPredictor:
             notes.append("The reply was cut off at the token limit.")
         return PassResult(
             prose=prose, note=" ".join(notes), confidence=confidence, action=action,
-            used_chunk_ids=[c.chunk_id for c in chunks], usage=usage,
+            # The memories shown, the verdicts on the artifact's thread among them.
+            used_chunk_ids=list(dict.fromkeys([*(c.chunk_id for c in chunks),
+                                               *(v.chunk_id for v in ctx.lineage_history)])), usage=usage,
         )
 
     def _classify(self, request: GateRequest, prose: str) -> tuple[Action | None, Usage]:

@@ -25,8 +25,10 @@ INTERACTIONS_FILE = "proxy-interactions.jsonl"
 PATTERNS_FILE = "proxy-patterns.md"
 
 
-def record_outcome(memory: PrincipalMemory, record: OutcomeRecord, *, artifacts: bool = True) -> str:
-    chunk = outcome_chunk(record)
+def record_outcome(memory: PrincipalMemory, record: OutcomeRecord, *, artifacts: bool = True,
+                   artifact: str | None = None) -> str:
+    """`artifact`: the whole artifact text (see outcome_chunk); None for the request's own."""
+    chunk = outcome_chunk(record, artifact)
     memory.record(chunk)
     req = record.request
 

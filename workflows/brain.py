@@ -174,7 +174,11 @@ class BrainWorkflow:
         """Resume from the larger of carried and stored, so the counter never goes back.
         Returns why the store could not be read, or None."""
         try:
-            stored = await workflow.execute_local_activity(
+            # A regular activity, not a local one: its result is in history before any
+            # grant mirrors a new N. A local read shares its workflow task with the first
+            # grants' mirrors; when that task is lost (timed out under load), its retry
+            # re-read a store the lost mirrors had already advanced, and N skipped values.
+            stored = await workflow.execute_activity(
                 c.READ_COUNTER, c.CounterInput(principal=self._principal), result_type=int, **COUNTER)
         except (ActivityError, ApplicationError) as exc:
             reason = _reason(exc)

@@ -123,13 +123,15 @@ def memory_features(vote: PassResult, ctx: RetrievalContext) -> dict[str, float]
     sims = [c.similarity if c.similarity is not None else NAN for c in human[:3]]
     sims += [NAN] * (3 - len(sims))
     top = Action(human[0].outcome) if human and human[0].outcome in Action._value2member_map_ else None
-    return {
+    found = {
         "mem_action": float(ACTION_CODE[vote.action]) if vote.action else NAN,
         "mem_conf": vote.confidence,
         "mem_sim1": sims[0], "mem_sim2": sims[1], "mem_sim3": sims[2],
         "mem_n": float(len(human)),
         "mem_top_action": float(ACTION_CODE[top]) if top else NAN,
     }
+    # Missing ones are left out (read back as missing): NaN has no JSON spelling.
+    return {k: v for k, v in found.items() if not np.isnan(v)}
 
 
 @dataclass(frozen=True)
@@ -351,6 +353,8 @@ def fit_rows(rows: np.ndarray, labels: Sequence[Action], learner: str = "lightgb
             min_samples_leaf=LIGHTGBM["min_data_in_leaf"], categorical_features=mask, max_bins=63,
             early_stopping=False, random_state=0,
         )
+        # An all-missing column (no memory vote yet) trips its binning; constant is the same.
+        rows = np.where(np.isnan(rows).all(axis=0), 0.0, rows)
         with threadpool_limits(1):
             est.fit(rows, y)
         return Model(classes, version, learner, est)

@@ -115,13 +115,13 @@ HISTORY_FEATURES = (
     "changed", "header_changed", "revision_delta", "since",
     "revision", "position", "series_size", "cover", "art_chars", "art_lines", "list_lines", "diff_lines",
     *(f"{scope}_{a.value}" for scope in ("all", "ctx", "agent") for a in RATE_ACTIONS),
-    "all_n", "ctx_n", "agent_n",
+    "all_n", "ctx_n", "agent_n", "prev", "agent_last", "agent_since",
     *(f"txt_{i}" for i in range(TEXT_BUCKETS)),
 )
 FEATURES = HISTORY_FEATURES + MEMORY_FEATURES
 CATEGORICAL = tuple(
     i for i, f in enumerate(FEATURES)
-    if f.startswith("last") or f in ("mem_action", "mem_top_action")
+    if f.startswith("last") or f in ("prev", "agent_last", "mem_action", "mem_top_action")
 )
 
 
@@ -171,6 +171,10 @@ class History:
         self.lineages: dict[str, deque[_Verdict]] = {}
         self.lineage_counts: Counter[str] = Counter()
         self.rates: dict[str, Counter[Action]] = {}
+        # The verdict just before and the last one on the same upstream agent: a series'
+        # patches arrive together from one author and are often judged alike.
+        self.previous: Action | None = None
+        self.agent_last: dict[str, tuple[Action, int]] = {}
         self.responses: dict[tuple[str, Action], Counter[str]] = {}
         self.examples: dict[str, str] = {}  # normalized -> the human's original words
         self.rows: list[np.ndarray] = []
@@ -211,6 +215,10 @@ class History:
             v = verdicts[i] if i < len(verdicts) else None
             f[f"last{i + 1}"] = NAN if v is None else float(ACTION_CODE[v.action])
             f[f"last{i + 1}_words"] = NAN if v is None else float(v.words)
+        f["prev"] = NAN if self.previous is None else float(ACTION_CODE[self.previous])
+        agent_last = self.agent_last.get(request.upstream_agent) if request.upstream_agent else None
+        f["agent_last"] = NAN if agent_last is None else float(ACTION_CODE[agent_last[0]])
+        f["agent_since"] = NAN if agent_last is None else float(self.n - agent_last[1])
         if TEXT_BUCKETS:
             words = np.zeros(TEXT_BUCKETS)
             for token in _TOKEN.findall(f"{request.title} {text[:TEXT_CHARS]}".lower()):
@@ -247,6 +255,9 @@ class History:
             self.lineage_counts[lin.lineage] += 1
         for key in ("all", _context(req), f"agent|{req.upstream_agent}"):
             self.rates.setdefault(key, Counter())[record.action] += 1
+        self.previous = record.action
+        if req.upstream_agent:
+            self.agent_last[req.upstream_agent] = (record.action, self.n)
         if words:
             for key in (_context(req), "all"):
                 said = self.responses.setdefault((key, record.action), Counter())

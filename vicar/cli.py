@@ -614,7 +614,7 @@ def eval_replay(
 
     from memory.embedder import make_embedder
     from vicar.eval.dataset import load_events
-    from vicar.eval.replay import standard_variants
+    from vicar.eval.replay import LOCAL_PREDICTORS, standard_variants
     from vicar.eval.report import markdown, plots, summary_table
     from vicar.eval.run import run_variants, sweep, warm_embeddings
 
@@ -659,7 +659,7 @@ def eval_replay(
         if unknown:
             raise InvalidInput(f"unknown variant(s) {', '.join(unknown)}; available: {', '.join(sorted(known))}")
         chosen = [v for v in chosen if v.name in wanted]
-    if any(v.predictor != "offline" for v in chosen):
+    if any(v.predictor not in LOCAL_PREDICTORS for v in chosen):
         est = estimate_replay_cost(events, predictor)
         console.print(f"LLM replay with {est.provider} ({est.model}, classifier {est.classifier_model}): "
                       f"{est.gates} gates, ~{est.input_tokens:,} input and ~{est.output_tokens:,} output tokens, "

@@ -266,6 +266,9 @@ class PassResult(BaseModel):
     action: Action | None = None  # the predicted action, when the predictor states one
     used_chunk_ids: list[str] = Field(default_factory=list)
     usage: Usage | None = None  # LLM predictors: tokens and cost of this pass
+    # The learned predictor's inputs that the outcome log cannot rebuild (the memory
+    # vote at the time), kept so a refit from the log sees what the gate saw.
+    features: dict[str, float] = Field(default_factory=dict)
 
 
 class Surprise(BaseModel):

@@ -11,7 +11,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from vicar.errors import VicarError
-from vicar.models import Action, CfAState, GateRequest
+from vicar.models import NAME_CHARS, Action, CfAState, GateRequest
+
+_AUTHOR = re.compile(r"^(?:From|Signed-off-by):[ \t]*([^<\n]{1,100})", re.MULTILINE)
 
 
 class GateEvent(BaseModel):
@@ -33,8 +35,18 @@ class GateEvent(BaseModel):
         return GateRequest(
             principal=principal, gate_id=_gate_id(self.gate_id), state=self.state,
             task_type=self.task_type or "general", question=self.question,
-            artifact_text=self.artifact_text, title=self.artifact_title,
+            artifact_text=self.artifact_text, title=self.artifact_title, upstream_agent=self.author(),
         )
+
+    def author(self) -> str | None:
+        """Who submitted the artifact: the upstream agent of a replayed gate. git: the
+        topic's initials (`ab/` of `ab/topic`); kernel: the patch's From: or first
+        Signed-off-by: name."""
+        if self.source == "git-whats-cooking":
+            prefix, slash, _ = self.artifact_title.partition("/")
+            return prefix[:NAME_CHARS] if slash and prefix else None
+        m = _AUTHOR.search(self.artifact_text)
+        return (m.group(1).strip()[:NAME_CHARS] or None) if m else None
 
 
 def principal_for(reviewer: str) -> str:

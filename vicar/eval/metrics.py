@@ -41,6 +41,7 @@ class Prediction(BaseModel):
     predicted: str | None  # None: no prediction (no evidence)
     confidence: float  # calibrated
     prior_confidence: float = 0.0
+    posterior_confidence: float | None = None  # the predictor's own, before the guards
     autonomous: bool  # would the proxy have answered alone (when_unsure)
     predicted_text: str = ""
     actual_text: str = ""

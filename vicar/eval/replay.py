@@ -33,7 +33,7 @@ Progress = Callable[[int], None]  # called with the number of gates just replaye
 class Variant(BaseModel):
     name: str
     kind: Literal["proxy", "majority", "ema"] = "proxy"
-    predictor: str = "offline"  # or an LLM provider: "anthropic", "openai"
+    predictor: str = "offline"  # or "learned", or an LLM provider: "anthropic", "openai"
     retrieval: RetrievalOptions = Field(default_factory=RetrievalOptions)
     memory: MemoryParams = Field(default_factory=MemoryParams)
 
@@ -50,12 +50,20 @@ def standard_variants(base: MemoryParams | None = None) -> list[Variant]:
         Variant(name="recency-n", retrieval=RetrievalOptions(mode="recency"), memory=m),
         Variant(name="blended", retrieval=RetrievalOptions(embedding="blended"), memory=m),
         Variant(name="composite+lexical", retrieval=RetrievalOptions(lexical=True), memory=m),
+        Variant(name="learned", predictor="learned", memory=m),
     ]
+
+
+LOCAL_PREDICTORS = ("offline", "learned")  # no paid calls
 
 
 def make_predictor(name: str, settings: Settings):
     if name == "offline":
         return OfflinePredictor(settings.predictor)
+    if name == "learned":
+        from vicar.proxy.learned import LearnedPredictor
+
+        return LearnedPredictor(settings.predictor)
     from vicar.proxy.llm_predictor import LLMPredictor
 
     return LLMPredictor.from_env(name)
@@ -76,14 +84,16 @@ def event_texts(events: list[GateEvent]) -> list[str]:
 
 
 def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedder, settings: Settings,
-                    progress: Progress | None = None) -> list[Prediction]:
+                    progress: Progress | None = None, predictor=None) -> list[Prediction]:
+    """`predictor`: an instance to use (and inspect afterwards) instead of a new one."""
     if variant.kind == "majority":
         return _majority(events, progress)
     if variant.kind == "ema":
         return _ema_gate(events, progress)
     principal = principal_for(events[0].reviewer) if events else "reviewer"
     run_settings = settings.model_copy(update={"retrieval": variant.retrieval, "memory": variant.memory})
-    predictor = make_predictor(variant.predictor, settings)
+    predictor = predictor or make_predictor(variant.predictor, settings)
+    observe = getattr(predictor, "observe", None)  # a learning predictor sees each answer
     preds: list[Prediction] = []
     with tempfile.TemporaryDirectory(prefix="vicar-replay-") as tmp:
         memory = PrincipalMemory(principal, Path(tmp), embedder, variant.memory, persist_vectors=False)
@@ -97,6 +107,7 @@ def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedde
                     seq=event.seq, actual=event.action.value,
                     predicted=c.posterior.action.value if c.posterior.action else None,
                     confidence=c.calibration.confidence, prior_confidence=c.prior.confidence,
+                    posterior_confidence=c.posterior.confidence,
                     autonomous=not c.decision.escalate, predicted_text=c.posterior.prose,
                     actual_text=event.response, surprise=c.surprise is not None,
                     surprise_percepts=c.surprise.percepts if c.surprise else [],
@@ -107,11 +118,13 @@ def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedde
                 # Then the human's real answer is stored, as an escalated gate stores it.
                 # Bookkeeping too: the accuracy guard reads it. The dataset has no
                 # clock, so the staleness guard is not judged in a replay.
-                record_outcome(memory, OutcomeRecord(
+                record = OutcomeRecord(
                     request=request, n=n, workflow_id=f"replay/{event.gate_id}", action=event.action,
                     response_text=event.response, answered_by=AnsweredBy.human, responder=event.reviewer,
-                    prior=c.prior, posterior=c.posterior, surprise=c.surprise, calibration=c.calibration),
-                    artifacts=False)
+                    prior=c.prior, posterior=c.posterior, surprise=c.surprise, calibration=c.calibration)
+                record_outcome(memory, record, artifacts=False)
+                if observe:
+                    observe(record)
                 if progress:
                     progress(1)
         finally:

@@ -70,6 +70,8 @@ def test_unproven_fires_without_a_proven_threshold_or_below_it():
     assert (below.guard, below.autonomous) == ("unproven", False)
     assert below.note == "score 0.71 < proven threshold 0.80 (bound 0.048 over 612 answers, target 0.05)"
     assert calibrate(0.8, QUIET, P).autonomous  # ties are included
+    zero = QUIET.model_copy(update={"rule": PROVEN.model_copy(update={"threshold": 0.0})})
+    assert calibrate(0.0, zero, P).guard == "unproven" and calibrate(0.01, zero, P).autonomous
     # No rule at all (nothing computed): nothing proven.
     assert calibrate(0.99, QUIET.model_copy(update={"rule": None}), P).guard == "unproven"
 

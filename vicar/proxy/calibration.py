@@ -40,6 +40,10 @@ def _reasons(confidence: float, inp: CalibrationInputs, p: CalibrationParams) ->
         fired.append(("unproven", "no autonomy rule: nothing proven"))
     elif rule.threshold is None:
         fired.append(("unproven", f"no threshold proven: {rule_note(rule)} > target {rule.target:g}"))
+    elif confidence <= 0.0:
+        # No confidence (an unparsable reply, no evidence) is never a proven score, even
+        # where the pairs would prove a threshold of 0.
+        fired.append(("unproven", f"score 0: no confidence to act on (proven threshold {rule.threshold:.2f})"))
     elif confidence < rule.threshold:
         fired.append(("unproven", f"score {confidence:.2f} < proven threshold {rule.threshold:.2f} "
                                   f"({rule_note(rule)}, target {rule.target:g})"))

@@ -121,11 +121,12 @@ def demo(
 
 async def _demo(settings: Settings, principal: str, gates: int, human_delay: float) -> None:
     from memory.embedder import make_embedder
-    from vicar.demo import demo_task_queue, render_summary, run_demo
+    from vicar.demo import demo_autonomy, demo_task_queue, render_summary, run_demo
     from vicar.locks import WorkerLock
     from worker import build_worker, temporal_client
 
     console.print(text(f"Data directory: {settings.data_dir}"))
+    console.print(text(demo_autonomy(settings.principals_dir / principal)))
     # Its own task queue, so a demo runs next to `vicar worker` and other demos; locked
     # before the server, so a clash starts nothing.
     task_queue = demo_task_queue(principal)

@@ -72,6 +72,28 @@ def test_threshold_search_on_hand_made_pairs():
     assert find_threshold([], [], 0.05, 0.05).threshold is None
 
 
+def test_threshold_search_agrees_with_brute_force():
+    import random
+
+    from scipy import stats
+
+    rng = random.Random(7)
+    for trial in range(40):
+        size = rng.randint(1, 120)
+        scores = [round(rng.random(), 1) for _ in range(size)]  # coarse: many ties
+        right = [rng.random() < 0.9 for _ in range(size)]
+        target, delta = rng.choice([0.05, 0.1, 0.25, 0.5]), rng.choice([0.05, 0.2])
+        proven = [t for t in sorted(set(scores))
+                  if (n := sum(s >= t for s in scores)) and
+                  bisect_bound(sum(s >= t and not ok for s, ok in zip(scores, right)), n, delta) <= target]
+        rule = find_threshold(scores, right, target, delta)
+        assert rule.threshold == (min(proven) if proven else None), (trial, target, delta)
+        if rule.threshold is not None:
+            k = sum(s >= rule.threshold and not ok for s, ok in zip(scores, right))
+            assert (rule.evidence, rule.errors) == (sum(s >= rule.threshold for s in scores), k)
+            assert rule.bound == pytest.approx(stats.beta.ppf(1 - delta, k + 1, rule.evidence - k), abs=1e-9)
+
+
 def test_the_window_keeps_the_latest_pairs_and_caches_its_rule():
     w = PairWindow(12)
     w.extend([(i, 0.1, False) for i in range(1, 6)])  # old errors, soon out of the window
@@ -82,6 +104,18 @@ def test_the_window_keeps_the_latest_pairs_and_caches_its_rule():
     assert w.rule(0.25, 0.05, 0.0) is rule  # nothing new: not searched again
     w.extend([(18, 0.95, False)])
     assert w.rule(0.25, 0.05, 0.0) is not rule
+    # Kept sorted as pairs come and go, one by one or in batches: the same rule as a
+    # fresh search over the latest pairs.
+    import random
+
+    rng = random.Random(3)
+    w, seen = PairWindow(50), []
+    for seq in range(1, 400):
+        batch = [(seq * 100 + j, round(rng.random(), 1), rng.random() < 0.9) for j in range(rng.choice([1, 1, 1, 12]))]
+        w.extend(batch)
+        seen += batch
+        latest = seen[-50:]
+        assert w.rule(0.1, 0.05, 0.0) == find_threshold([x for _, x, _ in latest], [o for _, _, o in latest], 0.1, 0.05)
 
 
 def gate(p: str, gid: str, state: str = "PLAN_ASSERT", kind: str = "gate") -> GateRequest:

@@ -63,10 +63,12 @@ def find_threshold(scores: Iterable[float], correct: Iterable[bool], target: flo
 
 
 def search(scores: np.ndarray, wrong: np.ndarray, target: float, delta: float,
-           audit_share: float = 0.0) -> AutonomyRule:
+           audit_share: float = 0.0, most: int | None = None) -> AutonomyRule:
     """`find_threshold` over pairs already sorted by score, highest first: one cumulative
     sum, and each candidate threshold is one comparison with the answers its error count
-    needs (`required_answers`); the beta quantile is computed once, for the reported bound."""
+    needs (`required_answers`, for up to `most` pairs: a window passes its size, so a
+    growing window does not compute them again at every length); the beta quantile is
+    computed once, for the reported bound."""
     base = dict(target=target, delta=delta, audit_share=audit_share)
     if not len(scores):
         return AutonomyRule(**base)
@@ -75,7 +77,7 @@ def search(scores: np.ndarray, wrong: np.ndarray, target: float, delta: float,
     ends = np.flatnonzero(np.append(scores[1:] != scores[:-1], True))
     n = ends + 1
     k = errors[ends]
-    proven = n >= required_answers(target, delta, len(scores))[k]
+    proven = n >= required_answers(target, delta, max(most or 0, len(scores)))[k]
     if proven.any():
         i = int(np.flatnonzero(proven)[-1])  # the lowest proven threshold: the most pairs
         nk, kk = int(n[i]), int(k[i])
@@ -140,5 +142,5 @@ class PairWindow:
     def rule(self, target: float, delta: float, audit_share: float) -> AutonomyRule:
         key = (target, delta, audit_share)
         if key not in self._rules:
-            self._rules[key] = search(-self._neg, self._wrong, target, delta, audit_share)
+            self._rules[key] = search(-self._neg, self._wrong, target, delta, audit_share, most=self.size)
         return self._rules[key]

@@ -100,6 +100,20 @@ MIGRATIONS: list[str] = [
     ALTER TABLE chunks ADD COLUMN artifact_hash TEXT NOT NULL DEFAULT '';
     CREATE INDEX chunks_lineage ON chunks (kind, lineage, created_n);
     """,
+    # The autonomy rule's evidence: per human-answered gate (seq = its outcome's seq),
+    # the proxy's score and whether its would-be answer was right.
+    """
+    CREATE TABLE autonomy_pairs (
+        seq INTEGER PRIMARY KEY,
+        kind TEXT NOT NULL,
+        state TEXT NOT NULL,
+        task_type TEXT NOT NULL,
+        n INTEGER NOT NULL,
+        score REAL NOT NULL,
+        correct INTEGER NOT NULL CHECK (correct IN (0, 1))
+    );
+    CREATE INDEX autonomy_pairs_kind ON autonomy_pairs (kind, seq);
+    """,
 ]
 
 _COLUMNS = (
@@ -217,10 +231,12 @@ class RecordStore:
 
     def log_outcome(self, workflow_id: str, state: str, task_type: str, answered_by: str, action: str,
                     at: str | None, record: str, context_key: str,
-                    update: Callable[[str | None], str]) -> bool:
+                    update: Callable[[str | None], str],
+                    pair: tuple[str, int, float, bool] | None = None) -> bool:
         """Log a gate's outcome and update its context entry in one transaction, once per
         workflow id: a retry finds the row and changes nothing. `update` maps the stored
-        entry JSON (or None) to the new one. Returns True if the outcome was new."""
+        entry JSON (or None) to the new one; `pair` (kind, n, score, correct) is the
+        autonomy rule's evidence from this gate. Returns True if the outcome was new."""
         with self.transaction() as db:
             cur = db.execute(
                 "INSERT OR IGNORE INTO outcomes (workflow_id, state, task_type, answered_by, action, at, record)"
@@ -232,7 +248,24 @@ class RecordStore:
             row = db.execute("SELECT entry FROM contexts WHERE key = ?", (context_key,)).fetchone()
             db.execute("INSERT OR REPLACE INTO contexts (key, entry) VALUES (?, ?)",
                        (context_key, update(row[0] if row else None)))
+            if pair is not None:
+                kind, n, score, correct = pair
+                db.execute("INSERT INTO autonomy_pairs (seq, kind, state, task_type, n, score, correct)"
+                           " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                           (cur.lastrowid, kind, state, task_type, n, score, int(correct)))
             return True
+
+    def autonomy_pairs(self, kind: str, after_seq: int = 0, limit: int | None = None
+                       ) -> list[tuple[int, float, bool]]:
+        """(seq, score, correct) of one kind's pairs after `after_seq`: the newest `limit`, oldest first."""
+        sql = "SELECT seq, score, correct FROM autonomy_pairs WHERE kind = ? AND seq > ? ORDER BY seq DESC"
+        params: list = [kind, after_seq]
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with self._lock:
+            rows = self._db.execute(sql, params).fetchall()
+        return [(seq, score, bool(ok)) for seq, score, ok in reversed(rows)]
 
     def context_entry(self, key: str) -> str | None:
         with self._lock:

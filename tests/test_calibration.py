@@ -1,4 +1,5 @@
-"""The six calibration guards, each made to fire; conflict triage; the exploration draw."""
+"""The calibration guards and the autonomy rule's two (unproven, audit), each made to
+fire; conflict triage; the audit draw."""
 
 from __future__ import annotations
 
@@ -7,13 +8,17 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from vicar.config import CalibrationParams
-from vicar.models import AnsweredBy, CalibrationInputs, ChunkSummary
-from vicar.proxy.calibration import calibrate, exploration_draw
+from vicar.models import AnsweredBy, AutonomyRule, CalibrationInputs, ChunkSummary
+from vicar.proxy.autonomy import audit_draw
+from vicar.proxy.calibration import calibrate
 from vicar.proxy.conflicts import ConflictKind, classify_conflict, genuine_tension
 
 P = CalibrationParams()
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
-QUIET = CalibrationInputs(memory_depth=5, now=NOW, last_human_at=NOW - timedelta(days=1), exploration_draw=0.9)
+PROVEN = AutonomyRule(threshold=0.8, bound=0.048, evidence=612, errors=12, target=0.05, delta=0.05,
+                      audit_share=0.05)
+QUIET = CalibrationInputs(memory_depth=5, now=NOW, last_human_at=NOW - timedelta(days=1), rule=PROVEN,
+                          audit_draw=0.9)
 
 
 def chunk(cid, outcome, sim=0.9, n=10, agent=None, by=AnsweredBy.human):
@@ -23,7 +28,9 @@ def chunk(cid, outcome, sim=0.9, n=10, agent=None, by=AnsweredBy.human):
 
 def test_passthrough_when_no_guard_fires():
     c = calibrate(0.93, QUIET, P)
-    assert (c.confidence, c.guard, c.fired) == (0.93, "passthrough", [])
+    assert (c.confidence, c.guard, c.fired, c.autonomous) == (0.93, "passthrough", [], True)
+    assert (c.threshold, c.bound, c.evidence, c.errors, c.target) == (0.8, 0.048, 612, 12, 0.05)
+    assert "proven threshold 0.80 (bound 0.048 over 612 answers)" in c.note
 
 
 def test_cold_start_fires_below_the_depth_threshold():
@@ -53,37 +60,50 @@ def test_staleness_fires_after_seven_days_of_workflow_time():
     assert calibrate(0.95, QUIET.model_copy(update={"last_human_at": None}), P).guard == "passthrough"
 
 
-def test_exploration_fires_for_draws_under_the_rate():
-    c = calibrate(0.95, QUIET.model_copy(update={"exploration_draw": 0.149}), P)
-    assert (c.confidence, c.guard) == (0.5, "exploration")
-    assert calibrate(0.95, QUIET.model_copy(update={"exploration_draw": 0.15}), P).guard == "passthrough"
+def test_unproven_fires_without_a_proven_threshold_or_below_it():
+    none = QUIET.model_copy(update={"rule": PROVEN.model_copy(update={"threshold": None, "bound": 0.12,
+                                                                       "evidence": 37})})
+    c = calibrate(0.97, none, P)
+    assert (c.guard, c.autonomous, c.confidence) == ("unproven", False, 0.97)  # the score is not doubted
+    assert c.note == "no threshold proven: bound 0.120 over 37 answers > target 0.05"
+    below = calibrate(0.71, QUIET, P)
+    assert (below.guard, below.autonomous) == ("unproven", False)
+    assert below.note == "score 0.71 < proven threshold 0.80 (bound 0.048 over 612 answers, target 0.05)"
+    assert calibrate(0.8, QUIET, P).autonomous  # ties are included
+    zero = QUIET.model_copy(update={"rule": PROVEN.model_copy(update={"threshold": 0.0})})
+    assert calibrate(0.0, zero, P).guard == "unproven" and calibrate(0.01, zero, P).autonomous
+    # No rule at all (nothing computed): nothing proven.
+    assert calibrate(0.99, QUIET.model_copy(update={"rule": None}), P).guard == "unproven"
 
 
-def test_exploration_draw_is_reproducible_and_near_the_rate():
-    assert exploration_draw("alice", "vicar-gate/g1") == exploration_draw("alice", "vicar-gate/g1")
-    assert exploration_draw("alice", "vicar-gate/g1") != exploration_draw("bob", "vicar-gate/g1")
-    draws = [exploration_draw("alice", f"vicar-gate/g{i}") for i in range(4000)]
+def test_audit_fires_for_draws_under_the_share_of_gates_the_rule_lets_through():
+    c = calibrate(0.95, QUIET.model_copy(update={"audit_draw": 0.049}), P)
+    assert (c.guard, c.autonomous, c.confidence) == ("audit", False, 0.95)
+    assert "share 0.05" in c.note and "threshold 0.80" in c.note and "612 answers" in c.note
+    assert calibrate(0.95, QUIET.model_copy(update={"audit_draw": 0.05}), P).autonomous
+    # A gate the rule does not let through is not audited: it goes to the human as unproven.
+    assert calibrate(0.5, QUIET.model_copy(update={"audit_draw": 0.01}), P).fired == ["unproven"]
+
+
+def test_audit_draw_is_reproducible_and_near_the_share():
+    assert audit_draw("alice", "vicar-gate/g1") == audit_draw("alice", "vicar-gate/g1")
+    assert audit_draw("alice", "vicar-gate/g1") != audit_draw("bob", "vicar-gate/g1")
+    draws = [audit_draw("alice", f"vicar-gate/g{i}") for i in range(4000)]
     share = sum(d < 0.15 for d in draws) / len(draws)
     assert 0.13 < share < 0.17 and all(0 <= d < 1 for d in draws)
 
 
-def test_accuracy_guard_needs_ten_answers_and_fires_below_085():
-    low = QUIET.model_copy(update={"posterior_correct": 8, "posterior_total": 10})
-    c = calibrate(0.95, low, P)
-    assert (c.confidence, c.guard) == (0.5, "accuracy") and "0.80 over 10" in c.note
-    assert calibrate(0.95, low.model_copy(update={"posterior_correct": 9}), P).guard == "passthrough"
-    assert calibrate(0.95, low.model_copy(update={"posterior_correct": 1, "posterior_total": 9}), P).guard == "passthrough"
-
-
 def test_guards_apply_in_the_designs_order_and_all_are_listed():
-    everything = CalibrationInputs(
-        memory_depth=0, tension="x", now=NOW, last_human_at=NOW - timedelta(days=30),
-        exploration_draw=0.01, posterior_correct=0, posterior_total=20)
+    everything = CalibrationInputs(memory_depth=0, tension="x", now=NOW, last_human_at=NOW - timedelta(days=30),
+                                   rule=PROVEN.model_copy(update={"threshold": None}), audit_draw=0.01)
     c = calibrate(0.99, everything, P.model_copy(update={"memory_depth_threshold": 1}))
-    assert c.guard == "cold_start"
-    assert c.fired == ["cold_start", "tension", "staleness", "exploration", "accuracy"]
+    assert c.guard == "cold_start" and not c.autonomous
+    assert c.fired == ["cold_start", "tension", "staleness", "unproven"]
+    assert c.confidence == 0.5  # the memory guards cap
     # A guard caps, it never raises a low confidence.
     assert calibrate(0.2, everything, P).confidence == 0.2
+    audited = calibrate(0.99, everything.model_copy(update={"rule": PROVEN}), P)
+    assert audited.fired == ["tension", "staleness", "audit"]
 
 
 def test_conflict_triage():

@@ -18,9 +18,9 @@ def test_demo_runs_a_session_and_leaves_no_server(tmp_path):
     data_dir = tmp_path / "vicar"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
     env["VICAR_DATA_DIR"] = str(data_dir)
-    # The gate ids carry a run id, so the 15% exploration draw differs per run; this test
-    # is about learning from the human, so no exploration (the guard has its own tests).
-    env["VICAR_EXPLORATION_RATE"] = "0"
+    # The gate ids carry a run id, so the audit draw differs per run; this test is about
+    # learning from the human, so no audit (the guard has its own tests).
+    env["VICAR_AUTONOMY_AUDIT_SHARE"] = "0"
     vicar = Path(sys.executable).parent / "vicar"
     proc = subprocess.run(
         [str(vicar), "demo", "--gates", "16", "--human-delay", "0", "--principal", "demo-test"],
@@ -33,6 +33,12 @@ def test_demo_runs_a_session_and_leaves_no_server(tmp_path):
     autonomous, escalated = int(m.group(1)), int(m.group(2))
     assert escalated >= 4  # the first wave has no memory at all
     assert autonomous >= 1  # and later waves learned from the human's answers
+    # The demo's own rule, said so; the proxy earned it by a proven bound.
+    assert "Autonomy rule for this demo" in out and "error is proven <= 40%" in out
+    assert (data_dir / "principals" / "demo-test" / "autonomy.json").exists()
+    # Where it stands at the end (an error the human caught may have taken it away again).
+    assert re.search(r"Autonomy rule at the last gate: (threshold [\d.]+|none proven), error bound [\d.]+ "
+                     r"over \d+ human answers", out), out
     assert "Memory: 16 chunks" in out and "Temporal UI: http://127.0.0.1:" in out
     assert temporal_servers_for(data_dir) == []  # the embedded server stopped with the demo
     # The memory outlives the run and the CLI reads it.

@@ -66,6 +66,46 @@ def test_metrics_match_hand_computed_values():
     assert a.best_share == pytest.approx(1 / 5) and a.best_threshold == pytest.approx(0.9)
 
 
+def test_bound_coverage_and_autonomy_against_history():
+    def alone(ok: bool):
+        return P("approve", "approve" if ok else "reject", 0.9, autonomous=True)
+
+    history = [alone(True), P("approve", None, 0.0, autonomous=False), alone(True), alone(False), alone(True),
+               alone(True), alone(True)]
+    # Autonomous answers wrong? 0 0 1 0 0 0 -> windows of 3: 1/3, 1/3, 1/3, 0.
+    assert m.bound_coverage([history], target=0.34, window=3) == (1.0, 4)
+    assert m.bound_coverage([history], target=0.3, window=3) == (0.25, 4)
+    # Fewer autonomous answers than a window: one window of all of them, per reviewer.
+    short = [alone(False), alone(True)]
+    assert m.bound_coverage([history, short], target=0.3, window=3) == (1 / 5, 5)
+    assert m.bound_coverage([[P("approve", None, 0.0, autonomous=False)]]) == (None, 0)
+    by = m.autonomy_by_history([history, short], window=4)
+    assert [(w["start"], w["gates"]) for w in by] == [(0, 6), (4, 3)]
+    assert by[0]["share"] == pytest.approx(5 / 6) and by[0]["error"] == pytest.approx(2 / 5)
+    assert by[1]["share"] == 1.0 and by[1]["error"] == 0.0
+    a = m.autonomy(history + short, groups=[history, short], target=0.3)
+    # 500-answer windows: one per reviewer, of all its answers: 1/6 within 0.3, 1/2 not.
+    assert a.coverage_windows == 2 and a.coverage == 0.5
+    assert [w["gates"] for w in a.by_history] == [9]
+
+
+def test_the_replay_earns_autonomy_online_by_the_rule(tmp_path, embedder):
+    from vicar.config import AutonomyParams, CalibrationParams
+
+    events = load_events([synthetic_file(tmp_path / "tiny.jsonl.gz", n=24)])["Ada Tester"]
+    loose = CalibrationParams(autonomy=AutonomyParams(target_error=0.5, audit_share=0.0))
+    preds = replay_reviewer(events, Variant(name="default"), embedder,
+                            Settings(data_dir=tmp_path, calibration=loose))
+    first = next(i for i, p in enumerate(preds) if p.autonomous)
+    # Five right predictions among the human-answered gates before it prove 0.5
+    # (1 - 0.05^(1/5) = 0.451; four give 0.527).
+    assert sum(p.correct and p.predicted is not None for p in preds[:first]) >= 5
+    assert sum(p.autonomous for p in preds) >= 5 and all(p.correct for p in preds if p.autonomous)
+    # The default rule (5%) proves nothing in 24 gates: every gate goes to the human.
+    strict = replay_reviewer(events, Variant(name="default"), embedder, Settings(data_dir=tmp_path))
+    assert not any(p.autonomous for p in strict)
+
+
 def test_concerns_surprise_and_learning_curve():
     preds = [
         P("correct", "correct", 0.5, predicted_text="What is the rollback plan?",
@@ -96,7 +136,7 @@ def herring():
 
 def test_replay_never_sees_the_future(herring, embedder, tmp_path):
     settings = Settings(data_dir=tmp_path)
-    variant = Variant(name="composite")
+    variant = Variant(name="default")
     short = replay_reviewer(herring[:25], variant, embedder, settings)
     longer = replay_reviewer(herring[:40], variant, embedder, settings)
     assert len(short) == 25 and len(longer) == 40
@@ -138,17 +178,20 @@ def test_cli_writes_report_and_plots(tmp_path, monkeypatch):
     data = synthetic_file(tmp_path / "tiny.jsonl.gz")
     out = tmp_path / "report"
     result = CliRunner().invoke(app, ["eval", "replay", str(data), "--out", str(out),
-                                      "--variants", "majority,composite"])
+                                      "--variants", "majority,default"])
     assert result.exit_code == 0, result.output
     report = (out / "report.md").read_text()
-    assert "| composite | 12 |" in report and "## Ada Tester" in report
+    assert "| default | 12 |" in report and "## Ada Tester" in report
+    assert "bound coverage" in report and "## Autonomy against history" in report
     for png in ("learning_curve.png", "reliability.png", "autonomy_error.png"):
         assert (out / png).stat().st_size > 1000
     results = json.loads((out / "results.json").read_text())
-    assert [r["variant"]["name"] for r in results] == ["majority", "composite"]
+    assert [r["variant"]["name"] for r in results] == ["majority", "default"]
     # The proxy learns the alternation by task type: after a few gates it is right.
-    composite = results[1]["overall"]
-    assert composite["accuracy"] > 0.5
+    default = results[1]["overall"]
+    assert default["accuracy"] > 0.5
+    # Its realized autonomy, pooled: 12 gates prove nothing at 5%, so none alone and no error.
+    assert default["autonomy"]["share"] == 0.0 and default["autonomy"]["error"] is None
 
 
 def test_bad_input_is_one_line(tmp_path):

@@ -1,6 +1,7 @@
 """Each calibration guard fires through a real gate (Temporal dev server, real memory):
-memory seeded with human answers the way record_outcome writes them, then a gate that
-the offline predictor alone would answer confidently."""
+memory seeded with human answers the way record_outcome writes them (each a pair of
+the autonomy rule's evidence), then a gate that the offline predictor alone would
+answer confidently."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from vicar.config import CalibrationParams, Settings
+from vicar.config import AutonomyParams, CalibrationParams, Settings
 from vicar.gates import start_gate
 from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord, PassResult
-from vicar.proxy.calibration import exploration_draw
+from vicar.proxy.autonomy import audit_draw
 from vicar.proxy.outcomes import record_outcome
 
 from .conftest import wait_escalated
@@ -20,16 +21,21 @@ from .conftest import wait_escalated
 ARTIFACT = "Fix a typo in the installation guide."
 
 
+AUDIT = 0.15
+
+
 @pytest.fixture
 def settings(tmp_path) -> Settings:
-    # The design's real exploration rate here: gate ids are picked by their draw.
-    return Settings(data_dir=tmp_path / "vicar", calibration=CalibrationParams(exploration_rate=0.15))
+    # A target four agreeing answers can prove (0.8), and a real audit share: gate ids
+    # are picked by their draw.
+    return Settings(data_dir=tmp_path / "vicar", calibration=CalibrationParams(
+        autonomy=AutonomyParams(target_error=0.8, audit_share=AUDIT)))
 
 
-def gate_id(principal: str, explored: bool) -> str:
+def gate_id(principal: str, audited: bool) -> str:
     for i in itertools.count():
         gid = f"guard-{principal}-{i}"
-        if (exploration_draw(principal, f"vicar-gate/{gid}") < 0.15) == explored:
+        if (audit_draw(principal, f"vicar-gate/{gid}") < AUDIT) == audited:
             return gid
 
 
@@ -46,8 +52,8 @@ def seed(h, principal: str, answers: list[tuple[str, str]], at: datetime, predic
         memory.raise_counter(i)
 
 
-async def run_gate(h, principal: str, explored: bool = False):
-    req = h.request(principal, task_type="docs", artifact=ARTIFACT, gate_id=gate_id(principal, explored))
+async def run_gate(h, principal: str, audited: bool = False):
+    req = h.request(principal, task_type="docs", artifact=ARTIFACT, gate_id=gate_id(principal, audited))
     handle = await start_gate(h.client, req, h.task_queue)
     return req, handle
 
@@ -62,7 +68,10 @@ async def test_fresh_consistent_memory_decides_alone(harness):
     _, handle = await run_gate(harness, p)
     result = await handle.result()
     assert not result.escalated and result.calibration_guard == "passthrough"
-    assert result.confidence >= 0.8
+    # The seeds' four right predictions at score 0.5 prove the threshold 0.5.
+    assert (result.autonomy_threshold, result.autonomy_evidence) == (0.5, 4)
+    assert result.autonomy_bound == pytest.approx(1 - 0.05 ** (1 / 4))
+    assert result.confidence >= 0.5
 
 
 async def test_staleness_fires_on_workflow_time(harness):
@@ -75,12 +84,14 @@ async def test_staleness_fires_on_workflow_time(harness):
     await handle.terminate()
 
 
-async def test_accuracy_guard_fires_on_a_poor_track_record(harness):
+async def test_unproven_fires_on_a_poor_track_record(harness):
     p = harness.principal()
     seed(harness, p, [("approve", "Fine.")] * 10, now() - timedelta(hours=1), predicted="reject")
     req, handle = await run_gate(harness, p)
     details = await wait_escalated(harness.client, req.gate_id)
-    assert details.calibration_guard == "accuracy" and "0.00 over 10" in details.calibration_note
+    assert details.calibration_guard == "unproven"
+    assert details.calibration_note == "no threshold proven: bound 1.000 over 10 answers > target 0.8"
+    assert details.proxy_action is Action.approve  # the memory itself agrees: only the record is poor
     await handle.terminate()
 
 
@@ -94,10 +105,11 @@ async def test_tension_guard_fires_on_disagreeing_recent_answers(harness):
     await handle.terminate()
 
 
-async def test_exploration_fires_for_the_gates_it_draws(harness):
+async def test_audit_fires_for_the_gates_it_draws(harness):
     p = harness.principal()
     seed(harness, p, [("approve", "Fine.")] * 4, now() - timedelta(hours=1))
-    req, handle = await run_gate(harness, p, explored=True)
+    req, handle = await run_gate(harness, p, audited=True)
     details = await wait_escalated(harness.client, req.gate_id)
-    assert details.calibration_guard == "exploration" and details.proxy_confidence == 0.5
+    assert details.calibration_guard == "audit" and "threshold 0.50" in details.calibration_note
+    assert details.proxy_confidence > 0.5  # an audit does not doubt the score
     await handle.terminate()

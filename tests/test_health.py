@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from memory.principal import PrincipalMemory
 from vicar.cli import app
 from vicar.config import MemoryParams
-from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord
+from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord, PassResult
 from vicar.proxy.health import context_health
 from vicar.proxy.outcomes import record_outcome
 
@@ -55,8 +55,29 @@ def test_health_command_reads_the_principals_outcomes(tmp_path, embedder, monkey
             record_outcome(memory, r, artifacts=False)
     finally:
         memory.close()
-    result = CliRunner().invoke(app, ["health", "alice"])
+    result = CliRunner().invoke(app, ["health", "alice"], terminal_width=200)
     assert result.exit_code == 0, result.output
     assert "DROP 0.80 -> 0.40" in result.output and "PLAN_ASSERT/db-migration" in result.output
+    # No graded answer yet (these records carry no prediction): nothing proven.
+    def rule_rows(output: str) -> list[list[str]]:
+        return [[c.strip() for c in line.split("│")[1:-1]] for line in output.splitlines() if line.count("│") == 9]
+
+    assert ["PLAN_ASSERT", "db-migration", "0.05", "none", "1.000", "0", "0", "0.05"] in rule_rows(result.output)
+    # 59 right predictions at 0.9 prove the default 5% (bound 0.0495); a state may ask for more.
+    memory = PrincipalMemory("alice", tmp_path / "principals", embedder, MemoryParams())
+    try:
+        guess = PassResult(prose="ok", confidence=0.9, action=Action.approve)
+        for r in records([1.0] * 12, task_type="docs")[:59]:
+            record_outcome(memory, r.model_copy(update={"posterior": guess, "workflow_id": "p" + r.workflow_id}),
+                           artifacts=False)
+    finally:
+        memory.close()
+    result = CliRunner().invoke(app, ["health", "alice"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert ["PLAN_ASSERT", "docs", "0.05", "0.90", "0.050", "59", "0", "0.05"] in rule_rows(result.output)
+    (tmp_path / "principals" / "alice" / "autonomy.json").write_text(
+        '{"states": {"PLAN_ASSERT": {"target_error": 0.01, "audit_share": 0.2}}}')
+    result = CliRunner().invoke(app, ["health", "alice"], terminal_width=200)
+    assert ["PLAN_ASSERT", "docs", "0.01", "none", "0.050", "59", "0", "0.2"] in rule_rows(result.output)
     missing = CliRunner().invoke(app, ["health", "nobody"])
     assert missing.exit_code == 3 and "no memory for principal 'nobody'" in missing.output

@@ -92,7 +92,7 @@ def gate(h, **kw) -> GateRequest:
 
 async def test_proxy_dialog_then_approval_becomes_a_correction(llm, standin):
     standin._script = Reviewer(first=ASK + "\nCONFIDENCE: 0.9")
-    req = gate(llm)
+    req = gate(llm, escalation_mode="never")  # a new principal: only `never` lets the proxy act
     result = await (await start_gate(llm.client, req, llm.task_queue)).result()
     assert not result.escalated and result.answered_by is AnsweredBy.proxy
     assert [(t.speaker, t.text) for t in result.dialog] == [("reviewer", ASK), ("agent", AGENT)]
@@ -122,7 +122,7 @@ async def test_dialog_is_bounded_and_then_the_human_decides(llm, standin):
 
 async def test_an_empty_agent_reply_never_loops(llm, standin):
     standin._script = Reviewer(first=ASK + "\nCONFIDENCE: 0.95", agent="")
-    req = gate(llm)
+    req = gate(llm, escalation_mode="never")
     handle = await start_gate(llm.client, req, llm.task_queue)
     details = await wait_escalated(llm.client, req.gate_id)
     assert [(t.speaker, t.text) for t in details.dialog] == [("reviewer", ASK)]  # asked, unanswered
@@ -137,11 +137,23 @@ async def test_an_empty_agent_reply_never_loops(llm, standin):
     "CONFIDENCE: 1.0",  # a bare confidence is no prediction
 ])
 async def test_malformed_output_never_auto_approves(llm, standin, reply):
+    from vicar.models import OutcomeRecord, PassResult
+    from vicar.proxy.outcomes import record_outcome
+
     standin._script = Reviewer(first=reply, later=reply)
     req = gate(llm)
+    # A record that proves even score 0 right (the loose test rule): still no action on it.
+    memory = llm.registry.get(req.principal)
+    for i in range(1, 4):
+        guess = PassResult(prose="Approved.", confidence=0.0, action=Action.approve)
+        record_outcome(memory, OutcomeRecord(
+            request=req.model_copy(update={"gate_id": f"seed-{i}"}), n=i, workflow_id=f"seed-{i}",
+            action=Action.approve, response_text="ok", answered_by=AnsweredBy.human, prior=guess, posterior=guess))
+        memory.raise_counter(i)
     handle = await start_gate(llm.client, req, llm.task_queue)
     details = await wait_escalated(llm.client, req.gate_id)
     assert details.proxy_confidence == 0.0
+    assert details.calibration_guard == "unproven" and "score 0: no confidence" in details.calibration_note
     await handle.terminate()
 
 
@@ -188,7 +200,7 @@ async def test_a_flaky_provider_is_retried_by_temporal(llm, standin):
         return reviewer(body)
 
     standin._script = flaky
-    req = gate(llm)
+    req = gate(llm, escalation_mode="never")
     result = await (await start_gate(llm.client, req, llm.task_queue)).result()
     assert not result.escalated and result.action is Action.approve
     assert kind_of(standin.bodies()[0]) == kind_of(standin.bodies()[1]) == "pass"  # the same call, again
@@ -210,7 +222,8 @@ async def test_gates_of_a_session_share_one_cached_prefix(llm, standin):
     memory.raise_counter(1)
     results = []
     for i in range(2):
-        req = llm.request(p, artifact=f"CREATE INDEX CONCURRENTLY idx_{i} ON users(email);", session_id="s1")
+        req = llm.request(p, artifact=f"CREATE INDEX CONCURRENTLY idx_{i} ON users(email);", session_id="s1",
+                          escalation_mode="never")
         results.append(await (await start_gate(llm.client, req, llm.task_queue)).result())
     passes = [b for b in standin.bodies() if kind_of(b) == "pass"]
     assert len(passes) == 4
@@ -228,3 +241,69 @@ async def test_gates_of_a_session_share_one_cached_prefix(llm, standin):
     await session.signal("end")
     done = SessionSummary.model_validate(await session.result())
     assert done.status == "done" and done.ended_by == "signal" and done.consolidation is not None
+
+
+async def run_answered(h, req: GateRequest, action: str):
+    """Run a gate; if it escalates, answer it as the human. (result, details when escalated)"""
+    from .conftest import wait_for
+    from vicar.gates import gate_details
+    from vicar.models import GateStatus
+
+    handle = await start_gate(h.client, req, h.task_queue)
+
+    async def settled():
+        if (await handle.describe()).status.name != "RUNNING":
+            return "done"
+        d = await gate_details(h.client, req.gate_id)
+        return d if d and d.status is GateStatus.escalated else None
+
+    details = await wait_for(settled)
+    if details == "done":
+        return await handle.result(), None
+    await answer_gate(h.client, req.gate_id, HumanAnswer(action=action, text="ok", responder="alice"))
+    return await handle.result(), details
+
+
+async def test_a_confident_model_earns_autonomy_only_by_measured_agreement(llm, standin):
+    """The model says approve at 0.99 on every gate. A new principal's first gate (the
+    users table!) still goes to the human; after enough agreeing human answers the
+    bound passes and the proxy acts alone; when audited gates start failing it loses
+    autonomy again."""
+    from vicar.config import AUTONOMY_FILE
+    from vicar.proxy.autonomy import audit_draw
+
+    standin._script = Reviewer(first="Approved.\nCONFIDENCE: 0.99")
+    p = llm.principal()
+    # A looser target so ~11 answers suffice (the default 5% needs 59); half the gates
+    # the rule lets through are audited, so evidence keeps coming.
+    d = llm.settings.principals_dir / p
+    d.mkdir(parents=True)
+    (d / AUTONOMY_FILE).write_text('{"target_error": 0.25, "audit_share": 0.5}')
+
+    def req(i: int, audited: bool) -> GateRequest:
+        gid = next(f"earn-{p}-{i}-{j}" for j in range(1000)
+                   if (audit_draw(p, f"vicar-gate/earn-{p}-{i}-{j}") < 0.5) == audited)
+        return llm.request(p, gate_id=gid, question="Approve dropping the users table in production?",
+                           artifact="DROP TABLE users;")
+
+    first, details = await run_answered(llm, req(0, audited=False), "approve")
+    assert first.escalated and details.calibration_guard == "unproven"
+    assert details.proxy_action is Action.approve and details.proxy_confidence == 0.99
+    assert details.calibration_note == "no threshold proven: bound 1.000 over 0 answers > target 0.25"
+    # 1 - 0.05^(1/n) <= 0.25 needs n >= 11 agreeing answers.
+    for i in range(1, 11):
+        result, details = await run_answered(llm, req(i, audited=False), "approve")
+        assert result.escalated and details.calibration_guard == "unproven", i
+    assert result.autonomy_evidence == 10 and result.autonomy_threshold is None
+    alone, _ = await run_answered(llm, req(11, audited=False), "approve")
+    assert not alone.escalated and alone.answered_by is AnsweredBy.proxy and alone.action is Action.approve
+    assert (alone.autonomy_threshold, alone.autonomy_evidence) == (0.99, 11) and alone.autonomy_bound <= 0.25
+    # The proxy's own answer is no evidence: the next unaudited gate sees the same 11.
+    again, _ = await run_answered(llm, req(12, audited=False), "approve")
+    assert not again.escalated and again.autonomy_evidence == 11
+    # An audited gate goes to the human, who rejects: one error in 12 -> bound 0.339 > 0.25.
+    audited, details = await run_answered(llm, req(13, audited=True), "reject")
+    assert audited.escalated and details.calibration_guard == "audit"
+    lost, details = await run_answered(llm, req(14, audited=False), "reject")
+    assert lost.escalated and details.calibration_guard == "unproven"
+    assert details.calibration_note.startswith("no threshold proven: bound 0.339 over 12 answers")

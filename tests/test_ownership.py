@@ -25,8 +25,8 @@ DATA_DIR_BUSY = 5  # vicar.errors.Conflict: another process serves this data dir
 
 def vicar_env(data_dir: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
-    # Gate ids carry a run id, so the 15% exploration draw differs per run: off.
-    return {**env, "VICAR_DATA_DIR": str(data_dir), "VICAR_EXPLORATION_RATE": "0", **extra}
+    # Gate ids carry a run id, so the audit draw differs per run: off.
+    return {**env, "VICAR_DATA_DIR": str(data_dir), "VICAR_AUTONOMY_AUDIT_SHARE": "0", **extra}
 
 
 def processes_for(data_dir: Path) -> dict[int, str]:

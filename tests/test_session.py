@@ -33,6 +33,8 @@ from vicar.models import (
 from vicar.proxy.outcomes import record_outcome
 from vicar.server import test_server_binary as skipping_server_binary
 
+from .conftest import LOOSE_AUTONOMY
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Two cases, each with an old human answer and one from the session:
@@ -102,7 +104,7 @@ async def skipping_env():
 async def test_idle_timeout_starts_consolidation(skipping_env, embedder, tmp_path):
     from worker import build_worker
 
-    settings = Settings(data_dir=tmp_path / "vicar", calibration=CalibrationParams(exploration_rate=0.0))
+    settings = Settings(data_dir=tmp_path / "vicar", calibration=CalibrationParams(autonomy=LOOSE_AUTONOMY))
     registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
     p = f"p-{uuid.uuid4().hex[:8]}"
     gate_ids = seed(registry.get(p), p)
@@ -136,7 +138,7 @@ async def test_a_killed_consolidation_finishes_once_with_the_same_memory(tempora
     from worker import build_worker
 
     settings = Settings(data_dir=tmp_path / "vicar", task_queue=f"tq-{uuid.uuid4().hex[:8]}",
-                        calibration=CalibrationParams(exploration_rate=0.0))
+                        calibration=CalibrationParams(autonomy=LOOSE_AUTONOMY))
     p = f"p-{uuid.uuid4().hex[:8]}"
     memory = PrincipalMemory(p, settings.principals_dir, embedder, settings.memory)
     gate_ids = seed(memory, p)

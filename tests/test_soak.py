@@ -71,7 +71,7 @@ class Cluster:
         log = self.data_dir.parent / f"worker-{len(self.logs)}.log"
         self.logs.append(log)
         env = dict(os.environ, TEMPORAL_ADDRESS=self.address, VICAR_DATA_DIR=str(self.data_dir),
-                   VICAR_EXPLORATION_RATE="0")
+                   VICAR_AUTONOMY_AUDIT_SHARE="0")
         with open(log, "wb") as out:
             self.worker = await asyncio.create_subprocess_exec(
                 sys.executable, str(ROOT / "worker.py"), env=env, cwd=str(ROOT), stdout=out, stderr=out)

@@ -121,11 +121,12 @@ def demo(
 
 async def _demo(settings: Settings, principal: str, gates: int, human_delay: float) -> None:
     from memory.embedder import make_embedder
-    from vicar.demo import demo_task_queue, render_summary, run_demo
+    from vicar.demo import demo_autonomy, demo_task_queue, render_summary, run_demo
     from vicar.locks import WorkerLock
     from worker import build_worker, temporal_client
 
     console.print(text(f"Data directory: {settings.data_dir}"))
+    console.print(text(demo_autonomy(settings.principals_dir / principal)))
     # Its own task queue, so a demo runs next to `vicar worker` and other demos; locked
     # before the server, so a clash starts nothing.
     task_queue = demo_task_queue(principal)
@@ -514,6 +515,7 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
     with _open_store(principal) as store:
         records = [OutcomeRecord.model_validate_json(r) for _, r in store.outcomes(answered_by="human")]
         entries = [ContextEntry.model_validate_json(e) for _, e in store.context_entries()]
+        rules = _autonomy_rules(principal, store, sorted({(e.state, e.task_type) for e in entries}))
     ema = {(e.state, e.task_type): e.ema_approval_rate for e in entries}
     rows = context_health(records, ema)
     if not rows:
@@ -532,10 +534,38 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
                       " ".join(f"{r:.2f}" for r in h.approval_rates),
                       "" if h.ema_approval_rate is None else f"{h.ema_approval_rate:.2f}", trend)
     console.print(table)
+    table = Table(title=text(f"Autonomy rule of {principal}: evidence pooled over every gate, parameters per state"))
+    for col in ("state", "task type", "target error", "proven threshold", "error bound", "evidence", "errors",
+                "audit share"):
+        table.add_column(col)
+    for (state, task_type), r in rules.items():
+        table.add_row(text(state), text(task_type), f"{r.target:g}",
+                      "none" if r.threshold is None else f"{r.threshold:.2f}", f"{r.bound:.3f}",
+                      str(r.evidence), str(r.errors), f"{r.audit_share:g}")
+    console.print(table)
     flagged = [h for h in rows if h.flagged]
     if flagged:
         console.print(Text.assemble(text(f"{len(flagged)} context(s) dropped by >= {DROP:.1f} in approval rate:",
                                          "bold red"), " ", text(", ".join(f"{h.state}/{h.task_type}" for h in flagged))))
+
+
+def _autonomy_rules(principal: str, store, contexts: list[tuple[str, str]]) -> dict:
+    """The autonomy rule each gate context is under now (vicar.proxy.autonomy), from the
+    store's pairs and the principal's `autonomy.json`."""
+    from vicar.config import autonomy_params
+    from vicar.proxy.autonomy import find_threshold
+
+    settings = Settings.from_env()
+    out, cache = {}, {}
+    for state, task_type in contexts:
+        p = autonomy_params(settings.calibration.autonomy, settings.principals_dir / principal, state)
+        key = p.model_dump_json()
+        if key not in cache:
+            pairs = store.autonomy_pairs("gate", limit=p.window)
+            cache[key] = find_threshold([s for _, s, _ in pairs], [ok for _, _, ok in pairs],
+                                        p.target_error, p.delta, p.audit_share)
+        out[(state, task_type)] = cache[key]
+    return out
 
 
 @memory_app.command("reembed")

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from vicar.errors import InvalidInput
 from vicar.models import DEFAULT_LIMITS, SessionConfig, TextLimits
@@ -91,17 +91,88 @@ class PredictorParams(BaseModel):
     min_similarity: float = 0.35
 
 
+class AutonomyParams(BaseModel):
+    """The autonomy rule: the proxy answers alone only where its error is bounded.
+
+    Over the latest `window` (score, right?) pairs of the principal's human-answered
+    gates, the lowest score threshold whose one-sided Clopper-Pearson upper bound (at
+    confidence 1 - delta) on the error rate is <= target_error; a share `audit_share`
+    of the gates the rule would answer alone still go to the human, so evidence keeps
+    coming where the proxy acts. With no error, 59 answers prove 5% at delta 0.05.
+    Overridable per principal and per state in `autonomy.json` beside the memory.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    target_error: float = Field(0.05, gt=0.0, le=1.0)
+    delta: float = Field(0.05, gt=0.0, lt=1.0)
+    window: int = Field(2000, ge=1, le=100_000)
+    audit_share: float = Field(0.05, ge=0.0, le=1.0)
+
+
+# VICAR_AUTONOMY_* environment defaults, by AutonomyParams field.
+AUTONOMY_VARS: dict[str, str] = {
+    "target_error": "VICAR_AUTONOMY_TARGET_ERROR",
+    "delta": "VICAR_AUTONOMY_DELTA",
+    "window": "VICAR_AUTONOMY_WINDOW",
+    "audit_share": "VICAR_AUTONOMY_AUDIT_SHARE",
+}
+AUTONOMY_FILE = "autonomy.json"  # per principal, beside its memory
+AUTONOMY_FILE_BYTES = 64_000
+
+
+class AutonomyFile(BaseModel):
+    """`autonomy.json`: overrides for one principal, then per state (by state name)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    target_error: float | None = Field(None, gt=0.0, le=1.0)
+    delta: float | None = Field(None, gt=0.0, lt=1.0)
+    window: int | None = Field(None, ge=1, le=100_000)
+    audit_share: float | None = Field(None, ge=0.0, le=1.0)
+    states: dict[str, "AutonomyFile"] = Field(default_factory=dict, max_length=64)
+
+    def overrides(self) -> dict:
+        return self.model_dump(exclude={"states"}, exclude_none=True)
+
+
+_autonomy_files: dict[Path, tuple[tuple[int, int], AutonomyFile]] = {}
+
+
+def autonomy_params(base: AutonomyParams, principal_dir: Path, state: str) -> AutonomyParams:
+    """The rule's parameters for a gate: the defaults, then the principal's file, then
+    its entry for the state. The file is read again only when it changes."""
+    path = principal_dir / AUTONOMY_FILE
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return base
+    stamp = (st.st_mtime_ns, st.st_size)
+    cached = _autonomy_files.get(path)
+    if cached is None or cached[0] != stamp:
+        if st.st_size > AUTONOMY_FILE_BYTES:
+            raise InvalidInput(f"{path} has {st.st_size} bytes, more than {AUTONOMY_FILE_BYTES}")
+        try:
+            parsed = AutonomyFile.model_validate_json(path.read_bytes())
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(x) for x in first["loc"]) or "file"
+            raise InvalidInput(f"{path} is not a valid autonomy file: {where}: {first['msg']}") from None
+        cached = _autonomy_files[path] = (stamp, parsed)
+    config = cached[1]
+    state_config = config.states.get(state)
+    return base.model_copy(update={**config.overrides(), **(state_config.overrides() if state_config else {})})
+
+
 class CalibrationParams(BaseModel):
-    """The design's six calibration guards (approval-gate-and-proxy.md), in order."""
+    """The calibration guards (approval-gate-and-proxy.md) and the autonomy rule."""
 
     # Cold-start: cap while fewer distinct (state, task_type) pairs have a human
     # answer. The design ships 0 (off).
     memory_depth_threshold: int = 0
     staleness_days: float = 7.0
-    exploration_rate: float = 0.15
-    accuracy_min_interactions: int = 10
-    accuracy_threshold: float = 0.85
-    cap: float = 0.5  # what every guard caps the confidence at
+    cap: float = 0.5  # what the memory guards (cold start, tension, staleness) cap the confidence at
+    autonomy: AutonomyParams = Field(default_factory=AutonomyParams)
     # Genuine tension: two retrieved human answers that disagree, both this relevant
     # (composite similarity) and close in time (interactions apart).
     tension_similarity: float = 0.8
@@ -128,7 +199,7 @@ class Settings(BaseModel):
         settings = cls(data_dir=Path(data_dir).expanduser() if data_dir else Path.home() / ".vicar",
                        task_queue=os.environ.get("VICAR_TASK_QUEUE") or TASK_QUEUE)
         for var, target, attr in (
-            ("VICAR_EXPLORATION_RATE", settings.calibration, "exploration_rate"),
+            *((var, settings.calibration.autonomy, attr) for attr, var in AUTONOMY_VARS.items()),
             ("VICAR_SESSION_IDLE_SECONDS", settings.session, "idle_timeout_seconds"),
             ("VICAR_SESSION_TOKEN_BUDGET", settings.session, "token_budget"),
         ):
@@ -141,6 +212,12 @@ class Settings(BaseModel):
                 raise InvalidInput(f"{var} must be a number, not {raw!r}") from None
             if value < 0:
                 raise InvalidInput(f"{var} must not be negative, not {raw!r}")
+            if isinstance(target, AutonomyParams):
+                # Validated like the file's values (a share above 1, a window of 0.5: refused).
+                try:
+                    value = getattr(AutonomyParams.model_validate({attr: value}), attr)
+                except ValidationError as exc:
+                    raise InvalidInput(f"{var}: {exc.errors()[0]['msg']}, not {raw!r}") from None
             setattr(target, attr, type(getattr(target, attr))(value))
         for attr, var in LIMIT_VARS.items():
             raw = os.environ.get(var)

@@ -136,7 +136,7 @@ class CalibrateInput(BaseModel):
     confidence: float
     ctx: RetrievalContext  # the posterior's retrieval: depth and tension come from it
     now: datetime  # workflow time, for the staleness guard
-    gate_key: str  # fixes the exploration draw (the gate's workflow id)
+    gate_key: str  # fixes the audit draw (the gate's workflow id)
 
 
 class ConsultInput(BaseModel):

@@ -11,6 +11,7 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from pydantic import BaseModel
 from rich.console import Console
@@ -65,6 +66,27 @@ KINDS: tuple[Kind, ...] = (
         "Plan: add an optional `filter` parameter to GET /projects.",
     )),
 )
+
+
+# The demo's autonomy rule. The product's default (5% error at delta 0.05) needs 59
+# agreeing human answers before the proxy acts alone, more than a demo's few waves give;
+# so the demo's principal proves a looser 40% (five agreeing answers), in its own
+# autonomy.json, the way any principal can be given its own rule.
+DEMO_AUTONOMY = '{"target_error": 0.4}'
+
+
+def demo_autonomy(principal_dir: Path) -> str:
+    """Give the demo's principal its rule (unless it has one already); what to tell the user."""
+    from vicar.config import AUTONOMY_FILE
+
+    path = principal_dir / AUTONOMY_FILE
+    if path.exists():
+        return f"Autonomy rule: {path} (kept)."
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(DEMO_AUTONOMY + "\n")
+    return (f"Autonomy rule for this demo: the proxy answers alone once its error is proven <= 40% "
+            f"(at 95% confidence), set in {path}. Vicar's default is 5%, which takes about 59 agreeing "
+            f"human answers first.")
 
 
 def demo_task_queue(principal: str) -> str:
@@ -179,5 +201,11 @@ def render_summary(summary: DemoSummary, console: Console, principal: str, ui_ur
         f"{n - summary.autonomous} escalated to the human. "
         f"Memory: {summary.memory_chunks} chunks ({summary.memory_human} answered by the human)."
     )
+    last = summary.results[-1] if summary.results else None
+    if last is not None:
+        proven = "none proven" if last.autonomy_threshold is None else f"threshold {last.autonomy_threshold:.2f}"
+        console.print(text(f"Autonomy rule at the last gate: {proven}, error bound "
+                           f"{(last.autonomy_bound if last.autonomy_bound is not None else 1.0):.3f} "
+                           f"over {last.autonomy_evidence} human answers."))
     if ui_url:
         console.print(text(f"Temporal UI: {ui_url}/namespaces/default/workflows"))

@@ -18,8 +18,6 @@ from vicar.errors import InvalidInput
 PRINCIPAL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}\Z")  # \Z: "$" lets a trailing newline through
 GATE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}\Z")
 
-# The design's threshold: calibrated confidence at or above it lets the proxy answer.
-CONFIDENCE_THRESHOLD = 0.8
 # A confidence move bigger than this between prior and posterior is a surprise.
 SURPRISE_DELTA = 0.3
 
@@ -278,6 +276,18 @@ class Surprise(BaseModel):
     usage: Usage | None = None
 
 
+class AutonomyRule(BaseModel):
+    """What the principal's (score, right?) pairs prove (vicar.proxy.autonomy)."""
+
+    threshold: float | None = None  # the lowest proven score threshold; None: none proven
+    bound: float = 1.0  # upper bound on the error at the threshold (over all the evidence when none)
+    evidence: int = 0  # human-answered gates behind the bound
+    errors: int = 0  # of those, the ones the proxy would have got wrong
+    target: float  # the error the bound must stay within
+    delta: float  # the bound holds with probability 1 - delta
+    audit_share: float  # of the gates the rule lets through, the share still sent to the human
+
+
 class CalibrationInputs(BaseModel):
     """What the guards look at besides the confidence."""
 
@@ -285,16 +295,21 @@ class CalibrationInputs(BaseModel):
     tension: str = ""  # a genuine unresolved tension among the retrieved memories, described
     last_human_at: datetime | None = None  # the latest human answer in this state and task type
     now: datetime | None = None  # workflow time; None: no clock (replay), staleness not judged
-    exploration_draw: float = 1.0  # uniform in [0, 1), fixed per gate
-    posterior_correct: int = 0  # human answers in this context the posterior predicted
-    posterior_total: int = 0
+    rule: AutonomyRule | None = None  # None: nothing proven
+    audit_draw: float = 1.0  # uniform in [0, 1), fixed per gate
 
 
 class Calibration(BaseModel):
     confidence: float
-    guard: str  # the first guard that capped: "cold_start", "tension", ..., or "passthrough"
+    guard: str  # the first guard that fired: "cold_start", "tension", ..., or "passthrough"
     note: str = ""
-    fired: list[str] = Field(default_factory=list)  # every guard that would cap, in order
+    fired: list[str] = Field(default_factory=list)  # every guard that would fire, in order
+    autonomous: bool = False  # the proxy may answer alone (no guard fired)
+    threshold: float | None = None  # the autonomy rule's numbers (AutonomyRule)
+    bound: float | None = None
+    evidence: int = 0
+    errors: int = 0
+    target: float | None = None
 
 
 class OutcomeRecord(BaseModel):
@@ -333,6 +348,10 @@ class GateResult(BaseModel):
     calibration_note: str = ""
     dialog: list[DialogTurn] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)  # the gate's LLM tokens and cost in total
+    # The autonomy rule when the proxy was consulted (Calibration's numbers).
+    autonomy_threshold: float | None = None
+    autonomy_bound: float | None = None
+    autonomy_evidence: int = 0
 
 
 class GateDetails(BaseModel):

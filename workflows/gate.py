@@ -227,6 +227,7 @@ class GateWorkflow:
             f"**Proxy's guess** ({posterior.action.value if posterior.action else 'no prediction'}, "
             f"confidence {calibration.confidence:.2f}, guard {calibration.guard}): "
             f"{posterior.prose or posterior.note}\n\n"
+            + (f"**Why:** {calibration.note}\n\n" if calibration.note else "")
             + (f"Answer with `vicar answer {req.gate_id} answer \"text\"`." if req.kind is RequestKind.question
                else f"Answer with `vicar answer {req.gate_id} ACTION \"text\"`.")
         )
@@ -484,4 +485,6 @@ class GateWorkflow:
             calibration_note=self._details.calibration_note if self._details else "",
             escalated=escalated, answered_by=answered_by, responder=responder, n=n,
             surprise=consulted.surprise, dialog=list(self._dialog), usage=self._usage,
+            autonomy_threshold=consulted.calibration.threshold, autonomy_bound=consulted.calibration.bound,
+            autonomy_evidence=consulted.calibration.evidence,
         )

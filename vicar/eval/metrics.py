@@ -8,11 +8,16 @@ from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
+
+from vicar.config import AutonomyParams
 
 ACTIONS = ("approve", "correct", "reject", "hold")
-THRESHOLD = 0.8
-MAX_AUTONOMOUS_ERROR = 0.05
+# The baselines (majority, EMA) have no autonomy rule: they answer alone at this confidence.
+BASELINE_THRESHOLD = 0.8
+MAX_AUTONOMOUS_ERROR = AutonomyParams().target_error  # the product's target
+COVERAGE_WINDOW = 500  # autonomous answers after each one, for the bound's coverage
+HISTORY_WINDOW = 1000  # gates of a reviewer's history per point of autonomy against history
 
 # The design's concern vocabulary, with the words that signal each concern.
 CONCERNS: dict[str, tuple[str, ...]] = {
@@ -115,16 +120,58 @@ def ece(preds: Sequence[Prediction], bins: int = 10) -> float:
 
 
 class Autonomy(BaseModel):
-    share: float  # of gates the proxy decides alone
-    error: float | None  # error rate of those decisions
-    best_share: float  # highest autonomy with error <= 5% over all thresholds
+    share: float  # realized: of gates the proxy decided alone
+    error: float | None  # realized: error rate of those decisions
+    best_share: float  # hindsight: highest autonomy with error <= 5% over all thresholds
     best_threshold: float | None
+    # The bound's coverage: of the windows of COVERAGE_WINDOW autonomous answers that
+    # start at each one, the share whose realized error stayed <= the target.
+    coverage: float | None = None
+    coverage_windows: int = 0
+    # Per HISTORY_WINDOW gates of each reviewer's history: start, end, gates, share, error.
+    by_history: list[dict] = Field(default_factory=list)
 
 
-def autonomy(preds: Sequence[Prediction]) -> Autonomy:
+def bound_coverage(groups: Sequence[Sequence[Prediction]], target: float = MAX_AUTONOMOUS_ERROR,
+                   window: int = COVERAGE_WINDOW) -> tuple[float | None, int]:
+    """(share of windows within target, windows). Each autonomous answer starts a window
+    of the next `window` autonomous answers of the same reviewer (itself included);
+    only full windows count, or one window of all of them when a reviewer has fewer.
+    Linear: running sums."""
+    ok = total = 0
+    for preds in groups:
+        wrong = np.array([not p.correct for p in preds if p.autonomous], dtype=float)
+        if not len(wrong):
+            continue
+        size = min(window, len(wrong))
+        sums = np.convolve(wrong, np.ones(size), mode="valid")  # errors per window, one per start
+        ok += int(np.sum(sums / size <= target + 1e-12))
+        total += len(sums)
+    return (ok / total if total else None), total
+
+
+def autonomy_by_history(groups: Sequence[Sequence[Prediction]], window: int = HISTORY_WINDOW) -> list[dict]:
+    """Autonomy share and error per `window` gates of history, pooled over reviewers
+    (a reviewer's gates i*window .. (i+1)*window - 1 go to point i)."""
+    out: list[dict] = []
+    longest = max((len(g) for g in groups), default=0)
+    for start in range(0, longest, window):
+        chunk = [p for g in groups for p in g[start: start + window]]
+        alone = [p for p in chunk if p.autonomous]
+        out.append({"start": start, "end": start + window, "gates": len(chunk),
+                    "share": len(alone) / len(chunk), "error": (1 - accuracy(alone)) if alone else None})
+    return out
+
+
+def autonomy(preds: Sequence[Prediction], groups: Sequence[Sequence[Prediction]] | None = None,
+             target: float = MAX_AUTONOMOUS_ERROR) -> Autonomy:
+    """Realized autonomy of `preds`; `groups` splits them by reviewer (in each one's
+    order) for the figures that follow a history (default: one history)."""
+    groups = [preds] if groups is None else groups
     alone = [p for p in preds if p.autonomous]
     share = len(alone) / len(preds) if preds else 0.0
     error = (1 - accuracy(alone)) if alone else None
+    coverage, windows = bound_coverage(groups, target)
     best, best_t = 0.0, None
     # One sweep down the confidences with running counts (not a pass over every
     # prediction per threshold, which was quadratic in the number of gates).
@@ -135,9 +182,10 @@ def autonomy(preds: Sequence[Prediction]) -> Autonomy:
         if i + 1 < len(ranked) and ranked[i + 1].confidence == p.confidence:
             continue  # a threshold takes every prediction at or above it
         taken = i + 1
-        if 1 - right / taken <= MAX_AUTONOMOUS_ERROR and taken / len(preds) > best:
+        if 1 - right / taken <= target and taken / len(preds) > best:
             best, best_t = taken / len(preds), p.confidence
-    return Autonomy(share=share, error=error, best_share=best, best_threshold=best_t)
+    return Autonomy(share=share, error=error, best_share=best, best_threshold=best_t, coverage=coverage,
+                    coverage_windows=windows, by_history=autonomy_by_history(groups))
 
 
 def autonomy_curve(preds: Sequence[Prediction], points: int = 21) -> list[tuple[float, float, float]]:

@@ -21,8 +21,8 @@ from memory.embedder import Embedder
 from memory.principal import PrincipalMemory
 from vicar.config import MemoryParams, RetrievalOptions, Settings
 from vicar.eval.dataset import GateEvent, principal_for
-from vicar.eval.metrics import THRESHOLD, Prediction
-from vicar.models import AnsweredBy, OutcomeRecord
+from vicar.eval.metrics import BASELINE_THRESHOLD, Prediction
+from vicar.models import Action, AnsweredBy, OutcomeRecord
 from vicar.proxy.consult import consult
 from vicar.proxy.outcomes import record_outcome
 from vicar.proxy.offline import OfflinePredictor
@@ -39,12 +39,13 @@ class Variant(BaseModel):
 
 
 def standard_variants(base: MemoryParams | None = None) -> list[Variant]:
-    """The baselines and ablations the design asks for, in one run."""
+    """The baselines and ablations the design asks for, in one run. `default` is the
+    configuration the product ships with."""
     m = base or MemoryParams()
     return [
         Variant(name="majority", kind="majority"),
         Variant(name="ema-gate", kind="ema"),
-        Variant(name="composite", memory=m),
+        Variant(name="default", memory=m),  # what the product ships: the composite vote + the autonomy rule
         Variant(name="activation-only", retrieval=RetrievalOptions(mode="activation"), memory=m),
         Variant(name="similarity-only", retrieval=RetrievalOptions(mode="similarity"), memory=m),
         Variant(name="recency-n", retrieval=RetrievalOptions(mode="recency"), memory=m),
@@ -103,24 +104,35 @@ def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedde
                 request = event.request(principal)
                 # The proxy sees the gate, never the answer, before it predicts.
                 c = consult(memory, predictor, request, n, run_settings)
+                # A dialog line is no answer: the replay has no agents to talk to, so the
+                # human decides, as at the dialog bound.
+                alone = not c.decision.escalate and c.decision.action not in (None, Action.dialog)
                 preds.append(Prediction(
                     seq=event.seq, actual=event.action.value,
                     predicted=c.posterior.action.value if c.posterior.action else None,
                     confidence=c.calibration.confidence, prior_confidence=c.prior.confidence,
                     posterior_confidence=c.posterior.confidence,
-                    autonomous=not c.decision.escalate, predicted_text=c.posterior.prose,
+                    autonomous=alone, predicted_text=c.posterior.prose,
                     actual_text=event.response, surprise=c.surprise is not None,
                     surprise_percepts=c.surprise.percepts if c.surprise else [],
                     prior_predicted=c.prior.action.value if c.prior.action else None,
                     cost_usd=sum(u.cost_usd for u in (c.prior.usage, c.posterior.usage,
                                                       c.surprise.usage if c.surprise else None) if u),
                 ))
-                # Then the human's real answer is stored, as an escalated gate stores it.
-                # Bookkeeping too: the accuracy guard reads it. The dataset has no
-                # clock, so the staleness guard is not judged in a replay.
+                # Then the gate is stored as the product stores it: the human's real answer
+                # when it escalated (a pair for the autonomy rule), the proxy's own answer
+                # when it acted alone (no pair, no evidence: the rule never peeks at the
+                # answers it did not ask for; Prediction.actual still scores it). A learning
+                # predictor sees the record too, and learns only from human answers. The
+                # dataset has no clock, so the staleness guard is not judged in a replay.
+                if alone:
+                    outcome = dict(action=c.decision.action, response_text=c.decision.text,
+                                   answered_by=AnsweredBy.proxy)
+                else:
+                    outcome = dict(action=event.action, response_text=event.response,
+                                   answered_by=AnsweredBy.human, responder=event.reviewer)
                 record = OutcomeRecord(
-                    request=request, n=n, workflow_id=f"replay/{event.gate_id}", action=event.action,
-                    response_text=event.response, answered_by=AnsweredBy.human, responder=event.reviewer,
+                    request=request, n=n, workflow_id=f"replay/{event.gate_id}", **outcome,
                     prior=c.prior, posterior=c.posterior, surprise=c.surprise, calibration=c.calibration)
                 record_outcome(memory, record, artifacts=False)
                 if observe:
@@ -143,7 +155,7 @@ def _majority(events: list[GateEvent], progress: Progress | None) -> list[Predic
         else:
             action, conf = None, 0.0
         preds.append(Prediction(seq=e.seq, actual=e.action.value, predicted=action, confidence=conf,
-                                autonomous=action is not None and conf >= THRESHOLD,
+                                autonomous=action is not None and conf >= BASELINE_THRESHOLD,
                                 predicted_text="", actual_text=e.response))
         seen[e.action.value] += 1
         if progress:
@@ -169,7 +181,7 @@ def _ema_gate(events: list[GateEvent], progress: Progress | None) -> list[Predic
             predicted = "approve" if value >= 0.5 else "correct"
             conf = value if predicted == "approve" else 1 - value
         preds.append(Prediction(seq=e.seq, actual=e.action.value, predicted=predicted, confidence=conf,
-                                autonomous=predicted == "approve" and conf >= THRESHOLD,
+                                autonomous=predicted == "approve" and conf >= BASELINE_THRESHOLD,
                                 predicted_text="Approved." if predicted == "approve" else "",
                                 actual_text=e.response))
         x = 1.0 if e.action.value == "approve" else 0.0

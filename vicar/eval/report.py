@@ -8,8 +8,8 @@ from rich.table import Table
 
 from vicar.eval.run import VariantResult
 
-COLUMNS = ("variant", "gates", "accuracy", "macro-F1", "Brier", "ECE", "autonomy@0.8", "auton. error",
-           "max autonomy (err≤5%)", "text sim", "concern recall", "gates/s", "LLM $")
+COLUMNS = ("variant", "gates", "accuracy", "macro-F1", "Brier", "ECE", "autonomy", "auton. error",
+           "bound coverage", "max autonomy (err≤5%)", "text sim", "concern recall", "gates/s", "LLM $")
 
 
 def _f(x: float | None, digits: int = 3) -> str:
@@ -19,7 +19,8 @@ def _f(x: float | None, digits: int = 3) -> str:
 def _row(r: VariantResult, scores=None) -> list[str]:
     o = scores or r.overall
     return [r.variant.name, str(o.gates), _f(o.accuracy), _f(o.macro_f1), _f(o.brier), _f(o.ece),
-            _f(o.autonomy.share), _f(o.autonomy.error), _f(o.autonomy.best_share), _f(o.text_similarity),
+            _f(o.autonomy.share), _f(o.autonomy.error), _f(o.autonomy.coverage), _f(o.autonomy.best_share),
+            _f(o.text_similarity),
             _f(o.concern_recall), f"{r.gates_per_second:.0f}", f"{o.cost_usd:.4f}" if o.cost_usd else "—"]
 
 
@@ -48,15 +49,27 @@ def markdown(results: list[VariantResult], command: str, files: list[Path], extr
     classes = list(results[0].overall.per_class_f1) if results else []
     parts.append(_md_table(["variant", *classes],
                            [[r.variant.name, *(_f(r.overall.per_class_f1[c]) for c in classes)] for r in results]))
+    parts.append("\n## Autonomy against history (all reviewers, per 1,000 gates of each one's history)\n")
+    spans = max((r.overall.autonomy.by_history for r in results), key=len, default=[])
+    parts.append(_md_table(
+        ["variant", *(f"gates {w['start'] + 1}–{w['end']}" for w in spans)],
+        [[r.variant.name, *(f"{_f(w['share'])} (err {_f(w['error'])})" for w in r.overall.autonomy.by_history)]
+         for r in results]))
     parts.append("\n## Surprise calibration\n")
     parts.append(_md_table(["variant", "surprises", "confirmed by the answer", "percept in the human's words"],
                            [[r.variant.name, str(r.overall.surprise.surprises), _f(r.overall.surprise.confirmed),
                              _f(r.overall.surprise.percepts_in_response)] for r in results]))
     parts.append(
         "\nDefinitions: confidence is the calibrated confidence that the predicted action is right "
-        "(no prediction = confidence 0, counted wrong). autonomy@0.8 = share of gates the proxy would "
-        "answer alone; auton. error = error rate of those answers; max autonomy = the largest share "
-        "answerable alone at any threshold with error ≤ 5%. text sim = mean cosine (all-MiniLM-L6-v2) "
+        "(no prediction = confidence 0, counted wrong). autonomy = realized share of gates answered "
+        "alone, online: the proxy variants by the autonomy rule (a threshold proven by the Clopper–Pearson "
+        "bound over the human answers so far, target 5% error at δ 0.05, 5% of those gates audited; a gate "
+        "answered alone is stored as the proxy's answer and gives the rule no evidence), the baselines "
+        "(majority, ema-gate: no rule) at confidence ≥ 0.8; auton. error = realized error rate of those "
+        "answers; bound coverage = of the windows of the next 500 autonomous answers starting at each one "
+        "(per reviewer; fewer: one window of all), the share whose error stayed ≤ 5%; max autonomy = in "
+        "hindsight, the largest share answerable alone at any one threshold with error ≤ 5%. "
+        "`default` is what the product ships (the composite memory vote + the rule). text sim = mean cosine (all-MiniLM-L6-v2) "
         "between the predicted and the actual words; concern recall = share of the concerns in the "
         "human's words (design vocabulary + the reviewer's 20 most frequent words) that the prediction "
         "raised. Surprise is confirmed when the confidence moved up and the prediction was right, or "

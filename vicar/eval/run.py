@@ -44,7 +44,9 @@ class VariantResult(BaseModel):
         return self.overall.gates / self.seconds if self.seconds else 0.0
 
 
-def score(preds: list[m.Prediction], embedder: Embedder, themes: list[str]) -> Scores:
+def score(preds: list[m.Prediction], embedder: Embedder, themes: list[str],
+          groups: list[list[m.Prediction]] | None = None, target: float = m.MAX_AUTONOMOUS_ERROR) -> Scores:
+    """`groups`: the predictions split by reviewer, for the figures that follow a history."""
     pairs = [(p.predicted_text, p.actual_text) for p in preds if p.predicted_text.strip() and p.actual_text.strip()]
     sim = None
     if pairs:
@@ -54,7 +56,7 @@ def score(preds: list[m.Prediction], embedder: Embedder, themes: list[str]) -> S
     return Scores(
         gates=len(preds), accuracy=m.accuracy(preds), macro_f1=m.macro_f1(preds),
         per_class_f1=m.per_class_f1(preds), brier=m.brier(preds), ece=m.ece(preds),
-        reliability=m.reliability(preds), autonomy=m.autonomy(preds),
+        reliability=m.reliability(preds), autonomy=m.autonomy(preds, groups, target),
         autonomy_curve=m.autonomy_curve(preds), text_similarity=sim,
         concern_recall=m.concern_recall(preds, themes), surprise=m.surprise_calibration(preds),
         curve=m.learning_curve(preds), cost_usd=sum(p.cost_usd for p in preds),
@@ -88,9 +90,11 @@ def run_variants(events: dict[str, list[GateEvent]], variants: list[Variant], em
                 for r, evs in events.items()
             }
             seconds = time.perf_counter() - start
-            per_reviewer = {r: score(p, embedder, themes[r]) for r, p in per_reviewer_preds.items()}
+            target = settings.calibration.autonomy.target_error
+            per_reviewer = {r: score(p, embedder, themes[r], target=target) for r, p in per_reviewer_preds.items()}
             all_preds = [p for ps in per_reviewer_preds.values() for p in ps]
-            overall = score(all_preds, embedder, sorted({t for ts in themes.values() for t in ts}))
+            overall = score(all_preds, embedder, sorted({t for ts in themes.values() for t in ts}),
+                            groups=list(per_reviewer_preds.values()), target=target)
             results.append(VariantResult(variant=variant, per_reviewer=per_reviewer, overall=overall,
                                          seconds=seconds))
     return results

@@ -1,28 +1,29 @@
-"""Post-hoc calibration of the proxy's confidence: the design's six guards, in order.
+"""Post-hoc calibration of the proxy's confidence: the guards, in order, then the
+autonomy rule.
 
-Each guard caps the confidence; the first one that fires is recorded as the reason,
-and every one that would fire is listed, so an operator sees all of them. Pure: the
-activity and the replay evaluation call the same function.
+The memory guards (cold start, tension, staleness) cap the confidence: they doubt the
+memory the score rests on. Then the autonomy rule (vicar.proxy.autonomy): `unproven`
+when no threshold is proven or the score is below it, `audit` for the share of the
+rest still sent to the human. Those two leave the score as it is: they do not doubt
+it, they withhold the action. The first guard that fires is recorded as the reason
+and every one that would fire is listed. Pure: the activity and the replay evaluation
+call the same function.
 """
 
 from __future__ import annotations
 
-import hashlib
-
 from vicar.config import CalibrationParams
-from vicar.models import Calibration, CalibrationInputs
+from vicar.models import AutonomyRule, Calibration, CalibrationInputs
 
-GUARDS = ("cold_start", "tension", "staleness", "exploration", "accuracy")
-
-
-def exploration_draw(principal: str, gate_key: str) -> float:
-    """A uniform draw in [0, 1) fixed by the gate, so a retried or replayed gate explores
-    (or not) the same way."""
-    digest = hashlib.blake2b(f"explore\0{principal}\0{gate_key}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2**64
+GUARDS = ("cold_start", "tension", "staleness", "unproven", "audit")
+CAPPING = frozenset(GUARDS[:3])
 
 
-def _reasons(inp: CalibrationInputs, p: CalibrationParams) -> list[tuple[str, str]]:
+def rule_note(rule: AutonomyRule) -> str:
+    return f"bound {rule.bound:.3f} over {rule.evidence} answers"
+
+
+def _reasons(confidence: float, inp: CalibrationInputs, p: CalibrationParams) -> list[tuple[str, str]]:
     fired: list[tuple[str, str]] = []
     if inp.memory_depth < p.memory_depth_threshold:
         fired.append(("cold_start", f"memory depth {inp.memory_depth} < {p.memory_depth_threshold}"))
@@ -34,21 +35,32 @@ def _reasons(inp: CalibrationInputs, p: CalibrationParams) -> list[tuple[str, st
         age_days = (inp.now - inp.last_human_at).total_seconds() / 86400
         if age_days > p.staleness_days:
             fired.append(("staleness", f"last human answer {age_days:.1f} days ago > {p.staleness_days:g}"))
-    if inp.exploration_draw < p.exploration_rate:
-        fired.append(("exploration", f"explored (draw {inp.exploration_draw:.3f} < rate {p.exploration_rate:g})"))
-    if inp.posterior_total >= p.accuracy_min_interactions:
-        accuracy = inp.posterior_correct / inp.posterior_total
-        if accuracy < p.accuracy_threshold:
-            fired.append(("accuracy", f"posterior accuracy {accuracy:.2f} over {inp.posterior_total} "
-                                      f"human answers < {p.accuracy_threshold:g}"))
+    rule = inp.rule
+    if rule is None:
+        fired.append(("unproven", "no autonomy rule: nothing proven"))
+    elif rule.threshold is None:
+        fired.append(("unproven", f"no threshold proven: {rule_note(rule)} > target {rule.target:g}"))
+    elif confidence <= 0.0:
+        # No confidence (an unparsable reply, no evidence) is never a proven score, even
+        # where the pairs would prove a threshold of 0.
+        fired.append(("unproven", f"score 0: no confidence to act on (proven threshold {rule.threshold:.2f})"))
+    elif confidence < rule.threshold:
+        fired.append(("unproven", f"score {confidence:.2f} < proven threshold {rule.threshold:.2f} "
+                                  f"({rule_note(rule)}, target {rule.target:g})"))
+    elif inp.audit_draw < rule.audit_share:
+        fired.append(("audit", f"audited (draw {inp.audit_draw:.3f} < share {rule.audit_share:g}); "
+                               f"threshold {rule.threshold:.2f}, {rule_note(rule)}"))
     return fired
 
 
 def calibrate(confidence: float, inp: CalibrationInputs, params: CalibrationParams) -> Calibration:
-    fired = _reasons(inp, params)
+    fired = _reasons(confidence, inp, params)
+    rule = inp.rule
+    numbers = dict(threshold=rule.threshold, bound=rule.bound, evidence=rule.evidence, errors=rule.errors,
+                   target=rule.target) if rule else {}
     if not fired:
-        return Calibration(confidence=confidence, guard="passthrough")
+        return Calibration(confidence=confidence, guard="passthrough", autonomous=True,
+                           note=f"proven threshold {rule.threshold:.2f} ({rule_note(rule)})", **numbers)
     guard, note = fired[0]
-    return Calibration(
-        confidence=min(confidence, params.cap), guard=guard, note=note, fired=[g for g, _ in fired],
-    )
+    capped = min(confidence, params.cap) if any(g in CAPPING for g, _ in fired) else confidence
+    return Calibration(confidence=capped, guard=guard, note=note, fired=[g for g, _ in fired], **numbers)

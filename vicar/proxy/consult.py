@@ -5,6 +5,8 @@ Activities wrap each step for Temporal; the replay evaluation calls `consult` di
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -14,9 +16,10 @@ from memory.chunk import ARTIFACT_EMBED_CHARS, MemoryChunk, chunk_id_for, situat
 from memory.principal import PrincipalMemory, noise_seed
 from memory.retrieval import Query
 from vicar.artifacts import load_artifact
-from vicar.config import CalibrationParams, RetrievalOptions, Settings
+from vicar.config import CalibrationParams, RetrievalOptions, Settings, autonomy_params
 from vicar.models import (
     AnsweredBy,
+    AutonomyRule,
     Calibration,
     CalibrationInputs,
     ChunkSummary,
@@ -29,7 +32,8 @@ from vicar.models import (
     Surprise,
 )
 from vicar.proxy.bookkeeping import context_key, load_entry
-from vicar.proxy.calibration import calibrate, exploration_draw
+from vicar.proxy.autonomy import PairWindow, audit_draw
+from vicar.proxy.calibration import calibrate
 from vicar.proxy.conflicts import genuine_tension
 from vicar.proxy.decision import Decision, decide, surprised
 from vicar.proxy.lineage import lineage_of
@@ -148,21 +152,37 @@ def recorded_tension(memory: PrincipalMemory, ctx: RetrievalContext) -> str:
     return ""
 
 
+# Per open store: its pair windows by (kind, size). One process holds a memory (the
+# owner lock), so new pairs only come through this store: a window reads just those.
+_windows: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_windows_lock = threading.Lock()
+
+
+def autonomy_rule(memory: PrincipalMemory, request: GateRequest, params: CalibrationParams) -> AutonomyRule:
+    """The autonomy rule for this gate: the principal's pairs of this kind, under the
+    parameters for its state (defaults, then `autonomy.json`)."""
+    p = autonomy_params(params.autonomy, memory.dir, request.state.value)
+    with _windows_lock:
+        windows = _windows.setdefault(memory.store, {})
+        window = windows.setdefault((request.kind.value, p.window), PairWindow(p.window))
+        window.extend(memory.store.autonomy_pairs(request.kind.value, after_seq=window.last_seq, limit=p.window))
+        return window.rule(p.target_error, p.delta, p.audit_share)
+
+
 def calibration_inputs(
     memory: PrincipalMemory, request: GateRequest, ctx: RetrievalContext, params: CalibrationParams,
     *, now: datetime | None, gate_key: str,
 ) -> CalibrationInputs:
     """Everything the guards read: memory depth, tension among the retrieved memories,
-    the context's last human answer and posterior accuracy, the gate's exploration draw."""
+    the context's last human answer, the autonomy rule and the gate's audit draw."""
     entry = load_entry(memory.store.context_entry(context_key(request.state.value, request.task_type, request.kind)))
     return CalibrationInputs(
         memory_depth=ctx.memory_depth,
         tension=genuine_tension(ctx.chunks, params) or recorded_tension(memory, ctx),
         last_human_at=entry.last_human_at if entry else None,
         now=now,
-        exploration_draw=exploration_draw(request.principal, gate_key),
-        posterior_correct=entry.prediction_correct_count if entry else 0,
-        posterior_total=entry.prediction_total_count if entry else 0,
+        rule=autonomy_rule(memory, request, params),
+        audit_draw=audit_draw(request.principal, gate_key),
     )
 
 

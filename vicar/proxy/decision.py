@@ -5,7 +5,6 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from vicar.models import (
-    CONFIDENCE_THRESHOLD,
     SURPRISE_DELTA,
     Action,
     Calibration,
@@ -26,8 +25,9 @@ def surprised(prior: PassResult, posterior: PassResult) -> bool:
 
 
 def decide(request: GateRequest, calibration: Calibration, posterior: PassResult) -> Decision:
-    """The design's decision flow. A prediction without an action (unparsable or empty)
-    never auto-approves unless the gate is in `never` mode."""
+    """The design's decision flow: the proxy answers alone only where calibration says
+    it may (the autonomy rule proved its score and no guard fired). A prediction without
+    an action (unparsable or empty) never auto-approves unless the gate is in `never` mode."""
     text = posterior.prose.strip()
     if request.escalation_mode is EscalationMode.always:
         return Decision(escalate=True, action=posterior.action, text=text)
@@ -35,6 +35,6 @@ def decide(request: GateRequest, calibration: Calibration, posterior: PassResult
         if not text or posterior.action is None:
             return Decision(escalate=False, action=posterior.action or Action.approve, text=text or "Approved.")
         return Decision(escalate=False, action=posterior.action, text=text)
-    if calibration.confidence >= CONFIDENCE_THRESHOLD and posterior.action is not None and text:
+    if calibration.autonomous and posterior.action is not None and text:
         return Decision(escalate=False, action=posterior.action, text=text)
     return Decision(escalate=True, action=posterior.action, text=text)

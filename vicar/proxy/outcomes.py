@@ -39,10 +39,23 @@ def record_outcome(memory: PrincipalMemory, record: OutcomeRecord, *, artifacts:
         record.workflow_id, req.state.value, req.task_type, record.answered_by.value,
         record.action.value, record.at.isoformat() if record.at else None,
         record.model_dump_json(), context_key(req.state.value, req.task_type, req.kind), update,
+        pair=autonomy_pair(record),
     )
     if artifacts:
         write_artifacts(memory)
     return chunk.id
+
+
+def autonomy_pair(record: OutcomeRecord) -> tuple[str, int, float, bool] | None:
+    """The autonomy rule's evidence from a gate: (kind, N, the posterior's score as the
+    predictor gave it, whether its action was the human's). Only a human's answer
+    grades the proxy; a gate where the proxy could not run has no score to grade."""
+    post = record.posterior
+    if record.answered_by is not AnsweredBy.human or post is None:
+        return None
+    if record.calibration is not None and record.calibration.guard == "proxy_error":
+        return None
+    return record.request.kind.value, record.n, post.confidence, post.action is record.action
 
 
 def confidence_model(memory: PrincipalMemory) -> ConfidenceModel:

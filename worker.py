@@ -55,7 +55,7 @@ def build_worker(
     if registry is None:
         embedder = make_embedder(cache_file=settings.embedding_cache)
         registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
-    predictor = predictor or predictor_from_env(settings)
+    predictor = predictor or predictor_from_env(settings, registry)
     acts = ProxyActivities(
         client, registry, predictor, settings,
         brain_config=brain_config, task_queue=task_queue,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 
 from temporalio import activity
 from temporalio.client import Client, WithStartWorkflowOperation
@@ -21,7 +22,8 @@ from vicar import contracts as c
 from vicar.artifacts import ArtifactRefused, load_artifact
 from vicar.config import TASK_QUEUE, Settings
 from vicar.errors import VicarError
-from vicar.models import TurnReply, BrainConfig, BrainInput, Calibration, OutcomeRecord, PassResult, Surprise
+from vicar.models import (TurnReply, BrainConfig, BrainInput, Calibration, ModelPin, OutcomeRecord, PassResult,
+                          Surprise)
 from vicar.proxy.calibration import calibrate
 from vicar.proxy.consult import calibration_inputs, consult, retrieve
 from vicar.proxy.outcomes import record_outcome
@@ -61,7 +63,14 @@ class ProxyActivities:
             self.request_turn, self.release_turn, self.read_counter, self.mirror_counter, self.consult,
             self.retrieve_context, self.prior_pass, self.posterior_pass, self.extract_surprise,
             self.calibrate, self.reinforce, self.agent_reply, self.record_outcome, self.allowed_responders,
+            self.pin_model,
         ]
+
+    def _predicting(self, principal: str, pin: ModelPin | None = None):
+        """The predictor for one principal: a learned model's (as pinned, held while it
+        predicts), or the worker's one predictor."""
+        using = getattr(self.predictor, "using", None)
+        return using(principal, pin) if using else contextlib.nullcontext(self.predictor)
 
     # -- brain ---------------------------------------------------------------
 
@@ -137,9 +146,11 @@ class ProxyActivities:
         """The whole consult path in one step, for predictors fast enough to run as a
         local activity: one dispatch instead of six. Reinforcement is keyed by
         (chunk, N), so a retry adds no trace."""
-        result = consult(self.registry.get(inp.request.principal), self.predictor, inp.request, inp.n,
-                         self.settings, now=inp.now, gate_key=inp.gate_key, dialog=inp.dialog,
-                         working_memory=inp.working_memory, artifact=self._artifact(inp.request))
+        artifact = self._artifact(inp.request)
+        with self._predicting(inp.request.principal, inp.model) as predictor:
+            result = consult(self.registry.get(inp.request.principal), predictor, inp.request, inp.n,
+                             self.settings, now=inp.now, gate_key=inp.gate_key, dialog=inp.dialog,
+                             working_memory=inp.working_memory, artifact=artifact)
         return c.ConsultResult(prior=result.prior, posterior=result.posterior, surprise=result.surprise,
                                calibration=result.calibration)
 
@@ -157,19 +168,22 @@ class ProxyActivities:
 
     @activity.defn(name=c.PRIOR_PASS)
     def prior_pass(self, inp: c.PassInput) -> PassResult:
-        return self.predictor.prior(inp.request, inp.ctx, inp.dialog)
+        with self._predicting(inp.request.principal) as predictor:
+            return predictor.prior(inp.request, inp.ctx, inp.dialog)
 
     @activity.defn(name=c.POSTERIOR_PASS)
     def posterior_pass(self, inp: c.PassInput) -> PassResult:
         if inp.prior is None:
             raise ValueError("the posterior pass needs the prior")
-        return self.predictor.posterior(inp.request, inp.ctx, self._artifact(inp.request), inp.prior, inp.dialog)
+        artifact = self._artifact(inp.request)
+        with self._predicting(inp.request.principal) as predictor:
+            return predictor.posterior(inp.request, inp.ctx, artifact, inp.prior, inp.dialog)
 
     @activity.defn(name=c.EXTRACT_SURPRISE)
     def extract_surprise(self, inp: c.SurpriseInput) -> Surprise:
-        return self.predictor.surprise(
-            inp.request, self._artifact(inp.request), inp.prior, inp.posterior, inp.ctx
-        )
+        artifact = self._artifact(inp.request)
+        with self._predicting(inp.request.principal) as predictor:
+            return predictor.surprise(inp.request, artifact, inp.prior, inp.posterior, inp.ctx)
 
     @activity.defn(name=c.CALIBRATE)
     @store_errors
@@ -186,7 +200,9 @@ class ProxyActivities:
 
     @activity.defn(name=c.AGENT_REPLY)
     def agent_reply(self, inp: c.AgentReplyInput) -> c.AgentReply:
-        text, usage = self.predictor.agent_reply(inp.request, self._artifact(inp.request), inp.dialog)
+        artifact = self._artifact(inp.request)
+        with self._predicting(inp.request.principal) as predictor:
+            text, usage = predictor.agent_reply(inp.request, artifact, inp.dialog)
         return c.AgentReply(text=text, usage=usage)
 
     @activity.defn(name=c.RECORD_OUTCOME)
@@ -202,6 +218,15 @@ class ProxyActivities:
             except ArtifactRefused:
                 pass
         return record_outcome(self.registry.get(record.request.principal), record, artifact=artifact)
+
+    @activity.defn(name=c.PIN_MODEL)
+    @store_errors
+    def pin_model(self, principal: str) -> ModelPin | None:
+        """Run under the gate's turn: the refit that is due happens here (so no gate of
+        the principal decides meanwhile), and the gate keeps the version it got.
+        None for a predictor without versions (offline, an LLM)."""
+        pin = getattr(self.predictor, "pin", None)
+        return pin(principal) if pin else None
 
     @activity.defn(name=c.ALLOWED_RESPONDERS)
     def allowed_responders(self, principal: str) -> list[str]:

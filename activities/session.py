@@ -43,6 +43,8 @@ class SessionActivities:
         # An LLM predictor's judge_conflict settles ambiguous disagreements; offline,
         # they are kept as context sensitivity.
         self.judge = getattr(predictor, "judge_conflict", None)
+        # A learned model refits at consolidation too, under the same turn.
+        self.refit = getattr(predictor, "refit", None)
         self.client = client
         self.registry = registry
         self.settings = settings
@@ -112,4 +114,10 @@ class SessionActivities:
             if delay:
                 time.sleep(delay)
 
-        return apply_consolidation(memory, inp.plan, on_step=step)
+        report = apply_consolidation(memory, inp.plan, on_step=step)
+        if self.refit:
+            try:
+                self.refit(inp.principal)
+            except Exception as exc:  # the schedule refits later; the consolidation stands
+                activity.logger.warning("refit of %s at consolidation failed: %s", inp.principal, exc)
+        return report

@@ -16,6 +16,7 @@ from vicar.models import (
     ConsolidationPlan,
     DialogTurn,
     GateRequest,
+    ModelPin,
     PassResult,
     RetrievalContext,
     SessionJoin,
@@ -48,6 +49,7 @@ APPLY_CONSOLIDATION = "apply_consolidation"
 STORE_UNAVAILABLE = "StoreUnavailable"
 CONSULT = "consult"  # the whole consult path in one step (fast, local predictors)
 AGENT_REPLY = "agent_reply"
+PIN_MODEL = "pin_model"  # principal -> ModelPin | None: the learned model for this gate (refit if due)
 ALLOWED_RESPONDERS = "allowed_responders"  # principal -> who may answer for them ([]: anyone)
 
 
@@ -146,6 +148,7 @@ class ConsultInput(BaseModel):
     gate_key: str
     dialog: list[DialogTurn] = Field(default_factory=list)
     working_memory: str = ""
+    model: ModelPin | None = None  # the learned model's pin (None: the predictor has no versions)
 
 
 class ConsultResult(BaseModel):

@@ -312,6 +312,15 @@ class Calibration(BaseModel):
     target: float | None = None
 
 
+class ModelPin(BaseModel):
+    """The learned model a gate decides with, fixed under its turn: the saved version
+    (None: no fit yet, the memory vote answers) and how many human answers its history
+    held. A retry of the gate's consult uses the same pin."""
+
+    version: int | None = None
+    answers: int = 0
+
+
 class OutcomeRecord(BaseModel):
     """Everything record_outcome needs to store one gate as a memory chunk."""
 
@@ -352,6 +361,7 @@ class GateResult(BaseModel):
     autonomy_threshold: float | None = None
     autonomy_bound: float | None = None
     autonomy_evidence: int = 0
+    model_version: int | None = None  # the learned model's version, when one decided
 
 
 class GateDetails(BaseModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Optional
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -23,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
         GateStatus,
         HumanAnswer,
         JoinReply,
+        ModelPin,
         OutcomeRecord,
         PassResult,
         RequestKind,
@@ -60,6 +62,15 @@ QUICK = dict(
     start_to_close_timeout=timedelta(seconds=30),
     retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100), maximum_interval=timedelta(seconds=5)),
 )
+# Pinning the learned model may fit it (about 2 s at 10,000 answers): a few attempts,
+# then the proxy is unavailable and the human decides.
+PIN = dict(
+    start_to_close_timeout=timedelta(minutes=2),
+    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=5),
+                             maximum_attempts=4),
+)
+# Gates started before the learned model was pinned replay without the PIN_MODEL step.
+MODEL_PIN_PATCH = "pin-learned-model"
 # Answers signalled before the gate escalates are kept (in order) up to this many; more
 # are logged and ignored: a flood must not grow the workflow's state.
 MAX_EARLY_ANSWERS = 20
@@ -91,6 +102,7 @@ class GateWorkflow:
         self._early: list[HumanAnswer] = []  # human_response signals that came before escalation
         self._allowed: list[str] = []  # who may answer ([]: anyone), read when the gate escalates
         self._allowed_error = ""  # the allow-list could not be read: nobody may answer
+        self._pin: ModelPin | None = None  # the learned model this gate decides with
 
     async def _step(self, name: str, arg, result_type, options: dict = STEP):
         """Run a proxy step. With a fast predictor (the offline one) steps run as local
@@ -311,6 +323,11 @@ class GateWorkflow:
         and consult again. Bounded: at the bound, or when either side has nothing to
         say, the human decides. Dialog never ends in an automatic approval by itself."""
         try:
+            if self._local_steps and workflow.patched(MODEL_PIN_PATCH):
+                # Under the turn, once per gate: every consult of this gate (dialog rounds,
+                # retries) uses this version, whatever is fitted meanwhile.
+                self._pin = await workflow.execute_local_activity(
+                    c.PIN_MODEL, req.principal, result_type=Optional[ModelPin], **PIN)
             return await self._proxy_dialog_steps(req, n)
         except (ActivityError, ApplicationError) as exc:
             # The proxy could not run (provider down, bad key, broken memory): the human
@@ -416,7 +433,7 @@ class GateWorkflow:
         if self._local_steps:
             consulted = await self._step(
                 c.CONSULT, c.ConsultInput(request=req, n=n, now=now, gate_key=gate_key, dialog=dialog,
-                                          working_memory=self._working_memory),
+                                          working_memory=self._working_memory, model=self._pin),
                 result_type=c.ConsultResult)
         else:
             consulted = await self._consult_in_steps(req, n, now, gate_key, dialog)
@@ -487,4 +504,5 @@ class GateWorkflow:
             surprise=consulted.surprise, dialog=list(self._dialog), usage=self._usage,
             autonomy_threshold=consulted.calibration.threshold, autonomy_bound=consulted.calibration.bound,
             autonomy_evidence=consulted.calibration.evidence,
+            model_version=self._pin.version if self._pin else None,
         )

@@ -45,13 +45,15 @@ def standard_variants(base: MemoryParams | None = None) -> list[Variant]:
     return [
         Variant(name="majority", kind="majority"),
         Variant(name="ema-gate", kind="ema"),
-        Variant(name="default", memory=m),  # what the product ships: the composite vote + the autonomy rule
+        # What the product ships: the learned model (the memory vote until its first fit)
+        # under the autonomy rule.
+        Variant(name="default", predictor="learned", memory=m),
+        Variant(name="composite", memory=m),  # the memory vote alone, under the same rule
         Variant(name="activation-only", retrieval=RetrievalOptions(mode="activation"), memory=m),
         Variant(name="similarity-only", retrieval=RetrievalOptions(mode="similarity"), memory=m),
         Variant(name="recency-n", retrieval=RetrievalOptions(mode="recency"), memory=m),
         Variant(name="blended", retrieval=RetrievalOptions(embedding="blended"), memory=m),
         Variant(name="composite+lexical", retrieval=RetrievalOptions(lexical=True), memory=m),
-        Variant(name="learned", predictor="learned", memory=m),
     ]
 
 

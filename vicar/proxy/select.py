@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import os
 
+from memory.principal import MemoryRegistry
 from vicar.config import Settings
 from vicar.errors import VicarError
 from vicar.proxy.offline import OfflinePredictor
 from vicar.proxy.provider import Predictor
 
-PREDICTORS = ("offline", "anthropic", "openai")
+PREDICTORS = ("learned", "offline", "anthropic", "openai")
 KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
 
 def predictor_name_from_env() -> str:
     """VICAR_PREDICTOR if set; otherwise the first provider whose key the worker has
-    (anthropic, then openai), else the offline predictor, which needs no key."""
+    (anthropic, then openai), else the learned model (the memory vote until its first
+    fit), which needs no key. `offline` is the memory vote alone."""
     name = os.environ.get("VICAR_PREDICTOR", "").strip().lower()
     if name:
         if name not in PREDICTORS:
@@ -24,13 +26,17 @@ def predictor_name_from_env() -> str:
     for provider in ("anthropic", "openai"):
         if os.environ.get(KEY_ENV[provider], "").strip():
             return provider
-    return "offline"
+    return "learned"
 
 
-def predictor_from_env(settings: Settings) -> Predictor:
+def predictor_from_env(settings: Settings, registry: MemoryRegistry) -> Predictor:
     name = predictor_name_from_env()
     if name == "offline":
         return OfflinePredictor(settings.predictor)
+    if name == "learned":
+        from vicar.proxy.learned_store import LearnedModels
+
+        return LearnedModels(registry, settings.predictor)
     if not os.environ.get(KEY_ENV[name], "").strip():
         raise VicarError(f"VICAR_PREDICTOR={name} needs {KEY_ENV[name]} in the worker's environment")
     # Imported here: the SDKs load only when an LLM predictor is chosen.

@@ -15,7 +15,7 @@ from vicar.cli import app
 from vicar.config import Settings
 from vicar.eval import metrics as m
 from vicar.eval.dataset import load_events, principal_for
-from vicar.eval.replay import Variant, replay_reviewer
+from vicar.eval.replay import Variant, event_texts, replay_reviewer
 from vicar.errors import VicarError
 
 
@@ -145,6 +145,36 @@ def test_replay_never_sees_the_future(herring, embedder, tmp_path):
     assert short[0].predicted is None and short[0].confidence == 0.0  # a fresh memory knows nothing
     assert [p.actual for p in short] == [e.action.value for e in herring[:25]]
     assert any(p.predicted is not None for p in longer)
+
+
+class _Recording:
+    """The real embedder, noting every text it is asked for."""
+
+    def __init__(self, embedder) -> None:
+        self.inner, self.asked = embedder, []
+        self.model_name, self.dim = embedder.model_name, embedder.dim
+
+    def embed(self, texts):
+        self.asked.extend(texts)
+        return self.inner.embed(texts)
+
+
+def test_the_warm_cache_holds_what_the_replay_embeds(herring, embedder, tmp_path):
+    """event_texts (the batched warm-up) must be exactly what the consult path and the
+    store ask for; otherwise a full replay embeds one text at a time. Both sources:
+    git artifacts end in a newline that the stored excerpt drops."""
+    junio = load_events([DATA / "git-whats-cooking.jsonl.gz"])["Junio C Hamano"]
+    events = herring[:20] + junio[:20]
+    warm = set(event_texts(events))
+    recording = _Recording(embedder)
+    preds = replay_reviewer(events, Variant(name="default"), recording, Settings(data_dir=tmp_path))
+    asked = set(recording.asked)
+    assert len(asked & warm) > 2 * len(events)
+    # Only what depends on the proxy's own output is new: its surprise descriptions
+    # (and the blended text that includes them) and the words it answered alone with.
+    alone = {p.predicted_text for p in preds if p.autonomous}
+    missed = [t for t in asked - warm if not any(a and a in t for a in alone)]
+    assert all("The artifact " in t for t in missed), missed[:3]
 
 
 def test_baselines(herring, embedder, tmp_path):

@@ -16,14 +16,14 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from memory.chunk import ARTIFACT_EMBED_CHARS, blended_text, situation_text
+from memory.chunk import blended_text
 from memory.embedder import Embedder
 from memory.principal import PrincipalMemory
 from vicar.config import MemoryParams, RetrievalOptions, Settings
 from vicar.eval.dataset import GateEvent, principal_for
 from vicar.eval.metrics import BASELINE_THRESHOLD, Prediction
 from vicar.models import Action, AnsweredBy, OutcomeRecord
-from vicar.proxy.consult import consult
+from vicar.proxy.consult import build_query, consult, outcome_chunk
 from vicar.proxy.outcomes import record_outcome
 from vicar.proxy.offline import OfflinePredictor
 
@@ -73,17 +73,21 @@ def make_predictor(name: str, settings: Settings):
 
 
 def event_texts(events: list[GateEvent]) -> list[str]:
-    """Every text the replay will embed, so one batched pass can fill the cache."""
+    """Every text the replay will embed for the gates and the human answers, built by
+    the functions the consult path and the store use (so the warm cache has exactly
+    what they ask for), for one batched pass. Not known in advance: the proxy's own
+    answers and surprise descriptions, embedded when they happen."""
     out: list[str] = []
     for e in events:
-        situation = situation_text(e.state.value, e.task_type or "general", e.question)
-        artifact = e.artifact_text[:ARTIFACT_EMBED_CHARS]
-        dims = {"situation": situation, "artifact": artifact, "response": e.response}
-        dims = {k: v for k, v in dims.items() if v.strip()}
-        out.extend(dims.values())
-        out.append(blended_text(dims))
-        out.append(blended_text({k: v for k, v in dims.items() if k != "response"}))
-    return list(dict.fromkeys(out))
+        request = e.request(principal_for(e.reviewer))
+        for phase in ("prior", "posterior"):
+            texts = build_query(request, 0, phase, request.artifact_text).texts
+            out.extend(texts.values())
+            out.append(blended_text(texts))  # the blended-embedding ablation's query
+        chunk = outcome_chunk(OutcomeRecord(request=request, n=1, workflow_id=e.gate_id, action=e.action,
+                                            response_text=e.response, answered_by=AnsweredBy.human))
+        out.extend(chunk.vector_texts().values())
+    return list(dict.fromkeys(t for t in out if t.strip()))
 
 
 def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedder, settings: Settings,

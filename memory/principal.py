@@ -72,6 +72,9 @@ class PrincipalMemory:
             self.vectors = (open_vectors(self.dir, principal, embedder.model_name) if persist_vectors
                             else InMemoryVectors())
             self.index = MemoryIndex(embedder.dim, params.hybrid_k)
+            # The (state, task type) pairs the human has answered, kept as chunks come
+            # (chunks are never deleted): the cold-start measure without a scan per gate.
+            self._human_contexts: set[tuple[str, str]] = set()
             self.lexical = LexicalIndex(self._lexical_texts)
             self._rebuild()
             if self.chunks_without_vectors():
@@ -102,7 +105,9 @@ class PrincipalMemory:
         for cid, n in self.store.all_traces():
             traces.setdefault(cid, []).append(n)
         for row in self.store.index_rows():
-            self.index.add_chunk(row[0], dict(zip(STRUCT_FIELDS, row[1:])), traces.get(row[0], []))
+            fields = dict(zip(STRUCT_FIELDS, row[1:]))
+            self.index.add_chunk(row[0], fields, traces.get(row[0], []))
+            self._note_context(fields["answered_by"], fields["state"], fields["task_type"])
         try:
             for cid, dim, vec in self.vectors.load_all():
                 self.index.set_vector(cid, dim, vec)
@@ -149,7 +154,18 @@ class PrincipalMemory:
                 self.index.set_vector(chunk.id, dim, vec)
             if created:
                 self.lexical.add(self.index.pos[chunk.id], _lexical_text(chunk))
+            self._note_context(chunk.answered_by, chunk.state, chunk.task_type)
         return created
+
+    def _note_context(self, answered_by: str, state: str, task_type: str) -> None:
+        if answered_by == "human":
+            self._human_contexts.add((state, task_type))
+
+    def memory_depth(self) -> int:
+        """Distinct (state, task_type) pairs the human has answered (RecordStore.memory_depth
+        counts the same from the records)."""
+        with self._lock:
+            return len(self._human_contexts)
 
     def reinforce(self, chunk_ids: list[str], n: int) -> list[str]:
         """ACT-R rule 2: a retrieval trace at N for chunks the proxy used; once per

@@ -147,3 +147,19 @@ def test_retried_store_activity_writes_one_chunk(settings, embedder):
     assert mem.store.count() == 1 and mem.store.trace_count() == 1
     assert mem.vectors.count() == len(mem.store.get_chunk(first).vector_texts())
     reg.close()
+
+
+def test_memory_depth_is_kept_as_chunks_come_and_rebuilt_on_open(settings, embedder):
+    mem = PrincipalMemory("dora", settings.principals_dir, embedder, settings.memory)
+    assert mem.memory_depth() == 0
+    mem.record(outcome_chunk(gate_record("dora", 1, answered_by="proxy")))  # the proxy's answers do not count
+    assert mem.memory_depth() == 0
+    for i, task in enumerate(["docs", "docs", "db-migration"], start=2):
+        rec = gate_record("dora", i)
+        rec = rec.model_copy(update={"request": rec.request.model_copy(update={"task_type": task})})
+        mem.record(outcome_chunk(rec))
+    assert mem.memory_depth() == mem.store.memory_depth() == 2
+    mem.close()
+    again = PrincipalMemory("dora", settings.principals_dir, embedder, settings.memory)
+    assert again.memory_depth() == again.store.memory_depth() == 2
+    again.close()

@@ -84,7 +84,7 @@ def retrieve(memory: PrincipalMemory, request: GateRequest, n: int, phase: str, 
             for hit, chunk in hits
         ],
         memory_size=memory.store.count(),
-        memory_depth=memory.store.memory_depth(),
+        memory_depth=memory.memory_depth(),
         lineage_history=lineage_history(memory, request, n, artifact, options.lineage_history),
     )
 

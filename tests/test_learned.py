@@ -177,3 +177,19 @@ def test_learned_replay_variant_on_real_data(herring, embedder, tmp_path):
     assert [p.actual for p in learned] == [e.action.value for e in events]
     shorter = replay_reviewer(events[:45], Variant(name="learned", predictor="learned"), embedder, settings)
     assert [p.model_dump() for p in shorter] == [p.model_dump() for p in learned[:45]]
+
+
+def test_the_proxys_own_answers_move_the_thread_but_never_teach():
+    """An answer the proxy gave alone is what happened to its thread (the next gate on
+    it sees that verdict), but it is no training row, base rate or word of the human's."""
+    records = synthetic(4)
+    history = L.History()
+    for r in records[:2]:
+        assert history.observe(r) is True
+    proxy = records[2].model_copy(update={"answered_by": AnsweredBy.proxy, "action": Action.approve,
+                                          "response_text": "Will merge to 'next'."})
+    lin = L.lineage_of(proxy.request).lineage
+    before = (history.n, len(history.rows), dict(history.rates["all"]), len(history.responses))
+    assert history.observe(proxy) is False
+    assert (history.n, len(history.rows), dict(history.rates["all"]), len(history.responses)) == before
+    assert history.lineages[lin][-1].action is Action.approve and history.previous is Action.approve

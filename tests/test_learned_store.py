@@ -45,11 +45,11 @@ def test_versions_on_the_schedule_and_a_pin_outlives_later_fits(tmp_path, embedd
     try:
         memory = registry.get(principal)
         models = LearnedModels(registry)
-        assert models.pin(principal) == ModelPin(version=None, answers=0)  # the memory vote answers
+        assert models.pin(principal) == ModelPin(version=None, answers=0, seq=0)  # the memory vote answers
         for r in records[:35]:
             record_outcome(memory, r, artifacts=False)
         pin = models.pin(principal)
-        assert pin == ModelPin(version=30, answers=35)
+        assert pin == ModelPin(version=30, answers=35, seq=35)
         assert models.versions(principal) == [30]
         assert (memory.dir / "models" / "v30.txt").is_file()
         before = _decisions(models, principal, pin, probes)
@@ -61,15 +61,15 @@ def test_versions_on_the_schedule_and_a_pin_outlives_later_fits(tmp_path, embedd
         for r in records[35:]:
             record_outcome(memory, r, artifacts=False)
         newer = models.pin(principal)
-        assert newer == ModelPin(version=60, answers=70) and models.versions(principal) == [30, 60]
+        assert newer == ModelPin(version=60, answers=70, seq=71) and models.versions(principal) == [30, 60]
         # The old pin still decides as it did: same model, same history.
         assert _decisions(models, principal, pin, probes) == before
         assert all("learned model v60" in note for *_, note in _decisions(models, principal, newer, probes))
         # So does a new worker (a restart): the versions are on disk, the history in the log.
         assert _decisions(LearnedModels(registry), principal, pin, probes) == before
         # Consolidation fits on every answer so far, off the schedule.
-        assert models.refit(principal) == ModelPin(version=70, answers=70)
-        assert models.refit(principal) == ModelPin(version=70, answers=70)  # idempotent
+        assert models.refit(principal) == ModelPin(version=70, answers=70, seq=71)
+        assert models.refit(principal) == ModelPin(version=70, answers=70, seq=71)  # idempotent
     finally:
         registry.close()
 
@@ -122,7 +122,7 @@ async def test_a_refit_between_attempts_never_changes_the_gates_decision(tempora
             result: GateResult = await handle.result()
         # Pinned under the turn before any consult: v30 on 30 answers. By the retry a
         # 31st answer and a v31 fit exist, and the retry still used the pin.
-        assert models.pins == [ModelPin(version=30, answers=30)] * 2
+        assert models.pins == [ModelPin(version=30, answers=30, seq=30)] * 2
         assert models.versions(principal) == [30, 31]
         assert models.used == [(30, 30)]
         assert result.model_version == 30

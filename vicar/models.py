@@ -314,11 +314,13 @@ class Calibration(BaseModel):
 
 class ModelPin(BaseModel):
     """The learned model a gate decides with, fixed under its turn: the saved version
-    (None: no fit yet, the memory vote answers) and how many human answers its history
-    held. A retry of the gate's consult uses the same pin."""
+    (None: no fit yet, the memory vote answers), how many human answers its history
+    held and the outcome log's last seq in it. A retry of the gate's consult uses the
+    same pin."""
 
     version: int | None = None
     answers: int = 0
+    seq: int = 0
 
 
 class OutcomeRecord(BaseModel):

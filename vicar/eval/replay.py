@@ -36,6 +36,9 @@ class Variant(BaseModel):
     predictor: str = "offline"  # or "learned", or an LLM provider: "anthropic", "openai"
     retrieval: RetrievalOptions = Field(default_factory=RetrievalOptions)
     memory: MemoryParams = Field(default_factory=MemoryParams)
+    # The old way, as a baseline: answer alone whenever the (guard-capped) confidence
+    # reaches this, whatever the autonomy rule says.
+    fixed_threshold: float | None = None
 
 
 def standard_variants(base: MemoryParams | None = None) -> list[Variant]:
@@ -49,6 +52,8 @@ def standard_variants(base: MemoryParams | None = None) -> list[Variant]:
         # under the autonomy rule.
         Variant(name="default", predictor="learned", memory=m),
         Variant(name="composite", memory=m),  # the memory vote alone, under the same rule
+        Variant(name="composite@0.8", memory=m, fixed_threshold=BASELINE_THRESHOLD),
+        Variant(name="learned@0.8", predictor="learned", memory=m, fixed_threshold=BASELINE_THRESHOLD),
         Variant(name="activation-only", retrieval=RetrievalOptions(mode="activation"), memory=m),
         Variant(name="similarity-only", retrieval=RetrievalOptions(mode="similarity"), memory=m),
         Variant(name="recency-n", retrieval=RetrievalOptions(mode="recency"), memory=m),
@@ -113,6 +118,11 @@ def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedde
                 # A dialog line is no answer: the replay has no agents to talk to, so the
                 # human decides, as at the dialog bound.
                 alone = not c.decision.escalate and c.decision.action not in (None, Action.dialog)
+                answer = (c.decision.action, c.decision.text)
+                if variant.fixed_threshold is not None:
+                    action = c.posterior.action
+                    alone = action not in (None, Action.dialog) and c.calibration.confidence >= variant.fixed_threshold
+                    answer = (action, c.posterior.prose)
                 preds.append(Prediction(
                     seq=event.seq, actual=event.action.value,
                     predicted=c.posterior.action.value if c.posterior.action else None,
@@ -132,8 +142,7 @@ def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedde
                 # predictor sees the record too, and learns only from human answers. The
                 # dataset has no clock, so the staleness guard is not judged in a replay.
                 if alone:
-                    outcome = dict(action=c.decision.action, response_text=c.decision.text,
-                                   answered_by=AnsweredBy.proxy)
+                    outcome = dict(action=answer[0], response_text=answer[1], answered_by=AnsweredBy.proxy)
                 else:
                     outcome = dict(action=event.action, response_text=event.response,
                                    answered_by=AnsweredBy.human, responder=event.reviewer)

@@ -237,16 +237,30 @@ class History:
         return np.array([f.get(name, NAN) for name in FEATURES], dtype=np.float64)
 
     def observe(self, record: OutcomeRecord) -> bool:
-        """Take one recorded outcome; only the human's answers to gates teach."""
+        """Take one recorded outcome. Only the human's answers to gates teach (training
+        rows, base rates, words); the proxy's own answers are still what happened to
+        their thread, so they move the lineage's last verdict (and the previous and the
+        agent's last) as the human's do. True when the record taught."""
         req = record.request
-        if record.answered_by is not AnsweredBy.human or req.kind is not RequestKind.gate:
+        if req.kind is not RequestKind.gate:
             return False
-        memory = record.posterior.features if record.posterior else {}
-        self.rows.append(self.features(req, memory))
-        self.labels.append(record.action)
-        self.n += 1
+        human = record.answered_by is AnsweredBy.human
         lin = lineage_of(req)
         words = normalize(record.response_text)
+        if human:
+            memory = record.posterior.features if record.posterior else {}
+            self.rows.append(self.features(req, memory))
+            self.labels.append(record.action)
+            self.n += 1
+            for key in ("all", _context(req), f"agent|{req.upstream_agent}"):
+                self.rates.setdefault(key, Counter())[record.action] += 1
+            if words:
+                for key in (_context(req), "all"):
+                    said = self.responses.setdefault((key, record.action), Counter())
+                    said[words] += 1
+                    if len(said) > MAX_RESPONSE_KINDS:  # keep the frequent ones: bounded memory
+                        self.responses[(key, record.action)] = Counter(dict(said.most_common(MAX_RESPONSE_KINDS // 2)))
+                self.examples.setdefault(words, record.response_text.strip()[:RESPONSE_CHARS])
         if lin.lineage:
             self.lineages.setdefault(lin.lineage, deque(maxlen=LAST_VERDICTS)).append(_Verdict(
                 action=record.action, words=bucket(words), response=record.response_text[:RESPONSE_CHARS],
@@ -254,19 +268,10 @@ class History:
                 revision=_revision_number(lin.revision), at=self.n,
             ))
             self.lineage_counts[lin.lineage] += 1
-        for key in ("all", _context(req), f"agent|{req.upstream_agent}"):
-            self.rates.setdefault(key, Counter())[record.action] += 1
         self.previous = record.action
         if req.upstream_agent:
             self.agent_last[req.upstream_agent] = (record.action, self.n)
-        if words:
-            for key in (_context(req), "all"):
-                said = self.responses.setdefault((key, record.action), Counter())
-                said[words] += 1
-                if len(said) > MAX_RESPONSE_KINDS:  # keep the frequent ones: bounded memory
-                    self.responses[(key, record.action)] = Counter(dict(said.most_common(MAX_RESPONSE_KINDS // 2)))
-            self.examples.setdefault(words, record.response_text.strip()[:RESPONSE_CHARS])
-        return True
+        return human
 
     def prose(self, request: GateRequest, action: Action) -> str:
         """The last verdict's words on this lineage when it was this action; else the

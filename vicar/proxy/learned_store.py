@@ -55,21 +55,26 @@ class LearnedModels:
             return self._principals.setdefault(principal, _Principal())
 
     def _catch_up(self, principal: str, state: _Principal) -> None:
-        """Fold the human answers recorded since the last look (any process, any gate)."""
+        """Fold the outcomes recorded since the last look (any gate): the human's answers
+        teach, the proxy's move their thread's last verdict."""
         store = self.registry.get(principal).store
-        for seq, raw in store.outcomes(after_seq=state.last_seq, answered_by="human"):
+        for seq, raw in store.outcomes(after_seq=state.last_seq):
             state.history.observe(OutcomeRecord.model_validate_json(raw))
             state.last_seq = seq
 
-    def _history_at(self, principal: str, answers: int) -> History:
-        """The history as it was after `answers` human gate answers: a retry after later
-        answers landed must see what the first attempt saw."""
+    def _history_at(self, principal: str, seq: int) -> History:
+        """The history as it was up to the outcome log's `seq`: a retry after later
+        outcomes landed must see what the first attempt saw."""
         history = History()
-        for _, raw in self.registry.get(principal).store.outcomes(answered_by="human"):
-            if history.n >= answers:
+        for at, raw in self.registry.get(principal).store.outcomes():
+            if at > seq:
                 break
             history.observe(OutcomeRecord.model_validate_json(raw))
         return history
+
+    def _pin(self, principal: str, state: _Principal) -> ModelPin:
+        usable = [v for v in self.versions(principal) if v <= state.history.n]
+        return ModelPin(version=usable[-1] if usable else None, answers=state.history.n, seq=state.last_seq)
 
     def versions(self, principal: str) -> list[int]:
         directory = self.directory(principal)
@@ -99,14 +104,10 @@ class LearnedModels:
         state = self._state(principal)
         with state.lock:
             self._catch_up(principal, state)
-            n = state.history.n
-            scheduled = _last_scheduled(n)
-            saved = self.versions(principal)
-            if scheduled and scheduled not in saved:
+            scheduled = _last_scheduled(state.history.n)
+            if scheduled and scheduled not in self.versions(principal):
                 self._fit_and_save(principal, state, scheduled)
-                saved = self.versions(principal)
-            usable = [v for v in saved if v <= n]
-            return ModelPin(version=usable[-1] if usable else None, answers=n)
+            return self._pin(principal, state)
 
     def refit(self, principal: str) -> ModelPin:
         """At consolidation: a version on every answer so far, schedule or not."""
@@ -125,8 +126,9 @@ class LearnedModels:
         if model is None:
             model = Model.load(self.directory(principal), version)
             if model is None:
-                # Saved with another feature list: fitted again from the log, same answers.
-                model = fit(self._history_at(principal, version), version, self.learner)
+                # Saved with another feature list: fitted again from the log (the first
+                # `version` human answers' rows are the same in any later history).
+                model = fit(state.history, version, self.learner)
             state.models[version] = model
         for old in sorted(state.models)[:-LOADED_VERSIONS]:
             if old != version:
@@ -140,10 +142,8 @@ class LearnedModels:
         state = self._state(principal)
         with state.lock:
             self._catch_up(principal, state)
-            if pin is None:
-                versions = [v for v in self.versions(principal) if v <= state.history.n]
-                pin = ModelPin(version=versions[-1] if versions else None, answers=state.history.n)
-            history = state.history if pin.answers == state.history.n else self._history_at(principal, pin.answers)
+            pin = pin or self._pin(principal, state)
+            history = state.history if pin.seq == state.last_seq else self._history_at(principal, pin.seq)
             predictor = LearnedPredictor(self.params, history, learner=self.learner, refit=False)
             predictor.model = self._model(principal, state, pin.version)
             yield predictor

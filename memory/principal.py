@@ -237,7 +237,7 @@ class PrincipalMemory:
         return self._with_chunks(hits)
 
     def _with_chunks(self, hits: list[Hit]) -> list[tuple[Hit, MemoryChunk]]:
-        chunks = {c.id: c for c in self.store.get_chunks([h.chunk_id for h in hits])}
+        chunks = {c.id: c for c in self.store.get_chunks([h.chunk_id for h in hits], with_traces=False)}
         return [(h, chunks[h.chunk_id]) for h in hits if h.chunk_id in chunks]
 
     def _lexical_texts(self) -> tuple[list[int], list[str]]:

@@ -338,16 +338,19 @@ class RecordStore:
         chunks = self.get_chunks([chunk_id])
         return chunks[0] if chunks else None
 
-    def get_chunks(self, chunk_ids: list[str]) -> list[MemoryChunk]:
+    def get_chunks(self, chunk_ids: list[str], with_traces: bool = True) -> list[MemoryChunk]:
         """The chunks with these ids, in the given order (missing ones left out)."""
         if not chunk_ids:
             return []
         marks = ", ".join("?" * len(chunk_ids))
-        found = {c.id: c for c in self.chunks(where=f"id IN ({marks})", params=tuple(chunk_ids))}
+        found = {c.id: c for c in self.chunks(where=f"id IN ({marks})", params=tuple(chunk_ids),
+                                              with_traces=with_traces)}
         return [found[i] for i in chunk_ids if i in found]
 
-    def chunks(self, where: str = "1", params: tuple = ()) -> list[MemoryChunk]:
-        """Chunks matching a WHERE clause on chunk columns, with their traces."""
+    def chunks(self, where: str = "1", params: tuple = (), with_traces: bool = True) -> list[MemoryChunk]:
+        """Chunks matching a WHERE clause on chunk columns, with their traces (or with
+        none: a chunk used often has a trace per use, and retrieval, which has the
+        activations in its index, must not read them all at every gate)."""
         with self._lock:
             rows = self._db.execute(
                 f"SELECT {', '.join(_COLUMNS)} FROM chunks WHERE {where} ORDER BY created_n, id", params
@@ -357,7 +360,7 @@ class RecordStore:
             for cid, n in self._db.execute(
                 f"SELECT chunk_id, n FROM traces JOIN chunks ON chunks.id = traces.chunk_id "
                 f"WHERE {where} ORDER BY n", params
-            ):
+            ) if with_traces else ():
                 traces[cid].append(n)
         principal = self.principal
         out = []

@@ -1,6 +1,8 @@
-"""Vicar's Temporal worker: all workflows and activities on one task queue.
+"""Vicar's Temporal worker: the workflows and the client activities on the shared task
+queue, and the memory's activities on the queues of the shards it serves (all of them
+on the shared queue when unsharded, the default).
 
-    python worker.py          # or: vicar worker
+    python worker.py          # or: vicar worker [--shards 0-3]
 
 Connects the SDK's usual way (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TLS / API key via
 the environment or a config profile); with none configured it starts the embedded dev
@@ -34,6 +36,7 @@ from vicar.proxy.provider import Predictor
 from vicar.proxy.select import predictor_from_env
 from vicar.errors import VicarError
 from vicar.locks import WorkerLock
+from vicar.sharding import shard_queue
 from vicar.server import SharedServer, env_configured, use_embedded
 from workflows.brain import BrainWorkflow
 from workflows.consolidation import ConsolidationWorkflow
@@ -43,11 +46,37 @@ from workflows.session import SessionWorkflow
 log = logging.getLogger("vicar.worker")
 
 
+class WorkerGroup:
+    """The shared queue's worker and one worker per served shard, run together (one
+    process, one memory registry)."""
+
+    def __init__(self, workers: list[Worker]) -> None:
+        self.workers = workers
+        self._stack: contextlib.AsyncExitStack | None = None
+
+    @property
+    def task_queue(self) -> str:
+        return self.workers[0].task_queue
+
+    async def __aenter__(self) -> "WorkerGroup":
+        async with contextlib.AsyncExitStack() as stack:
+            for w in self.workers:
+                await stack.enter_async_context(w)
+            self._stack = stack.pop_all()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        if self._stack:
+            await self._stack.__aexit__(*exc)
+
+
 def build_worker(
     client: Client, settings: Settings, *, predictor: Predictor | None = None,
     registry: MemoryRegistry | None = None, brain_config: BrainConfig | None = None,
-    task_queue: str = TASK_QUEUE, max_threads: int = 16,
-) -> tuple[Worker, MemoryRegistry]:
+    task_queue: str = TASK_QUEUE, max_threads: int = 16, shards: list[int] | None = None,
+) -> tuple[Worker | WorkerGroup, MemoryRegistry]:
+    """Unsharded (settings.shard_count None): one worker doing everything. Sharded: a
+    WorkerGroup serving `shards` (default: settings.served_shards())."""
     # Import chromadb here, on the main thread, not first inside eight activity threads
     # at once (a hang was seen once when the first gates of 8 principals arrived together).
     import chromadb  # noqa: F401
@@ -60,15 +89,23 @@ def build_worker(
         client, registry, predictor, settings,
         brain_config=brain_config, task_queue=task_queue,
     )
-    worker = Worker(
-        client,
-        task_queue=task_queue,
-        workflows=[GateWorkflow, BrainWorkflow, SessionWorkflow, ConsolidationWorkflow],
-        activities=acts.all() + SessionActivities(client, registry, settings, task_queue, predictor).all(),
-        activity_executor=ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="vicar-act"),
-        max_concurrent_activities=max_threads,
-    )
-    return worker, registry
+    sessions = SessionActivities(client, registry, settings, task_queue, predictor)
+    executor = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="vicar-act")
+    workflows = [GateWorkflow, BrainWorkflow, SessionWorkflow, ConsolidationWorkflow]
+    if settings.shard_count is None:
+        worker = Worker(client, task_queue=task_queue, workflows=workflows,
+                        activities=acts.all() + sessions.all(), activity_executor=executor,
+                        max_concurrent_activities=max_threads)
+        return worker, registry
+    shared = Worker(client, task_queue=task_queue, workflows=workflows, activities=acts.shared() + sessions.shared(),
+                    max_concurrent_activities=max_threads)
+    memory = acts.memory() + sessions.memory()
+    served = settings.served_shards() if shards is None else shards
+    return WorkerGroup([shared] + [
+        Worker(client, task_queue=shard_queue(task_queue, k), activities=memory, activity_executor=executor,
+               max_concurrent_activities=max_threads)
+        for k in served
+    ]), registry
 
 
 @contextlib.asynccontextmanager
@@ -94,8 +131,11 @@ async def serve(settings: Settings, on_ready=None, command: str = "python worker
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    # Before the server: a second worker on this data stops here, starting nothing.
-    with WorkerLock(settings.data_dir, settings.task_queue, command):
+    # Before the server: a second worker on this data, or on one of its shards, stops
+    # here, starting nothing.
+    with contextlib.ExitStack() as locks:
+        for queue in [settings.task_queue, *(shard_queue(settings.task_queue, k) for k in settings.served_shards())]:
+            locks.enter_context(WorkerLock(settings.data_dir, queue, command))
         async with temporal_client(settings) as (client, server):
             worker, registry = build_worker(client, settings, task_queue=settings.task_queue)
             # Load the embedding model before taking work, not inside the first activity.

@@ -46,7 +46,9 @@ class ProxyActivities:
         self.registry = registry
         self.predictor = predictor
         self.settings = settings
-        self.brain_config = brain_config or BrainConfig()
+        # The deployment's sharding goes to every brain this worker starts.
+        self.brain_config = (brain_config or BrainConfig()).model_copy(update=dict(
+            shard_count=settings.shard_count, shard_wait_seconds=settings.shard_wait_seconds))
         self.task_queue = task_queue
         self._turn_updates: collections.Counter[str] = collections.Counter()  # per principal, this process
 
@@ -59,11 +61,19 @@ class ProxyActivities:
             raise ApplicationError(str(exc), type="ArtifactRefused", non_retryable=True) from None
 
     def all(self) -> list:
+        return self.shared() + self.memory()
+
+    def shared(self) -> list:
+        """Client calls only: on the shared queue, any worker."""
+        return [self.request_turn, self.release_turn]
+
+    def memory(self) -> list:
+        """Everything that reads or writes a principal's memory (records, vectors, model,
+        allow-list): on the shard's queue when sharded."""
         return [
-            self.request_turn, self.release_turn, self.read_counter, self.mirror_counter, self.consult,
-            self.retrieve_context, self.prior_pass, self.posterior_pass, self.extract_surprise,
-            self.calibrate, self.reinforce, self.agent_reply, self.record_outcome, self.allowed_responders,
-            self.pin_model,
+            self.read_counter, self.mirror_counter, self.consult, self.retrieve_context, self.prior_pass,
+            self.posterior_pass, self.extract_surprise, self.calibrate, self.reinforce, self.agent_reply,
+            self.record_outcome, self.allowed_responders, self.pin_model,
         ]
 
     def _predicting(self, principal: str, pin: ModelPin | None = None):
@@ -100,7 +110,8 @@ class ProxyActivities:
         else:
             await self._queue_turn(ask)
         return c.TurnTicket(local_steps=getattr(self.predictor, "local", False), n=reply.n,
-                            max_dialog_turns=self.settings.max_dialog_turns, error=reply.error)
+                            max_dialog_turns=self.settings.max_dialog_turns, error=reply.error, shard=reply.shard,
+                            shard_wait_seconds=self.settings.shard_wait_seconds)
 
     def _brain_start(self, ask: c.TurnAsk) -> dict:
         return dict(args=[BrainInput(principal=ask.principal, config=ask.config or self.brain_config)],

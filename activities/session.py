@@ -14,6 +14,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
+from activities.routing import locate
 from activities.store_errors import unavailable
 from memory.chunk import chunk_id_for
 from memory.consolidation import apply_consolidation, plan_consolidation
@@ -51,7 +52,13 @@ class SessionActivities:
         self.task_queue = task_queue
 
     def all(self) -> list:
-        return [self.join_session, self.load_working_memory, self.plan_consolidation, self.apply_consolidation]
+        return self.shared() + self.memory()
+
+    def shared(self) -> list:
+        return [self.join_session]
+
+    def memory(self) -> list:
+        return [self.load_working_memory, self.plan_consolidation, self.apply_consolidation]
 
     @activity.defn(name=c.JOIN_SESSION)
     async def join_session(self, inp: c.JoinInput) -> JoinReply:
@@ -65,11 +72,13 @@ class SessionActivities:
                                    f"{getattr(exc.cause, 'message', exc.cause)}", non_retryable=True) from None
 
     async def _join(self, inp: c.JoinInput) -> JoinReply:
+        shard = await locate(self.client, self.settings, inp.principal)
         return await self.client.execute_update_with_start_workflow(
             "join", inp.join,
             start_workflow_operation=WithStartWorkflowOperation(
                 c.SESSION_WORKFLOW,
-                SessionInput(principal=inp.principal, session_id=inp.session_id, config=self.settings.session),
+                SessionInput(principal=inp.principal, session_id=inp.session_id, config=self.settings.session,
+                             shard=shard, shard_wait_seconds=self.settings.shard_wait_seconds),
                 id=c.session_workflow_id(inp.principal, inp.session_id),
                 task_queue=self.task_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,

@@ -142,7 +142,9 @@ async def _demo(settings: Settings, principal: str, gates: int, human_delay: flo
                           "and stays up after this demo while any other Vicar process uses it.")
         with console.status("Loading the embedding model (all-MiniLM-L6-v2, local) …"):
             await asyncio.to_thread(make_embedder)
-        worker, registry = build_worker(client, settings, task_queue=task_queue)
+        # Unsharded whatever the deployment: the demo's own queue and memory, in this process.
+        worker, registry = build_worker(client, settings.model_copy(update={"shard_count": None}),
+                                        task_queue=task_queue)
         async with worker:
             summary = await run_demo(client, principal, gates, worker.task_queue, registry, console, human_delay)
         registry.close()
@@ -157,11 +159,20 @@ async def _demo(settings: Settings, principal: str, gates: int, human_delay: flo
 
 @app.command()
 @friendly
-def worker() -> None:
+def worker(
+    shards: Optional[str] = typer.Option(
+        None, "--shards", envvar="VICAR_SHARDS",
+        help="With VICAR_SHARD_COUNT set: the shards whose memories this worker holds: 'all' (default), "
+             "'0-3', '0,2,5', or 'pod:R' (a StatefulSet pod of R replicas, by its hostname's ordinal)."),
+) -> None:
     """Run the worker (starts the embedded Temporal server unless TEMPORAL_ADDRESS is set)."""
     from worker import configure_logging, serve
 
     configure_logging()
+    settings = Settings.from_env()
+    if shards is not None:
+        settings.shards = shards
+    served = settings.served_shards()  # a bad spec: one line, before anything starts
 
     def ready(client, server) -> None:
         target = server.address if server else client.service_client.config.target_host
@@ -169,7 +180,10 @@ def worker() -> None:
         if server and not server.started_here:
             console.print(f"(the embedded server was started by another Vicar process, pid {server.started_by})")
 
-    asyncio.run(serve(Settings.from_env(), on_ready=ready, command="vicar worker"))
+        if served:
+            console.print(f"Serving shards {', '.join(map(str, served))} of {settings.shard_count}")
+
+    asyncio.run(serve(settings, on_ready=ready, command="vicar worker"))
 
 
 # -- gates ---------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from vicar.errors import InvalidInput
 from vicar.models import DEFAULT_LIMITS, SessionConfig, TextLimits
+from vicar.sharding import parse_count, parse_shards
 
 TASK_QUEUE = "vicar"
 ANSWER_TIMEOUT = 30.0  # seconds a gate has to take a human answer before the caller is told why not
@@ -192,6 +193,11 @@ class Settings(BaseModel):
     # Directories under which artifact paths may be read; none: every path is refused.
     artifact_roots: list[Path] = Field(default_factory=list)
     limits: TextLimits = Field(default_factory=TextLimits)
+    # Sharded memory (vicar.sharding): None runs unsharded, one worker doing everything.
+    shard_count: int | None = None
+    shards: str = "all"  # which shards this worker serves (--shards)
+    # A gate waits this long for its shard's owner to take work, then the human decides.
+    shard_wait_seconds: float = 60.0
 
     @classmethod
     def from_env(cls) -> "Settings":
@@ -202,6 +208,7 @@ class Settings(BaseModel):
             *((var, settings.calibration.autonomy, attr) for attr, var in AUTONOMY_VARS.items()),
             ("VICAR_SESSION_IDLE_SECONDS", settings.session, "idle_timeout_seconds"),
             ("VICAR_SESSION_TOKEN_BUDGET", settings.session, "token_budget"),
+            ("VICAR_SHARD_WAIT_SECONDS", settings, "shard_wait_seconds"),
         ):
             raw = os.environ.get(var)
             if raw is None:
@@ -228,6 +235,8 @@ class Settings(BaseModel):
             if not raw.strip().isdigit() or not 1 <= int(raw) <= ceiling:
                 raise InvalidInput(f"{var} must be a whole number from 1 to {ceiling}, not {raw!r}")
             setattr(settings.limits, attr, int(raw))
+        settings.shard_count = parse_count(os.environ.get("VICAR_SHARD_COUNT"))
+        settings.shards = os.environ.get("VICAR_SHARDS") or "all"
         roots = os.environ.get("VICAR_ARTIFACT_ROOTS", "")
         settings.artifact_roots = [Path(os.path.expanduser(r.strip())).absolute()
                                    for r in roots.split(os.pathsep) if r.strip()]
@@ -240,6 +249,10 @@ class Settings(BaseModel):
             if text and len(text) > limit:
                 raise InvalidInput(f"{name} has {len(text)} characters, more than the limit of {limit} "
                                  f"({LIMIT_VARS[name]})")
+
+    def served_shards(self) -> list[int]:
+        """The shards this worker serves ([] unsharded)."""
+        return parse_shards(self.shards, self.shard_count) if self.shard_count else []
 
     @property
     def principals_dir(self) -> Path:

@@ -101,6 +101,8 @@ class TurnTicket(BaseModel):
     n: int | None = None  # granted at once; None: wait for the brain's turn_granted signal
     error: str | None = None  # refused: the principal's memory is unavailable (no N)
     max_dialog_turns: int = 5
+    shard: int | None = None  # the memory's shard when granted at once (else on the grant)
+    shard_wait_seconds: float = 60.0  # how long a memory step waits for the shard's owner
 
 
 class CounterInput(BaseModel):

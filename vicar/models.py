@@ -392,12 +392,14 @@ class TurnRequest(BaseModel):
 class TurnReply(BaseModel):
     n: int | None  # granted at once with this N, or None: queued, a signal will follow
     error: str | None = None  # refused: the brain could not read or mirror the counter (a broken store)
+    shard: int | None = None  # the shard holding the principal's memory (None: unsharded)
 
 
 class TurnGrant(BaseModel):
     gate_id: str
     n: int | None  # None only with an error
     error: str | None = None  # refused (see TurnReply.error): no N was handed out
+    shard: int | None = None  # see TurnReply.shard
 
 
 class BrainConfig(BaseModel):
@@ -408,6 +410,10 @@ class BrainConfig(BaseModel):
     max_grants_per_run: int = 500
     # Gate -> N entries carried across continue-as-new (update ids don't dedupe across runs).
     remembered_gates: int = 2000
+    # Sharded memory (vicar.sharding): the deployment's shard count (None: unsharded)
+    # and how long the counter's activities wait for the shard's owner.
+    shard_count: int | None = None
+    shard_wait_seconds: float = 60.0
 
 
 class BrainState(BaseModel):
@@ -417,6 +423,7 @@ class BrainState(BaseModel):
     holder_n: int | None = None
     lease_deadline: float | None = None  # workflow time, seconds since epoch
     assigned: list[tuple[str, int]] = Field(default_factory=list)  # ordered gate_id -> N
+    shard: int | None = None  # where the principal's memory lives (set once; changed only by a move)
 
 
 class BrainInput(BaseModel):
@@ -436,6 +443,7 @@ class BrainStatus(BaseModel):
     queued: list[str]
     holder: str | None
     run_grants: int
+    shard: int | None = None
 
 
 # -- sessions and consolidation ---------------------------------------------------
@@ -455,6 +463,9 @@ class SessionInput(BaseModel):
     principal: str
     session_id: str
     config: SessionConfig = Field(default_factory=SessionConfig)
+    # Where the principal's memory is when the session starts (see TurnReply.shard).
+    shard: int | None = None
+    shard_wait_seconds: float = 60.0
 
     @model_validator(mode="after")
     def _principal(self) -> "SessionInput":

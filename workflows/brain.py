@@ -21,7 +21,9 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 with workflow.unsafe.imports_passed_through():
     from vicar import contracts as c
     from vicar.models import BrainInput, BrainState, BrainStatus, TurnGrant, TurnReply, TurnRequest
+    from vicar.sharding import shard_of
     from workflows.failures import cause_message
+    from workflows.routing import run_memory_activity
 
 # Reading and mirroring the counter: a few quick attempts for a busy file, then the turn
 # is refused with the reason (a corrupt store fails at once: non-retryable). Unbounded
@@ -47,6 +49,9 @@ class BrainWorkflow:
         # that arrives with the new run must act on the carried holder and queue, not on
         # an empty state that run() would then overwrite.
         self._state = inp.state.model_copy(deep=True) if inp.state is not None else BrainState()
+        if self._state.shard is None and inp.config.shard_count:
+            # Recorded once: a later change of the deployment's count does not move a memory.
+            self._state.shard = shard_of(inp.principal, inp.config.shard_count)
         self._assigned: dict[str, int] = dict(self._state.assigned)
         self._regrant = False
         self._run_grants = 0
@@ -64,16 +69,16 @@ class BrainWorkflow:
         st = self._state
         async with self._granting:
             if st.holder is not None and st.holder.gate_id == req.gate_id:
-                return TurnReply(n=st.holder_n)  # a retried request: the same turn, the same N
+                return TurnReply(n=st.holder_n, shard=st.shard)  # a retried request: the same turn, the same N
             if any(q.gate_id == req.gate_id for q in st.queue):
-                return TurnReply(n=None)
+                return TurnReply(n=None, shard=st.shard)
             if st.holder is None and not st.queue:
                 try:
-                    return TurnReply(n=await self._assign(req))
+                    return TurnReply(n=await self._assign(req), shard=st.shard)
                 except _Refused as exc:
-                    return TurnReply(n=None, error=str(exc))
+                    return TurnReply(n=None, error=str(exc), shard=st.shard)
             st.queue.append(req)
-            return TurnReply(n=None)
+            return TurnReply(n=None, shard=st.shard)
 
     @workflow.signal
     def request_turn(self, req: TurnRequest) -> None:
@@ -96,7 +101,7 @@ class BrainWorkflow:
         st = self._state
         return BrainStatus(
             principal=self._principal, counter=st.counter, queued=[q.gate_id for q in st.queue],
-            holder=st.holder.gate_id if st.holder else None, run_grants=self._run_grants,
+            holder=st.holder.gate_id if st.holder else None, run_grants=self._run_grants, shard=st.shard,
         )
 
     # -- main loop -------------------------------------------------------------
@@ -157,8 +162,9 @@ class BrainWorkflow:
             n = st.counter + 1
             # Mirror before granting: a brain started again resumes past it.
             try:
-                await workflow.execute_local_activity(
-                    c.MIRROR_COUNTER, c.CounterInput(principal=self._principal, n=n), result_type=int, **COUNTER)
+                await run_memory_activity(
+                    c.MIRROR_COUNTER, c.CounterInput(principal=self._principal, n=n), int, COUNTER,
+                    shard=st.shard, wait_seconds=cfg.shard_wait_seconds, local=True)
             except (ActivityError, ApplicationError) as exc:
                 raise _Refused(_reason(exc)) from None
             st.counter = n
@@ -178,8 +184,9 @@ class BrainWorkflow:
             # grant mirrors a new N. A local read shares its workflow task with the first
             # grants' mirrors; when that task is lost (timed out under load), its retry
             # re-read a store the lost mirrors had already advanced, and N skipped values.
-            stored = await workflow.execute_activity(
-                c.READ_COUNTER, c.CounterInput(principal=self._principal), result_type=int, **COUNTER)
+            stored = await run_memory_activity(
+                c.READ_COUNTER, c.CounterInput(principal=self._principal), int, COUNTER,
+                shard=self._state.shard, wait_seconds=self._config.shard_wait_seconds)
         except (ActivityError, ApplicationError) as exc:
             reason = _reason(exc)
             workflow.logger.warning("brain of %s cannot read its counter: %s", self._principal, reason)
@@ -194,7 +201,7 @@ class BrainWorkflow:
     async def _grant(self, req: TurnRequest, n: int | None, refused: str | None = None) -> None:
         try:
             await workflow.get_external_workflow_handle(req.workflow_id).signal(
-                "turn_granted", TurnGrant(gate_id=req.gate_id, n=n, error=refused)
+                "turn_granted", TurnGrant(gate_id=req.gate_id, n=n, error=refused, shard=self._state.shard)
             )
         except FailureError as exc:
             # The gate is gone (completed, terminated): the turn goes to the next one.

@@ -13,6 +13,7 @@ from temporalio.common import RetryPolicy
 with workflow.unsafe.imports_passed_through():
     from vicar import contracts as c
     from vicar.models import ConsolidationInput, ConsolidationPlan, ConsolidationReport, TurnGrant, TurnRequest
+    from workflows.routing import run_memory_activity
 
 # Consolidation must finish: retried until it does (a failure shows in the Temporal UI).
 FOREVER = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1))
@@ -42,10 +43,11 @@ class ConsolidationWorkflow:
             self._grant = None
             ticket = await workflow.execute_local_activity(c.REQUEST_TURN, turn, result_type=c.TurnTicket, **QUICK)
             turn.attempt += 1  # a new update id for the next ask (the brain deduplicates ids)
-            refused = ticket.error
+            refused, shard = ticket.error, ticket.shard
             if refused is None and ticket.n is None:
                 await workflow.wait_condition(lambda: self._grant is not None)
                 refused = self._grant.error if self._grant else None
+                shard = self._grant.shard if self._grant else None
             if refused is None:
                 break
             # The brain refused the turn (the principal's memory is unavailable): the plan
@@ -54,12 +56,13 @@ class ConsolidationWorkflow:
             await workflow.sleep(wait)
             wait = min(wait * 2, timedelta(seconds=30))
         try:
-            plan = await workflow.execute_activity(
-                c.PLAN_CONSOLIDATION, inp, result_type=ConsolidationPlan,
-                start_to_close_timeout=timedelta(minutes=10), retry_policy=FOREVER)
-            return await workflow.execute_activity(
-                c.APPLY_CONSOLIDATION, c.ApplyInput(principal=inp.principal, plan=plan),
-                result_type=ConsolidationReport, start_to_close_timeout=timedelta(hours=1),
-                heartbeat_timeout=timedelta(seconds=inp.heartbeat_seconds), retry_policy=FOREVER)
+            # On the memory's shard, waiting for its owner however long: nothing is lost.
+            plan = await run_memory_activity(
+                c.PLAN_CONSOLIDATION, inp, ConsolidationPlan,
+                dict(start_to_close_timeout=timedelta(minutes=10), retry_policy=FOREVER), shard=shard)
+            return await run_memory_activity(
+                c.APPLY_CONSOLIDATION, c.ApplyInput(principal=inp.principal, plan=plan), ConsolidationReport,
+                dict(start_to_close_timeout=timedelta(hours=1), heartbeat_timeout=timedelta(seconds=inp.heartbeat_seconds),
+                     retry_policy=FOREVER), shard=shard)
         finally:
             await workflow.execute_local_activity(c.RELEASE_TURN, turn, **QUICK)

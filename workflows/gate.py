@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from vicar.proxy.decision import Decision, decide, surprised
     from workflows import search_attributes as sa
     from workflows.failures import cause_message as _cause
+    from workflows.routing import run_memory_activity
 
 # A proxy step that keeps failing gives up after a few attempts and the gate goes to the
 # human: a broken provider must not hold the principal's turn (and every gate queued
@@ -77,6 +78,9 @@ MAX_EARLY_ANSWERS = 20
 # While the principal's allow-list cannot be read every answer is refused; it is read
 # again this often, so a fixed file lets the gate be answered.
 ALLOW_LIST_REREAD = timedelta(minutes=1)
+# ... but at once when its shard had no owner: that read already waited the shard's
+# bounded time, so the loop is not hot, and an answer is taken as soon as the owner is back.
+ALLOW_LIST_REREAD_SHARD = timedelta(seconds=1)
 
 
 def check_answer(state_actions: tuple[Action, ...], answer: HumanAnswer) -> Action:
@@ -102,16 +106,20 @@ class GateWorkflow:
         self._early: list[HumanAnswer] = []  # human_response signals that came before escalation
         self._allowed: list[str] = []  # who may answer ([]: anyone), read when the gate escalates
         self._allowed_error = ""  # the allow-list could not be read: nobody may answer
+        self._reread_allowed = ALLOW_LIST_REREAD
         self._pin: ModelPin | None = None  # the learned model this gate decides with
+        self._shard: int | None = None  # where the principal's memory lives (None: unsharded)
+        self._shard_wait = 60.0  # seconds a memory step waits for the shard's owner
 
-    async def _step(self, name: str, arg, result_type, options: dict = STEP):
-        """Run a proxy step. With a fast predictor (the offline one) steps run as local
-        activities inside one workflow task: each regular activity costs a workflow
-        task round trip (~35 ms on the dev server). Slow ones (LLM calls) run as
-        regular activities with their own timeouts and retries."""
-        if self._local_steps:
-            return await workflow.execute_local_activity(name, arg, result_type=result_type, **options)
-        return await workflow.execute_activity(name, arg, result_type=result_type, **options)
+    async def _step(self, name: str, arg, result_type, options: dict = STEP, local: bool | None = None):
+        """Run a proxy step where the principal's memory is. Unsharded, with a fast
+        predictor (the offline one), steps run as local activities inside one workflow
+        task: each regular activity costs a workflow task round trip (~35 ms on the dev
+        server). Slow ones (LLM calls) run as regular activities with their own timeouts
+        and retries. Sharded, every step runs on the shard's queue."""
+        return await run_memory_activity(name, arg, result_type, options, shard=self._shard,
+                                         wait_seconds=self._shard_wait,
+                                         local=self._local_steps if local is None else local)
 
     # -- handlers --------------------------------------------------------------
 
@@ -285,19 +293,20 @@ class GateWorkflow:
                 return self._answer
             try:
                 await workflow.wait_condition(lambda: self._answer is not None or bool(self._early),
-                                              timeout=ALLOW_LIST_REREAD if self._allowed_error else None)
+                                              timeout=self._reread_allowed if self._allowed_error else None)
             except asyncio.TimeoutError:
                 await self._read_allowed(req)
 
     async def _read_allowed(self, req: GateRequest) -> None:
         """Who may answer for the principal, through an activity (recorded in history)."""
         try:
-            self._allowed = await workflow.execute_local_activity(
-                c.ALLOWED_RESPONDERS, req.principal, result_type=list[str], **QUICK)
+            self._allowed = await self._step(c.ALLOWED_RESPONDERS, req.principal, list[str], QUICK, local=True)
             self._allowed_error = ""
         except (ActivityError, ApplicationError) as exc:
             # Fail closed: a list that cannot be read must not let everyone answer.
             self._allowed_error = _cause(exc)
+            unowned = isinstance(exc, ApplicationError) and exc.type == c.STORE_UNAVAILABLE and self._shard is not None
+            self._reread_allowed = ALLOW_LIST_REREAD_SHARD if unowned else ALLOW_LIST_REREAD
             workflow.logger.warning("gate %s refuses every answer: %s", req.gate_id, self._allowed_error)
 
     def _ignore_early(self, why: str) -> None:
@@ -326,8 +335,7 @@ class GateWorkflow:
             if self._local_steps and workflow.patched(MODEL_PIN_PATCH):
                 # Under the turn, once per gate: every consult of this gate (dialog rounds,
                 # retries) uses this version, whatever is fitted meanwhile.
-                self._pin = await workflow.execute_local_activity(
-                    c.PIN_MODEL, req.principal, result_type=Optional[ModelPin], **PIN)
+                self._pin = await self._step(c.PIN_MODEL, req.principal, Optional[ModelPin], PIN, local=True)
             return await self._proxy_dialog_steps(req, n)
         except (ActivityError, ApplicationError) as exc:
             # The proxy could not run (provider down, bad key, broken memory): the human
@@ -401,12 +409,14 @@ class GateWorkflow:
             result_type=c.TurnTicket, **QUICK)
         self._local_steps = ticket.local_steps
         self._max_dialog_turns = ticket.max_dialog_turns
+        self._shard, self._shard_wait = ticket.shard, ticket.shard_wait_seconds
         if ticket.error is not None:
             return None, ticket.error
         if ticket.n is not None:
             return ticket.n, ""
         await workflow.wait_condition(lambda: self._grant is not None)
         assert self._grant is not None
+        self._shard = self._grant.shard
         return self._grant.n, self._grant.error or ""
 
     async def _turn_for_record(self, req: GateRequest) -> int:

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         Usage,
         WorkingMemoryView,
     )
+    from workflows.routing import run_memory_activity
 
 LOAD = dict(
     start_to_close_timeout=timedelta(minutes=5),
@@ -47,10 +48,10 @@ class SessionWorkflow:
     @workflow.run
     async def run(self, inp: SessionInput) -> SessionSummary:
         try:
-            self._wm = await workflow.execute_activity(
+            self._wm = await run_memory_activity(
                 c.LOAD_WORKING_MEMORY, c.WorkingMemoryInput(principal=inp.principal, token_budget=inp.config.token_budget),
-                result_type=WorkingMemoryView, **LOAD)
-        except ActivityError as exc:
+                WorkingMemoryView, LOAD, shard=inp.shard, wait_seconds=inp.shard_wait_seconds)
+        except (ActivityError, ApplicationError) as exc:
             # A broken memory (non-retryable): the session opens without working memory
             # rather than holding its gates; they escalate with the reason themselves.
             workflow.logger.warning("session %s opens without working memory: %s", inp.session_id, exc.cause or exc)

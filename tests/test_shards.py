@@ -1,0 +1,135 @@
+"""Principal-affine memory: shards on task queues (vicar.sharding), in one process.
+
+The multi-process run (three workers on loopback, a SIGKILL, a move) is in
+test_multiworker.py."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from memory.principal import MemoryRegistry
+from vicar import contracts as c
+from vicar.errors import Conflict, InvalidInput
+from vicar.gates import answer_gate
+from vicar.models import BrainStatus, GateResult, HumanAnswer
+from vicar.sharding import parse_count, parse_shards, shard_of
+
+from .conftest import VicarHarness, wait_for
+from .test_gate import run_answering
+from .test_broken_store import wait_proxy_error
+
+
+def test_shard_specs():
+    assert parse_shards("all", 4) == [0, 1, 2, 3]
+    assert parse_shards("0-1,3", 4) == [0, 1, 3]
+    assert parse_shards(" 2 ", 4) == [2]
+    # A StatefulSet pod takes every R-th shard from its ordinal.
+    assert parse_shards("pod:3", 8, hostname="vicar-worker-1") == [1, 4, 7]
+    assert parse_shards("pod:3", 8, hostname="vicar-worker-0") == [0, 3, 6]
+    for bad in ("4", "2-1", "x", "pod:0", "1-9"):
+        with pytest.raises(InvalidInput):
+            parse_shards(bad, 4)
+    with pytest.raises(InvalidInput, match="no pod ordinal"):
+        parse_shards("pod:2", 4, hostname="laptop")
+    with pytest.raises(InvalidInput, match="not below"):
+        parse_shards("pod:2", 4, hostname="vicar-worker-2")
+    assert parse_count(None) is None and parse_count("") is None and parse_count("6") == 6
+    for bad in ("0", "-1", "two", "100000"):
+        with pytest.raises(InvalidInput):
+            parse_count(bad)
+
+
+def test_shard_of_is_stable_and_spreads():
+    # Stable across processes (not Python's salted hash): the same value every run.
+    assert shard_of("alice", 6) == shard_of("alice", 6)
+    counts = [0] * 6
+    for i in range(600):
+        counts[shard_of(f"principal-{i}", 6)] += 1
+    assert min(counts) > 60, counts  # about 100 each
+
+
+def sharded(settings, count: int, shard_wait: float = 60.0):
+    return settings.model_copy(update=dict(shard_count=count, shard_wait_seconds=shard_wait))
+
+
+async def test_a_sharded_worker_routes_every_memory_step_to_the_principals_shard(temporal_env, embedder, settings):
+    """All shards in one process (a WorkerGroup): gates work as unsharded, the brain
+    records the shard, and each shard queue ran only its own principals' work."""
+    from worker import build_worker
+
+    settings = sharded(settings, 3)
+    task_queue = f"tq-{uuid.uuid4().hex[:8]}"
+    registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
+    worker, _ = build_worker(temporal_env.client, settings, registry=registry, task_queue=task_queue)
+    seen: dict[str, set[tuple[str, str]]] = {}  # principal -> (activity, task queue) in its gates' histories
+    async with worker:
+        h = VicarHarness(temporal_env.client, task_queue, registry, settings)
+        principals = [h.principal() for _ in range(3)]
+        for p in principals:
+            results = [await run_answering(h, h.request(p, task_type="docs", artifact=f"Fix typo {i}."))
+                       for i in range(4)]
+            assert [r.n for r in results] == [1, 2, 3, 4]
+            assert results[-1].answered_by.value == "proxy"  # it learned, through the shard's memory
+            status = await temporal_env.client.get_workflow_handle(c.brain_workflow_id(p)).query(
+                "status", result_type=BrainStatus)
+            assert status.shard == shard_of(p, 3)
+            queues = set()
+            for r in results:
+                handle = temporal_env.client.get_workflow_handle(c.gate_workflow_id(r.gate_id))
+                async for event in handle.fetch_history_events():
+                    if event.HasField("activity_task_scheduled_event_attributes"):
+                        attrs = event.activity_task_scheduled_event_attributes
+                        queues.add((attrs.activity_type.name, attrs.task_queue.name))
+            seen[p] = queues
+    registry.close()
+    for p, queues in seen.items():
+        want = f"{task_queue}-shard-{shard_of(p, 3)}"
+        assert {q for _, q in queues} == {want}, (p, queues)
+        assert {"consult", "record_outcome", "pin_model"} <= {name for name, _ in queues}
+
+
+async def test_a_shard_without_its_owner_escalates_and_records_once_it_is_back(temporal_env, embedder, settings):
+    """Only the other shards are served: that principal's gate escalates with
+    proxy_error ("memory shard k unavailable") within the bounded wait while another
+    principal's gates go on; the human's answer waits and lands when the owner comes."""
+    from worker import build_worker
+
+    settings = sharded(settings, 2, shard_wait=2.0)
+    task_queue = f"tq-{uuid.uuid4().hex[:8]}"
+    registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
+    h = VicarHarness(temporal_env.client, task_queue, registry, settings)
+    down = next(p for p in (f"sh-{i}" for i in range(100)) if shard_of(p, 2) == 1)
+    up = next(p for p in (f"sh-{i}" for i in range(100)) if shard_of(p, 2) == 0)
+    half, _ = build_worker(temporal_env.client, settings, registry=registry, task_queue=task_queue, shards=[0])
+    async with half:
+        req = h.request(down)
+        handle = await temporal_env.client.start_workflow(
+            c.GATE_WORKFLOW, req, id=c.gate_workflow_id(req.gate_id), task_queue=task_queue, result_type=GateResult)
+        d = await wait_proxy_error(temporal_env.client, req.gate_id, timeout=40)
+        assert "memory shard 1 unavailable" in d.calibration_note, d
+        other = await run_answering(h, h.request(up, escalation_mode="never"))
+        assert other.n == 1 and other.calibration_guard != "proxy_error"
+        # Who may answer is in the memory too: unknown while its shard is down, so
+        # nobody may (fail closed) ...
+        with pytest.raises(Conflict, match="memory shard 1 unavailable"):
+            await answer_gate(temporal_env.client, req.gate_id, HumanAnswer(action="correct", text="No.",
+                                                                            responder="tester"))
+    # ... until the owner of shard 1 starts (here: a worker serving it). The gate reads
+    # the list again at once, takes the answer and records it.
+    rest, _ = build_worker(temporal_env.client, settings, registry=registry, task_queue=task_queue, shards=[0, 1])
+    async with rest:
+        async def answered():
+            try:
+                return await answer_gate(temporal_env.client, req.gate_id, HumanAnswer(
+                    action="correct", text="Add a rollback step.", responder="tester"))
+            except Conflict:
+                return None
+
+        await wait_for(answered, timeout=30, interval=0.5)
+        result = await asyncio.wait_for(handle.result(), timeout=90)
+        assert result.answered_by.value == "human" and result.action.value == "correct" and result.n == 1
+        assert registry.get(down).stats().human_answered == 1
+    registry.close()

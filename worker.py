@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.move import MoveActivities
 from activities.proxy import ProxyActivities
 from activities.session import SessionActivities
 from memory.embedder import make_embedder
@@ -41,6 +42,7 @@ from vicar.server import SharedServer, env_configured, use_embedded
 from workflows.brain import BrainWorkflow
 from workflows.consolidation import ConsolidationWorkflow
 from workflows.gate import GateWorkflow
+from workflows.move import MoveWorkflow
 from workflows.session import SessionWorkflow
 
 log = logging.getLogger("vicar.worker")
@@ -90,18 +92,19 @@ def build_worker(
         brain_config=brain_config, task_queue=task_queue,
     )
     sessions = SessionActivities(client, registry, settings, task_queue, predictor)
+    moves = MoveActivities(client, registry, settings, forget=getattr(predictor, "forget", None))
     executor = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="vicar-act")
-    workflows = [GateWorkflow, BrainWorkflow, SessionWorkflow, ConsolidationWorkflow]
+    workflows = [GateWorkflow, BrainWorkflow, SessionWorkflow, ConsolidationWorkflow, MoveWorkflow]
+    shared = acts.shared() + sessions.shared() + moves.shared()
+    memory = acts.memory() + sessions.memory() + moves.memory()
     if settings.shard_count is None:
-        worker = Worker(client, task_queue=task_queue, workflows=workflows,
-                        activities=acts.all() + sessions.all(), activity_executor=executor,
-                        max_concurrent_activities=max_threads)
+        worker = Worker(client, task_queue=task_queue, workflows=workflows, activities=shared + memory,
+                        activity_executor=executor, max_concurrent_activities=max_threads)
         return worker, registry
-    shared = Worker(client, task_queue=task_queue, workflows=workflows, activities=acts.shared() + sessions.shared(),
-                    max_concurrent_activities=max_threads)
-    memory = acts.memory() + sessions.memory()
+    shared_worker = Worker(client, task_queue=task_queue, workflows=workflows, activities=shared,
+                           max_concurrent_activities=max_threads)
     served = settings.served_shards() if shards is None else shards
-    return WorkerGroup([shared] + [
+    return WorkerGroup([shared_worker] + [
         Worker(client, task_queue=shard_queue(task_queue, k), activities=memory, activity_executor=executor,
                max_concurrent_activities=max_threads)
         for k in served

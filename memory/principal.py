@@ -327,6 +327,14 @@ class MemoryRegistry:
                     self._open[principal] = mem
             return mem
 
+    def release(self, principal: str) -> None:
+        """Close one principal's memory (its files are about to move); the next `get`
+        opens it again from disk."""
+        with self._lock:
+            mem = self._open.pop(principal, None)
+        if mem is not None:
+            mem.close()
+
     def close(self) -> None:
         with self._lock:
             for mem in self._open.values():

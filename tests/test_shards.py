@@ -9,6 +9,8 @@ import asyncio
 import uuid
 
 import pytest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
 
 from memory.principal import MemoryRegistry
 from vicar import contracts as c
@@ -133,3 +135,49 @@ async def test_a_shard_without_its_owner_escalates_and_records_once_it_is_back(t
         assert result.answered_by.value == "human" and result.action.value == "correct" and result.n == 1
         assert registry.get(down).stats().human_answered == 1
     registry.close()
+
+
+async def test_a_principal_moves_to_another_shard_with_its_memory(temporal_env, embedder, settings, tmp_path):
+    """Two workers with their own data directories (in one process here; the SIGKILL of
+    one mid-move is in test_multiworker.py): the memory goes to the new owner, verified,
+    the old copy goes, and the next gate runs on the new shard with what was learned."""
+    from vicar.models import GateResult
+    from worker import build_worker
+
+    base = sharded(settings, 2)
+    task_queue = f"tq-{uuid.uuid4().hex[:8]}"
+    homes = [base.model_copy(update={"data_dir": tmp_path / f"home-{k}"}) for k in range(2)]
+    registries = [MemoryRegistry(s.principals_dir, lambda: embedder, s.memory) for s in homes]
+    # A client each, as two processes would have: the SDK allows one worker per task
+    # queue and client.
+    clients = [temporal_env.client, await Client.connect(temporal_env.client.service_client.config.target_host,
+                                                         data_converter=pydantic_data_converter)]
+    groups = [build_worker(clients[k], s, registry=r, task_queue=task_queue, shards=[k])[0]
+              for k, (s, r) in enumerate(zip(homes, registries))]
+    p = next(q for q in (f"mv-{i}" for i in range(100)) if shard_of(q, 2) == 0)
+    async with groups[0], groups[1]:
+        h = VicarHarness(temporal_env.client, task_queue, registries[0], base)
+        before = [await run_answering(h, h.request(p, task_type="docs", artifact=f"Fix typo {i}."))
+                  for i in range(3)]
+        assert (homes[0].principals_dir / p / "memory.db").exists()
+        handle = await temporal_env.client.start_workflow(
+            c.MOVE_WORKFLOW, c.MoveInput(principal=p, to_shard=1), id=c.move_workflow_id(p),
+            task_queue=task_queue, result_type=c.MoveReport)
+        report = await asyncio.wait_for(handle.result(), timeout=120)
+        assert report.moved and (report.from_shard, report.to_shard) == (0, 1) and report.outcomes == 3
+        assert not (homes[0].principals_dir / p).exists()
+        assert registries[1].get(p).stats().human_answered == before[-1].n - sum(not r.escalated for r in before)
+        status = await temporal_env.client.get_workflow_handle(c.brain_workflow_id(p)).query(
+            "status", result_type=BrainStatus)
+        assert status.shard == 1
+        after = await run_answering(h, h.request(p, task_type="docs", artifact="Fix typo 3."))
+        assert isinstance(after, GateResult) and after.n > before[-1].n
+        assert registries[1].get(p).store.outcome_seq(c.gate_workflow_id(after.gate_id)) is not None
+        assert not (homes[0].principals_dir / p).exists()
+        # Moving it where it is: nothing to do.
+        again = await temporal_env.client.execute_workflow(
+            c.MOVE_WORKFLOW, c.MoveInput(principal=p, to_shard=1), id=c.move_workflow_id(p) + "-again",
+            task_queue=task_queue, result_type=c.MoveReport)
+        assert not again.moved
+    for r in registries:
+        r.close()

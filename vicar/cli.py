@@ -30,7 +30,7 @@ gate_app = typer.Typer(no_args_is_help=True, help="Open approval gates.")
 memory_app = typer.Typer(no_args_is_help=True, help="Inspect a principal's memory.")
 eval_app = typer.Typer(no_args_is_help=True, help="Evaluate the proxy on real reviewers' decisions.")
 session_app = typer.Typer(no_args_is_help=True, help="Working sessions: show one, end one.")
-principal_app = typer.Typer(no_args_is_help=True, help="Who may answer for a principal.")
+principal_app = typer.Typer(no_args_is_help=True, help="Who may answer for a principal; where its memory lives.")
 app.add_typer(gate_app, name="gate")
 app.add_typer(memory_app, name="memory")
 app.add_typer(eval_app, name="eval")
@@ -408,6 +408,45 @@ def principal_allowed(principal: str = typer.Argument(...)) -> None:
     from vicar.responders import load_allowed
 
     _print_allowed(principal, load_allowed(Settings.from_env().principals_dir, principal))
+
+
+@principal_app.command("move")
+@friendly
+def principal_move(
+    principal: str = typer.Argument(...),
+    to_shard: int = typer.Option(..., "--to-shard", min=0, help="The shard whose owner will hold the memory."),
+) -> None:
+    """Move PRINCIPAL's memory to another shard, under its brain's turn (its gates wait
+    meanwhile). Resumable: run again, it attaches to the move under way."""
+    from vicar.models import check_principal
+
+    settings = Settings.from_env()
+    check_principal(principal)
+    if settings.shard_count is None:
+        raise InvalidInput("moving a memory needs VICAR_SHARD_COUNT (the deployment's shard count)")
+    if to_shard >= settings.shard_count:
+        raise InvalidInput(f"shard {to_shard} does not exist (VICAR_SHARD_COUNT is {settings.shard_count})")
+    asyncio.run(_move(settings, principal, to_shard))
+
+
+async def _move(settings: Settings, principal: str, to_shard: int) -> None:
+    from temporalio.common import WorkflowIDConflictPolicy
+
+    from vicar import contracts as c
+
+    client = await _client(settings)
+    handle = await client.start_workflow(
+        c.MOVE_WORKFLOW, c.MoveInput(principal=principal, to_shard=to_shard), id=c.move_workflow_id(principal),
+        task_queue=settings.task_queue, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        result_type=c.MoveReport)
+    with console.status(f"Moving {principal}'s memory to shard {to_shard} (workflow {handle.id}) …"):
+        report = await handle.result()
+    if not report.moved:
+        console.print(f"{principal}'s memory is on shard {report.from_shard} already", markup=False)
+    else:
+        console.print(f"moved {principal}'s memory from shard {report.from_shard} to shard {report.to_shard}: "
+                      f"{report.outcomes} outcomes, {report.archive_bytes} bytes archived; the old copy is removed",
+                      markup=False)
 
 
 def _print_allowed(principal: str, allowed: list[str]) -> None:

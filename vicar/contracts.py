@@ -10,6 +10,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from memory.transfer import Snapshot
+
 from vicar.models import (
     BrainConfig,
     Calibration,
@@ -27,6 +29,14 @@ from vicar.models import (
 
 BRAIN_WORKFLOW = "VicarBrain"
 GATE_WORKFLOW = "VicarGate"
+MOVE_WORKFLOW = "VicarMove"
+# Moving a principal's memory to another shard (workflows/move.py).
+EXPORT_MEMORY = "export_memory"
+EXPORT_PIECE = "export_piece"
+IMPORT_PIECE = "import_piece"
+INSTALL_MEMORY = "install_memory"
+REMOVE_MEMORY = "remove_memory"
+SET_SHARD = "set_shard"  # a client call: the brain's set_shard update
 
 REQUEST_TURN = "request_turn"
 RELEASE_TURN = "release_turn"
@@ -55,6 +65,10 @@ ALLOWED_RESPONDERS = "allowed_responders"  # principal -> who may answer for the
 
 def brain_workflow_id(principal: str) -> str:
     return f"vicar-brain/{principal}"
+
+
+def move_workflow_id(principal: str) -> str:
+    return f"vicar-move/{principal}"
 
 
 def gate_workflow_id(gate_id: str) -> str:
@@ -174,3 +188,46 @@ class ReinforceInput(BaseModel):
     principal: str
     n: int
     chunk_ids: list[str] = Field(default_factory=list)
+
+
+class MoveInput(BaseModel):
+    principal: str
+    to_shard: int = Field(ge=0)
+    # Carried across continue-as-new while the pieces go over:
+    move_id: str = ""
+    from_shard: int | None = None
+    snapshot: Snapshot | None = None
+    next_piece: int = 0
+
+
+class MoveStep(BaseModel):
+    principal: str
+    move_id: str
+
+
+class MovePiece(BaseModel):
+    principal: str
+    move_id: str
+    index: int
+    data: str = ""  # base64: the payload converter writes JSON
+
+
+class MoveInstall(BaseModel):
+    principal: str
+    move_id: str
+    snapshot: Snapshot
+
+
+class ShardChange(BaseModel):
+    principal: str
+    turn: TurnRequest  # only the turn's holder may change the shard
+    shard: int
+
+
+class MoveReport(BaseModel):
+    principal: str
+    from_shard: int | None
+    to_shard: int
+    moved: bool  # False: it was there already
+    outcomes: int = 0
+    archive_bytes: int = 0

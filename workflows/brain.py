@@ -96,6 +96,16 @@ class BrainWorkflow:
         if st.holder is not None and st.holder.gate_id == gate_id:
             st.holder = st.holder_n = st.lease_deadline = None
 
+    @workflow.update
+    def set_shard(self, change: c.ShardChange) -> bool:
+        """A move's last step: only while the move holds the turn (a move whose lease ran
+        out starts again: gates may have written the old copy meanwhile)."""
+        st = self._state
+        if st.holder is None or st.holder.gate_id != change.turn.gate_id:
+            return False
+        st.shard = change.shard
+        return True
+
     @workflow.query
     def status(self) -> BrainStatus:
         st = self._state

@@ -50,6 +50,11 @@ class LearnedModels:
     def directory(self, principal: str) -> Path:
         return self.registry.get(principal).dir / MODELS_DIR
 
+    def forget(self, principal: str) -> None:
+        """Drop the principal's history and loaded models (its memory moved away)."""
+        with self._lock:
+            self._principals.pop(principal, None)
+
     def _state(self, principal: str) -> _Principal:
         with self._lock:
             return self._principals.setdefault(principal, _Principal())

@@ -1,0 +1,89 @@
+"""Moving a principal's memory to another shard: the old owner archives and serves
+pieces, the new owner writes them and installs a verified copy, the old owner removes
+its copy last. Each step is idempotent (memory/transfer.py)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import time
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+
+from memory import transfer
+from memory.principal import MemoryRegistry
+from vicar import contracts as c
+from vicar.config import Settings
+
+# Test-only: seconds to pause before each piece is written, so a test can SIGKILL a
+# worker in the middle of a move.
+PIECE_DELAY_ENV = "VICAR_TEST_MOVE_PIECE_DELAY"
+
+
+class MoveActivities:
+    def __init__(self, client: Client, registry: MemoryRegistry, settings: Settings, forget=None) -> None:
+        self.client = client
+        self.registry = registry
+        self.settings = settings
+        self.forget = forget  # drops what the predictor keeps of a principal (a learned model's history)
+
+    def shared(self) -> list:
+        return [self.set_shard]
+
+    def memory(self) -> list:
+        return [self.export_memory, self.export_piece, self.import_piece, self.install_memory, self.remove_memory]
+
+    def _staging(self, move_id: str):
+        return self.settings.data_dir / "moves" / move_id
+
+    def _let_go(self, principal: str) -> None:
+        """Close the principal's memory here: its files are about to be archived, replaced
+        or removed, and nothing this process cached of it may be used again."""
+        self.registry.release(principal)
+        if self.forget:
+            self.forget(principal)
+
+    def _refuse(self, exc: transfer.TransferError) -> ApplicationError:
+        return ApplicationError(str(exc), type="TransferError", non_retryable=True)
+
+    @activity.defn(name=c.EXPORT_MEMORY)
+    def export_memory(self, step: c.MoveStep) -> transfer.Snapshot:
+        self._let_go(step.principal)
+        try:
+            return transfer.snapshot(self.settings.principals_dir / step.principal, self._staging(step.move_id))
+        except transfer.TransferError as exc:
+            raise self._refuse(exc) from None
+
+    @activity.defn(name=c.EXPORT_PIECE)
+    def export_piece(self, piece: c.MovePiece) -> c.MovePiece:
+        data = transfer.read_piece(self._staging(piece.move_id), piece.index)
+        return piece.model_copy(update={"data": base64.b64encode(data).decode()})
+
+    @activity.defn(name=c.IMPORT_PIECE)
+    def import_piece(self, piece: c.MovePiece) -> int:
+        if delay := float(os.environ.get(PIECE_DELAY_ENV, "0") or 0):
+            time.sleep(delay)
+        data = base64.b64decode(piece.data)
+        transfer.write_piece(self._staging(piece.move_id), piece.index, data)
+        return len(data)
+
+    @activity.defn(name=c.INSTALL_MEMORY)
+    def install_memory(self, inp: c.MoveInstall) -> int:
+        self._let_go(inp.principal)  # a copy from an earlier stay here may be open
+        try:
+            return transfer.install(self._staging(inp.move_id), self.settings.principals_dir / inp.principal,
+                                    inp.snapshot)
+        except transfer.TransferError as exc:
+            raise self._refuse(exc) from None
+
+    @activity.defn(name=c.REMOVE_MEMORY)
+    def remove_memory(self, step: c.MoveStep) -> None:
+        self._let_go(step.principal)
+        transfer.remove(self.settings.principals_dir / step.principal, self._staging(step.move_id))
+
+    @activity.defn(name=c.SET_SHARD)
+    async def set_shard(self, change: c.ShardChange) -> bool:
+        return await self.client.get_workflow_handle(c.brain_workflow_id(change.principal)).execute_update(
+            "set_shard", change, result_type=bool)

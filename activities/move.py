@@ -63,10 +63,12 @@ class MoveActivities:
 
     @activity.defn(name=c.IMPORT_PIECE)
     def import_piece(self, piece: c.MovePiece) -> int:
+        staging = self._staging(piece.move_id)
         if delay := float(os.environ.get(PIECE_DELAY_ENV, "0") or 0):
+            staging.mkdir(parents=True, exist_ok=True)  # a test sees the step has begun
             time.sleep(delay)
         data = base64.b64decode(piece.data)
-        transfer.write_piece(self._staging(piece.move_id), piece.index, data)
+        transfer.write_piece(staging, piece.index, data)
         return len(data)
 
     @activity.defn(name=c.INSTALL_MEMORY)

@@ -65,13 +65,13 @@ class Workers:
         for i in range(self.count):
             await self.start_worker(i)
 
-    async def start_worker(self, i: int) -> None:
+    async def start_worker(self, i: int, shards: int = SHARDS, extra: dict[str, str] | None = None) -> None:
         log = self.tmp / f"worker-{i}-{len(self.logs)}.log"
         self.logs.append(log)
         env = dict(os.environ, TEMPORAL_ADDRESS=self.server.address, VICAR_DATA_DIR=str(self.data_dir(i)),
-                   **WORKER_ENV)
+                   **WORKER_ENV, **(extra or {}))
         if self.sharded:
-            env.update(VICAR_SHARD_COUNT=str(SHARDS), VICAR_SHARDS=str(i))
+            env.update(VICAR_SHARD_COUNT=str(shards), VICAR_SHARDS=str(i))
         with open(log, "wb") as out:
             self.procs[i] = await asyncio.create_subprocess_exec(
                 sys.executable, str(ROOT / "worker.py"), env=env, cwd=str(ROOT), stdout=out, stderr=out)
@@ -191,3 +191,53 @@ async def test_three_sharded_workers_ask_as_one_and_survive_a_sigkill(tmp_path):
             db.close()
     for log in three.logs:
         assert "Traceback" not in log.read_text(errors="replace"), log
+
+
+async def test_a_move_interrupted_by_sigkill_completes_after_restart(tmp_path):
+    """Two workers, a shard each. The new owner is SIGKILLed while it writes the
+    memory's piece; after its restart the move completes: the memory is on the new
+    shard only, whole, and the principal's next gate uses it."""
+    workers = Workers(tmp_path, "move", 2, sharded=True)
+    await asyncio.to_thread(workers.server.start)
+    try:
+        for i in range(2):
+            await workers.start_worker(i, shards=2, extra={"VICAR_TEST_MOVE_PIECE_DELAY": "5"} if i == 1 else {})
+        client = await connect(workers)
+        p = next(q for q in (f"mover-{i}" for i in range(100)) if shard_of(q, 2) == 0)
+        asked: Counter = Counter()
+        for i in range(3):
+            await gate(client, p, i, asked)
+        handle = await client.start_workflow(
+            c.MOVE_WORKFLOW, c.MoveInput(principal=p, to_shard=1), id=c.move_workflow_id(p),
+            task_queue="vicar", result_type=c.MoveReport)
+        part = workers.data_dir(1) / "moves"
+
+        async def importing():
+            return part.exists()
+
+        await asyncio.wait_for(_until(importing), timeout=120)  # the piece activity sleeps in there
+        await workers.kill(1)
+        await workers.start_worker(1, shards=2)
+        report = await asyncio.wait_for(handle.result(), timeout=240)
+        assert report.moved and report.outcomes == 3
+        # The kill landed inside the step: it ran again on the restarted owner.
+        attempts = [e.activity_task_started_event_attributes.attempt async for e in handle.fetch_history_events()
+                    if e.HasField("activity_task_started_event_attributes")]
+        assert max(attempts) >= 2, attempts
+        assert not (workers.data_dir(0) / "principals" / p).exists()
+        after = await asyncio.wait_for(gate(client, p, 3, asked), timeout=120)
+        db = sqlite3.connect(workers.data_dir(1) / "principals" / p / "memory.db")
+        try:
+            rows = {w for (w,) in db.execute("SELECT workflow_id FROM outcomes")}
+        finally:
+            db.close()
+        assert rows == {c.gate_workflow_id(f"{p}-{i:02d}") for i in range(4)}, rows
+        assert after.n == 5  # gates 1-3, the move's turn, this gate
+    finally:
+        await workers.stop()
+
+
+async def _until(predicate, interval: float = 0.1):
+    while not await predicate():
+        await asyncio.sleep(interval)
+    return True

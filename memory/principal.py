@@ -167,6 +167,12 @@ class PrincipalMemory:
         with self._lock:
             return len(self._human_contexts)
 
+    def size(self) -> int:
+        """Every chunk in the store, superseded ones too: the index holds them all, and
+        SQLite's COUNT(*) walks the whole table."""
+        with self._lock:
+            return len(self.index)
+
     def reinforce(self, chunk_ids: list[str], n: int) -> list[str]:
         """ACT-R rule 2: a retrieval trace at N for chunks the proxy used; once per
         (chunk, N). Chunks used together also strengthen their co-access link."""

@@ -126,9 +126,9 @@ _COLUMNS = (
 )
 
 
-# Chunk rows kept in memory (without traces), by id: retrieval reads its top-k hits
+# Chunks kept in memory (built, without traces), by id: retrieval reads its top-k hits
 # and the lineage's last verdicts at every gate, mostly the same recent chunks.
-CACHED_ROWS = 4096
+CACHED_CHUNKS = 4096
 
 
 class StoreError(BrokenStore):
@@ -156,7 +156,7 @@ class RecordStore:
         self.path = path
         self._lock = threading.RLock()
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._rows: OrderedDict[str, tuple] = OrderedDict()
+        self._cached: OrderedDict[str, MemoryChunk] = OrderedDict()  # built, without traces
         self._principal: str | None = None
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -189,7 +189,7 @@ class RecordStore:
                 self._db.execute("COMMIT")
             finally:
                 if not chunk_rows_kept:
-                    self._rows.clear()
+                    self._cached.clear()
 
     def _migrate(self) -> None:
         with self.transaction() as db:
@@ -364,17 +364,18 @@ class RecordStore:
             found = {c.id: c for c in self.chunks(where=f"id IN ({marks})", params=tuple(chunk_ids))}
             return [found[i] for i in chunk_ids if i in found]
         with self._lock:
-            rows = {i: self._rows[i] for i in chunk_ids if i in self._rows}
-            for i in rows:
-                self._rows.move_to_end(i)
-            missing = [i for i in dict.fromkeys(chunk_ids) if i not in rows]
+            found = {i: self._cached[i] for i in chunk_ids if i in self._cached}
+            for i in found:
+                self._cached.move_to_end(i)
+            missing = [i for i in dict.fromkeys(chunk_ids) if i not in found]
             if missing:
-                fetched = self._select(f"id IN ({', '.join('?' * len(missing))})", tuple(missing))
-                rows.update((r[0], r) for r in fetched)
-                self._rows.update((r[0], r) for r in fetched)
-                while len(self._rows) > CACHED_ROWS:
-                    self._rows.popitem(last=False)
-        return [self._chunk(rows[i], []) for i in chunk_ids if i in rows]
+                for r in self._select(f"id IN ({', '.join('?' * len(missing))})", tuple(missing)):
+                    found[r[0]] = self._cached[r[0]] = self._chunk(r, [])
+                while len(self._cached) > CACHED_CHUNKS:
+                    self._cached.popitem(last=False)
+        # A copy each, with lists of its own: a caller may change what it was given.
+        return [found[i].model_copy(update={"salient_percepts": list(found[i].salient_percepts), "traces": []})
+                for i in chunk_ids if i in found]
 
     def _select(self, where: str, params: tuple) -> list[tuple]:
         return self._db.execute(

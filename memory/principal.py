@@ -53,9 +53,10 @@ def noise_seed(principal: str, n: int, salt: str = "") -> int:
 
 class PrincipalMemory:
     def __init__(self, principal: str, root: Path, embedder: Embedder, params: MemoryParams,
-                 persist_vectors: bool = True) -> None:
-        """persist_vectors=False keeps vectors in the index only (the replay evaluation:
-        a fresh memory per run, where Chroma's ~8 ms per write would dominate)."""
+                 throwaway: bool = False) -> None:
+        """throwaway: a fresh memory deleted after use (the replay evaluation), with its
+        vectors in the index only (Chroma's ~8 ms per write would dominate) and a record
+        store that never waits for the disk."""
         self.principal = check_principal(principal)
         self.dir = root / principal
         self.embedder = embedder
@@ -66,11 +67,11 @@ class PrincipalMemory:
         self.rebuilt_on_open: ReconcileReport | None = None  # vectors re-embedded when opened
         self._owner = OwnerLock(self.dir, principal)  # before anything is read: one process per memory
         try:
-            self.store = RecordStore(self.dir / "memory.db")
+            self.store = RecordStore(self.dir / "memory.db", durable=not throwaway)
             self._claim("principal", principal)
             self._claim("embedding_model", embedder.model_name)
-            self.vectors = (open_vectors(self.dir, principal, embedder.model_name) if persist_vectors
-                            else InMemoryVectors())
+            self.vectors = (InMemoryVectors() if throwaway
+                            else open_vectors(self.dir, principal, embedder.model_name))
             self.index = MemoryIndex(embedder.dim, params.hybrid_k)
             # The (state, task type) pairs the human has answered, kept as chunks come
             # (chunks are never deleted): the cold-start measure without a scan per gate.
@@ -166,6 +167,12 @@ class PrincipalMemory:
         counts the same from the records)."""
         with self._lock:
             return len(self._human_contexts)
+
+    def size(self) -> int:
+        """Every chunk in the store, superseded ones too: the index holds them all, and
+        SQLite's COUNT(*) walks the whole table."""
+        with self._lock:
+            return len(self.index)
 
     def reinforce(self, chunk_ids: list[str], n: int) -> list[str]:
         """ACT-R rule 2: a retrieval trace at N for chunks the proxy used; once per

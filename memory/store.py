@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -125,6 +126,11 @@ _COLUMNS = (
 )
 
 
+# Chunks kept in memory (built, without traces), by id: retrieval reads its top-k hits
+# and the lineage's last verdicts at every gate, mostly the same recent chunks.
+CACHED_CHUNKS = 4096
+
+
 class StoreError(BrokenStore):
     """A store that cannot be used as asked: shown to the user as one line (exit code 6)."""
 
@@ -143,14 +149,18 @@ def records_unusable(path: Path, exc: BaseException) -> StoreError:
 class RecordStore:
     """One SQLite file per principal. Thread-safe: one connection behind a lock."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, durable: bool = True) -> None:
+        """durable=False: a store deleted after use, whose checkpoints need not wait for
+        the disk (they cost the replay evaluation a third of a millisecond per write)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.RLock()
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._cached: OrderedDict[str, MemoryChunk] = OrderedDict()  # built, without traces
+        self._principal: str | None = None
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(f"PRAGMA synchronous={'NORMAL' if durable else 'OFF'}")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
         except sqlite3.DatabaseError as exc:
@@ -164,7 +174,10 @@ class RecordStore:
             self._db.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self, chunk_rows_kept: bool = False) -> Iterator[sqlite3.Connection]:
+        """`chunk_rows_kept`: the caller changes no existing chunk row (it may insert
+        one), so the cached rows stay valid. Any other transaction, such as
+        consolidation's updates, empties the cache."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -174,6 +187,9 @@ class RecordStore:
                 raise
             else:
                 self._db.execute("COMMIT")
+            finally:
+                if not chunk_rows_kept:
+                    self._cached.clear()
 
     def _migrate(self) -> None:
         with self.transaction() as db:
@@ -195,7 +211,7 @@ class RecordStore:
         row = chunk.model_dump()
         row["salient_percepts"] = json.dumps(chunk.salient_percepts)
         row["kind"] = chunk.kind.value
-        with self.transaction() as db:
+        with self.transaction(chunk_rows_kept=True) as db:
             if db.execute("SELECT 1 FROM chunks WHERE id = ?", (chunk.id,)).fetchone():
                 return False
             db.execute(
@@ -214,7 +230,7 @@ class RecordStore:
         transaction; (chunk, n) pairs already present are skipped, so a retry changes
         nothing. Returns the ids that really got a new trace."""
         added: list[str] = []
-        with self.transaction() as db:
+        with self.transaction(chunk_rows_kept=True) as db:
             for cid in dict.fromkeys(chunk_ids):
                 if not db.execute("SELECT 1 FROM chunks WHERE id = ?", (cid,)).fetchone():
                     raise StoreError(f"cannot reinforce unknown chunk {cid}")
@@ -237,7 +253,7 @@ class RecordStore:
         workflow id: a retry finds the row and changes nothing. `update` maps the stored
         entry JSON (or None) to the new one; `pair` (kind, n, score, correct) is the
         autonomy rule's evidence from this gate. Returns True if the outcome was new."""
-        with self.transaction() as db:
+        with self.transaction(chunk_rows_kept=True) as db:
             cur = db.execute(
                 "INSERT OR IGNORE INTO outcomes (workflow_id, state, task_type, answered_by, action, at, record)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -339,22 +355,44 @@ class RecordStore:
         return chunks[0] if chunks else None
 
     def get_chunks(self, chunk_ids: list[str], with_traces: bool = True) -> list[MemoryChunk]:
-        """The chunks with these ids, in the given order (missing ones left out)."""
+        """The chunks with these ids, in the given order (missing ones left out).
+        Without traces, their rows come from the cache where it has them."""
         if not chunk_ids:
             return []
-        marks = ", ".join("?" * len(chunk_ids))
-        found = {c.id: c for c in self.chunks(where=f"id IN ({marks})", params=tuple(chunk_ids),
-                                              with_traces=with_traces)}
-        return [found[i] for i in chunk_ids if i in found]
+        if with_traces:
+            marks = ", ".join("?" * len(chunk_ids))
+            found = {c.id: c for c in self.chunks(where=f"id IN ({marks})", params=tuple(chunk_ids))}
+            return [found[i] for i in chunk_ids if i in found]
+        with self._lock:
+            found = {i: self._cached[i] for i in chunk_ids if i in self._cached}
+            for i in found:
+                self._cached.move_to_end(i)
+            missing = [i for i in dict.fromkeys(chunk_ids) if i not in found]
+            if missing:
+                for r in self._select(f"id IN ({', '.join('?' * len(missing))})", tuple(missing)):
+                    found[r[0]] = self._cached[r[0]] = self._chunk(r, [])
+                while len(self._cached) > CACHED_CHUNKS:
+                    self._cached.popitem(last=False)
+        # A copy each, with lists of its own: a caller may change what it was given.
+        return [found[i].model_copy(update={"salient_percepts": list(found[i].salient_percepts), "traces": []})
+                for i in chunk_ids if i in found]
+
+    def _select(self, where: str, params: tuple) -> list[tuple]:
+        return self._db.execute(
+            f"SELECT {', '.join(_COLUMNS)} FROM chunks WHERE {where} ORDER BY created_n, id", params
+        ).fetchall()
+
+    def _chunk(self, row: tuple, traces: list[int]) -> MemoryChunk:
+        d = dict(zip(_COLUMNS, row))
+        d["salient_percepts"] = json.loads(d["salient_percepts"])
+        return MemoryChunk(principal=self.principal, traces=traces, **d)
 
     def chunks(self, where: str = "1", params: tuple = (), with_traces: bool = True) -> list[MemoryChunk]:
         """Chunks matching a WHERE clause on chunk columns, with their traces (or with
         none: a chunk used often has a trace per use, and retrieval, which has the
         activations in its index, must not read them all at every gate)."""
         with self._lock:
-            rows = self._db.execute(
-                f"SELECT {', '.join(_COLUMNS)} FROM chunks WHERE {where} ORDER BY created_n, id", params
-            ).fetchall()
+            rows = self._select(where, params)
             traces: dict[str, list[int]] = {r[0]: [] for r in rows}
             # Only the traces of the selected chunks (the primary key serves the join).
             for cid, n in self._db.execute(
@@ -362,26 +400,21 @@ class RecordStore:
                 f"WHERE {where} ORDER BY n", params
             ) if with_traces else ():
                 traces[cid].append(n)
-        principal = self.principal
-        out = []
-        for r in rows:
-            d = dict(zip(_COLUMNS, r))
-            d["salient_percepts"] = json.loads(d["salient_percepts"])
-            d["traces"] = traces[d["id"]]
-            out.append(MemoryChunk(principal=principal, **d))
-        return out
+        return [self._chunk(r, traces[r[0]]) for r in rows]
 
     def lineage_history(self, kind: str, lineage: str, before_n: int, limit: int) -> list[MemoryChunk]:
         """The latest human-answered active chunks of this kind and lineage created before
-        `before_n`, most recent first: a walk down the (kind, lineage, created_n) index."""
+        `before_n`, most recent first: a walk down the (kind, lineage, created_n) index.
+        Without their traces: verdicts, not activations."""
         if not lineage or limit <= 0:
             return []
-        chunks = self.chunks(
-            where="id IN (SELECT id FROM chunks INDEXED BY chunks_lineage WHERE kind = ? AND lineage = ?"
-                  " AND created_n < ? AND answered_by = 'human' AND status = 'active'"
-                  " ORDER BY created_n DESC LIMIT ?)",
-            params=(kind, lineage, before_n, limit))
-        return chunks[::-1]
+        with self._lock:
+            ids = [r[0] for r in self._db.execute(
+                "SELECT id FROM chunks WHERE id IN (SELECT id FROM chunks INDEXED BY chunks_lineage"
+                " WHERE kind = ? AND lineage = ? AND created_n < ? AND answered_by = 'human'"
+                " AND status = 'active' ORDER BY created_n DESC LIMIT ?) ORDER BY created_n DESC, id DESC",
+                (kind, lineage, before_n, limit))]
+        return self.get_chunks(ids, with_traces=False)
 
     def all_traces(self) -> list[tuple[str, int]]:
         with self._lock:
@@ -410,7 +443,9 @@ class RecordStore:
         return row[0] if row else None
 
     def set_meta(self, key: str, value: str) -> None:
-        with self.transaction() as db:
+        if key == "principal":
+            self._principal = None
+        with self.transaction(chunk_rows_kept=True) as db:
             db.execute(
                 "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 (key, value),
@@ -418,7 +453,9 @@ class RecordStore:
 
     @property
     def principal(self) -> str:
-        return self.get_meta("principal") or ""
+        if self._principal is None:
+            self._principal = self.get_meta("principal") or ""
+        return self._principal
 
     def counter(self) -> int:
         value = self.get_meta("counter")
@@ -426,7 +463,7 @@ class RecordStore:
 
     def raise_counter(self, n: int) -> int:
         """Mirror the brain's counter: only ever moves forward. Returns the stored value."""
-        with self.transaction() as db:
+        with self.transaction(chunk_rows_kept=True) as db:
             row = db.execute("SELECT value FROM meta WHERE key = 'counter'").fetchone()
             current = int(row[0]) if row else 0
             if n > current:

@@ -127,7 +127,7 @@ def test_a_model_is_a_pure_function_of_the_answers(tmp_path):
 def test_rebuilt_from_the_outcome_log_predicts_as_online(tmp_path, embedder):
     records = synthetic(70)
     live = L.LearnedPredictor()
-    memory = PrincipalMemory(PRINCIPAL, tmp_path, embedder, MemoryParams(), persist_vectors=False)
+    memory = PrincipalMemory(PRINCIPAL, tmp_path, embedder, MemoryParams(), throwaway=True)
     try:
         for r in records:
             p = live.posterior(r.request, EMPTY, "", live.prior(r.request, EMPTY))

@@ -107,3 +107,22 @@ def test_reconcile_repairs_both_directions(settings, embedder):
     assert mem.index.has_vector("c1", "response")
     assert sorted(vid for vid, _ in mem.vectors.ids()) == sorted(f"c1:{d}" for d in ch.vector_texts())
     mem.close()
+
+
+def test_cached_chunks_follow_the_store(tmp_path):
+    """Retrieval reads chunks through the store's cache: a copy per caller, and a
+    transaction that changes a row (consolidation's) is seen by the next read."""
+    from memory.chunk import MemoryChunk
+
+    store = RecordStore(tmp_path / "memory.db")
+    store.set_meta("principal", "alice")
+    store.add_chunk(MemoryChunk(id="c1", principal="alice", state="s", task_type="t", outcome="approve",
+                                answered_by="human", human_response="ok", salient_percepts=["x"], created_n=1))
+    first = store.get_chunks(["c1"], with_traces=False)[0]
+    first.salient_percepts.append("changed by a caller")
+    assert store.get_chunks(["c1"], with_traces=False)[0].salient_percepts == ["x"]
+    with store.transaction() as db:
+        db.execute("UPDATE chunks SET human_response = 'no', status = 'superseded' WHERE id = 'c1'")
+    again = store.get_chunks(["c1"], with_traces=False)[0]
+    assert (again.human_response, again.status) == ("no", "superseded")
+    store.close()

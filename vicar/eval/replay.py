@@ -108,7 +108,7 @@ def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedde
     observe = getattr(predictor, "observe", None)  # a learning predictor sees each answer
     preds: list[Prediction] = []
     with tempfile.TemporaryDirectory(prefix="vicar-replay-") as tmp:
-        memory = PrincipalMemory(principal, Path(tmp), embedder, variant.memory, persist_vectors=False)
+        memory = PrincipalMemory(principal, Path(tmp), embedder, variant.memory, throwaway=True)
         try:
             for i, event in enumerate(events):
                 n = i + 1

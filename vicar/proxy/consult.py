@@ -83,7 +83,7 @@ def retrieve(memory: PrincipalMemory, request: GateRequest, n: int, phase: str, 
             )
             for hit, chunk in hits
         ],
-        memory_size=memory.store.count(),
+        memory_size=memory.size(),
         memory_depth=memory.memory_depth(),
         lineage_history=lineage_history(memory, request, n, artifact, options.lineage_history),
     )

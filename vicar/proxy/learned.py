@@ -180,6 +180,11 @@ class History:
         self.examples: dict[str, str] = {}  # normalized -> the human's original words
         self.rows: list[np.ndarray] = []
         self.labels: list[Action] = []
+        # A gate reads the same history features three times (prior, posterior, and as
+        # its training row when the human answers): kept until the history or the
+        # request's fields change.
+        self._changes = 0
+        self._last: tuple[tuple, np.ndarray] | None = None
 
     @classmethod
     def from_records(cls, records: Iterable[OutcomeRecord]) -> "History":
@@ -189,6 +194,14 @@ class History:
         return history
 
     def features(self, request: GateRequest, memory: dict[str, float] | None = None) -> np.ndarray:
+        key = (self._changes, request.title, request.lineage, request.revision, request.artifact_text,
+               request.upstream_agent, request.state, request.task_type)
+        if self._last is None or self._last[0] != key:
+            self._last = (key, self._history_features(request))
+        memory = memory or {}
+        return np.concatenate([self._last[1], [float(memory.get(name, NAN)) for name in MEMORY_FEATURES]])
+
+    def _history_features(self, request: GateRequest) -> np.ndarray:
         # The request's own text, not the artifact files: the log keeps only the request,
         # and the model must be rebuildable from it.
         text = request.artifact_text
@@ -231,10 +244,7 @@ class History:
             f[f"{scope}_n"] = float(total)
             for a in RATE_ACTIONS:
                 f[f"{scope}_{a.value}"] = counts[a] / total if total else NAN
-        memory = memory or {}
-        for name in MEMORY_FEATURES:
-            f[name] = float(memory.get(name, NAN))
-        return np.array([f.get(name, NAN) for name in FEATURES], dtype=np.float64)
+        return np.array([f.get(name, NAN) for name in HISTORY_FEATURES], dtype=np.float64)
 
     def observe(self, record: OutcomeRecord) -> bool:
         """Take one recorded outcome. Only the human's answers to gates teach (training
@@ -247,9 +257,11 @@ class History:
         human = record.answered_by is AnsweredBy.human
         lin = lineage_of(req)
         words = normalize(record.response_text)
-        if human:
+        if human:  # the row is read from the history before this record
             memory = record.posterior.features if record.posterior else {}
             self.rows.append(self.features(req, memory))
+        self._changes += 1  # from here on the cached features are stale
+        if human:
             self.labels.append(record.action)
             self.n += 1
             for key in ("all", _context(req), f"agent|{req.upstream_agent}"):

@@ -35,8 +35,10 @@ class Lineage(BaseModel):
     artifact_hash: str = ""  # what the artifact said, so "changed since" can be told
 
 
+@functools.lru_cache(maxsize=256)
 def derive(title: str) -> Lineage:
-    """The lineage, revision and series position stated by a title."""
+    """The lineage, revision and series position stated by a title. Cached: a gate
+    asks for its lineage several times; callers copy it, never change it."""
     rest, tags = title, []
     for _ in range(_MAX_PREFIXES):
         m = _LEADING.match(rest)

@@ -19,6 +19,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -34,6 +35,7 @@ from vicar.proxy.provider import Predictor
 from vicar.proxy.select import predictor_from_env
 from vicar.errors import VicarError
 from vicar.locks import WorkerLock
+from vicar import ops
 from vicar.server import SharedServer, env_configured, use_embedded
 from workflows.brain import BrainWorkflow
 from workflows.consolidation import ConsolidationWorkflow
@@ -67,12 +69,14 @@ def build_worker(
         activities=acts.all() + SessionActivities(client, registry, settings, task_queue, predictor).all(),
         activity_executor=ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="vicar-act"),
         max_concurrent_activities=max_threads,
+        graceful_shutdown_timeout=timedelta(seconds=settings.ops.shutdown_grace_seconds),
     )
     return worker, registry
 
 
 @contextlib.asynccontextmanager
-async def temporal_client(settings: Settings, *, embedded: bool | None = None) -> AsyncIterator[tuple[Client, SharedServer | None]]:
+async def temporal_client(settings: Settings, *, embedded: bool | None = None,
+                          runtime=None) -> AsyncIterator[tuple[Client, SharedServer | None]]:
     """A client to the configured Temporal, or to the data directory's embedded server
     (started here unless another process runs it; it stays up while any process uses it)."""
     server = None
@@ -81,7 +85,7 @@ async def temporal_client(settings: Settings, *, embedded: bool | None = None) -
         server = await asyncio.to_thread(use_embedded, settings.data_dir)
         target = server.address
     try:
-        client = await connect(settings, target_host=target)
+        client = await connect(settings, target_host=target, runtime=runtime)
         await ensure_search_attributes(client)
         yield client, server
     finally:
@@ -96,15 +100,20 @@ async def serve(settings: Settings, on_ready=None, command: str = "python worker
         loop.add_signal_handler(sig, stop.set)
     # Before the server: a second worker on this data stops here, starting nothing.
     with WorkerLock(settings.data_dir, settings.task_queue, command):
-        async with temporal_client(settings) as (client, server):
+        # vicar/ops.py: /healthz, /readyz and the SDK's Prometheus /metrics (when configured).
+        async with ops.serving(settings.ops) as surface, \
+                temporal_client(settings, runtime=surface.runtime) as (client, server):
             worker, registry = build_worker(client, settings, task_queue=settings.task_queue)
             # Load the embedding model before taking work, not inside the first activity.
             await asyncio.to_thread(make_embedder)
             if on_ready:
                 on_ready(client, server)
             async with worker:
+                surface.watch(client, worker)  # ready from here: model loaded, worker polling
                 await stop.wait()
-                log.info("shutting down: finishing running activities")
+                surface.stopping()  # /readyz says 503 while running activities finish
+                log.info("shutting down: finishing running activities (at most %g s)",
+                         settings.ops.shutdown_grace_seconds)
             registry.close()
 
 

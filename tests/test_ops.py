@@ -216,3 +216,28 @@ async def test_a_taken_port_stops_the_worker_in_one_line(temporal_env, settings)
             assert w.proc.returncode == Conflict.exit_code, out
             assert out.strip().splitlines()[-1].startswith(f"error: cannot serve") and var in out
             assert "Traceback" not in out
+
+
+async def test_the_ops_listener_before_the_worker_and_against_bad_requests():
+    from vicar.config import OpsParams
+    from vicar.ops import serving
+
+    address = f"127.0.0.1:{free_port()}"
+    async with serving(OpsParams(address=address)) as surface:
+        assert surface.runtime is None  # no metrics address: the SDK's default runtime
+        assert await asyncio.to_thread(get, f"http://{address}/healthz") == (200, "ok\n")
+        status, body = await asyncio.to_thread(get, f"http://{address}/readyz")
+        assert status == 503 and json.loads(body)["model_loaded"] is False
+
+        async def raw(data: bytes) -> bytes:
+            reader, writer = await asyncio.open_connection(*address.split(":"))
+            writer.write(data)
+            await writer.drain()
+            out = await asyncio.wait_for(reader.read(), 10)
+            writer.close()
+            return out
+
+        assert (await raw(b"POST /healthz HTTP/1.1\r\nHost: x\r\n\r\n")).startswith(b"HTTP/1.1 405")
+        assert await raw(b"GET /healthz HTTP/1.1\r\nX-Junk: " + b"a" * 20_000 + b"\r\n\r\n") == b""
+        assert (await raw(b"\xff\xfe garbage\r\n\r\n")).startswith(b"HTTP/1.1 405")
+        assert await asyncio.to_thread(get, f"http://{address}/healthz") == (200, "ok\n")  # still serving

@@ -121,8 +121,9 @@ class OpsServer:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            line = await asyncio.wait_for(reader.readline(), REQUEST_TIMEOUT)
-            method, path = (line.decode("latin-1").split() + ["", ""])[:2]
+            # The whole head, so nothing unread is left to turn the close into a reset.
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT)
+            method, path = (head.split(b"\r\n", 1)[0].decode("latin-1").split() + ["", ""])[:2]
             path = path.split("?", 1)[0]
             if method not in ("GET", "HEAD"):
                 status, body = 405, "method not allowed\n"
@@ -140,7 +141,8 @@ class OpsServer:
                          f"Content-Length: {len(raw)}\r\nConnection: close\r\n\r\n".encode()
                          + (raw if method != "HEAD" else b""))
             await writer.drain()
-        except (asyncio.TimeoutError, ValueError, ConnectionError):
+        except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError,
+                ConnectionError):
             pass  # a slow, oversized or vanished client: nothing to answer
         finally:
             writer.close()

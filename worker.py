@@ -21,6 +21,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -37,6 +38,7 @@ from vicar.proxy.provider import Predictor
 from vicar.proxy.select import predictor_from_env
 from vicar.errors import VicarError
 from vicar.locks import WorkerLock
+from vicar import ops
 from vicar.sharding import shard_queue
 from vicar.server import SharedServer, env_configured, use_embedded
 from workflows.brain import BrainWorkflow
@@ -93,26 +95,28 @@ def build_worker(
     )
     sessions = SessionActivities(client, registry, settings, task_queue, predictor)
     moves = MoveActivities(client, registry, settings, forget=getattr(predictor, "forget", None))
+    grace = timedelta(seconds=settings.ops.shutdown_grace_seconds)
     executor = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="vicar-act")
     workflows = [GateWorkflow, BrainWorkflow, SessionWorkflow, ConsolidationWorkflow, MoveWorkflow]
     shared = acts.shared() + sessions.shared() + moves.shared()
     memory = acts.memory() + sessions.memory() + moves.memory()
     if settings.shard_count is None:
         worker = Worker(client, task_queue=task_queue, workflows=workflows, activities=shared + memory,
-                        activity_executor=executor, max_concurrent_activities=max_threads)
+                        activity_executor=executor, max_concurrent_activities=max_threads, graceful_shutdown_timeout=grace)
         return worker, registry
     shared_worker = Worker(client, task_queue=task_queue, workflows=workflows, activities=shared,
-                           max_concurrent_activities=max_threads)
+                           max_concurrent_activities=max_threads, graceful_shutdown_timeout=grace)
     served = settings.served_shards() if shards is None else shards
     return WorkerGroup([shared_worker] + [
         Worker(client, task_queue=shard_queue(task_queue, k), activities=memory, activity_executor=executor,
-               max_concurrent_activities=max_threads)
+               max_concurrent_activities=max_threads, graceful_shutdown_timeout=grace)
         for k in served
     ]), registry
 
 
 @contextlib.asynccontextmanager
-async def temporal_client(settings: Settings, *, embedded: bool | None = None) -> AsyncIterator[tuple[Client, SharedServer | None]]:
+async def temporal_client(settings: Settings, *, embedded: bool | None = None,
+                          runtime=None) -> AsyncIterator[tuple[Client, SharedServer | None]]:
     """A client to the configured Temporal, or to the data directory's embedded server
     (started here unless another process runs it; it stays up while any process uses it)."""
     server = None
@@ -121,7 +125,7 @@ async def temporal_client(settings: Settings, *, embedded: bool | None = None) -
         server = await asyncio.to_thread(use_embedded, settings.data_dir)
         target = server.address
     try:
-        client = await connect(settings, target_host=target)
+        client = await connect(settings, target_host=target, runtime=runtime)
         await ensure_search_attributes(client)
         yield client, server
     finally:
@@ -139,15 +143,20 @@ async def serve(settings: Settings, on_ready=None, command: str = "python worker
     with contextlib.ExitStack() as locks:
         for queue in [settings.task_queue, *(shard_queue(settings.task_queue, k) for k in settings.served_shards())]:
             locks.enter_context(WorkerLock(settings.data_dir, queue, command))
-        async with temporal_client(settings) as (client, server):
+        # vicar/ops.py: /healthz, /readyz and the SDK's Prometheus /metrics (when configured).
+        async with ops.serving(settings.ops) as surface, \
+                temporal_client(settings, runtime=surface.runtime) as (client, server):
             worker, registry = build_worker(client, settings, task_queue=settings.task_queue)
             # Load the embedding model before taking work, not inside the first activity.
             await asyncio.to_thread(make_embedder)
             if on_ready:
                 on_ready(client, server)
             async with worker:
+                surface.watch(client, *getattr(worker, "workers", [worker]))  # ready from here: model loaded, worker polling
                 await stop.wait()
-                log.info("shutting down: finishing running activities")
+                surface.stopping()  # /readyz says 503 while running activities finish
+                log.info("shutting down: finishing running activities (at most %g s)",
+                         settings.ops.shutdown_grace_seconds)
             registry.close()
 
 

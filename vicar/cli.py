@@ -678,6 +678,56 @@ def memory_repair(principal: str = typer.Argument(...)) -> None:
                                          if r.moved_aside else ""), soft_wrap=True, highlight=False, markup=False)
 
 
+@memory_app.command("backup")
+@friendly
+def memory_backup(
+    principals: Optional[list[str]] = typer.Argument(None, help="Principals to back up."),
+    all_: bool = typer.Option(False, "--all", help="Every principal in the data directory."),
+    to: Path = typer.Option(..., "--to", help="A new or empty directory for the backup."),
+) -> None:
+    """Consistent copy of principals' memories (records through SQLite's backup API; vectors
+    too when no worker has the memory open). Runs beside a running worker."""
+    from vicar.backup import backup
+
+    if bool(principals) == all_:
+        raise InvalidInput("name the principals to back up, or give --all")
+    manifest = backup(Settings.from_env().principals_dir, principals or None, to)
+    for p in manifest.principals:
+        console.print(text(f"{p.principal}: {p.chunks} chunks" + ("" if p.vectors else
+                      " (records only: the memory is open in a worker; restore rebuilds its vectors)")))
+    console.print(text(f"backup written to {to}"))
+
+
+@memory_app.command("restore")
+@friendly
+def memory_restore(
+    source: Path = typer.Argument(..., help="A directory written by `vicar memory backup`."),
+    principals: Optional[list[str]] = typer.Argument(None, help="Principals to restore."),
+    all_: bool = typer.Option(False, "--all", help="Every principal in the backup."),
+    force: bool = typer.Option(False, "--force", help="Move an existing memory aside and restore over it."),
+) -> None:
+    """Restore principals' memories from a backup; vectors missing from it are rebuilt
+    from the records. Refused while a worker has the memory open."""
+    from memory.check import check, repair
+    from memory.embedder import make_embedder
+    from vicar.backup import restore
+
+    if bool(principals) == all_:
+        raise InvalidInput("name the principals to restore, or give --all")
+    settings = Settings.from_env()
+
+    def rebuild(principal: str) -> int:
+        if check(settings.principals_dir, principal).healthy:
+            return 0
+        return repair(settings.principals_dir, principal, make_embedder(cache_file=settings.embedding_cache),
+                      settings.memory).rebuilt
+
+    for r in restore(source, settings.principals_dir, principals or None, force=force, rebuild=rebuild):
+        console.print(text(f"{r.principal}: {r.chunks} chunks restored"
+                           + (f", vectors of {r.vectors_rebuilt} rebuilt" if r.vectors_rebuilt else "")
+                           + (f"; the memory that was there is now {r.replaced}" if r.replaced else "")))
+
+
 @eval_app.command("replay")
 @friendly
 def eval_replay(

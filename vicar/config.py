@@ -180,6 +180,69 @@ class CalibrationParams(BaseModel):
     tension_window: int = 50
 
 
+# The worker's operational surface (vicar/ops.py), by OpsParams field.
+OPS_VARS: dict[str, str] = {
+    "address": "VICAR_OPS_ADDRESS",
+    "metrics_address": "VICAR_METRICS_ADDRESS",
+    "shutdown_grace_seconds": "VICAR_SHUTDOWN_GRACE_SECONDS",
+}
+MAX_SHUTDOWN_GRACE_SECONDS = 3600.0
+
+
+class OpsParams(BaseModel):
+    """The worker's HTTP surface and shutdown (vicar/ops.py).
+
+    Both listeners are off unless an address is given: a laptop running `vicar worker`
+    next to a demo opens no port and cannot collide on one; the container image and the
+    manifests turn them on. Addresses are IP:PORT (the SDK's Prometheus exporter takes no
+    host names), e.g. 0.0.0.0:8080 in a pod, 127.0.0.1:8080 on a shared host.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    address: str | None = None  # /healthz and /readyz
+    metrics_address: str | None = None  # the SDK runtime's Prometheus exporter: /metrics
+    # Running activities get this long to finish after SIGTERM before the SDK cancels
+    # them (the SDK's default is 0: cancelled at once). Keep the orchestrator's kill
+    # timeout above it (terminationGracePeriodSeconds, TimeoutStopSec, stop_grace_period).
+    shutdown_grace_seconds: float = Field(30.0, ge=0.0, le=MAX_SHUTDOWN_GRACE_SECONDS)
+
+
+def ip_port(var: str, raw: str) -> str:
+    """IP:PORT or [IPv6]:PORT, port 1-65535; anything else is one line naming the variable."""
+    import ipaddress
+
+    host, sep, port = raw.strip().rpartition(":")
+    try:
+        ipaddress.ip_address(host[1:-1] if host.startswith("[") and host.endswith("]") else host)
+        ok = bool(sep) and port.isdigit() and 1 <= int(port) <= 65535
+    except ValueError:
+        ok = False
+    if not ok:
+        raise InvalidInput(f"{var} must be IP:PORT (e.g. 0.0.0.0:8080 or 127.0.0.1:9464), not {raw!r}")
+    return raw.strip()
+
+
+def ops_from_env() -> OpsParams:
+    ops = OpsParams()
+    for attr in ("address", "metrics_address"):
+        raw = os.environ.get(OPS_VARS[attr], "").strip()
+        if raw and raw.lower() not in ("off", "0"):
+            setattr(ops, attr, ip_port(OPS_VARS[attr], raw))
+    var = OPS_VARS["shutdown_grace_seconds"]
+    raw = os.environ.get(var)
+    if raw is not None:
+        try:
+            grace = float(raw)
+        except ValueError:
+            grace = -1.0
+        if not 0.0 <= grace <= MAX_SHUTDOWN_GRACE_SECONDS:  # NaN fails too
+            raise InvalidInput(f"{var} must be a number of seconds from 0 to {MAX_SHUTDOWN_GRACE_SECONDS:g}, "
+                               f"not {raw!r}")
+        ops.shutdown_grace_seconds = grace
+    return ops
+
+
 class Settings(BaseModel):
     data_dir: Path = Field(default_factory=lambda: Path.home() / ".vicar")
     task_queue: str = TASK_QUEUE
@@ -198,6 +261,7 @@ class Settings(BaseModel):
     shards: str = "all"  # which shards this worker serves (--shards)
     # A gate waits this long for its shard's owner to take work, then the human decides.
     shard_wait_seconds: float = 60.0
+    ops: OpsParams = Field(default_factory=OpsParams)
 
     @classmethod
     def from_env(cls) -> "Settings":
@@ -237,6 +301,7 @@ class Settings(BaseModel):
             setattr(settings.limits, attr, int(raw))
         settings.shard_count = parse_count(os.environ.get("VICAR_SHARD_COUNT"))
         settings.shards = os.environ.get("VICAR_SHARDS") or "all"
+        settings.ops = ops_from_env()
         roots = os.environ.get("VICAR_ARTIFACT_ROOTS", "")
         settings.artifact_roots = [Path(os.path.expanduser(r.strip())).absolute()
                                    for r in roots.split(os.pathsep) if r.strip()]

@@ -8,6 +8,7 @@ import asyncio
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.envconfig import ClientConfig
+from temporalio.runtime import Runtime
 
 from vicar.config import SEARCH_ATTRIBUTES, Settings
 from vicar.errors import InvalidInput, Unreachable
@@ -29,7 +30,8 @@ def connect_config(settings: Settings) -> dict:
 
 
 async def connect(settings: Settings, *, target_host: str | None = None, namespace: str | None = None,
-                  timeout: float = 10.0) -> Client:
+                  timeout: float = 10.0, runtime: Runtime | None = None) -> Client:
+    """runtime: an SDK runtime with metrics (vicar.ops.make_runtime); None: the SDK's default."""
     cfg = connect_config(settings)
     if target_host:
         cfg["target_host"] = target_host
@@ -37,7 +39,7 @@ async def connect(settings: Settings, *, target_host: str | None = None, namespa
         cfg["namespace"] = namespace
     try:
         return await asyncio.wait_for(
-            Client.connect(**cfg, data_converter=pydantic_data_converter), timeout=timeout
+            Client.connect(**cfg, data_converter=pydantic_data_converter, runtime=runtime), timeout=timeout
         )
     except (RuntimeError, OSError, asyncio.TimeoutError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         Usage,
     )
     from vicar.proxy.decision import Decision, decide, surprised
+    from workflows import gate_metrics
     from workflows import search_attributes as sa
     from workflows.failures import cause_message as _cause
     from workflows.routing import run_memory_activity
@@ -110,6 +111,7 @@ class GateWorkflow:
         self._pin: ModelPin | None = None  # the learned model this gate decides with
         self._shard: int | None = None  # where the principal's memory lives (None: unsharded)
         self._shard_wait = 60.0  # seconds a memory step waits for the shard's owner
+        self._escalated_at = None  # for the escalation age metric
 
     async def _step(self, name: str, arg, result_type, options: dict = STEP, local: bool | None = None):
         """Run a proxy step where the principal's memory is. Unsharded, with a fast
@@ -196,6 +198,7 @@ class GateWorkflow:
             gate_id=req.gate_id, principal=req.principal, state=req.state, task_type=req.task_type,
             status=GateStatus.queued, question=req.question,
         )
+        gate_metrics.started(req)
         if workflow.info().typed_search_attributes.get(sa.PRINCIPAL) is None:
             # Started by a client that did not set them (vicar.gates.start_gate does):
             # every visibility write costs the server, so only when missing.
@@ -241,6 +244,7 @@ class GateWorkflow:
         posterior, calibration = consulted.posterior, consulted.calibration
         await self._read_allowed(req)
         self._set_status(GateStatus.escalated, confidence=calibration.confidence)
+        self._escalated_at = gate_metrics.escalated(req)
         workflow.set_current_details(
             f"**Waiting for {req.principal}** — {req.state.value} / {req.task_type}\n\n"
             f"**Question:** {req.question}\n\n"
@@ -316,6 +320,7 @@ class GateWorkflow:
 
     async def _finish(self, req: GateRequest, result: GateResult) -> GateResult:
         """Tell the session the gate is done (its memory is ready for consolidation)."""
+        gate_metrics.finished(req, result, self._escalated_at)
         if self._in_session:
             try:
                 await workflow.get_external_workflow_handle(

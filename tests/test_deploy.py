@@ -1,0 +1,138 @@
+"""The deployment files (deploy/) agree with the code: the kustomize layout renders and
+passes Kubernetes' own schemas (offline, strict), its probes are vicar/ops.py's routes,
+every VICAR_* variable the files set is one Vicar reads and its value is accepted,
+the shards cover every shard once, and the kill timeouts exceed the shutdown grace."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vicar import ops
+from vicar.config import OPS_VARS, Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+DEPLOY = ROOT / "deploy"
+K8S_VERSION = "1.32.0"
+
+
+def known_vars() -> set[str]:
+    code = "\n".join(p.read_text() for d in ("vicar", "memory", "activities", "workflows")
+                     for p in (ROOT / d).rglob("*.py"))
+    return set(re.findall(r"VICAR_[A-Z_]+", code + (ROOT / "worker.py").read_text()))
+
+
+def check_env(env: dict[str, str], monkeypatch) -> None:
+    """Known names, and values Vicar's own parser accepts."""
+    unknown = {k for k in env if k.startswith("VICAR_")} - known_vars()
+    assert not unknown, f"variables Vicar does not read: {unknown}"
+    for k, v in env.items():
+        if k.startswith("VICAR_"):
+            monkeypatch.setenv(k, v)
+    Settings.from_env()
+
+
+def shards(spec: str, count: int) -> set[int]:
+    if spec == "all":
+        return set(range(count))
+    out = set()
+    for part in spec.split(","):
+        a, _, b = part.partition("-")
+        out |= set(range(int(a), int(b or a) + 1))
+    return out
+
+
+@pytest.fixture(scope="module")
+def rendered() -> list[dict]:
+    if not shutil.which("kubectl"):
+        pytest.skip("kubectl is not installed")
+    out = subprocess.run(["kubectl", "kustomize", str(DEPLOY / "k8s")], capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def test_manifests_pass_the_kubernetes_schemas(rendered):
+    kv = pytest.importorskip("kubernetes_validate")
+    assert {d["kind"] for d in rendered} >= {"Namespace", "ServiceAccount", "ConfigMap", "Service",
+                                               "StatefulSet", "PodDisruptionBudget"}
+    for doc in rendered:
+        kv.validate(doc, K8S_VERSION, strict=True)  # raises on an unknown or mistyped field
+
+
+def test_worker_statefulset_matches_the_code(rendered, monkeypatch):
+    by_kind = {d["kind"]: d for d in rendered}
+    sts, config = by_kind["StatefulSet"], by_kind["ConfigMap"]["data"]
+    pod = sts["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    env = {**config, **{e["name"]: e["value"] for e in c["env"]}}
+    check_env(env, monkeypatch)
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert env["VICAR_OPS_ADDRESS"].endswith(f":{ports['ops']}")
+    assert env["VICAR_METRICS_ADDRESS"].endswith(f":{ports['metrics']}")
+    assert c["readinessProbe"]["httpGet"] == {"path": ops.READY_PATH, "port": "ops"}
+    assert c["livenessProbe"]["httpGet"] == {"path": ops.HEALTH_PATH, "port": "ops"}
+    assert c["startupProbe"]["httpGet"]["path"] == ops.HEALTH_PATH
+    annotations = sts["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/port"] == str(ports["metrics"])
+    # The kubelet's SIGKILL comes after the worker's grace, with room to close.
+    assert pod["terminationGracePeriodSeconds"] >= float(env[OPS_VARS["shutdown_grace_seconds"]]) + 15
+    # One shard set per pod: pod:R with R the replicas, every shard served once.
+    r = int(env["VICAR_SHARDS"].removeprefix("pod:"))
+    assert env["VICAR_SHARDS"] == f"pod:{r}" and r == sts["spec"]["replicas"]
+    count = int(env["VICAR_SHARD_COUNT"])
+    assert sorted(k for i in range(r) for k in range(count) if k % r == i) == list(range(count))
+    # One volume per pod, where Vicar keeps its data; non-root, read-only root.
+    (claim,) = sts["spec"]["volumeClaimTemplates"]
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    assert mounts[claim["metadata"]["name"]] == env["VICAR_DATA_DIR"] and "/tmp" in mounts.values()
+    assert pod["securityContext"]["runAsNonRoot"] and c["securityContext"]["readOnlyRootFilesystem"]
+    assert c["resources"]["requests"]
+    assert sts["spec"]["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Retain", "whenScaled": "Retain"}
+    service = by_kind["Service"]
+    assert service["spec"]["clusterIP"] == "None" and sts["spec"]["serviceName"] == service["metadata"]["name"]
+    assert by_kind["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"] == sts["spec"]["selector"]["matchLabels"]
+
+
+def test_compose_workers_split_the_shards(monkeypatch):
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    workers = {k: v for k, v in compose["services"].items() if k.startswith("vicar-worker")}
+    assert len(workers) >= 2
+    seen: list[int] = []
+    volumes = set()
+    for w in workers.values():
+        env = w["environment"]
+        check_env(env, monkeypatch)
+        seen += sorted(shards(env["VICAR_SHARDS"], int(env["VICAR_SHARD_COUNT"])))
+        (volume,) = w["volumes"]
+        name, _, path = volume.partition(":")
+        assert path == "/var/lib/vicar" and name in compose["volumes"]
+        volumes.add(name)
+        assert int(w["stop_grace_period"].rstrip("s")) >= 30 + 10
+        assert w["build"]["dockerfile"] == "deploy/Dockerfile" and w["read_only"]
+    assert sorted(seen) == list(range(int(env["VICAR_SHARD_COUNT"])))  # each shard once
+    assert len(volumes) == len(workers)  # a volume per worker
+    assert {"postgresql", "temporal", "temporal-ui"} <= set(compose["services"])
+
+
+def test_dockerfile_matches_the_code(monkeypatch):
+    text = (DEPLOY / "Dockerfile").read_text()
+    env = dict(re.findall(r"(VICAR_[A-Z_]+)=(\S+)", text))
+    check_env(env, monkeypatch)
+    assert f'"vicar.ops", "probe", "{ops.READY_PATH}"' in text
+    assert re.search(r"^USER 10001", text, re.M) and re.search(r"^FROM python:3\.11-slim|PYTHON_IMAGE=python:3\.11-slim",
+                                                               text, re.M)
+    assert 'ENTRYPOINT ["vicar"]' in text and 'CMD ["worker"]' in text
+    assert f"VOLUME {env['VICAR_DATA_DIR']}" in text
+
+
+def test_temporal_values_use_postgres_and_create_the_namespace():
+    values = yaml.safe_load((DEPLOY / "k8s" / "temporal-values.yaml").read_text())
+    stores = values["server"]["config"]["persistence"]["datastores"]
+    assert {s["sql"]["pluginName"] for s in stores.values()} == {"postgres12"}
+    assert all("password" not in s["sql"] for s in stores.values())  # from a secret, never in values
+    assert {"name": "default", "retention": "7d"} in values["server"]["config"]["namespaces"]["namespace"]

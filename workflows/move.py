@@ -15,40 +15,30 @@ from temporalio.common import RetryPolicy
 with workflow.unsafe.imports_passed_through():
     from memory.transfer import Snapshot
     from vicar import contracts as c
-    from vicar.models import TurnGrant, TurnRequest
+    from vicar.models import TurnRequest
     from workflows.routing import run_memory_activity
+
+from workflows.turn_holder import QUICK, TurnHolder
 
 _UNTIL_DONE = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1))
 FOREVER = dict(start_to_close_timeout=timedelta(minutes=10), retry_policy=_UNTIL_DONE)
 # A piece is 256 KB: an attempt lost with its worker is tried again after this long.
 PIECE = dict(start_to_close_timeout=timedelta(seconds=20), retry_policy=_UNTIL_DONE)
-# A refused step (an archive that does not verify) is not retried: the move fails,
-# visibly, and the old copy stays in use.
-QUICK = dict(start_to_close_timeout=timedelta(seconds=30),
-             retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100), maximum_interval=timedelta(seconds=5)))
 # Pieces per run: each passes through history twice (about 0.7 MB per piece, base64).
 PIECES_PER_RUN = 16
 
 
 @workflow.defn(name=c.MOVE_WORKFLOW)
-class MoveWorkflow:
-    def __init__(self) -> None:
-        self._grant: TurnGrant | None = None
-
-    @workflow.signal
-    def turn_granted(self, grant: TurnGrant) -> None:
-        if self._grant is None:
-            self._grant = grant
-
+class MoveWorkflow(TurnHolder):
     @workflow.run
     async def run(self, inp: c.MoveInput) -> c.MoveReport:
         move_id = inp.move_id or str(workflow.uuid4())
         turn = c.TurnAsk(principal=inp.principal,
                          turn=TurnRequest(gate_id=f"move/{move_id}", workflow_id=workflow.info().workflow_id))
-        shard = await self._take_turn(turn)  # the holder asking again (a new run) keeps its turn
+        shard = await self.take_turn(turn, f"move of {inp.principal}")  # the holder asking again (a new run) keeps its turn
         from_shard = inp.from_shard if inp.from_shard is not None else shard
         if from_shard == inp.to_shard or shard is None:
-            await self._release(turn)
+            await self.release_turn(turn)
             return c.MoveReport(principal=inp.principal, from_shard=shard, to_shard=inp.to_shard, moved=False)
         step = c.MoveStep(principal=inp.principal, move_id=move_id)
         snap = inp.snapshot or await run_memory_activity(c.EXPORT_MEMORY, step, Snapshot, FOREVER, shard=from_shard)
@@ -73,26 +63,6 @@ class MoveWorkflow:
             workflow.logger.warning("move of %s lost its turn; starting again", inp.principal)
             workflow.continue_as_new(c.MoveInput(principal=inp.principal, to_shard=inp.to_shard))
         await run_memory_activity(c.REMOVE_MEMORY, step, None, FOREVER, shard=from_shard)
-        await self._release(turn)
+        await self.release_turn(turn)
         return c.MoveReport(principal=inp.principal, from_shard=from_shard, to_shard=inp.to_shard, moved=True,
                             outcomes=outcomes, archive_bytes=snap.size)
-
-    async def _take_turn(self, turn: c.TurnAsk) -> int | None:
-        wait = timedelta(seconds=1)
-        while True:
-            self._grant = None
-            ticket = await workflow.execute_local_activity(c.REQUEST_TURN, turn, result_type=c.TurnTicket, **QUICK)
-            turn.attempt += 1
-            refused, shard = ticket.error, ticket.shard
-            if refused is None and ticket.n is None:
-                await workflow.wait_condition(lambda: self._grant is not None)
-                assert self._grant is not None
-                refused, shard = self._grant.error, self._grant.shard
-            if refused is None:
-                return shard
-            workflow.logger.warning("move of %s waits for the memory: %s", turn.principal, refused)
-            await workflow.sleep(wait)
-            wait = min(wait * 2, timedelta(seconds=30))
-
-    async def _release(self, turn: c.TurnAsk) -> None:
-        await workflow.execute_local_activity(c.RELEASE_TURN, turn, **QUICK)

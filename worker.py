@@ -89,9 +89,10 @@ def build_worker(
         embedder = make_embedder(cache_file=settings.embedding_cache)
         registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
     predictor = predictor or predictor_from_env(settings, registry)
+    served = (settings.served_shards() if shards is None else shards) if settings.shard_count is not None else []
     acts = ProxyActivities(
         client, registry, predictor, settings,
-        brain_config=brain_config, task_queue=task_queue,
+        brain_config=brain_config, task_queue=task_queue, served_shards=served,
     )
     sessions = SessionActivities(client, registry, settings, task_queue, predictor)
     moves = MoveActivities(client, registry, settings, forget=getattr(predictor, "forget", None))
@@ -106,7 +107,6 @@ def build_worker(
         return worker, registry
     shared_worker = Worker(client, task_queue=task_queue, workflows=workflows, activities=shared,
                            max_concurrent_activities=max_threads, graceful_shutdown_timeout=grace)
-    served = settings.served_shards() if shards is None else shards
     return WorkerGroup([shared_worker] + [
         Worker(client, task_queue=shard_queue(task_queue, k), activities=memory, activity_executor=executor,
                max_concurrent_activities=max_threads, graceful_shutdown_timeout=grace)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+from collections.abc import Collection
 
 from temporalio import activity
 from temporalio.client import Client, WithStartWorkflowOperation
@@ -29,11 +30,14 @@ from vicar.proxy.consult import calibration_inputs, consult, retrieve
 from vicar.proxy.outcomes import record_outcome
 from vicar.proxy.provider import Predictor
 from vicar.responders import load_allowed
+from vicar.sharding import shard_of
 
 # Temporal admits at most 10 in-flight updates per workflow (history.maxInFlightUpdates)
 # and answers RESOURCE_EXHAUSTED beyond, which the client then retries with backoff.
 # Past this many take_turn updates in flight to one brain from this process, a gate
 # queues by signal instead: it never needed the update's fast path while others wait.
+# Only one process sends a principal's updates (see ProxyActivities.request_turn), so
+# this bounds them all.
 MAX_TURN_UPDATES_IN_FLIGHT = 4
 
 
@@ -41,6 +45,7 @@ class ProxyActivities:
     def __init__(
         self, client: Client, registry: MemoryRegistry, predictor: Predictor, settings: Settings,
         brain_config: BrainConfig | None = None, task_queue: str = TASK_QUEUE,
+        served_shards: Collection[int] | None = None,
     ) -> None:
         self.client = client
         self.registry = registry
@@ -50,6 +55,7 @@ class ProxyActivities:
         self.brain_config = (brain_config or BrainConfig()).model_copy(update=dict(
             shard_count=settings.shard_count, shard_wait_seconds=settings.shard_wait_seconds))
         self.task_queue = task_queue
+        self._served = frozenset(served_shards or ())
         self._turn_updates: collections.Counter[str] = collections.Counter()  # per principal, this process
 
     def _artifact(self, request) -> str:
@@ -71,7 +77,7 @@ class ProxyActivities:
         """Everything that reads or writes a principal's memory (records, vectors, model,
         allow-list): on the shard's queue when sharded."""
         return [
-            self.read_counter, self.mirror_counter, self.consult, self.retrieve_context, self.prior_pass,
+            self.read_counter, self.mirror_counter, self.advance_turn, self.consult, self.retrieve_context, self.prior_pass,
             self.posterior_pass, self.extract_surprise, self.calibrate, self.reinforce, self.agent_reply,
             self.record_outcome, self.allowed_responders, self.pin_model,
         ]
@@ -95,7 +101,9 @@ class ProxyActivities:
         brain run would otherwise replay), and the brain ignores a gate already queued
         or holding."""
         reply = TurnReply(n=None)
-        if self._turn_updates[ask.principal] < MAX_TURN_UPDATES_IN_FLIGHT:
+        if not self._sends_updates(ask.principal):
+            await self._queue_turn(ask)
+        elif self._turn_updates[ask.principal] < MAX_TURN_UPDATES_IN_FLIGHT:
             self._turn_updates[ask.principal] += 1
             try:
                 reply = await self._take_turn_update(ask)
@@ -111,7 +119,15 @@ class ProxyActivities:
             await self._queue_turn(ask)
         return c.TurnTicket(local_steps=getattr(self.predictor, "local", False), n=reply.n,
                             max_dialog_turns=self.settings.max_dialog_turns, error=reply.error, shard=reply.shard,
-                            shard_wait_seconds=self.settings.shard_wait_seconds)
+                            shard_wait_seconds=self.settings.shard_wait_seconds, release=reply.release)
+
+    def _sends_updates(self, principal: str) -> bool:
+        """Whether this process may use the update fast path for the principal: unsharded
+        there is one worker; sharded, only the owner of the principal's home shard (the
+        hash, whatever moves did to its memory), so however many workers share the queue
+        one process's cap bounds the brain's in-flight updates."""
+        count = self.settings.shard_count
+        return count is None or shard_of(principal, count) in self._served
 
     def _brain_start(self, ask: c.TurnAsk) -> dict:
         return dict(args=[BrainInput(principal=ask.principal, config=ask.config or self.brain_config)],
@@ -148,6 +164,12 @@ class ProxyActivities:
     @store_errors
     def mirror_counter(self, inp: c.CounterInput) -> int:
         return self.registry.get(inp.principal).raise_counter(inp.n)
+
+    @activity.defn(name=c.ADVANCE_TURN)
+    @store_errors
+    def advance_turn(self, inp: c.TurnAdvance) -> c.TurnAdvanced:
+        free, counter = self.registry.get(inp.principal).advance_counter(inp.n, inp.after)
+        return c.TurnAdvanced(free=free, counter=counter)
 
     # -- gate ----------------------------------------------------------------
 

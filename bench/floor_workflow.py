@@ -6,15 +6,16 @@ with the brain's turn protocol.
 - `BenchFloorBrain` + `BenchFloorGate`: the real gate's structure (workflows/gate.py,
   workflows/brain.py, activities/proxy.py) with no proxy work. The floor gate takes a
   turn with a local activity that does update-with-start `take_turn` on its principal's
-  floor brain (which runs one no-op local activity, like `mirror_counter`, and grants at
-  once), runs 2 no-op local activities (consult, record), and gives the turn back with a
-  local activity that signals `release_turn` to the brain. So, per gate, like a real one:
-  4 local activities on the gate, 2 workflow tasks on the brain (the update, the signal),
-  2 client calls from inside activities.
+  floor brain (which runs one no-op local activity, like `advance_turn`, that checks the
+  last holder's record and mirrors the counter, and grants at once), then runs 2 no-op
+  local activities (consult, record). Like a real gate that decides alone, it gives the
+  turn back by its record: no release signal. So, per gate: 3 local activities on the
+  gate, 1 workflow task on the brain (the update), 1 client call from inside an activity.
 
-Not modelled: the real brain's queue and `turn_granted` signal (unused when each
-principal runs its gates one at a time, as the bench's streams do), its `read_counter`
-at the start of a run (once per brain run), and the gate's search attributes.
+Not modelled: the real brain's queue, `turn_granted` and `turn_wanted` signals (unused
+when each principal runs its gates one at a time, as the bench's streams do), its
+`read_counter` at the start of a run (once per brain run), and the gate's search
+attributes.
 
 A module of its own because the workflow sandbox re-imports a workflow's module on
 every run: the benchmark script's imports (rich, the worker) would inflate the floor.
@@ -56,7 +57,8 @@ class FloorTurn:
 @workflow.defn(name="BenchFloorBrain")
 class FloorBrainWorkflow:
     """One per principal: hands out turns, at once (no queue), after one no-op local
-    activity in the update, as the real brain mirrors its counter before granting."""
+    activity in the update, as the real brain checks the last holder's record and
+    mirrors its counter before granting."""
 
     def __init__(self) -> None:
         self._counter = 0
@@ -66,15 +68,10 @@ class FloorBrainWorkflow:
     @workflow.update
     async def take_turn(self, gate_id: str) -> int:
         n = self._counter + 1
-        await workflow.execute_local_activity(noop, "mirror", **LOCAL)
+        await workflow.execute_local_activity(noop, "advance", **LOCAL)
         self._counter, self._holder = n, gate_id
         self._grants += 1
         return n
-
-    @workflow.signal
-    def release_turn(self, gate_id: str) -> None:
-        if self._holder == gate_id:
-            self._holder = None
 
     @workflow.run
     async def run(self) -> None:
@@ -85,13 +82,13 @@ class FloorBrainWorkflow:
 
 
 class FloorBrainActivities:
-    """The floor gate's request_turn / release_turn: client calls, like activities/proxy.py."""
+    """The floor gate's request_turn: a client call, like activities/proxy.py."""
 
     def __init__(self, client: Client) -> None:
         self.client = client
 
     def all(self) -> list:
-        return [self.take_turn, self.release_turn]
+        return [self.take_turn]
 
     @activity.defn(name="bench_take_turn")
     async def take_turn(self, turn: FloorTurn) -> int:
@@ -104,10 +101,6 @@ class FloorBrainActivities:
             id=f"turn/{turn.gate_id}",
         )
 
-    @activity.defn(name="bench_release_turn")
-    async def release_turn(self, turn: FloorTurn) -> None:
-        await self.client.get_workflow_handle(turn.brain_id).signal(FloorBrainWorkflow.release_turn, turn.gate_id)
-
 
 @workflow.defn(name="BenchFloorGate")
 class FloorGateWorkflow:
@@ -115,9 +108,6 @@ class FloorGateWorkflow:
     async def run(self, brain_id: str) -> int:
         turn = FloorTurn(brain_id=brain_id, gate_id=workflow.info().workflow_id)
         n = await workflow.execute_local_activity("bench_take_turn", turn, result_type=int, **LOCAL)
-        try:
-            await workflow.execute_local_activity(noop, "consult", **LOCAL)
-            await workflow.execute_local_activity(noop, "record", **LOCAL)
-        finally:
-            await workflow.execute_local_activity("bench_release_turn", turn, **LOCAL)
+        await workflow.execute_local_activity(noop, "consult", **LOCAL)
+        await workflow.execute_local_activity(noop, "record", **LOCAL)  # the record gives the turn back
         return n

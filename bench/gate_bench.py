@@ -1,4 +1,4 @@
-"""Gate latency and throughput with the offline predictor on the embedded Temporal dev server.
+"""Gate latency and throughput with the default (learned, local) predictor on the embedded Temporal dev server.
 
     python bench/gate_bench.py [--gates N] [--principals 8] [--out bench/RESULTS.md]
 
@@ -15,7 +15,9 @@ eager workflow start applies):
   3. latency: N sequential gates (round-robin over the principals), escalation_mode
      when_unsure; only the ones the proxy decided alone count;
   4. the same with escalation_mode=never (the full proxy path, never a human);
-  5. throughput: ceil(N / principals) gates per principal, all principals concurrently.
+  5. throughput: ceil(N / principals) gates per principal, all principals concurrently;
+  6. burst: --burst gates started at once over the principals, with the server's count of
+     RESOURCE_EXHAUSTED answers (Temporal's in-flight update limit) during it.
 Results go to a markdown report (--out) as well as the terminal.
 """
 
@@ -54,6 +56,7 @@ from temporalio.worker import Interceptor as WorkerInterceptor
 
 from floor_workflow import (  # bench/ is sys.path[0] when run as a script
     FloorBrainActivities, FloorBrainWorkflow, FloorGateWorkflow, FloorWorkflow, noop)
+from prom import delta, resource_exhausted, server_metrics_url
 from memory.embedder import default_embedder
 from vicar import contracts as c
 from vicar.config import Settings
@@ -63,6 +66,7 @@ from worker import build_worker, temporal_client
 
 P50_GOAL_MS = 150.0
 THROUGHPUT_GOAL = 20.0
+FLOOR_SHARE_GOAL = 0.75  # the real gate's gates/s over the floor gate's (issue 12)
 TASK_TYPE = "docs"
 QUESTION = "Approve or revise the overall deliverable: documentation update."
 HUMAN = HumanAnswer(action="approve", text="Fine, ship it.", responder="bench")
@@ -70,12 +74,12 @@ HUMAN = HumanAnswer(action="approve", text="Fine, ship it.", responder="bench")
 TRAINED_STREAK = 2
 MAX_TRAINING_GATES = 12
 BASELINE_WARMUP = 10
-# An autonomous gate's local activities with the offline predictor: request_turn, consult
-# (retrieval, both passes, surprise, calibration, reinforcement in one step), record_outcome,
-# release_turn.
+# An autonomous gate's local activities with a local predictor: request_turn, pin_model,
+# consult (retrieval, both passes, surprise, calibration, reinforcement in one step),
+# record_outcome (which also gives the turn back).
 GATE_LOCAL_ACTIVITIES = 4
 # The brain's own local activities: they run inside request_turn's time, so not summed again.
-BRAIN_ACTIVITIES = frozenset({"mirror_counter", "read_counter"})
+BRAIN_ACTIVITIES = frozenset({"advance_turn", "mirror_counter", "read_counter"})
 # Seconds before a measured gate is checked for escalation: well above an autonomous gate's
 # latency, so the bench never queries those (a query costs work that slows the other gates).
 MEASURE_POLL = 3.0
@@ -303,6 +307,23 @@ async def concurrent(client: Client, tq: str, principals: list[str], run: str, p
     return row
 
 
+async def burst(client: Client, tq: str, principals: list[str], run: str, count: int, progress: Progress) -> Row:
+    """`count` gates started at once, spread over the principals: many take_turn requests
+    in flight to each brain together (Temporal admits 10 in-flight updates per workflow)."""
+    row = Row(f"{count} gates at once (escalation_mode=never), {len(principals)} principals")
+    bar = progress.add_task(row.label, total=count)
+
+    async def one(i: int) -> None:
+        record(row, *await run_gate(client, gate(principals[i % len(principals)], run + "b", i, EscalationMode.never),
+                                    tq, poll=MEASURE_POLL))
+        progress.advance(bar)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(count)))
+    row.wall = time.perf_counter() - t0
+    return row
+
+
 def machine() -> str:
     return machine_line(f"temporalio {temporalio.__version__}")
 
@@ -364,8 +385,9 @@ def cores_busy(row: Row, which: tuple[int, ...] = (0, 1)) -> float:
 
 
 def report(args: argparse.Namespace, rows: list[Row], trained: dict[str, int], acts: list[tuple[str, float, int]],
-           gate_anatomy: Anatomy | None, load: tuple[float, float], setup_s: float, total_s: float) -> str:
-    base, shape, c_base, c_shape, c_brain, alone, never, conc = rows
+           gate_anatomy: Anatomy | None, load: tuple[float, float], setup_s: float, total_s: float,
+           exhausted: dict[str, int]) -> str:
+    base, shape, c_base, c_shape, c_brain, alone, never, conc, bursting = rows
     p50 = alone.pct(50)
     floor_rate = c_brain.rate or math.nan
     lines = [
@@ -374,7 +396,7 @@ def report(args: argparse.Namespace, rows: list[Row], trained: dict[str, int], a
         f"- command: `{shlex.join(['python', *sys.argv])}`",
         f"- date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"- machine: {machine()}",
-        "- setup: offline predictor, embedded Temporal dev server (`temporal server start-dev`, SQLite file), "
+        "- setup: default (learned) predictor, embedded Temporal dev server (`temporal server start-dev`, SQLite file), "
         "worker in-process, fresh data dir",
         f"- run time: {total_s:.0f} s (server start + model load {setup_s:.1f} s); 1-minute load average "
         f"{load[0]:.2f} before, {load[1]:.2f} after (other processes on the machine skew the figures)",
@@ -396,8 +418,8 @@ def report(args: argparse.Namespace, rows: list[Row], trained: dict[str, int], a
         "workflows over as many principals as the concurrent gate phase, each principal's one at a "
         "time; the brain-round-trip floor gate is the real gate's structure with no proxy work "
         "(update-with-start `take_turn` on a per-principal no-op brain that runs one no-op local "
-        "activity before granting, 2 no-op local activities, a `release_turn` signal; "
-        "bench/floor_workflow.py).",
+        "activity before granting, then 2 no-op local activities; the record gives the turn back, "
+        "as a real gate that decided alone does; bench/floor_workflow.py).",
         "",
         "## Goals",
         "",
@@ -405,6 +427,13 @@ def report(args: argparse.Namespace, rows: list[Row], trained: dict[str, int], a
         f"**{'met' if p50 <= P50_GOAL_MS else 'NOT met'}**",
         f"- >= {THROUGHPUT_GOAL:.0f} gates/s over {args.principals} concurrent principals: {fmt(conc.rate)} gates/s — "
         f"**{'met' if (conc.rate or 0) >= THROUGHPUT_GOAL else 'NOT met'}**",
+        f"- the real gate at >= {FLOOR_SHARE_GOAL:.0%} of the floor gate's gates/s (same run, same concurrency): "
+        f"{fmt(100 * (conc.rate or math.nan) / floor_rate, '.0f')}% — "
+        f"**{'met' if (conc.rate or 0) >= FLOOR_SHARE_GOAL * floor_rate else 'NOT met'}**",
+        f"- {args.burst} gates at once: {sum(exhausted.values())} RESOURCE_EXHAUSTED answers at the server "
+        f"({', '.join(f'{k} {v}' for k, v in exhausted.items()) or 'none'}; the server's own "
+        "`service_errors_resource_exhausted`, frontend) — "
+        f"**{'met' if not exhausted else 'NOT met'}**; {fmt(bursting.rate)} gates/s, p50 {fmt(bursting.pct(50))} ms",
         "",
         "## Temporal's floor",
         "",
@@ -445,8 +474,9 @@ def report(args: argparse.Namespace, rows: list[Row], trained: dict[str, int], a
         "",
         "The rest (gate mean minus the activity sum) is Temporal and SDK overhead: start, workflow "
         "tasks, local-activity dispatch, the result long-poll. `request_turn` is itself a Temporal "
-        "round trip (update-with-start on the principal's brain workflow); `release_turn` signals "
-        "the brain; `mirror_counter` is the brain's own local activity.",
+        "round trip (update-with-start on the principal's brain workflow); `advance_turn` is the "
+        "brain's own local activity (the last holder's record is in; mirror the counter). A gate "
+        "that decided alone sends no `release_turn`.",
         "",
     ]
     if gate_anatomy:
@@ -514,10 +544,15 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
                         EscalationMode.never, "gate, escalation_mode=never, sequential", progress))
                     conc = await metered(server_pid, concurrent(
                         client, "bench-gates", principals, run, per, progress))
+                    metrics_url = server_metrics_url(settings.data_dir)
+                    exhausted_before = resource_exhausted(metrics_url)
+                    bursting = await metered(server_pid, burst(
+                        client, "bench-gates", principals, run, args.burst, progress))
+                    exhausted = delta(exhausted_before, resource_exhausted(metrics_url))
             gate_anatomy = await anatomy(client, alone)
         finally:
             registry.close()
-    rows = [base, shape, c_base, c_shape, c_brain, alone, never, conc]
+    rows = [base, shape, c_base, c_shape, c_brain, alone, never, conc, bursting]
     acts = breakdown(timer, max(alone.total, 1))
     table = Table(title="Vicar gate benchmark")
     for h in HEADERS:
@@ -526,13 +561,14 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
         table.add_row(*cells)
     console.print(table)
     return report(args, rows, trained, acts, gate_anatomy, (load_before, os.getloadavg()[0]), setup_s,
-                  time.perf_counter() - t_start)
+                  time.perf_counter() - t_start, exhausted)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gates", type=int, default=100, help="gates per measured phase (default 100)")
     ap.add_argument("--principals", type=int, default=8, help="concurrent principals (default 8)")
+    ap.add_argument("--burst", type=int, default=200, help="gates started at once in the last phase (default 200)")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "RESULTS.md")
     args = ap.parse_args()
     console = Console() if sys.stdout.isatty() else Console(width=160)  # keep the table readable in logs

@@ -187,6 +187,9 @@ class PrincipalMemory:
     def raise_counter(self, n: int) -> int:
         return self.store.raise_counter(n)
 
+    def advance_counter(self, n: int | None, after: str | None) -> tuple[bool, int]:
+        return self.store.advance_counter(n, after)
+
     def counter(self) -> int:
         return self.store.counter()
 

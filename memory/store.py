@@ -463,14 +463,22 @@ class RecordStore:
 
     def raise_counter(self, n: int) -> int:
         """Mirror the brain's counter: only ever moves forward. Returns the stored value."""
+        return self.advance_counter(n, None)[1]
+
+    def advance_counter(self, n: int | None, after: str | None) -> tuple[bool, int]:
+        """Raise the counter to `n` only if the workflow `after` has logged its outcome
+        (None: no condition), in one transaction: a turn is handed on only once its
+        holder's record is in. Returns (whether the condition held, the stored counter)."""
         with self.transaction(chunk_rows_kept=True) as db:
+            free = after is None or db.execute(
+                "SELECT 1 FROM outcomes WHERE workflow_id = ?", (after,)).fetchone() is not None
             row = db.execute("SELECT value FROM meta WHERE key = 'counter'").fetchone()
             current = int(row[0]) if row else 0
-            if n > current:
+            if free and n is not None and n > current:
                 db.execute(
                     "INSERT INTO meta (key, value) VALUES ('counter', ?) "
                     "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                     (str(n),),
                 )
-                return n
-            return current
+                current = n
+            return free, current

@@ -6,6 +6,7 @@ import asyncio
 import uuid
 
 import pytest
+from temporalio import workflow
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.worker import Worker
 
@@ -155,3 +156,105 @@ async def test_two_hundred_concurrent_gates_stay_under_the_update_limit(harness,
     assert "ResourceExhausted" not in logged and "RESOURCE_EXHAUSTED" not in logged
     assert "in-flight updates" not in logged
     assert "never retrieved" not in logged
+
+
+async def _brain_events(h, principal: str) -> list:
+    from temporalio.api.enums.v1 import EventType
+
+    handle = h.client.get_workflow_handle(c.brain_workflow_id(principal))
+    return [EventType.Name(e.event_type) async for e in handle.fetch_history_events()]
+
+
+async def test_a_principals_next_gate_is_granted_by_the_record_of_the_last(harness):
+    """The cheaper turn protocol: a gate that decided alone gives the turn back by its
+    outcome record. Sequential gates of one principal: every grant is the update's reply
+    (no `turn_granted` signal) and no gate signals `release_turn`, so the brain's history
+    holds no signal at all, one workflow task per gate, and N stays gap-free."""
+    h = harness
+    p = h.principal()
+    results = [await (await start_gate(h.client, h.request(p, escalation_mode="never", artifact=f"change {i}"),
+                                       h.task_queue)).result() for i in range(6)]
+    assert [r.n for r in results] == [1, 2, 3, 4, 5, 6]
+    events = await _brain_events(h, p)
+    assert "EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED" not in events
+    assert "EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED" not in events
+    assert events.count("EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED") == 6
+    # One task to start plus one per update; the first also reads the stored counter.
+    assert events.count("EVENT_TYPE_WORKFLOW_TASK_COMPLETED") <= 6 + 3
+    status = await brain_status(h, p)
+    assert status.counter == 6 and status.queued == []
+
+
+async def test_a_holder_that_died_without_a_record_frees_the_turn_at_once(harness):
+    """The holder's record never comes (its workflow was terminated): the brain asks it
+    for the turn (`turn_wanted`), the signal fails, and the next gate goes on without
+    waiting for the lease (600 s here)."""
+    h = harness
+    p = h.principal()
+    deaf_queue = f"deaf-{uuid.uuid4().hex[:6]}"
+    async with Worker(h.client, task_queue=deaf_queue, workflows=[DeafGate]):
+        deaf = await h.client.start_workflow(DeafGate.run, id=f"deaf-{uuid.uuid4().hex[:8]}", task_queue=deaf_queue)
+        await h.client.start_workflow(
+            c.BRAIN_WORKFLOW, BrainInput(principal=p), id=c.brain_workflow_id(p), task_queue=h.task_queue,
+            start_signal="request_turn", start_signal_args=[TurnRequest(gate_id="deaf", workflow_id=deaf.id)])
+
+        async def deaf_has_turn():
+            return await deaf.query(DeafGate.has_turn)
+
+        await wait_for(deaf_has_turn)
+        await deaf.terminate(reason="test: the gate's worker is gone for good")
+    result = await asyncio.wait_for(
+        (await start_gate(h.client, h.request(p, escalation_mode="never"), h.task_queue)).result(), timeout=30)
+    assert result.n == 2
+    assert "EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_FAILED" in await _brain_events(h, p)
+
+
+@workflow.defn(sandboxed=False)
+class SlowHolder:
+    """Holds a turn granted with nobody waiting (so it would give it back by a record)
+    and never records: it gives the turn back only when the brain asks for it."""
+
+    def __init__(self) -> None:
+        self.granted = self.wanted = False
+
+    @workflow.signal
+    def turn_granted(self, grant) -> None:
+        self.granted = True
+
+    @workflow.signal
+    def turn_wanted(self, gate_id: str) -> None:
+        self.wanted = True
+
+    @workflow.query
+    def state(self) -> tuple[bool, bool]:
+        return self.granted, self.wanted
+
+    @workflow.run
+    async def run(self, principal: str) -> None:
+        await workflow.wait_condition(lambda: self.wanted)
+        await workflow.get_external_workflow_handle(c.brain_workflow_id(principal)).signal("release_turn", "slow")
+        await workflow.wait_condition(lambda: False)
+
+
+async def test_a_holder_still_working_is_asked_for_the_turn(harness):
+    """A gate that queues behind a holder whose record is not in makes the brain ask the
+    holder (`turn_wanted`); it gives the turn back and the queued gate goes on long
+    before the lease (600 s)."""
+    h = harness
+    p = h.principal()
+    queue = f"slow-{uuid.uuid4().hex[:6]}"
+    async with Worker(h.client, task_queue=queue, workflows=[SlowHolder]):
+        slow = await h.client.start_workflow(SlowHolder.run, p, id=f"slow-{uuid.uuid4().hex[:8]}", task_queue=queue)
+        await h.client.start_workflow(
+            c.BRAIN_WORKFLOW, BrainInput(principal=p), id=c.brain_workflow_id(p), task_queue=h.task_queue,
+            start_signal="request_turn", start_signal_args=[TurnRequest(gate_id="slow", workflow_id=slow.id)])
+
+        async def granted():
+            return (await slow.query(SlowHolder.state))[0]
+
+        await wait_for(granted)
+        result = await asyncio.wait_for(
+            (await start_gate(h.client, h.request(p, escalation_mode="never"), h.task_queue)).result(), timeout=30)
+        assert result.n == 2
+        assert tuple(await slow.query(SlowHolder.state)) == (True, True)
+        await slow.terminate()

@@ -41,7 +41,12 @@ SET_SHARD = "set_shard"  # a client call: the brain's set_shard update
 REQUEST_TURN = "request_turn"
 RELEASE_TURN = "release_turn"
 READ_COUNTER = "read_counter"
-MIRROR_COUNTER = "mirror_counter"
+MIRROR_COUNTER = "mirror_counter"  # brains started before TURN_BY_RECORD only
+ADVANCE_TURN = "advance_turn"
+# The turn protocol where a gate that recorded its outcome gives the turn back by that
+# record (the brain reads it when the next gate asks) instead of a release signal.
+# Brains and gates started before it replay the release signal and the plain mirror.
+TURN_BY_RECORD = "turn-by-record"
 RETRIEVE = "retrieve_context"
 PRIOR_PASS = "prior_pass"
 POSTERIOR_PASS = "posterior_pass"
@@ -117,11 +122,26 @@ class TurnTicket(BaseModel):
     max_dialog_turns: int = 5
     shard: int | None = None  # the memory's shard when granted at once (else on the grant)
     shard_wait_seconds: float = 60.0  # how long a memory step waits for the shard's owner
+    release: bool = True  # see TurnReply.release (when granted at once)
 
 
 class CounterInput(BaseModel):
     principal: str
     n: int = 0
+
+
+class TurnAdvance(BaseModel):
+    """Hand out `n` (mirror it) only if the turn is free: `after`, the workflow that
+    holds it, has recorded its outcome (None: nobody holds it). n None: only ask."""
+
+    principal: str
+    n: int | None = None
+    after: str | None = None
+
+
+class TurnAdvanced(BaseModel):
+    free: bool  # `after` has recorded (or nobody held the turn); when False nothing was mirrored
+    counter: int  # the stored counter afterwards
 
 
 class RetrieveInput(BaseModel):

@@ -393,6 +393,10 @@ class TurnReply(BaseModel):
     n: int | None  # granted at once with this N, or None: queued, a signal will follow
     error: str | None = None  # refused: the brain could not read or mirror the counter (a broken store)
     shard: int | None = None  # the shard holding the principal's memory (None: unsharded)
+    # Give the turn back by `release_turn` even after recording: others were waiting when
+    # it was granted. False only from brains that read the record as the release, so a
+    # reply from an older brain (no field) keeps the signal.
+    release: bool = True
 
 
 class TurnGrant(BaseModel):
@@ -400,6 +404,7 @@ class TurnGrant(BaseModel):
     n: int | None  # None only with an error
     error: str | None = None  # refused (see TurnReply.error): no N was handed out
     shard: int | None = None  # see TurnReply.shard
+    release: bool = True  # see TurnReply.release
 
 
 class BrainConfig(BaseModel):

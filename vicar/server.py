@@ -163,6 +163,10 @@ class EmbeddedServer:
                 await asyncio.sleep(0.1)
         return False
 
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
     def stop(self) -> None:
         proc, self._proc = self._proc, None
         if proc is None:
@@ -330,7 +334,7 @@ def keep(data_dir: Path, started_by: int) -> int:
             write_note({"error": str(exc)})  # the starter reports it
             return 1
         try:
-            write_note({"address": server.address, "ui_url": server.ui_url, "server_pid": server._proc.pid,
+            write_note({"address": server.address, "ui_url": server.ui_url, "server_pid": server.pid,
                         "keeper_pid": os.getpid(), "started_by": started_by,
                         "since": time.strftime("%Y-%m-%d %H:%M:%S")})
             while server._proc.poll() is None:

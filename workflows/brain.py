@@ -2,11 +2,18 @@
 the proxy's attention to one gate at a time, first come first served.
 
 A gate asks for a turn with the `take_turn` update (update-with-start, so the brain
-starts lazily). When the principal is idle the update grants the turn at once and
-returns N; otherwise the gate is queued and the brain later grants the turn with a
-`turn_granted` signal to the gate. The update never waits for the queue, so no
-long-running handler holds up continue-as-new. The gate gives the turn back with
-`release_turn`. Waiting for a human happens outside the turn.
+starts lazily). When the turn is free the update grants it at once and returns N;
+otherwise the gate is queued and the brain later grants the turn with a `turn_granted`
+signal to the gate. The update never waits for the queue, so no long-running handler
+holds up continue-as-new. Waiting for a human happens outside the turn.
+
+Giving the turn back costs a gate that decided alone no round trip: its outcome record
+is the release. The brain hands the turn on once the holder's record is in the store,
+checked in the same activity that mirrors the next N (ADVANCE_TURN), so a principal's
+next gate is granted in one update. A gate is told to release explicitly (`turn_wanted`)
+only when another waits behind it before its record is in; if it has already finished,
+that signal fails and the turn is free. Gates that escalate, consolidations and moves
+give the turn back with `release_turn`, as before.
 """
 
 from __future__ import annotations
@@ -60,6 +67,7 @@ class BrainWorkflow:
         self._ready = False  # the first read of the counter is done (successful or not)
         self._counter_read = False  # the counter is at least the stored one
         self._granting = asyncio.Lock()  # one grant at a time: the update and the loop both grant
+        self._asked: str | None = None  # the holder last asked (turn_wanted) to give the turn back
 
     # -- handlers --------------------------------------------------------------
 
@@ -72,13 +80,19 @@ class BrainWorkflow:
                 return TurnReply(n=st.holder_n, shard=st.shard)  # a retried request: the same turn, the same N
             if any(q.gate_id == req.gate_id for q in st.queue):
                 return TurnReply(n=None, shard=st.shard)
-            if st.holder is None and not st.queue:
+            if not st.queue and (st.holder is None or self._by_record()):
                 try:
-                    return TurnReply(n=await self._assign(req), shard=st.shard)
+                    n = await self._assign(req)
                 except _Refused as exc:
                     return TurnReply(n=None, error=str(exc), shard=st.shard)
+                if n is not None:
+                    return TurnReply(n=n, shard=st.shard, release=not self._by_record())
             st.queue.append(req)
             return TurnReply(n=None, shard=st.shard)
+
+    @staticmethod
+    def _by_record() -> bool:
+        return workflow.patched(c.TURN_BY_RECORD)
 
     @workflow.signal
     def request_turn(self, req: TurnRequest) -> None:
@@ -134,15 +148,12 @@ class BrainWorkflow:
                 timeout = max(st.lease_deadline - workflow.now().timestamp(), 0.001)
             try:
                 await workflow.wait_condition(
-                    lambda: self._regrant or (st.holder is None and bool(st.queue))
+                    lambda: self._regrant or (bool(st.queue) and (st.holder is None or self._asked != st.holder.gate_id))
                     or self._should_continue_as_new(cfg.max_grants_per_run),
                     timeout=timeout,
                 )
             except asyncio.TimeoutError:
-                workflow.logger.warning(
-                    "gate %s held the turn past its lease; taking it back", st.holder.gate_id if st.holder else "?"
-                )
-                st.holder = st.holder_n = st.lease_deadline = None
+                await self._lease_expired()
                 continue
 
             if self._regrant and st.holder is not None and st.holder_n is not None:
@@ -150,6 +161,12 @@ class BrainWorkflow:
                 await self._grant(st.holder, st.holder_n)
                 continue
             self._regrant = False
+            if st.holder is not None and st.queue and self._asked != st.holder.gate_id:
+                if not self._by_record():
+                    self._asked = st.holder.gate_id  # the old protocol: the holder releases by signal
+                    continue
+                await self._hand_on()
+                continue
             if st.holder is None and st.queue:
                 async with self._granting:
                     if st.holder is not None or not st.queue:
@@ -161,30 +178,85 @@ class BrainWorkflow:
                         n, refused = None, str(exc)
                 await self._grant(req, n, refused)
 
-    async def _assign(self, req: TurnRequest) -> int:
-        """Make `req` the holder with its N: the gate's earlier N if it had one (a retry
-        across continue-as-new), else the next counter value."""
-        st, cfg = self._state, self._config
-        n = self._assigned.get(req.gate_id)
-        if n is None:
-            if not self._counter_read and (reason := await self._read_counter()):
-                raise _Refused(reason)
-            n = st.counter + 1
-            # Mirror before granting: a brain started again resumes past it.
+    async def _hand_on(self) -> None:
+        """Someone waits behind a holder: grant the next one if the holder's record is
+        in, else ask the holder to give the turn back (a holder already gone frees it)."""
+        st = self._state
+        async with self._granting:
+            if st.holder is None or not st.queue:
+                return
+            holder, req = st.holder, st.queue[0]
             try:
+                n = await self._assign(req)
+            except _Refused:
+                n = None  # the store cannot say: the holder is asked, and releases by signal
+            if n is not None:
+                st.queue.pop(0)
+        if n is not None:
+            await self._grant(req, n)
+            return
+        self._asked = holder.gate_id
+        try:
+            await workflow.get_external_workflow_handle(holder.workflow_id).signal("turn_wanted", holder.gate_id)
+        except FailureError:
+            # The holder is gone (finished, terminated) without a record: the turn is free.
+            if st.holder is holder:
+                st.holder = st.holder_n = st.lease_deadline = None
+
+    async def _lease_expired(self) -> None:
+        st = self._state
+        holder = st.holder
+        if holder is None:
+            return
+        recorded = False
+        if self._by_record():
+            try:
+                recorded = (await self._advance(None, holder.workflow_id)).free
+            except (ActivityError, ApplicationError):
+                pass
+        if not recorded:
+            workflow.logger.warning("gate %s held the turn past its lease; taking it back", holder.gate_id)
+        if st.holder is holder:
+            st.holder = st.holder_n = st.lease_deadline = None
+
+    async def _assign(self, req: TurnRequest) -> int | None:
+        """Make `req` the holder with its N: the gate's earlier N if it had one (a retry
+        across continue-as-new), else the next counter value. While a holder is set, only
+        once its record is in: None if it is not (nothing changed)."""
+        st = self._state
+        after = st.holder.workflow_id if st.holder is not None else None
+        n = self._assigned.get(req.gate_id)
+        fresh = n is None
+        if fresh and not self._counter_read and (reason := await self._read_counter()):
+            raise _Refused(reason)
+        if fresh:
+            n = st.counter + 1
+        # Mirror before granting: a brain started again resumes past it.
+        try:
+            if self._by_record():
+                if (fresh or after is not None) and not (await self._advance(n if fresh else None, after)).free:
+                    return None
+            elif fresh:
                 await run_memory_activity(
                     c.MIRROR_COUNTER, c.CounterInput(principal=self._principal, n=n), int, COUNTER,
-                    shard=st.shard, wait_seconds=cfg.shard_wait_seconds, local=True)
-            except (ActivityError, ApplicationError) as exc:
-                raise _Refused(_reason(exc)) from None
+                    shard=st.shard, wait_seconds=self._config.shard_wait_seconds, local=True)
+        except (ActivityError, ApplicationError) as exc:
+            raise _Refused(_reason(exc)) from None
+        assert n is not None
+        if fresh:
             st.counter = n
             self._assigned[req.gate_id] = n
-            while len(self._assigned) > cfg.remembered_gates:
+            while len(self._assigned) > self._config.remembered_gates:
                 self._assigned.pop(next(iter(self._assigned)))
         st.holder, st.holder_n = req, n
-        st.lease_deadline = workflow.now().timestamp() + cfg.lease_seconds
+        st.lease_deadline = workflow.now().timestamp() + self._config.lease_seconds
         self._run_grants += 1
         return n
+
+    async def _advance(self, n: int | None, after: str | None) -> c.TurnAdvanced:
+        return await run_memory_activity(
+            c.ADVANCE_TURN, c.TurnAdvance(principal=self._principal, n=n, after=after), c.TurnAdvanced, COUNTER,
+            shard=self._state.shard, wait_seconds=self._config.shard_wait_seconds, local=True)
 
     async def _read_counter(self) -> str | None:
         """Resume from the larger of carried and stored, so the counter never goes back.
@@ -210,8 +282,13 @@ class BrainWorkflow:
 
     async def _grant(self, req: TurnRequest, n: int | None, refused: str | None = None) -> None:
         try:
+            # Others still waiting: this holder gives the turn back by signal, not by its record.
+            release = bool(self._state.queue) or not self._by_record()
+            if release:
+                self._asked = req.gate_id
             await workflow.get_external_workflow_handle(req.workflow_id).signal(
-                "turn_granted", TurnGrant(gate_id=req.gate_id, n=n, error=refused, shard=self._state.shard)
+                "turn_granted", TurnGrant(gate_id=req.gate_id, n=n, error=refused, shard=self._state.shard,
+                                          release=release)
             )
         except FailureError as exc:
             # The gate is gone (completed, terminated): the turn goes to the next one.

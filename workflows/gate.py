@@ -112,6 +112,9 @@ class GateWorkflow:
         self._shard: int | None = None  # where the principal's memory lives (None: unsharded)
         self._shard_wait = 60.0  # seconds a memory step waits for the shard's owner
         self._escalated_at = None  # for the escalation age metric
+        self._release_by_signal = True  # False: the outcome record gives the turn back (workflows/brain.py)
+        self._wanted = False  # the brain asked for the turn back (turn_wanted), whatever the grant said
+        self._turn_owed = False  # holding the turn until the record lands or a release is asked for
 
     async def _step(self, name: str, arg, result_type, options: dict = STEP, local: bool | None = None):
         """Run a proxy step where the principal's memory is. Unsharded, with a fast
@@ -129,6 +132,11 @@ class GateWorkflow:
     def turn_granted(self, grant: TurnGrant) -> None:
         if self._grant is None:
             self._grant = grant
+
+    @workflow.signal
+    def turn_wanted(self, gate_id: str) -> None:
+        """The brain: another gate waits, give the turn back by signal after all."""
+        self._wanted = True
 
     @workflow.signal
     def human_response(self, answer: HumanAnswer) -> None:
@@ -222,6 +230,7 @@ class GateWorkflow:
                                         _cause(exc))
         n, refused = await self._take_turn(req)
         self._details.n = n
+        recorded = False
         try:
             # A refused turn (the principal's memory is unavailable): no consult, the human decides.
             consulted, decision = (await self._proxy_dialog(req, n) if n is not None
@@ -230,9 +239,12 @@ class GateWorkflow:
                 # Stored inside the turn, so the next gate of this principal sees it.
                 action, text = self._final(decision.action, decision.text)
                 await self._record(req, n, action, text, AnsweredBy.proxy, None, consulted)
+                recorded = True
         finally:
-            await workflow.execute_local_activity(
-                c.RELEASE_TURN, c.TurnAsk(principal=req.principal, turn=self._turn(req)), **QUICK)
+            if recorded and not (self._release_by_signal or self._wanted) and workflow.patched(c.TURN_BY_RECORD):
+                self._turn_owed = True  # the record gave the turn back, unless the brain asks for it
+            else:
+                await self._release(req)
 
         if not decision.escalate:
             self._set_status(GateStatus.done)
@@ -279,8 +291,7 @@ class GateWorkflow:
             try:
                 await self._record(req, n, action, text, AnsweredBy.human, answer.responder, consulted)
             finally:
-                await workflow.execute_local_activity(
-                    c.RELEASE_TURN, c.TurnAsk(principal=req.principal, turn=self._turn(req)), **QUICK)
+                await self._release(req)
         else:
             await self._record(req, n, action, text, AnsweredBy.human, answer.responder, consulted)
         self._set_status(GateStatus.done)
@@ -318,8 +329,16 @@ class GateWorkflow:
             workflow.logger.warning("ignored human_response from %s: %s", answer.responder, why)
         self._early.clear()
 
+    async def _release(self, req: GateRequest) -> None:
+        self._turn_owed = False
+        await workflow.execute_local_activity(
+            c.RELEASE_TURN, c.TurnAsk(principal=req.principal, turn=self._turn(req)), **QUICK)
+
     async def _finish(self, req: GateRequest, result: GateResult) -> GateResult:
         """Tell the session the gate is done (its memory is ready for consolidation)."""
+        if self._turn_owed and self._wanted:
+            # Asked after its record was in: the brain found the record first or not.
+            await self._release(req)
         gate_metrics.finished(req, result, self._escalated_at)
         if self._in_session:
             try:
@@ -418,10 +437,12 @@ class GateWorkflow:
         if ticket.error is not None:
             return None, ticket.error
         if ticket.n is not None:
+            self._release_by_signal = ticket.release
             return ticket.n, ""
         await workflow.wait_condition(lambda: self._grant is not None)
         assert self._grant is not None
         self._shard = self._grant.shard
+        self._release_by_signal = self._grant.release
         return self._grant.n, self._grant.error or ""
 
     async def _turn_for_record(self, req: GateRequest) -> int:

@@ -29,6 +29,10 @@ class TurnHolder:
         if self._grant is None:
             self._grant = grant
 
+    @workflow.signal
+    def turn_wanted(self, gate_id: str) -> None:
+        """Work other than a gate records no outcome: it always releases by signal."""
+
     async def take_turn(self, turn: c.TurnAsk, what: str) -> int | None:
         """The principal's shard once the turn is held (None unsharded)."""
         wait = timedelta(seconds=1)

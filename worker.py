@@ -22,6 +22,7 @@ import sys
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from pathlib import Path
 
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -37,10 +38,12 @@ from vicar.models import BrainConfig
 from vicar.proxy.provider import Predictor
 from vicar.proxy.select import predictor_from_env
 from vicar.errors import VicarError
+from vicar.bytecode import compile_package
 from vicar.locks import WorkerLock
 from vicar import ops
 from vicar.sharding import shard_queue
 from vicar.server import SharedServer, env_configured, use_embedded
+import workflows
 from workflows.brain import BrainWorkflow
 from workflows.consolidation import ConsolidationWorkflow
 from workflows.gate import GateWorkflow
@@ -84,6 +87,8 @@ def build_worker(
     # Import chromadb here, on the main thread, not first inside eight activity threads
     # at once (a hang was seen once when the first gates of 8 principals arrived together).
     import chromadb  # noqa: F401
+
+    compile_package(Path(workflows.__file__).parent, settings.data_dir / "pycache")
 
     if registry is None:
         embedder = make_embedder(cache_file=settings.embedding_cache)

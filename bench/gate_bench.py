@@ -27,6 +27,7 @@ from machine_info import machine_line  # bench/ is on sys.path when run as a scr
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import itertools
 import math
@@ -57,7 +58,9 @@ from temporalio.worker import Interceptor as WorkerInterceptor
 from floor_workflow import (  # bench/ is sys.path[0] when run as a script
     FloorBrainActivities, FloorBrainWorkflow, FloorGateWorkflow, FloorWorkflow, noop)
 from prom import delta, resource_exhausted, server_metrics_url
-from memory.embedder import default_embedder
+from memory.embedder import default_embedder, make_embedder
+from memory.principal import MemoryRegistry
+from vicar.proxy.select import predictor_from_env
 from vicar import contracts as c
 from vicar.config import Settings
 from vicar.gates import answer_gate, gate_details, start_gate
@@ -85,6 +88,10 @@ BRAIN_ACTIVITIES = frozenset({"advance_turn", "mirror_counter", "read_counter"})
 MEASURE_POLL = 3.0
 # A gate slower than this is stuck: fail loudly rather than hang the benchmark.
 GATE_TIMEOUT = 120.0
+# The bench measures speed, not fidelity: the autonomy rule is loosened (as in
+# tests/test_multiworker.py) so principals earn autonomy within a few answers and no
+# gate is audited at random; the earned-autonomy rule's own figures are in the replay.
+BENCH_ENV = {"VICAR_AUTONOMY_TARGET_ERROR": "0.8", "VICAR_AUTONOMY_AUDIT_SHARE": "0"}
 ARTIFACT_NUMBERS = itertools.count(1)
 
 
@@ -173,13 +180,15 @@ def gate(principal: str, run: str, i: int, mode: EscalationMode = EscalationMode
     )
 
 
-async def run_gate(client: Client, req: GateRequest, tq: str, poll: float) -> tuple[GateResult, float, bool]:
+async def run_gate(client: Client, req: GateRequest, tq: str, poll: float | None,
+                   timeout: float = GATE_TIMEOUT) -> tuple[GateResult, float, bool]:
     """Start a gate and wait for its result, answering as the human if it escalates.
-    Checks for escalation only every `poll` seconds: each query costs the worker and the
-    server work that would slow the gates being measured."""
+    Checks for escalation only every `poll` seconds (None: never, for gates that cannot
+    escalate): each query costs the worker and the server work that would slow the gates
+    being measured, and one of a workflow no longer cached replays its whole history."""
     t0 = time.perf_counter()
     try:
-        async with asyncio.timeout(GATE_TIMEOUT):
+        async with asyncio.timeout(timeout):
             handle = await start_gate(client, req, tq)
             result = asyncio.ensure_future(handle.result())
             while not (await asyncio.wait({result}, timeout=poll))[0]:
@@ -189,7 +198,7 @@ async def run_gate(client: Client, req: GateRequest, tq: str, poll: float) -> tu
                     break
             res = await result
     except TimeoutError:
-        raise RuntimeError(f"gate {req.gate_id} did not finish in {GATE_TIMEOUT:.0f} s; see its history "
+        raise RuntimeError(f"gate {req.gate_id} did not finish in {timeout:.0f} s; see its history "
                            f"(workflow {c.gate_workflow_id(req.gate_id)})") from None
     return res, time.perf_counter() - t0, eagerly_started(handle)
 
@@ -298,7 +307,7 @@ async def concurrent(client: Client, tq: str, principals: list[str], run: str, p
 
     async def stream(p: str) -> None:
         for i in range(per):
-            record(row, *await run_gate(client, gate(p, run + "c", i, EscalationMode.never), tq, poll=MEASURE_POLL))
+            record(row, *await run_gate(client, gate(p, run + "c", i, EscalationMode.never), tq, poll=None))
             progress.advance(bar)
 
     t0 = time.perf_counter()
@@ -314,14 +323,53 @@ async def burst(client: Client, tq: str, principals: list[str], run: str, count:
     bar = progress.add_task(row.label, total=count)
 
     async def one(i: int) -> None:
+        # Queued behind up to count / principals others of the same principal: no poll
+        # (a never gate cannot escalate) and a timeout for the whole burst.
         record(row, *await run_gate(client, gate(principals[i % len(principals)], run + "b", i, EscalationMode.never),
-                                    tq, poll=MEASURE_POLL))
+                                    tq, poll=None, timeout=GATE_TIMEOUT * max(1, count // len(principals))))
         progress.advance(bar)
 
     t0 = time.perf_counter()
     await asyncio.gather(*(one(i) for i in range(count)))
     row.wall = time.perf_counter() - t0
     return row
+
+
+def proxy_work(settings: Settings, registry, predictor, principals: list[str], per: int) -> float:
+    """CPU ms per gate of the proxy's own work with no Temporal at all: what the gate's
+    local activities do (pin the learned model, consult, record the outcome), called
+    directly, for `per` gates of each of `principals` (fresh ones: their own memories),
+    after the same kind of training (human answers) as the gates had. Run in one thread
+    with nothing else running; thread CPU time, so the event loop's idling is not counted."""
+    from vicar.models import Action, AnsweredBy, OutcomeRecord
+    from vicar.proxy.consult import consult
+    from vicar.proxy.outcomes import record_outcome
+
+    def one(p: str, i: int, human: bool) -> None:
+        req = gate(p, "direct", i, EscalationMode.when_unsure if human else EscalationMode.never)
+        memory = registry.get(p)
+        n = memory.counter() + 1
+        memory.raise_counter(n)
+        pin = getattr(predictor, "pin", None)
+        using = getattr(predictor, "using", None)
+        model = pin(p) if pin else None
+        with (using(p, model) if using else contextlib.nullcontext(predictor)) as pred:
+            res = consult(memory, pred, req, n, settings, now=dt.datetime.now(dt.timezone.utc), gate_key=req.gate_id)
+        record_outcome(memory, OutcomeRecord(
+            request=req, n=n, workflow_id=f"direct/{req.gate_id}",
+            action=Action.approve if human else (res.posterior.action or Action.approve),
+            response_text=HUMAN.text if human else res.posterior.prose, responder="bench" if human else None,
+            answered_by=AnsweredBy.human if human else AnsweredBy.proxy, prior=res.prior, posterior=res.posterior,
+            surprise=res.surprise, at=dt.datetime.now(dt.timezone.utc), calibration=res.calibration))
+
+    for p in principals:
+        for i in range(TRAINED_STREAK + 3):
+            one(p, i, human=True)
+    t0 = time.thread_time()
+    for i in range(per):
+        for p in principals:
+            one(p, 100 + i, human=False)
+    return (time.thread_time() - t0) * 1000 / (per * len(principals))
 
 
 def machine() -> str:
@@ -386,17 +434,20 @@ def cores_busy(row: Row, which: tuple[int, ...] = (0, 1)) -> float:
 
 def report(args: argparse.Namespace, rows: list[Row], trained: dict[str, int], acts: list[tuple[str, float, int]],
            gate_anatomy: Anatomy | None, load: tuple[float, float], setup_s: float, total_s: float,
-           exhausted: dict[str, int]) -> str:
+           exhausted: dict[str, int], direct_ms: float) -> str:
     base, shape, c_base, c_shape, c_brain, alone, never, conc, bursting = rows
     p50 = alone.pct(50)
     floor_rate = c_brain.rate or math.nan
+    floor_cpu = c_brain.cpu_ms(0) + c_brain.cpu_ms(1)
+    gate_cpu = conc.cpu_ms(0) + conc.cpu_ms(1)
     lines = [
         "# Vicar gate benchmark",
         "",
         f"- command: `{shlex.join(['python', *sys.argv])}`",
         f"- date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"- machine: {machine()}",
-        "- setup: default (learned) predictor, embedded Temporal dev server (`temporal server start-dev`, SQLite file), "
+        f"- setup: default (learned) predictor with {' '.join(f'{k}={v}' for k, v in BENCH_ENV.items())} "
+        "(principals earn autonomy within a few answers; speed, not fidelity, is measured here), embedded Temporal dev server (`temporal server start-dev`, SQLite file), "
         "worker in-process, fresh data dir",
         f"- run time: {total_s:.0f} s (server start + model load {setup_s:.1f} s); 1-minute load average "
         f"{load[0]:.2f} before, {load[1]:.2f} after (other processes on the machine skew the figures)",
@@ -454,6 +505,14 @@ def report(args: argparse.Namespace, rows: list[Row], trained: dict[str, int], a
         f"The real gate does {fmt(conc.rate)} gates/s = {fmt(100 * (conc.rate or math.nan) / floor_rate, '.0f')}% "
         f"of that floor ({fmt(cores_busy(conc), '.2f')} cores busy, {fmt(cores_busy(conc, (0,)), '.2f')} Python; "
         f"CPU-only ceiling {fmt(cpu_ceiling(conc))}/s).",
+        f"- the proxy's own work with no Temporal at all (pin the learned model, consult, record; called "
+        f"directly, one thread, {args.principals} other principals trained alike): {fmt(direct_ms)} ms CPU per gate. "
+        f"The floor gate costs {fmt(floor_cpu)} ms CPU (Python + server), the real gate {fmt(gate_cpu)} ms: "
+        f"{fmt(gate_cpu - direct_ms)} ms of it is not the proxy's own work (Temporal, the SDK, the sandbox, "
+        f"the gate's bookkeeping), {fmt((gate_cpu - direct_ms) / floor_cpu, '.2f')}x the floor's. When CPU bounds "
+        f"both, the real gate can reach at most {fmt(100 * floor_cpu / (floor_cpu + direct_ms), '.0f')}% of the "
+        f"floor's rate (floor CPU / (floor CPU + proxy work)); {FLOOR_SHARE_GOAL:.0%} would need the proxy's "
+        f"work at most {fmt(floor_cpu * (1 / FLOOR_SHARE_GOAL - 1))} ms per gate.",
         f"- the {THROUGHPUT_GOAL:.0f} gates/s goal is "
         + (f"**above Temporal's floor** for the gate with the brain's turn protocol ({fmt(floor_rate)}/s): "
            "not reachable on this machine with this protocol, even with free proxy work."
@@ -492,6 +551,7 @@ def report(args: argparse.Namespace, rows: list[Row], trained: dict[str, int], a
 
 async def bench(args: argparse.Namespace, console: Console) -> str:
     t_start = time.perf_counter()
+    os.environ.update(BENCH_ENV)
     settings = Settings(data_dir=Path(tempfile.mkdtemp(prefix="vicar-bench-")))
     run = uuid.uuid4().hex[:6]
     principals = [f"bench-p{i}" for i in range(args.principals)]
@@ -500,7 +560,11 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
     async with temporal_client(settings, embedded=True) as (base_client, server):
         await asyncio.to_thread(default_embedder)  # load the model before the clock runs
         client = Client(**{**base_client.config(), "interceptors": [timer]})
-        gate_worker, registry = build_worker(client, settings, task_queue="bench-gates")
+        embedder = make_embedder(cache_file=settings.embedding_cache)
+        registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
+        predictor = predictor_from_env(settings, registry)
+        gate_worker, _ = build_worker(client, settings, task_queue="bench-gates", registry=registry,
+                                      predictor=predictor)
         floor_worker = Worker(client, task_queue="bench-floor",
                               workflows=[FloorWorkflow, FloorBrainWorkflow, FloorGateWorkflow],
                               activities=[noop, *FloorBrainActivities(client).all()],
@@ -534,6 +598,9 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
                             client, "bench-floor", principals, run, per, shape_, label, progress)))
                     c_base, c_shape, c_brain = c_rows
                     trained = await train(client, "bench-gates", principals, run, progress)
+                    direct_ms = await asyncio.to_thread(
+                        proxy_work, settings, registry, predictor,
+                        [f"bench-direct-p{i}" for i in range(args.principals)], per)
                     timer.enabled = True
                     alone = await metered(server_pid, sequential(
                         client, "bench-gates", principals, run + "a", args.gates,
@@ -561,7 +628,7 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
         table.add_row(*cells)
     console.print(table)
     return report(args, rows, trained, acts, gate_anatomy, (load_before, os.getloadavg()[0]), setup_s,
-                  time.perf_counter() - t_start, exhausted)
+                  time.perf_counter() - t_start, exhausted, direct_ms)
 
 
 def main() -> None:

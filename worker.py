@@ -43,7 +43,7 @@ from vicar.locks import WorkerLock
 from vicar import ops
 from vicar.sharding import shard_queue
 from vicar.server import SharedServer, env_configured, use_embedded
-import workflows
+import workflows as workflow_package
 from workflows.brain import BrainWorkflow
 from workflows.consolidation import ConsolidationWorkflow
 from workflows.gate import GateWorkflow
@@ -88,7 +88,7 @@ def build_worker(
     # at once (a hang was seen once when the first gates of 8 principals arrived together).
     import chromadb  # noqa: F401
 
-    compile_package(Path(workflows.__file__).parent, settings.data_dir / "pycache")
+    compile_package(Path(workflow_package.__file__).parent, settings.data_dir / "pycache")
 
     if registry is None:
         embedder = make_embedder(cache_file=settings.embedding_cache)

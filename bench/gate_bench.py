@@ -551,8 +551,8 @@ def report(args: argparse.Namespace, rows: list[Row], trained: dict[str, int], a
 
 async def bench(args: argparse.Namespace, console: Console) -> str:
     t_start = time.perf_counter()
-    os.environ.update(BENCH_ENV)
-    settings = Settings(data_dir=Path(tempfile.mkdtemp(prefix="vicar-bench-")))
+    os.environ.update(BENCH_ENV, VICAR_DATA_DIR=tempfile.mkdtemp(prefix="vicar-bench-"))
+    settings = Settings.from_env()
     run = uuid.uuid4().hex[:6]
     principals = [f"bench-p{i}" for i in range(args.principals)]
     timer = ActivityTimer()

@@ -37,7 +37,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from gate_bench import Row, burst, concurrent, cpu_seconds, fmt, train
+from gate_bench import BENCH_ENV, Row, burst, concurrent, cpu_seconds, fmt, train
 from prom import delta, resource_exhausted, server_metrics_url
 from vicar.config import TASK_QUEUE
 from vicar.server import EmbeddedServer, free_port
@@ -72,7 +72,7 @@ class Cluster:
         for i in range(self.processes):
             shards = f"0-{SHARDS - 1}" if self.processes == 1 else str(i)
             ops = f"127.0.0.1:{free_port()}"
-            env = dict(os.environ, TEMPORAL_ADDRESS=self.server.address, VICAR_DATA_DIR=str(self.tmp / f"data-{i}"),
+            env = dict(os.environ, **BENCH_ENV, TEMPORAL_ADDRESS=self.server.address, VICAR_DATA_DIR=str(self.tmp / f"data-{i}"),
                        VICAR_SHARD_COUNT=str(SHARDS), VICAR_SHARDS=shards, VICAR_OPS_ADDRESS=ops)
             with open(self.tmp / f"worker-{i}.log", "wb") as out:
                 self.procs.append(await asyncio.create_subprocess_exec(
@@ -142,7 +142,8 @@ def report(args: argparse.Namespace, runs: list[Run], total_s: float, load: tupl
         f"- date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"- machine: {machine_line(f'temporalio {temporalio.__version__}')}",
         f"- setup: embedded Temporal dev server; `python worker.py` processes with VICAR_SHARD_COUNT={SHARDS}, each "
-        "its own data directory and shards (k=1: all; k=2: one each); the default (learned) predictor; "
+        "its own data directory and shards (k=1: all; k=2: one each); the default (learned) predictor with "
+        f"{' '.join(f'{k}={v}' for k, v in BENCH_ENV.items())} (as bench/gate_bench.py); "
         "this process is only the client",
         f"- run time: {total_s:.0f} s; 1-minute load average {load[0]:.2f} before, {load[1]:.2f} after",
         "",

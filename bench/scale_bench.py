@@ -23,6 +23,7 @@ import datetime as dt
 import math
 import os
 import shlex
+import shutil
 import signal
 import sys
 import tempfile
@@ -82,7 +83,10 @@ class Cluster:
         for ops, proc in zip(self.ops, self.procs):
             while not await asyncio.to_thread(_ready, ops):
                 if proc.returncode is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"worker {proc.pid} not ready; see {self.tmp}/worker-*.log")
+                    log = self.tmp / f"worker-{self.procs.index(proc)}.log"
+                    tail = log.read_text(errors="replace").strip().splitlines()[-5:]
+                    raise RuntimeError(f"worker {proc.pid} not ready (exit {proc.returncode}); {log} ends:\n"
+                                       + "\n".join(tail))
                 await asyncio.sleep(0.5)
 
     def worker_cpu(self) -> float:
@@ -180,11 +184,12 @@ async def main_async(args: argparse.Namespace, console: Console) -> str:
     t0 = time.perf_counter()
     load_before = os.getloadavg()[0]
     runs = []
-    with tempfile.TemporaryDirectory(prefix="vicar-scale-") as tmp:
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=console) as progress:
-            for k in (1, 2):
-                runs.append(await one_run(Path(tmp), k, args, progress))
+    tmp = Path(tempfile.mkdtemp(prefix="vicar-scale-"))
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console) as progress:
+        for k in args.processes:
+            runs.append(await one_run(tmp, k, args, progress))
+    shutil.rmtree(tmp, ignore_errors=True)  # kept, with the workers' logs, when a run fails
     return report(args, runs, time.perf_counter() - t0, (load_before, os.getloadavg()[0]))
 
 
@@ -193,6 +198,8 @@ def main() -> None:
     ap.add_argument("--gates", type=int, default=100, help="gates in the concurrent phase (default 100)")
     ap.add_argument("--principals", type=int, default=8, help="concurrent principals (default 8)")
     ap.add_argument("--burst", type=int, default=200, help="gates started at once (default 200)")
+    ap.add_argument("--processes", type=lambda s: [int(k) for k in s.split(",")], default=[1, 2],
+                    help="worker process counts to run, comma-separated (default 1,2; at most 2 shards)")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "SCALE_RESULTS.md")
     args = ap.parse_args()
     console = Console() if sys.stdout.isatty() else Console(width=160)

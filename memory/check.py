@@ -66,8 +66,10 @@ def _integrity(db_path: Path) -> tuple[list[str], int | None]:
         return [str(exc)], None
 
 
-def check(root: Path, principal: str) -> CheckReport:
-    """Read-only: takes no lock, so it runs beside the worker that holds the memory."""
+def check(root: Path, principal: str, blended: bool = False) -> CheckReport:
+    """Read-only: takes no lock, so it runs beside the worker that holds the memory.
+    `blended`: whether chunks must have a blended vector (MemoryParams.blended_vectors;
+    off in the shipped configuration)."""
     directory = _memory_dir(root, principal)
     db_path = directory / "memory.db"
     report = CheckReport(principal=principal, directory=str(directory), holder=holder_of(directory))
@@ -84,7 +86,7 @@ def check(root: Path, principal: str) -> CheckReport:
     store = RecordStore(db_path)
     try:
         model = store.get_meta("embedding_model") or ""
-        expected: dict[str, set[str]] = {c.id: set(c.vector_texts()) for c in store.chunks()}
+        expected: dict[str, set[str]] = {c.id: set(c.vector_texts(blended)) for c in store.chunks()}
     finally:
         store.close()
     report.records = len(expected)

@@ -66,10 +66,11 @@ class MemoryChunk(BaseModel):
         }
         return {k: v for k, v in texts.items() if v.strip()}
 
-    def vector_texts(self) -> dict[str, str]:
-        """Every text Vicar embeds for this chunk: its dimensions plus the blended one."""
+    def vector_texts(self, blended: bool = True) -> dict[str, str]:
+        """Every text Vicar embeds for this chunk: its dimensions plus (`blended`) the
+        blended one."""
         texts = self.dimension_texts()
-        if texts:
+        if texts and blended:
             texts[BLENDED] = blended_text(texts)
         return texts
 

@@ -172,7 +172,8 @@ def _apply_update(memory: PrincipalMemory, d: ConsolidationDecision, session_id:
     new = store.get_chunk(d.chunk_id)
     target = store.get_chunk(d.target_id)
     updated = target.model_copy(update={"human_response": new.human_response})
-    texts = {k: v for k, v in updated.vector_texts().items() if k in ("response", BLENDED)}
+    texts = {k: v for k, v in updated.vector_texts(memory.params.blended_vectors).items()
+             if k in ("response", BLENDED)}
     vecs = dict(zip(texts, memory.embedder.embed(list(texts.values())))) if texts else {}
     with memory._lock:
         memory.vectors.upsert(target.id, vecs)  # first: a retry rewrites the same vectors

@@ -78,7 +78,8 @@ class PrincipalMemory:
             self._human_contexts: set[tuple[str, str]] = set()
             self.lexical = LexicalIndex(self._lexical_texts)
             self._rebuild()
-            if self.chunks_without_vectors():
+            if self.chunks_without_vectors() or (self.params.blended_vectors
+                                                 and self.chunks_without_vectors(BLENDED)):
                 # Records are the source of truth: vectors lost with a deleted or emptied
                 # chroma/ are re-embedded now, not left to fail retrieval silently.
                 report = self.rebuilt_on_open = self.reconcile()
@@ -119,10 +120,11 @@ class PrincipalMemory:
                 row = self.index.coaccess.setdefault(self.index.pos[a], {})
                 row[self.index.pos[b]] = n
 
-    def chunks_without_vectors(self) -> int:
+    def chunks_without_vectors(self, dim: str = "situation") -> int:
         """Chunks with no vector at all. Every chunk has a situation text (state and task
-        type are never empty), so one without a situation vector lost its vectors."""
-        col = self.index.vectors.get("situation")
+        type are never empty), so one without a situation vector lost its vectors. With
+        `dim`: chunks without that dimension's vector."""
+        col = self.index.vectors.get(dim)
         if col is None:
             return len(self.index)
         col.grow_to(len(self.index))
@@ -142,7 +144,7 @@ class PrincipalMemory:
         under the same id and adds no second record or trace. Returns True if new."""
         if chunk.principal != self.principal:
             raise StoreError(f"chunk of {chunk.principal!r} offered to memory of {self.principal!r}")
-        texts = chunk.vector_texts()
+        texts = chunk.vector_texts(self.params.blended_vectors)
         vecs = dict(zip(texts, self.embedder.embed(list(texts.values())))) if texts else {}
         with self._lock:
             # Vectors first: a crash between the two leaves vectors without a record,
@@ -269,7 +271,7 @@ class PrincipalMemory:
             self.vectors.delete(orphans)
             missing = 0
             for chunk in self.store.chunks():
-                texts = chunk.vector_texts()
+                texts = chunk.vector_texts(self.params.blended_vectors)
                 lacking = [d for d in texts if not self.index.has_vector(chunk.id, d)]
                 if lacking:
                     vecs = dict(zip(lacking, self.embedder.embed([texts[d] for d in lacking])))

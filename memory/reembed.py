@@ -18,8 +18,9 @@ from vicar.models import check_principal
 
 
 def reembed(root: Path, principal: str, embedder: Embedder, batch: int = 64,
-            progress: Callable[[int, int], None] | None = None) -> int:
-    """Re-embed every chunk with `embedder`; returns how many chunks were embedded."""
+            progress: Callable[[int, int], None] | None = None, blended: bool = True) -> int:
+    """Re-embed every chunk with `embedder` (`blended`: the blended text too, see
+    MemoryParams.blended_vectors); returns how many chunks were embedded."""
     check_principal(principal)
     path = root / principal / "memory.db"
     if not path.exists():
@@ -37,7 +38,7 @@ def reembed(root: Path, principal: str, embedder: Embedder, batch: int = 64,
         chunks = store.chunks()
         for start in range(0, len(chunks), batch):
             part = chunks[start: start + batch]
-            texts = [c.vector_texts() for c in part]
+            texts = [c.vector_texts(blended) for c in part]
             flat = [t for ts in texts for t in ts.values()]
             vecs = iter(embedder.embed(flat))
             for chunk, ts in zip(part, texts):

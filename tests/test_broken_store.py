@@ -150,7 +150,7 @@ def test_deleted_chroma_is_rebuilt_on_open(settings, embedder):
         assert mem.rebuilt_on_open is not None and mem.rebuilt_on_open.missing_vectors == 6
         assert mem.chunks_without_vectors() == 0 and mem.vectors.count() == expected
         for i in range(1, 7):
-            assert all(mem.index.has_vector(f"c{i}", d) for d in chunk("alice", i).vector_texts())
+            assert all(mem.index.has_vector(f"c{i}", d) for d in chunk("alice", i).vector_texts(mem.params.blended_vectors))
         hits = mem.retrieve(Query(now=8, texts={"situation": "PLAN_ASSERT docs: Approve doc change 4?"}))
         sims = {h.chunk_id: h.similarity for h, _ in hits}
         assert sims["c4"] == pytest.approx(1.0, abs=1e-5) and max(sims, key=sims.get) == "c4"

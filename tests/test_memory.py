@@ -51,7 +51,7 @@ def test_record_and_reinforce_are_idempotent(settings, embedder):
     assert mem.record(chunk) is True
     assert mem.record(chunk) is False  # a retried store activity
     assert mem.store.count() == 1 and mem.store.trace_count() == 1
-    assert mem.vectors.count() == len(chunk.vector_texts())
+    assert mem.vectors.count() == len(chunk.vector_texts(mem.params.blended_vectors))
     assert mem.reinforce([chunk.id], 4) == [chunk.id]
     assert mem.reinforce([chunk.id], 4) == []  # retried reinforcement: no second trace at N=4
     assert mem.store.get_chunk(chunk.id).traces == [1, 4]
@@ -72,7 +72,7 @@ def test_record_completes_after_a_crash_between_vectors_and_record(settings, emb
     mem.vectors.upsert(chunk.id, dict(zip(texts, embedder.embed(list(texts.values())))))
     assert mem.store.count() == 0
     assert mem.record(chunk) is True
-    assert mem.store.count() == 1 and mem.vectors.count() == len(chunk.vector_texts())
+    assert mem.store.count() == 1 and mem.vectors.count() == len(chunk.vector_texts(mem.params.blended_vectors))
     mem.close()
 
 
@@ -145,7 +145,7 @@ def test_retried_store_activity_writes_one_chunk(settings, embedder):
     assert first == second
     mem = reg.get("alice")
     assert mem.store.count() == 1 and mem.store.trace_count() == 1
-    assert mem.vectors.count() == len(mem.store.get_chunk(first).vector_texts())
+    assert mem.vectors.count() == len(mem.store.get_chunk(first).vector_texts(mem.params.blended_vectors))
     reg.close()
 
 
@@ -163,3 +163,36 @@ def test_memory_depth_is_kept_as_chunks_come_and_rebuilt_on_open(settings, embed
     again = PrincipalMemory("dora", settings.principals_dir, embedder, settings.memory)
     assert again.memory_depth() == again.store.memory_depth() == 2
     again.close()
+
+
+def test_blended_vectors_only_when_blended_retrieval_reads_them(settings, embedder):
+    """The shipped retrieval (multi) never reads a chunk's blended vector: the worker's
+    memories skip embedding it (the gate's largest single CPU cost). Switching to blended
+    retrieval embeds the missing ones when the memory is next opened."""
+    from memory.check import check
+    from memory.chunk import BLENDED
+    from memory.retrieval import EmbeddingMode
+    from vicar.config import RetrievalOptions, Settings
+
+    assert settings.memory.blended_vectors is False  # Settings follows retrieval.embedding = multi
+    blended_settings = Settings(data_dir=settings.data_dir, retrieval=RetrievalOptions(embedding="blended"))
+    assert blended_settings.memory.blended_vectors is True
+    mem = PrincipalMemory("alice", settings.principals_dir, embedder, settings.memory)
+    chunks = [outcome_chunk(gate_record("alice", i)) for i in (1, 2)]
+    for ch in chunks:
+        mem.record(ch)
+    assert mem.vectors.count() == sum(len(ch.dimension_texts()) for ch in chunks)
+    assert not any(mem.index.has_vector(ch.id, BLENDED) for ch in chunks)
+    mem.close()
+    assert check(settings.principals_dir, "alice", blended=False).healthy
+    assert check(settings.principals_dir, "alice", blended=True).chunks_missing_vectors == 2
+
+    mem = PrincipalMemory("alice", settings.principals_dir, embedder, blended_settings.memory)
+    try:
+        assert mem.rebuilt_on_open is not None and mem.rebuilt_on_open.missing_vectors == 2
+        assert all(mem.index.has_vector(ch.id, BLENDED) for ch in chunks)
+        hits = mem.retrieve(Query(now=3, texts=chunks[1].dimension_texts(), embedding=EmbeddingMode.blended))
+        assert hits and hits[0][0].chunk_id == chunks[1].id
+    finally:
+        mem.close()
+    assert check(settings.principals_dir, "alice", blended=True).healthy

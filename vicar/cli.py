@@ -638,7 +638,8 @@ def memory_reembed(
     with Progress(console=console) as progress:
         task = progress.add_task(f"re-embedding with {embedder.model_name}", total=None)
         n = reembed(settings.principals_dir, principal, embedder,
-                    progress=lambda done, total: progress.update(task, completed=done, total=total))
+                    progress=lambda done, total: progress.update(task, completed=done, total=total),
+                    blended=settings.memory.blended_vectors)
     console.print(text(f"{principal}: {n} chunks re-embedded with {embedder.model_name}" if n
                        else f"{principal} already uses {embedder.model_name}"))
 
@@ -650,7 +651,8 @@ def memory_check(principal: str = typer.Argument(...)) -> None:
     Read-only (runs beside the worker); exit code 6 when broken."""
     from memory.check import check, summary
 
-    report = check(Settings.from_env().principals_dir, principal)
+    settings = Settings.from_env()
+    report = check(settings.principals_dir, principal, settings.memory.blended_vectors)
     console.print(summary(report), soft_wrap=True, highlight=False, markup=False)
     for problem in report.problems[1:]:
         console.print(f"  also: {problem}", soft_wrap=True, highlight=False, markup=False)
@@ -717,7 +719,7 @@ def memory_restore(
     settings = Settings.from_env()
 
     def rebuild(principal: str) -> int:
-        if check(settings.principals_dir, principal).healthy:
+        if check(settings.principals_dir, principal, settings.memory.blended_vectors).healthy:
             return 0
         return repair(settings.principals_dir, principal, make_embedder(cache_file=settings.embedding_cache),
                       settings.memory).rebuilt

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from vicar.errors import InvalidInput
 from vicar.models import DEFAULT_LIMITS, SessionConfig, TextLimits
@@ -67,6 +67,12 @@ class MemoryParams(BaseModel):
     spreading: bool = False
     spreading_weight: float = 1.0
     spreading_seeds: int = 3
+    # Embed each chunk's blended text too. Only the blended retrieval mode reads those
+    # vectors, and they cost a gate its largest single piece of CPU (one more run of the
+    # model on the longest text, ~30 ms of ~68 ms of the proxy's work: bench/RESULTS.md),
+    # so Settings keeps them only when retrieval.embedding is "blended". A memory opened
+    # with them on that lacks some embeds them then (PrincipalMemory's open).
+    blended_vectors: bool = True
 
 
 class RetrievalOptions(BaseModel):
@@ -262,6 +268,13 @@ class Settings(BaseModel):
     # A gate waits this long for its shard's owner to take work, then the human decides.
     shard_wait_seconds: float = 60.0
     ops: OpsParams = Field(default_factory=OpsParams)
+
+    @model_validator(mode="after")
+    def _blended_vectors_follow_retrieval(self) -> "Settings":
+        wanted = self.retrieval.embedding == "blended"
+        if self.memory.blended_vectors != wanted:
+            self.memory = self.memory.model_copy(update={"blended_vectors": wanted})
+        return self
 
     @classmethod
     def from_env(cls) -> "Settings":

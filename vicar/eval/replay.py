@@ -57,7 +57,8 @@ def standard_variants(base: MemoryParams | None = None) -> list[Variant]:
         Variant(name="activation-only", retrieval=RetrievalOptions(mode="activation"), memory=m),
         Variant(name="similarity-only", retrieval=RetrievalOptions(mode="similarity"), memory=m),
         Variant(name="recency-n", retrieval=RetrievalOptions(mode="recency"), memory=m),
-        Variant(name="blended", retrieval=RetrievalOptions(embedding="blended"), memory=m),
+        Variant(name="blended", retrieval=RetrievalOptions(embedding="blended"),
+                memory=m.model_copy(update={"blended_vectors": True})),
         Variant(name="composite+lexical", retrieval=RetrievalOptions(lexical=True), memory=m),
     ]
 

@@ -128,3 +128,21 @@ def test_confidence_file_is_replaced_atomically(memory, monkeypatch):
     record_outcome(memory, outcome(3))  # the next write brings everything up to date
     conf = json.loads((memory.dir / CONFIDENCE_FILE).read_text())
     assert conf["entries"]["PLAN_ASSERT|db-migration"]["total_count"] == 3
+
+
+def test_the_last_line_is_found_past_short_reads(tmp_path):
+    """The resume point is read from the end in growing blocks: a last entry longer
+    than the first block, blank lines after it, and a file with one line all give the
+    whole last non-blank line."""
+    from vicar.proxy.outcomes import LAST_LINE_BLOCK, _last_line
+
+    path = tmp_path / "log.jsonl"
+    long_entry = "z" * (3 * LAST_LINE_BLOCK + 17)
+    path.write_text(f"first\n{long_entry}\n  \n\n")
+    assert _last_line(path) == long_entry
+    path.write_text(long_entry)
+    assert _last_line(path) == long_entry
+    path.write_text("a\nb\n")
+    assert _last_line(path) == "b"
+    path.write_text("\n \n")
+    assert _last_line(path) == ""

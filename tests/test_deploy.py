@@ -15,6 +15,7 @@ import yaml
 
 from vicar import ops
 from vicar.config import OPS_VARS, Settings
+from vicar.sharding import parse_shards
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -35,16 +36,6 @@ def check_env(env: dict[str, str], monkeypatch) -> None:
         if k.startswith("VICAR_"):
             monkeypatch.setenv(k, v)
     Settings.from_env()
-
-
-def shards(spec: str, count: int) -> set[int]:
-    if spec == "all":
-        return set(range(count))
-    out = set()
-    for part in spec.split(","):
-        a, _, b = part.partition("-")
-        out |= set(range(int(a), int(b or a) + 1))
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +76,9 @@ def test_worker_statefulset_matches_the_code(rendered, monkeypatch):
     r = int(env["VICAR_SHARDS"].removeprefix("pod:"))
     assert env["VICAR_SHARDS"] == f"pod:{r}" and r == sts["spec"]["replicas"]
     count = int(env["VICAR_SHARD_COUNT"])
-    assert sorted(k for i in range(r) for k in range(count) if k % r == i) == list(range(count))
+    name = sts["metadata"]["name"]
+    served = [k for i in range(r) for k in parse_shards(env["VICAR_SHARDS"], count, hostname=f"{name}-{i}")]
+    assert sorted(served) == list(range(count))
     # One volume per pod, where Vicar keeps its data; non-root, read-only root.
     (claim,) = sts["spec"]["volumeClaimTemplates"]
     mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
@@ -107,7 +100,7 @@ def test_compose_workers_split_the_shards(monkeypatch):
     for w in workers.values():
         env = w["environment"]
         check_env(env, monkeypatch)
-        seen += sorted(shards(env["VICAR_SHARDS"], int(env["VICAR_SHARD_COUNT"])))
+        seen += parse_shards(env["VICAR_SHARDS"], int(env["VICAR_SHARD_COUNT"]))
         (volume,) = w["volumes"]
         name, _, path = volume.partition(":")
         assert path == "/var/lib/vicar" and name in compose["volumes"]

@@ -41,6 +41,7 @@ from vicar.errors import VicarError
 from vicar.bytecode import compile_package
 from vicar.locks import WorkerLock
 from vicar import ops
+from vicar.shard_claims import check_claims, worker_identity
 from vicar.sharding import shard_queue
 from vicar.server import SharedServer, env_configured, use_embedded
 import workflows as workflow_package
@@ -110,11 +111,14 @@ def build_worker(
         worker = Worker(client, task_queue=task_queue, workflows=workflows, activities=shared + memory,
                         activity_executor=executor, max_concurrent_activities=max_threads, graceful_shutdown_timeout=grace)
         return worker, registry
+    # Sharded: an identity that survives restarts, for vicar.shard_claims.
+    identity = worker_identity(settings.data_dir)
     shared_worker = Worker(client, task_queue=task_queue, workflows=workflows, activities=shared,
-                           max_concurrent_activities=max_threads, graceful_shutdown_timeout=grace)
+                           max_concurrent_activities=max_threads, graceful_shutdown_timeout=grace,
+                           identity=identity)
     return WorkerGroup([shared_worker] + [
         Worker(client, task_queue=shard_queue(task_queue, k), activities=memory, activity_executor=executor,
-               max_concurrent_activities=max_threads, graceful_shutdown_timeout=grace)
+               max_concurrent_activities=max_threads, graceful_shutdown_timeout=grace, identity=identity)
         for k in served
     ]), registry
 
@@ -151,6 +155,10 @@ async def serve(settings: Settings, on_ready=None, command: str = "python worker
         # vicar/ops.py: /healthz, /readyz and the SDK's Prometheus /metrics (when configured).
         async with ops.serving(settings.ops) as surface, \
                 temporal_client(settings, runtime=surface.runtime) as (client, server):
+            if settings.shard_count is not None:
+                # Another machine already serving one of these shards: stop before polling.
+                await check_claims(client, [shard_queue(settings.task_queue, k) for k in settings.served_shards()],
+                                   worker_identity(settings.data_dir))
             worker, registry = build_worker(client, settings, task_queue=settings.task_queue)
             # Load the embedding model before taking work, not inside the first activity.
             await asyncio.to_thread(make_embedder)

@@ -181,3 +181,39 @@ async def test_a_principal_moves_to_another_shard_with_its_memory(temporal_env, 
         assert not again.moved
     for r in registries:
         r.close()
+
+
+async def test_a_second_machine_on_a_served_shard_is_refused(temporal_env, tmp_path):
+    """Two real worker processes with their own data directories (two machines) and the
+    same shard: the second sees the first's polls at the server and stops in one line
+    (exit 5) before polling; the first, restarted under the same identity (its host and
+    directory), is not refused by its own last poll."""
+    from vicar.errors import Conflict
+
+    from .test_ops import WorkerProcess
+
+    shards = dict(VICAR_SHARD_COUNT="2", VICAR_SHARDS="0")
+    first = WorkerProcess(temporal_env, tmp_path / "machine-a", **shards)
+    await first.start()
+    try:
+        await first.until("/readyz", 200)
+        second = WorkerProcess(temporal_env, tmp_path / "machine-b", **shards, VICAR_TASK_QUEUE=first.task_queue)
+        await second.start()
+        out = (await asyncio.wait_for(second.proc.communicate(), timeout=90))[0].decode()
+        assert second.proc.returncode == Conflict.exit_code, out
+        last = out.strip().splitlines()[-1]
+        assert last.startswith(f"error: {first.task_queue}-shard-0 is served by another worker") and "machine-a" in last
+        assert "Traceback" not in out
+        # Another shard on the same queue is fine.
+        other = WorkerProcess(temporal_env, tmp_path / "machine-c", VICAR_SHARD_COUNT="2", VICAR_SHARDS="1",
+                              VICAR_TASK_QUEUE=first.task_queue)
+        await other.start()
+        await other.until("/readyz", 200)
+        await other.stop()
+    finally:
+        await first.stop()
+    again = WorkerProcess(temporal_env, tmp_path / "machine-a", **shards, VICAR_TASK_QUEUE=first.task_queue)
+    await again.start()
+    await again.until("/readyz", 200)
+    assert again.proc.returncode is None
+    await again.stop()

@@ -336,9 +336,6 @@ class GateWorkflow:
 
     async def _finish(self, req: GateRequest, result: GateResult) -> GateResult:
         """Tell the session the gate is done (its memory is ready for consolidation)."""
-        if self._turn_owed and self._wanted:
-            # Asked after its record was in: the brain found the record first or not.
-            await self._release(req)
         gate_metrics.finished(req, result, self._escalated_at)
         if self._in_session:
             try:
@@ -349,6 +346,12 @@ class GateWorkflow:
                                              usage=result.usage))
             except Exception as exc:  # the session has ended: the gate's answer stands
                 workflow.logger.warning("session %s did not take gate %s: %s", req.session_id, req.gate_id, exc)
+        if self._turn_owed and self._wanted:
+            # Asked after its record was in, the brain may not have seen the record: the
+            # last thing before completing, so a request arriving during any earlier
+            # await is not missed (one arriving with the completion makes the server
+            # refuse it, and the workflow task runs again with the signal).
+            await self._release(req)
         return result
 
     async def _proxy_dialog(self, req: GateRequest, n: int) -> tuple[c.ConsultResult, Decision]:

@@ -97,12 +97,10 @@ async def retrying(call, what: str, timeout: float = 300.0):
             await asyncio.sleep(0.5)
 
 
-async def run_gate(client: Client, i: int, answered: Counter) -> GateResult:
-    principal = PRINCIPALS[i % len(PRINCIPALS)]
-    task_type = list(TASKS)[(i // len(PRINCIPALS)) % len(TASKS)]
-    req = GateRequest(principal=principal, gate_id=f"soak-{i:03d}", state="PLAN_ASSERT", task_type=task_type,
-                      question=f"Approve the {task_type} plan?", artifact_text=f"{task_type} change number {i}")
-
+async def drive_gate(client: Client, req: GateRequest, answer: HumanAnswer, answered) -> GateResult:
+    """Start a gate and see it to its result through worker and server kills: every
+    call is retried, and whenever it waits for the human, `answer` is given (and
+    `answered()` called once the update is accepted)."""
     async def start():
         try:
             await start_gate(client, req)
@@ -122,14 +120,21 @@ async def run_gate(client: Client, i: int, answered: Counter) -> GateResult:
             details = None  # no worker to answer the query right now
         if details is not None and details.status is GateStatus.escalated:
             try:
-                await asyncio.wait_for(handle.execute_update(
-                    "respond", HumanAnswer(action=TASKS[task_type], text=f"{TASKS[task_type]}: as usual",
-                                           responder=principal)), timeout=30)
-                answered[req.gate_id] += 1
+                await asyncio.wait_for(handle.execute_update("respond", answer), timeout=30)
+                answered()
             except (WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError, RPCError,
                     asyncio.TimeoutError):
                 pass  # answered already (a lost reply), or no worker or server: look again
         await asyncio.sleep(0.3)
+
+
+async def run_gate(client: Client, i: int, answered: Counter) -> GateResult:
+    principal = PRINCIPALS[i % len(PRINCIPALS)]
+    task_type = list(TASKS)[(i // len(PRINCIPALS)) % len(TASKS)]
+    req = GateRequest(principal=principal, gate_id=f"soak-{i:03d}", state="PLAN_ASSERT", task_type=task_type,
+                      question=f"Approve the {task_type} plan?", artifact_text=f"{task_type} change number {i}")
+    answer = HumanAnswer(action=TASKS[task_type], text=f"{TASKS[task_type]}: as usual", responder=principal)
+    return await drive_gate(client, req, answer, lambda: answered.update([req.gate_id]))
 
 
 async def test_soak_three_worker_kills_and_a_server_kill(tmp_path):

@@ -191,7 +191,7 @@ class BrainWorkflow:
             except _Refused:
                 n = None  # the store cannot say: the holder is asked, and releases by signal
             if n is not None:
-                st.queue.pop(0)
+                st.queue = [q for q in st.queue if q is not req]
         if n is not None:
             await self._grant(req, n)
             return
@@ -251,6 +251,13 @@ class BrainWorkflow:
         st.holder, st.holder_n = req, n
         st.lease_deadline = workflow.now().timestamp() + self._config.lease_seconds
         self._run_grants += 1
+        if any(q.gate_id == req.gate_id and q is not req for q in st.queue):
+            # The gate asked again by signal while this grant was in flight (its workflow
+            # task was retried on another worker, whose ticket said "queued"); the reply
+            # may have gone to the dead one. Left queued behind itself it would wait for
+            # the lease: take it out and grant it again by signal, same N.
+            st.queue = [q for q in st.queue if q.gate_id != req.gate_id or q is req]
+            self._regrant = True
         return n
 
     async def _advance(self, n: int | None, after: str | None) -> c.TurnAdvanced:

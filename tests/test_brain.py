@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import uuid
+from datetime import timedelta
 
 import pytest
 from temporalio import workflow
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateStage
 from temporalio.worker import Worker
 
 from vicar import contracts as c
 from vicar.gates import start_gate
-from vicar.models import BrainConfig, BrainInput, BrainStatus, TurnRequest
+from vicar.models import BrainConfig, BrainInput, BrainStatus, TurnReply, TurnRequest
 
 from .conftest import DeafGate, wait_for
 
@@ -258,3 +260,47 @@ async def test_a_holder_still_working_is_asked_for_the_turn(harness):
         assert result.n == 2
         assert tuple(await slow.query(SlowHolder.state)) == (True, True)
         await slow.terminate()
+
+
+async def test_a_gate_asking_again_during_its_own_grant_is_granted_by_signal(harness):
+    """Regression: the update that takes a free turn waits on the store (another writer
+    holds it) while the same gate asks again by signal, as its retried activity does on a
+    worker that does not send updates. The ask must not queue the gate behind itself,
+    where it would wait for the lease (600 s): the brain grants it again by signal,
+    with the same N."""
+    h = harness
+    p = h.principal()
+    store_path = h.registry.get(p).store.path
+    deaf_queue = f"deaf-{uuid.uuid4().hex[:6]}"
+    async with Worker(h.client, task_queue=deaf_queue, workflows=[DeafGate]):
+        deaf = await h.client.start_workflow(DeafGate.run, id=f"deaf-{uuid.uuid4().hex[:8]}", task_queue=deaf_queue)
+        # A short task timeout: the blocked local activity heartbeats its workflow task
+        # after 80% of it, so the signal is delivered while the update still waits.
+        brain = await h.client.start_workflow(
+            c.BRAIN_WORKFLOW, BrainInput(principal=p), id=c.brain_workflow_id(p), task_queue=h.task_queue,
+            task_timeout=timedelta(seconds=2))
+        await wait_for(lambda: brain_status(h, p))
+        ask = TurnRequest(gate_id="deaf", workflow_id=deaf.id)
+        writer = sqlite3.connect(store_path, isolation_level=None)
+        writer.execute("BEGIN IMMEDIATE")
+        try:
+            update = await brain.start_update("take_turn", ask, wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+                                              result_type=TurnReply)
+            await brain.signal("request_turn", ask)
+
+            async def asked_twice():
+                return (await brain_status(h, p)).queued == ["deaf"]
+
+            await wait_for(asked_twice, timeout=10)
+        finally:
+            writer.execute("ROLLBACK")
+            writer.close()
+        assert (await update.result()).n == 1
+
+        async def deaf_has_turn():
+            return await deaf.query(DeafGate.has_turn)
+
+        await wait_for(deaf_has_turn, timeout=15)
+        status = await brain_status(h, p)
+        assert status.holder == "deaf" and status.queued == [] and status.counter == 1
+        await deaf.terminate()

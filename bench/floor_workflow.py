@@ -11,11 +11,14 @@ with the brain's turn protocol.
   local activities (consult, record). Like a real gate that decides alone, it gives the
   turn back by its record: no release signal. So, per gate: 3 local activities on the
   gate, 1 workflow task on the brain (the update), 1 client call from inside an activity.
+  The full-structure variant (`FloorGateInput(steps=3, done_status=True)`, started with
+  the gate's four search attributes) adds what else a real gate that decided alone
+  carries: the pin step (PIN_MODEL, a local activity of its own so a retried consult
+  keeps the pinned model) and the `VicarStatus = done` upsert.
 
 Not modelled: the real brain's queue, `turn_granted` and `turn_wanted` signals (unused
-when each principal runs its gates one at a time, as the bench's streams do), its
-`read_counter` at the start of a run (once per brain run), and the gate's search
-attributes.
+when each principal runs its gates one at a time, as the bench's streams do), and its
+`read_counter` at the start of a run (once per brain run).
 
 A module of its own because the workflow sandbox re-imports a workflow's module on
 every run: the benchmark script's imports (rich, the worker) would inflate the floor.
@@ -29,6 +32,10 @@ from datetime import timedelta
 from temporalio import activity, workflow
 from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from vicar.models import GateStatus
+    from workflows import search_attributes as sa
 
 LOCAL = {"start_to_close_timeout": timedelta(seconds=30)}
 # Continue-as-new after this many grants, like the real brain (BrainConfig.max_grants_per_run).
@@ -102,12 +109,21 @@ class FloorBrainActivities:
         )
 
 
+@dataclass
+class FloorGateInput:
+    brain_id: str
+    steps: int = 2  # no-op local activities after the turn: consult and record (3: pin first)
+    done_status: bool = False  # upsert VicarStatus = done at the end, as a real gate does
+
+
 @workflow.defn(name="BenchFloorGate")
 class FloorGateWorkflow:
     @workflow.run
-    async def run(self, brain_id: str) -> int:
-        turn = FloorTurn(brain_id=brain_id, gate_id=workflow.info().workflow_id)
+    async def run(self, inp: FloorGateInput) -> int:
+        turn = FloorTurn(brain_id=inp.brain_id, gate_id=workflow.info().workflow_id)
         n = await workflow.execute_local_activity("bench_take_turn", turn, result_type=int, **LOCAL)
-        await workflow.execute_local_activity(noop, "consult", **LOCAL)
-        await workflow.execute_local_activity(noop, "record", **LOCAL)  # the record gives the turn back
+        for _ in range(inp.steps):  # the last one is the record, which gives the turn back
+            await workflow.execute_local_activity(noop, "step", **LOCAL)
+        if inp.done_status:
+            workflow.upsert_search_attributes([sa.STATUS.value_set(GateStatus.done.value)])
         return n

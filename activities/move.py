@@ -12,8 +12,8 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from memory import transfer
-from memory.principal import MemoryRegistry
+from vicar.memory import transfer
+from vicar.memory.principal import MemoryRegistry
 from vicar import contracts as c
 from vicar.config import Settings
 

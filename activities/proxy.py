@@ -17,8 +17,8 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.store_errors import store_errors
-from memory.principal import MemoryRegistry
+from vicar.activities.store_errors import store_errors
+from vicar.memory.principal import MemoryRegistry
 from vicar import contracts as c
 from vicar.artifacts import ArtifactRefused, load_artifact
 from vicar.config import TASK_QUEUE, Settings

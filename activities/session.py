@@ -14,13 +14,13 @@ from temporalio.exceptions import ApplicationError
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
-from activities.routing import locate
-from activities.store_errors import unavailable
-from memory.chunk import chunk_id_for
-from memory.consolidation import apply_consolidation, plan_consolidation
-from memory.principal import MemoryRegistry
-from memory.store import StoreError
-from memory.working import load_working_memory
+from vicar.activities.routing import locate
+from vicar.activities.store_errors import unavailable
+from vicar.memory.chunk import chunk_id_for
+from vicar.memory.consolidation import apply_consolidation, plan_consolidation
+from vicar.memory.principal import MemoryRegistry
+from vicar.memory.store import StoreError
+from vicar.memory.working import load_working_memory
 from vicar import contracts as c
 from vicar.config import TASK_QUEUE, Settings
 from vicar.models import (

@@ -15,8 +15,8 @@ import sqlite3
 
 from temporalio.exceptions import ApplicationError
 
-from memory.owner import StoreLocked
-from memory.store import StoreError
+from vicar.memory.owner import StoreLocked
+from vicar.memory.store import StoreError
 from vicar import contracts as c
 
 

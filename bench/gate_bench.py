@@ -59,15 +59,15 @@ from temporalio.worker import Interceptor as WorkerInterceptor
 from floor_workflow import (  # bench/ is sys.path[0] when run as a script
     FloorBrainActivities, FloorBrainWorkflow, FloorGateInput, FloorGateWorkflow, FloorWorkflow, noop)
 from prom import delta, resource_exhausted, server_metrics_url
-from memory.embedder import default_embedder, make_embedder
-from memory.principal import MemoryRegistry
+from vicar.memory.embedder import default_embedder, make_embedder
+from vicar.memory.principal import MemoryRegistry
 from vicar.proxy.select import predictor_from_env
 from vicar import contracts as c
 from vicar.config import Settings
 from vicar.gates import answer_gate, gate_details, start_gate
 from vicar.models import CfAState, EscalationMode, GateRequest, GateResult, GateStatus, HumanAnswer
-from worker import build_worker, temporal_client
-from workflows import search_attributes as sa
+from vicar.worker import build_worker, temporal_client
+from vicar.workflows import search_attributes as sa
 
 P50_GOAL_MS = 150.0
 THROUGHPUT_GOAL = 20.0

@@ -15,9 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from memory.chunk import MemoryChunk
-from memory.embedder import default_embedder
-from memory.store import _COLUMNS, RecordStore
+from vicar.memory.chunk import MemoryChunk
+from vicar.memory.embedder import default_embedder
+from vicar.memory.store import _COLUMNS, RecordStore
 from vicar.config import RetrievalOptions, Settings
 from vicar.eval.dataset import load_events
 from vicar.eval.replay import Variant, event_texts, replay_reviewer

@@ -46,11 +46,11 @@ try:
 except ImportError:
     threadpool_info = None
 
-from memory.activation import base_levels, hybrid_levels
-from memory.chunk import chunk_id_for
-from memory.index import STRUCT_FIELDS, MemoryIndex
-from memory.retrieval import Hit, Query, rank
-from memory.store import _COLUMNS, RecordStore
+from vicar.memory.activation import base_levels, hybrid_levels
+from vicar.memory.chunk import chunk_id_for
+from vicar.memory.index import STRUCT_FIELDS, MemoryIndex
+from vicar.memory.retrieval import Hit, Query, rank
+from vicar.memory.store import _COLUMNS, RecordStore
 from vicar.config import MemoryParams
 
 DIM = 384
@@ -465,7 +465,7 @@ def measure_naive(row: Row, hits: list[list[Hit]], queries: list[tuple[Query, di
 def blas_as_in_rank(fn: Callable[[], object]) -> object:
     """Run fn with BLAS threads as rank() sets them around similarity(), if it does."""
     try:
-        from memory.index import single_threaded_blas
+        from vicar.memory.index import single_threaded_blas
     except ImportError:
         return fn()
     with single_threaded_blas():

@@ -2,7 +2,7 @@
 
     python bench/scale_bench.py [--gates 100] [--principals 8] [--burst 200] [--out bench/SCALE_RESULTS.md]
 
-For each process count k in (1, 2), on a fresh server: k `python worker.py` processes,
+For each process count k in (1, 2), on a fresh server: k `python -m vicar.worker` processes,
 each with its own data directory, VICAR_SHARD_COUNT=2 and half the shards (k=2) or all
 of them (k=1), so the principals' memories are split the way a deployment splits them.
 The bench process is only the client (the human and the agents). Phases, as in
@@ -77,7 +77,7 @@ class Cluster:
                        VICAR_SHARD_COUNT=str(SHARDS), VICAR_SHARDS=shards, VICAR_OPS_ADDRESS=ops)
             with open(self.tmp / f"worker-{i}.log", "wb") as out:
                 self.procs.append(await asyncio.create_subprocess_exec(
-                    sys.executable, str(ROOT / "worker.py"), env=env, cwd=str(ROOT), stdout=out, stderr=out))
+                    sys.executable, "-m", "vicar.worker", env=env, cwd=str(ROOT), stdout=out, stderr=out))
             self.ops.append(ops)
         deadline = time.monotonic() + READY_TIMEOUT
         for ops, proc in zip(self.ops, self.procs):
@@ -145,7 +145,7 @@ def report(args: argparse.Namespace, runs: list[Run], total_s: float, load: tupl
         f"- command: `{shlex.join(['python', *sys.argv])}`",
         f"- date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"- machine: {machine_line(f'temporalio {temporalio.__version__}')}",
-        f"- setup: embedded Temporal dev server; `python worker.py` processes with VICAR_SHARD_COUNT={SHARDS}, each "
+        f"- setup: embedded Temporal dev server; `python -m vicar.worker` processes with VICAR_SHARD_COUNT={SHARDS}, each "
         "its own data directory and shards (k=1: all; k=2: one each); the default (learned) predictor with "
         f"{' '.join(f'{k}={v}' for k, v in BENCH_ENV.items())} (as bench/gate_bench.py); "
         "this process is only the client",

@@ -27,8 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from machine_info import machine_line  # noqa: E402  (bench/ is on sys.path when run as a script)
-from memory.chunk import MemoryChunk, blended_text  # noqa: E402
-from memory.lexical import tokenize  # noqa: E402
+from vicar.memory.chunk import MemoryChunk, blended_text  # noqa: E402
+from vicar.memory.lexical import tokenize  # noqa: E402
 from vicar.eval import metrics  # noqa: E402
 from vicar.llm import parse, prompts  # noqa: E402
 from vicar.models import (  # noqa: E402

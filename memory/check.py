@@ -15,11 +15,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from memory.embedder import Embedder
-from memory.owner import OwnerLock, describe, holder_of
-from memory.principal import PrincipalMemory
-from memory.store import MIGRATIONS, RecordStore, StoreError, records_unusable
-from memory.vectors import VectorStore, VectorsUnusable, vectors_unusable
+from vicar.memory.embedder import Embedder
+from vicar.memory.owner import OwnerLock, describe, holder_of
+from vicar.memory.principal import PrincipalMemory
+from vicar.memory.store import MIGRATIONS, RecordStore, StoreError, records_unusable
+from vicar.memory.vectors import VectorStore, VectorsUnusable, vectors_unusable
 from vicar.config import MemoryParams
 from vicar.models import check_principal
 

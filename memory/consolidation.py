@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 import numpy as np
-from memory.chunk import BLENDED, MemoryChunk
-from memory.index import single_threaded_blas
-from memory.principal import PrincipalMemory
+from vicar.memory.chunk import BLENDED, MemoryChunk
+from vicar.memory.index import single_threaded_blas
+from vicar.memory.principal import PrincipalMemory
 from vicar.models import ConsolidationDecision, ConsolidationPlan, ConsolidationReport
 
 CASE_DIMS = ("situation", "artifact", "stimulus")  # what makes two gates the same case

@@ -180,7 +180,7 @@ def make_embedder(name: str | None = None, cache_file: Path | None = None) -> Ca
         inner = _models.get(name)
         if inner is None:
             if name == "minilm":
-                from memory.onnx_minilm import OnnxMiniLMEmbedder
+                from vicar.memory.onnx_minilm import OnnxMiniLMEmbedder
 
                 inner = OnnxMiniLMEmbedder()
             elif name == "minilm-torch":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memory.activation import base_levels, hybrid_levels
+from vicar.memory.activation import base_levels, hybrid_levels
 
 STRUCT_FIELDS = ("kind", "state", "task_type", "outcome", "answered_by", "status")
 ANY = "any"

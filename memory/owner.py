@@ -17,7 +17,7 @@ import socket
 import sys
 from pathlib import Path
 
-from memory.store import StoreError
+from vicar.memory.store import StoreError
 from vicar.errors import Conflict
 
 LOCK_FILE = "owner.lock"

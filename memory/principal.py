@@ -15,14 +15,14 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel
 
-from memory.chunk import BLENDED, DIMENSIONS, MemoryChunk, blended_text
-from memory.embedder import Embedder
-from memory.index import STRUCT_FIELDS, MemoryIndex, single_threaded_blas
-from memory.lexical import LexicalIndex
-from memory.owner import OwnerLock
-from memory.retrieval import EmbeddingMode, Hit, Query, rank
-from memory.store import RecordStore, StoreError, records_unusable
-from memory.vectors import InMemoryVectors, VectorStore, open_vectors, vectors_unusable
+from vicar.memory.chunk import BLENDED, DIMENSIONS, MemoryChunk, blended_text
+from vicar.memory.embedder import Embedder
+from vicar.memory.index import STRUCT_FIELDS, MemoryIndex, single_threaded_blas
+from vicar.memory.lexical import LexicalIndex
+from vicar.memory.owner import OwnerLock
+from vicar.memory.retrieval import EmbeddingMode, Hit, Query, rank
+from vicar.memory.store import RecordStore, StoreError, records_unusable
+from vicar.memory.vectors import InMemoryVectors, VectorStore, open_vectors, vectors_unusable
 from vicar.config import MemoryParams
 from vicar.models import check_principal
 

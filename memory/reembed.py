@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from memory.embedder import Embedder
-from memory.owner import OwnerLock
-from memory.store import RecordStore, StoreError
-from memory.vectors import VectorStore
+from vicar.memory.embedder import Embedder
+from vicar.memory.owner import OwnerLock
+from vicar.memory.store import RecordStore, StoreError
+from vicar.memory.vectors import VectorStore
 from vicar.models import check_principal
 
 

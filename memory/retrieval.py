@@ -18,8 +18,8 @@ from typing import Protocol
 import numpy as np
 from pydantic import BaseModel, Field
 
-from memory.activation import logistic_noise
-from memory.index import MemoryIndex, single_threaded_blas
+from vicar.memory.activation import logistic_noise
+from vicar.memory.index import MemoryIndex, single_threaded_blas
 
 RRF_K = 60  # reciprocal rank fusion constant (Cormack et al. 2009)
 BLENDED = "blended"

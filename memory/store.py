@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from memory.chunk import MemoryChunk
+from vicar.memory.chunk import MemoryChunk
 from vicar.errors import BrokenStore
 
 # Versioned migrations: index i brings the schema from version i to i + 1.

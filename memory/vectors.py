@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memory.store import StoreError
+from vicar.memory.store import StoreError
 
 logging.getLogger("chromadb.telemetry").setLevel(logging.CRITICAL)
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, Field
 
-from memory.chunk import MemoryChunk
-from memory.principal import PrincipalMemory
+from vicar.memory.chunk import MemoryChunk
+from vicar.memory.principal import PrincipalMemory
 from vicar.text import clip
 
 # Without the provider's tokenizer at hand, ~4 characters per token (English prose);

@@ -18,12 +18,12 @@ from temporalio import workflow
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from memory.embedder import default_embedder
-from memory.principal import MemoryRegistry
+from vicar.memory.embedder import default_embedder
+from vicar.memory.principal import MemoryRegistry
 from vicar.config import AutonomyParams, CalibrationParams, Settings
 from vicar.models import BrainConfig, GateRequest
 from vicar.server import temporal_binary
-from workflows import search_attributes as sa
+from vicar.workflows import search_attributes as sa
 
 
 @pytest.fixture(scope="session")
@@ -79,7 +79,7 @@ class VicarHarness:
 @pytest_asyncio.fixture
 async def harness(temporal_env, embedder, settings, request):
     """A worker on its own task queue with its own data directory."""
-    from worker import build_worker
+    from vicar.worker import build_worker
 
     brain_config = getattr(request, "param", None) or BrainConfig()
     task_queue = f"tq-{uuid.uuid4().hex[:8]}"

@@ -3,9 +3,9 @@
 import sys
 from pathlib import Path
 
-from memory.chunk import MemoryChunk
-from memory.embedder import default_embedder
-from memory.principal import PrincipalMemory
+from vicar.memory.chunk import MemoryChunk
+from vicar.memory.embedder import default_embedder
+from vicar.memory.principal import PrincipalMemory
 from vicar.config import MemoryParams
 
 root = Path(sys.argv[1])

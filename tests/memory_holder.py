@@ -4,8 +4,8 @@ import sys
 import time
 from pathlib import Path
 
-from memory.embedder import default_embedder
-from memory.principal import PrincipalMemory
+from vicar.memory.embedder import default_embedder
+from vicar.memory.principal import PrincipalMemory
 from vicar.config import MemoryParams
 
 mem = PrincipalMemory(sys.argv[2], Path(sys.argv[1]), default_embedder(), MemoryParams())

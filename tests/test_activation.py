@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from memory.activation import (
+from vicar.memory.activation import (
     base_level,
     base_levels,
     hybrid_level,

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from memory.principal import PrincipalMemory
+from vicar.memory.principal import PrincipalMemory
 from vicar.config import AUTONOMY_FILE, AutonomyParams, CalibrationParams, MemoryParams, Settings, autonomy_params
 from vicar.errors import InvalidInput
 from vicar.models import Action, AnsweredBy, Calibration, GateRequest, OutcomeRecord, PassResult

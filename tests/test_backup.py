@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from memory.check import check
-from memory.store import RecordStore
+from vicar.memory.check import check
+from vicar.memory.store import RecordStore
 from vicar.errors import Conflict, NotFound
 from vicar.gates import answer_gate, start_gate
 from vicar.models import HumanAnswer, OutcomeRecord

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memory.check import check, repair
-from memory.chunk import MemoryChunk
-from memory.owner import StoreLocked
-from memory.principal import PrincipalMemory
-from memory.retrieval import Query
-from memory.store import RecordsUnusable
-from memory.vectors import VectorsUnusable
+from vicar.memory.check import check, repair
+from vicar.memory.chunk import MemoryChunk
+from vicar.memory.owner import StoreLocked
+from vicar.memory.principal import PrincipalMemory
+from vicar.memory.retrieval import Query
+from vicar.memory.store import RecordsUnusable
+from vicar.memory.vectors import VectorsUnusable
 from vicar.cli import app
 from vicar.gates import answer_gate, gate_details, start_gate
 from vicar.models import GateStatus, HumanAnswer
@@ -252,7 +252,7 @@ async def test_worker_with_a_broken_store_stops_on_sigterm(temporal_env, setting
     env = dict(os.environ, TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
                VICAR_DATA_DIR=str(settings.data_dir), VICAR_TASK_QUEUE=f"tq-broken-{os.getpid()}")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(ROOT / "worker.py"), env=env, cwd=str(ROOT),
+        sys.executable, "-m", "vicar.worker", env=env, cwd=str(ROOT),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     try:
         req = harness_request(p)

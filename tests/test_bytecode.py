@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PROBE = """
 import importlib.util, sys
 from pathlib import Path
-import workflows
+from vicar import workflows
 from vicar.bytecode import compile_package, _fresh
 pkg = Path(workflows.__file__).parent
 n = compile_package(pkg, Path(sys.argv[1]))

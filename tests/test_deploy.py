@@ -25,7 +25,7 @@ K8S_VERSION = "1.32.0"
 def known_vars() -> set[str]:
     code = "\n".join(p.read_text() for d in ("vicar", "memory", "activities", "workflows")
                      for p in (ROOT / d).rglob("*.py"))
-    return set(re.findall(r"VICAR_[A-Z_]+", code + (ROOT / "worker.py").read_text()))
+    return set(re.findall(r"VICAR_[A-Z_]+", code))
 
 
 def check_env(env: dict[str, str], monkeypatch) -> None:

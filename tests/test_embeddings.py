@@ -7,18 +7,18 @@ import numpy as np
 import openai
 import pytest
 
-from memory.chunk import MemoryChunk
-from memory.embedder import (
+from vicar.memory.chunk import MemoryChunk
+from vicar.memory.embedder import (
     CachedEmbedder,
     MiniLMEmbedder,
     OpenAIEmbedder,
     make_embedder,
 )
-from memory.onnx_minilm import OnnxMiniLMEmbedder
-from memory.principal import PrincipalMemory
-from memory.reembed import reembed
-from memory.retrieval import Query
-from memory.store import StoreError
+from vicar.memory.onnx_minilm import OnnxMiniLMEmbedder
+from vicar.memory.principal import PrincipalMemory
+from vicar.memory.reembed import reembed
+from vicar.memory.retrieval import Query
+from vicar.memory.store import StoreError
 from vicar.config import MemoryParams
 from vicar.errors import VicarError
 

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 from typer.testing import CliRunner
 
-from memory.principal import PrincipalMemory
+from vicar.memory.principal import PrincipalMemory
 from vicar.cli import app
 from vicar.config import MemoryParams
 from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord, PassResult

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory.principal import PrincipalMemory
+from vicar.memory.principal import PrincipalMemory
 from vicar.config import MemoryParams, Settings
 from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord
 from vicar.proxy.consult import consult, retrieve

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory.principal import PrincipalMemory
+from vicar.memory.principal import PrincipalMemory
 from vicar.config import MemoryParams, Settings
 from vicar.eval.dataset import load_events
 from vicar.eval.replay import Variant, replay_reviewer

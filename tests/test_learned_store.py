@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from memory.principal import MemoryRegistry
+from vicar.memory.principal import MemoryRegistry
 from vicar.config import MemoryParams
 from vicar.gates import answer_gate, gate_details, start_gate
 from vicar.models import AnsweredBy, GateResult, GateStatus, HumanAnswer, ModelPin, OutcomeRecord
@@ -99,7 +99,7 @@ class RefitBetweenAttempts(LearnedModels):
 
 @pytest.mark.asyncio
 async def test_a_refit_between_attempts_never_changes_the_gates_decision(temporal_env, embedder, settings):
-    from worker import build_worker
+    from vicar.worker import build_worker
 
     principal = f"p-{uuid.uuid4().hex[:8]}"
     records = _records(principal, 31)

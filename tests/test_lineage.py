@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import vicar.eval.replay as replay
-from memory.principal import PrincipalMemory
-from memory.store import _COLUMNS, MIGRATIONS
+from vicar.memory.principal import PrincipalMemory
+from vicar.memory.store import _COLUMNS, MIGRATIONS
 from vicar.config import MemoryParams, RetrievalOptions, Settings
 from vicar.eval.dataset import load_events
 from vicar.llm.anthropic_client import AnthropicClient

@@ -32,7 +32,7 @@ from vicar.models import (
 )
 from vicar.proxy.llm_predictor import LLMPredictor
 from vicar.proxy.offline import OfflinePredictor
-from memory.principal import MemoryRegistry
+from vicar.memory.principal import MemoryRegistry
 from vicar.proxy.select import predictor_from_env
 
 from .llm_standins import AnthropicStandIn, Fail, OpenAIChatStandIn, Reply

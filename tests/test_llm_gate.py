@@ -11,7 +11,7 @@ import uuid
 import pytest
 import pytest_asyncio
 
-from memory.principal import MemoryRegistry
+from vicar.memory.principal import MemoryRegistry
 from vicar.gates import answer_gate, start_gate
 from vicar.llm import prompts
 from vicar.models import Action, AnsweredBy, GateRequest, HumanAnswer
@@ -73,7 +73,7 @@ def standin(monkeypatch):
 
 @pytest_asyncio.fixture
 async def llm(temporal_env, embedder, settings, standin):
-    from worker import build_worker
+    from vicar.worker import build_worker
 
     task_queue = f"tq-{uuid.uuid4().hex[:8]}"
     registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)

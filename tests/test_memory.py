@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from memory.activation import base_level, base_levels
-from memory.principal import MemoryRegistry, PrincipalMemory
-from memory.retrieval import Query
-from memory.store import StoreError
+from vicar.memory.activation import base_level, base_levels
+from vicar.memory.principal import MemoryRegistry, PrincipalMemory
+from vicar.memory.retrieval import Query
+from vicar.memory.store import StoreError
 from vicar.proxy.consult import outcome_chunk
 from vicar.models import GateRequest, OutcomeRecord
 
@@ -133,7 +133,7 @@ def test_retried_store_activity_writes_one_chunk(settings, embedder):
     """The real activity, run twice with the same input as Temporal's retry would."""
     from temporalio.testing import ActivityEnvironment
 
-    from activities.proxy import ProxyActivities
+    from vicar.activities.proxy import ProxyActivities
     from vicar.proxy.offline import OfflinePredictor
 
     reg = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
@@ -169,9 +169,9 @@ def test_blended_vectors_only_when_blended_retrieval_reads_them(settings, embedd
     """The shipped retrieval (multi) never reads a chunk's blended vector: the worker's
     memories skip embedding it (the gate's largest single CPU cost). Switching to blended
     retrieval embeds the missing ones when the memory is next opened."""
-    from memory.check import check
-    from memory.chunk import BLENDED
-    from memory.retrieval import EmbeddingMode
+    from vicar.memory.check import check
+    from vicar.memory.chunk import BLENDED
+    from vicar.memory.retrieval import EmbeddingMode
     from vicar.config import RetrievalOptions, Settings
 
     assert settings.memory.blended_vectors is False  # Settings follows retrieval.embedding = multi

@@ -71,7 +71,7 @@ class Workers:
             env.update(VICAR_SHARD_COUNT=str(shards), VICAR_SHARDS=str(i))
         with open(log, "wb") as out:
             self.procs[i] = await asyncio.create_subprocess_exec(
-                sys.executable, str(ROOT / "worker.py"), env=env, cwd=str(ROOT), stdout=out, stderr=out)
+                sys.executable, "-m", "vicar.worker", env=env, cwd=str(ROOT), stdout=out, stderr=out)
 
     async def kill(self, i: int) -> None:
         self.procs[i].send_signal(signal.SIGKILL)

@@ -44,7 +44,7 @@ def get(url: str) -> tuple[int, str]:
 
 
 class WorkerProcess:
-    """`python worker.py` with the ops surface on free loopback ports."""
+    """`python -m vicar.worker` with the ops surface on free loopback ports."""
 
     def __init__(self, temporal_env, data_dir: Path, **env: str) -> None:
         self.task_queue = f"tq-ops-{uuid.uuid4().hex[:8]}"
@@ -58,7 +58,7 @@ class WorkerProcess:
 
     async def start(self) -> None:
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(ROOT / "worker.py"), env=self.env, cwd=str(ROOT),
+            sys.executable, "-m", "vicar.worker", env=self.env, cwd=str(ROOT),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
 
     async def get(self, path: str) -> tuple[int, str]:

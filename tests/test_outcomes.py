@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from memory.principal import PrincipalMemory
+from vicar.memory.principal import PrincipalMemory
 from vicar.config import MemoryParams
 from vicar.models import Action, AnsweredBy, DialogTurn, GateRequest, OutcomeRecord, PassResult
 from vicar.proxy.bookkeeping import ContextEntry, apply_outcome, concerns_in, questions_in

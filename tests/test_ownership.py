@@ -108,7 +108,7 @@ async def test_server_outlives_its_starter_for_other_users_and_stops_after_the_l
 
         # A second worker on the same data directory and task queue: refused, one line.
         dup = await asyncio.create_subprocess_exec(
-            sys.executable, str(ROOT / "worker.py"), env=vicar_env(data_dir), cwd=str(ROOT),
+            sys.executable, "-m", "vicar.worker", env=vicar_env(data_dir), cwd=str(ROOT),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         out, err = await asyncio.wait_for(dup.communicate(), timeout=120)
         assert dup.returncode == DATA_DIR_BUSY, out + err

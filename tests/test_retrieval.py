@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from memory.chunk import ChunkKind, MemoryChunk
-from memory.principal import PrincipalMemory
-from memory.retrieval import EmbeddingMode, Query, RetrievalMode
+from vicar.memory.chunk import ChunkKind, MemoryChunk
+from vicar.memory.principal import PrincipalMemory
+from vicar.memory.retrieval import EmbeddingMode, Query, RetrievalMode
 from vicar.config import MemoryParams
 
 
@@ -145,7 +145,7 @@ def test_salience_index_is_queried_by_artifact(memory):
 def test_lexical_tokens_match_bm25s():
     import bm25s
 
-    from memory.lexical import tokenize
+    from vicar.memory.lexical import tokenize
 
     texts = ["PLAN_ASSERT db-migration: Approve or revise the proposed plan.", "It's the ÜBER-fast i2c_smbus path!",
              "a an the of x y zz 42 3.14 foo_bar naïve café", "", "   ", "hwmon: (pmbus/ltc2978) Add support"]

@@ -21,9 +21,9 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from memory.consolidation import apply_consolidation, memory_fingerprint, plan_consolidation
-from memory.chunk import chunk_id_for
-from memory.principal import MemoryRegistry, PrincipalMemory
+from vicar.memory.consolidation import apply_consolidation, memory_fingerprint, plan_consolidation
+from vicar.memory.chunk import chunk_id_for
+from vicar.memory.principal import MemoryRegistry, PrincipalMemory
 from vicar import contracts as c
 from vicar.config import CalibrationParams, Settings
 from vicar.models import (
@@ -102,7 +102,7 @@ async def skipping_env():
 
 
 async def test_idle_timeout_starts_consolidation(skipping_env, embedder, tmp_path):
-    from worker import build_worker
+    from vicar.worker import build_worker
 
     settings = Settings(data_dir=tmp_path / "vicar", calibration=CalibrationParams(autonomy=LOOSE_AUTONOMY))
     registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
@@ -135,7 +135,7 @@ async def test_idle_timeout_starts_consolidation(skipping_env, embedder, tmp_pat
 
 
 async def test_a_killed_consolidation_finishes_once_with_the_same_memory(temporal_env, embedder, tmp_path):
-    from worker import build_worker
+    from vicar.worker import build_worker
 
     settings = Settings(data_dir=tmp_path / "vicar", task_queue=f"tq-{uuid.uuid4().hex[:8]}",
                         calibration=CalibrationParams(autonomy=LOOSE_AUTONOMY))
@@ -168,7 +168,7 @@ async def test_a_killed_consolidation_finishes_once_with_the_same_memory(tempora
                VICAR_DATA_DIR=str(settings.data_dir), VICAR_TASK_QUEUE=settings.task_queue,
                VICAR_TEST_CONSOLIDATION_STEP_DELAY="0.5")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(ROOT / "worker.py"), env=env, cwd=str(ROOT),
+        sys.executable, "-m", "vicar.worker", env=env, cwd=str(ROOT),
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
     db = settings.principals_dir / p / "memory.db"
 

@@ -12,7 +12,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from memory.principal import MemoryRegistry
+from vicar.memory.principal import MemoryRegistry
 from vicar import contracts as c
 from vicar.errors import Conflict, InvalidInput
 from vicar.gates import answer_gate
@@ -60,7 +60,7 @@ def sharded(settings, count: int, shard_wait: float = 60.0):
 async def test_a_sharded_worker_routes_every_memory_step_to_the_principals_shard(temporal_env, embedder, settings):
     """All shards in one process (a WorkerGroup): gates work as unsharded, the brain
     records the shard, and each shard queue ran only its own principals' work."""
-    from worker import build_worker
+    from vicar.worker import build_worker
 
     settings = sharded(settings, 3)
     task_queue = f"tq-{uuid.uuid4().hex[:8]}"
@@ -97,7 +97,7 @@ async def test_a_shard_without_its_owner_escalates_and_records_once_it_is_back(t
     """Only the other shards are served: that principal's gate escalates with
     proxy_error ("memory shard k unavailable") within the bounded wait while another
     principal's gates go on; the human's answer waits and lands when the owner comes."""
-    from worker import build_worker
+    from vicar.worker import build_worker
 
     settings = sharded(settings, 2, shard_wait=2.0)
     task_queue = f"tq-{uuid.uuid4().hex[:8]}"
@@ -142,7 +142,7 @@ async def test_a_principal_moves_to_another_shard_with_its_memory(temporal_env, 
     one mid-move is in test_multiworker.py): the memory goes to the new owner, verified,
     the old copy goes, and the next gate runs on the new shard with what was learned."""
     from vicar.models import GateResult
-    from worker import build_worker
+    from vicar.worker import build_worker
 
     base = sharded(settings, 2)
     task_queue = f"tq-{uuid.uuid4().hex[:8]}"

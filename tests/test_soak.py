@@ -26,8 +26,8 @@ from temporalio.client import (
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
-from memory.check import check
-from memory.store import RecordStore
+from vicar.memory.check import check
+from vicar.memory.store import RecordStore
 from vicar import contracts as c
 from vicar.errors import VicarError
 from vicar.gates import start_gate
@@ -74,7 +74,7 @@ class Cluster:
                    VICAR_AUTONOMY_AUDIT_SHARE="0")
         with open(log, "wb") as out:
             self.worker = await asyncio.create_subprocess_exec(
-                sys.executable, str(ROOT / "worker.py"), env=env, cwd=str(ROOT), stdout=out, stderr=out)
+                sys.executable, "-m", "vicar.worker", env=env, cwd=str(ROOT), stdout=out, stderr=out)
 
     async def kill_worker(self) -> None:
         self.worker.send_signal(signal.SIGKILL)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from memory.principal import PrincipalMemory
-from memory.store import MIGRATIONS, RecordStore, StoreError
+from vicar.memory.principal import PrincipalMemory
+from vicar.memory.store import MIGRATIONS, RecordStore, StoreError
 from vicar.config import MemoryParams
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,7 +91,7 @@ def test_a_killed_writer_leaves_a_consistent_store(tmp_path, embedder):
 
 
 def test_reconcile_repairs_both_directions(settings, embedder):
-    from memory.chunk import MemoryChunk
+    from vicar.memory.chunk import MemoryChunk
 
     mem = PrincipalMemory("alice", settings.principals_dir, embedder, MemoryParams())
     ch = MemoryChunk(id="c1", principal="alice", state="PLAN_ASSERT", task_type="docs", outcome="approve",
@@ -112,7 +112,7 @@ def test_reconcile_repairs_both_directions(settings, embedder):
 def test_cached_chunks_follow_the_store(tmp_path):
     """Retrieval reads chunks through the store's cache: a copy per caller, and a
     transaction that changes a row (consolidation's) is seen by the next read."""
-    from memory.chunk import MemoryChunk
+    from vicar.memory.chunk import MemoryChunk
 
     store = RecordStore(tmp_path / "memory.db")
     store.set_meta("principal", "alice")

@@ -1,4 +1,4 @@
-"""worker.py as a process: connects to the configured Temporal and stops cleanly on SIGTERM."""
+"""vicar.worker as a process: connects to the configured Temporal and stops cleanly on SIGTERM."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ async def test_worker_process_serves_gates_and_stops_on_sigterm(temporal_env, se
     env = dict(os.environ, TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
                VICAR_DATA_DIR=str(settings.data_dir))
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(ROOT / "worker.py"), env=env, cwd=str(ROOT),
+        sys.executable, "-m", "vicar.worker", env=env, cwd=str(ROOT),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     try:
         req = GateRequest(principal="wkr", gate_id=f"worker-test-{os.getpid()}", state="WORK_ASSERT",

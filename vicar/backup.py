@@ -32,7 +32,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from memory.owner import OwnerLock, StoreLocked
+from vicar.memory.owner import OwnerLock, StoreLocked
 from vicar.errors import BrokenStore, Conflict, InvalidInput, NotFound
 from vicar.models import check_principal
 

@@ -120,10 +120,10 @@ def demo(
 
 
 async def _demo(settings: Settings, principal: str, gates: int, human_delay: float) -> None:
-    from memory.embedder import make_embedder
+    from vicar.memory.embedder import make_embedder
     from vicar.demo import demo_autonomy, demo_task_queue, render_summary, run_demo
     from vicar.locks import WorkerLock
-    from worker import build_worker, temporal_client
+    from vicar.worker import build_worker, temporal_client
 
     console.print(text(f"Data directory: {settings.data_dir}"))
     console.print(text(demo_autonomy(settings.principals_dir / principal)))
@@ -166,7 +166,7 @@ def worker(
              "'0-3', '0,2,5', or 'pod:R' (a StatefulSet pod of R replicas, by its hostname's ordinal)."),
 ) -> None:
     """Run the worker (starts the embedded Temporal server unless TEMPORAL_ADDRESS is set)."""
-    from worker import configure_logging, serve
+    from vicar.worker import configure_logging, serve
 
     configure_logging()
     settings = Settings.from_env()
@@ -509,7 +509,7 @@ async def _session(principal: str, session_id: str, end: bool) -> None:
 def _open_store(principal: str):
     """A principal's record store, read directly (no worker needed); a store that cannot
     be read (junk bytes, corrupt rows) is one line pointing at `vicar memory check`."""
-    from memory.store import RecordStore, RecordsUnusable
+    from vicar.memory.store import RecordStore, RecordsUnusable
     from vicar.models import check_principal
 
     settings = Settings.from_env()
@@ -630,8 +630,8 @@ def memory_reembed(
     """Re-embed a principal's memory with another model (resumable)."""
     from rich.progress import Progress
 
-    from memory.embedder import make_embedder
-    from memory.reembed import reembed
+    from vicar.memory.embedder import make_embedder
+    from vicar.memory.reembed import reembed
 
     settings = Settings.from_env()
     embedder = make_embedder(to, cache_file=settings.embedding_cache)
@@ -649,7 +649,7 @@ def memory_reembed(
 def memory_check(principal: str = typer.Argument(...)) -> None:
     """Check a principal's memory on disk: SQLite integrity, schema, records against vectors.
     Read-only (runs beside the worker); exit code 6 when broken."""
-    from memory.check import check, summary
+    from vicar.memory.check import check, summary
 
     settings = Settings.from_env()
     report = check(settings.principals_dir, principal, settings.memory.blended_vectors)
@@ -669,8 +669,8 @@ def memory_check(principal: str = typer.Argument(...)) -> None:
 def memory_repair(principal: str = typer.Argument(...)) -> None:
     """Rebuild a principal's vectors from its records (the source of truth). Refused while a
     worker has the memory open; exit code 6 when the records themselves are broken."""
-    from memory.check import repair
-    from memory.embedder import make_embedder
+    from vicar.memory.check import repair
+    from vicar.memory.embedder import make_embedder
 
     settings = Settings.from_env()
     r = repair(settings.principals_dir, principal, make_embedder(cache_file=settings.embedding_cache),
@@ -710,8 +710,8 @@ def memory_restore(
 ) -> None:
     """Restore principals' memories from a backup; vectors missing from it are rebuilt
     from the records. Refused while a worker has the memory open."""
-    from memory.check import check, repair
-    from memory.embedder import make_embedder
+    from vicar.memory.check import check, repair
+    from vicar.memory.embedder import make_embedder
     from vicar.backup import restore
 
     if bool(principals) == all_:
@@ -747,7 +747,7 @@ def eval_replay(
     import shlex
     import time
 
-    from memory.embedder import make_embedder
+    from vicar.memory.embedder import make_embedder
     from vicar.eval.dataset import load_events
     from vicar.eval.replay import LOCAL_PREDICTORS, standard_variants
     from vicar.eval.report import markdown, plots, summary_table

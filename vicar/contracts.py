@@ -10,7 +10,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from memory.transfer import Snapshot
+from vicar.memory.transfer import Snapshot
 
 from vicar.models import (
     BrainConfig,

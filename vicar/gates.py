@@ -25,7 +25,7 @@ from vicar.config import ANSWER_TIMEOUT, TASK_QUEUE
 from vicar.errors import Conflict, InvalidInput, NotFound, NotResponding
 from vicar.models import QUESTION_ACTIONS, VALID_ACTIONS, check_principal, GateDetails, GateRequest, GateResult, GateStatus, HumanAnswer
 from vicar.text import clip
-from workflows import search_attributes as sa
+from vicar.workflows import search_attributes as sa
 
 
 async def start_gate(client: Client, req: GateRequest, task_queue: str = TASK_QUEUE) -> WorkflowHandle:

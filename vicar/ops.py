@@ -32,7 +32,7 @@ from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from vicar.config import OPS_VARS, OpsParams, ip_port
 from vicar.errors import Conflict, InvalidInput
-from workflows.gate_metrics import BUCKETS
+from vicar.workflows.gate_metrics import BUCKETS
 
 HEALTH_PATH = "/healthz"
 READY_PATH = "/readyz"

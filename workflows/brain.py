@@ -29,8 +29,8 @@ with workflow.unsafe.imports_passed_through():
     from vicar import contracts as c
     from vicar.models import BrainInput, BrainState, BrainStatus, TurnGrant, TurnReply, TurnRequest
     from vicar.sharding import shard_of
-    from workflows.failures import cause_message
-    from workflows.routing import run_memory_activity
+    from vicar.workflows.failures import cause_message
+    from vicar.workflows.routing import run_memory_activity
 
 # Reading and mirroring the counter: a few quick attempts for a busy file, then the turn
 # is refused with the reason (a corrupt store fails at once: non-retryable). Unbounded

@@ -13,9 +13,9 @@ from temporalio.common import RetryPolicy
 with workflow.unsafe.imports_passed_through():
     from vicar import contracts as c
     from vicar.models import ConsolidationInput, ConsolidationPlan, ConsolidationReport, TurnRequest
-    from workflows.routing import run_memory_activity
+    from vicar.workflows.routing import run_memory_activity
 
-from workflows.turn_holder import TurnHolder
+from vicar.workflows.turn_holder import TurnHolder
 
 # Consolidation must finish: retried until it does (a failure shows in the Temporal UI).
 FOREVER = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1))

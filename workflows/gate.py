@@ -36,10 +36,10 @@ with workflow.unsafe.imports_passed_through():
         Usage,
     )
     from vicar.proxy.decision import Decision, decide, surprised
-    from workflows import gate_metrics
-    from workflows import search_attributes as sa
-    from workflows.failures import cause_message as _cause
-    from workflows.routing import run_memory_activity
+    from vicar.workflows import gate_metrics
+    from vicar.workflows import search_attributes as sa
+    from vicar.workflows.failures import cause_message as _cause
+    from vicar.workflows.routing import run_memory_activity
 
 # A proxy step that keeps failing gives up after a few attempts and the gate goes to the
 # human: a broken provider must not hold the principal's turn (and every gate queued

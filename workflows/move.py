@@ -13,12 +13,12 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from memory.transfer import Snapshot
+    from vicar.memory.transfer import Snapshot
     from vicar import contracts as c
     from vicar.models import TurnRequest
-    from workflows.routing import run_memory_activity
+    from vicar.workflows.routing import run_memory_activity
 
-from workflows.turn_holder import QUICK, TurnHolder
+from vicar.workflows.turn_holder import QUICK, TurnHolder
 
 _UNTIL_DONE = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1))
 FOREVER = dict(start_to_close_timeout=timedelta(minutes=10), retry_policy=_UNTIL_DONE)

@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
         Usage,
         WorkingMemoryView,
     )
-    from workflows.routing import run_memory_activity
+    from vicar.workflows.routing import run_memory_activity
 
 LOAD = dict(
     start_to_close_timeout=timedelta(minutes=5),

@@ -16,9 +16,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from memory.chunk import blended_text
-from memory.embedder import Embedder
-from memory.principal import PrincipalMemory
+from vicar.memory.chunk import blended_text
+from vicar.memory.embedder import Embedder
+from vicar.memory.principal import PrincipalMemory
 from vicar.config import MemoryParams, RetrievalOptions, Settings
 from vicar.eval.dataset import GateEvent, principal_for
 from vicar.eval.metrics import BASELINE_THRESHOLD, Prediction

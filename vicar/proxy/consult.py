@@ -12,9 +12,9 @@ from datetime import datetime
 
 from pydantic import BaseModel
 
-from memory.chunk import ARTIFACT_EMBED_CHARS, MemoryChunk, chunk_id_for, situation_text
-from memory.principal import PrincipalMemory, noise_seed
-from memory.retrieval import Query
+from vicar.memory.chunk import ARTIFACT_EMBED_CHARS, MemoryChunk, chunk_id_for, situation_text
+from vicar.memory.principal import PrincipalMemory, noise_seed
+from vicar.memory.retrieval import Query
 from vicar.artifacts import load_artifact
 from vicar.config import CalibrationParams, RetrievalOptions, Settings, autonomy_params
 from vicar.models import (

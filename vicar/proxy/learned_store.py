@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from memory.principal import MemoryRegistry
+from vicar.memory.principal import MemoryRegistry
 from vicar.config import PredictorParams
 from vicar.models import ModelPin, OutcomeRecord
 from vicar.proxy.learned import History, LearnedPredictor, Model, fit, refit_due

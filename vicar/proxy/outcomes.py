@@ -14,7 +14,7 @@ import json
 import os
 from pathlib import Path
 
-from memory.principal import PrincipalMemory
+from vicar.memory.principal import PrincipalMemory
 from vicar.files import atomic_write as _atomic_write
 from vicar.models import AnsweredBy, OutcomeRecord
 from vicar.proxy.bookkeeping import ConfidenceModel, ContextEntry, apply_outcome, context_key, load_entry

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from memory.principal import MemoryRegistry
+from vicar.memory.principal import MemoryRegistry
 from vicar.config import Settings
 from vicar.errors import VicarError
 from vicar.proxy.offline import OfflinePredictor

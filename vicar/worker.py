@@ -2,7 +2,7 @@
 queue, and the memory's activities on the queues of the shards it serves (all of them
 on the shared queue when unsharded, the default).
 
-    python worker.py          # or: vicar worker [--shards 0-3]
+    python -m vicar.worker   # or: vicar worker [--shards 0-3]
 
 Connects the SDK's usual way (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TLS / API key via
 the environment or a config profile); with none configured it starts the embedded dev
@@ -27,11 +27,11 @@ from pathlib import Path
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities.move import MoveActivities
-from activities.proxy import ProxyActivities
-from activities.session import SessionActivities
-from memory.embedder import make_embedder
-from memory.principal import MemoryRegistry
+from vicar.activities.move import MoveActivities
+from vicar.activities.proxy import ProxyActivities
+from vicar.activities.session import SessionActivities
+from vicar.memory.embedder import make_embedder
+from vicar.memory.principal import MemoryRegistry
 from vicar.config import TASK_QUEUE, Settings
 from vicar.connect import connect, ensure_search_attributes
 from vicar.models import BrainConfig
@@ -44,12 +44,12 @@ from vicar import ops
 from vicar.shard_claims import check_claims, worker_identity
 from vicar.sharding import shard_queue
 from vicar.server import SharedServer, env_configured, use_embedded
-import workflows as workflow_package
-from workflows.brain import BrainWorkflow
-from workflows.consolidation import ConsolidationWorkflow
-from workflows.gate import GateWorkflow
-from workflows.move import MoveWorkflow
-from workflows.session import SessionWorkflow
+from vicar import workflows as workflow_package
+from vicar.workflows.brain import BrainWorkflow
+from vicar.workflows.consolidation import ConsolidationWorkflow
+from vicar.workflows.gate import GateWorkflow
+from vicar.workflows.move import MoveWorkflow
+from vicar.workflows.session import SessionWorkflow
 
 log = logging.getLogger("vicar.worker")
 
@@ -142,7 +142,7 @@ async def temporal_client(settings: Settings, *, embedded: bool | None = None,
             await asyncio.to_thread(server.close)
 
 
-async def serve(settings: Settings, on_ready=None, command: str = "python worker.py") -> None:
+async def serve(settings: Settings, on_ready=None, command: str = "python -m vicar.worker") -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -21,7 +21,8 @@ from rich.text import Text
 
 from vicar.config import ANSWER_TIMEOUT, Settings
 from vicar.display import text
-from vicar.errors import INTERRUPTED, UNEXPECTED, BrokenStore, InvalidInput, NotFound, Unreachable, VicarError
+from vicar.errors import (INTERRUPTED, UNEXPECTED, BrokenStore, InvalidInput, NotFound, Unreachable, VicarError,
+                          validation_summary)
 from vicar.text import clip
 from vicar.models import CfAState, EscalationMode, GateRequest, HumanAnswer
 
@@ -44,14 +45,6 @@ MAX_ERROR_CHARS = 2000  # an error line embeds user input; it stays readable
 MAX_GATE_FILE_BYTES = 2_000_000  # a GateRequest's texts total ~225k characters; JSON escapes need up to 6 bytes each
 
 
-def one_line(exc: ValidationError) -> str:
-    parts = []
-    for e in exc.errors():
-        where = ".".join(str(x) for x in e["loc"]) or "input"
-        parts.append(f"{where}: {e['msg']}")
-    return "; ".join(parts)
-
-
 def explain(exc: Exception) -> tuple[str, int]:
     """The one line and exit code for an error (the codes are listed in vicar/errors.py)."""
     from temporalio.service import RPCError, RPCStatusCode
@@ -59,7 +52,7 @@ def explain(exc: Exception) -> tuple[str, int]:
     if isinstance(exc, VicarError):
         return str(exc), exc.exit_code
     if isinstance(exc, ValidationError):
-        return f"invalid {exc.title}: {one_line(exc)}", InvalidInput.exit_code
+        return f"invalid {exc.title}: {validation_summary(exc)}", InvalidInput.exit_code
     if isinstance(exc, UnicodeError):  # e.g. undecodable bytes in an argument, sent on to Temporal
         return f"not valid UTF-8 text: {exc}", InvalidInput.exit_code
     if isinstance(exc, sqlite3.DatabaseError):
@@ -519,7 +512,7 @@ def _open_store(principal: str):
         raise NotFound(f"no memory for principal {principal!r} under {settings.principals_dir}")
 
     def broken(exc: Exception) -> BrokenStore:
-        reason = one_line(exc) if isinstance(exc, ValidationError) else str(exc)
+        reason = validation_summary(exc) if isinstance(exc, ValidationError) else str(exc)
         return BrokenStore(f"the memory store {path} cannot be read ({reason}); "
                            f"run `vicar memory check {principal}`")
 

@@ -16,6 +16,18 @@ typo from a dead server without parsing text:
 
 UNEXPECTED = 70
 INTERRUPTED = 130
+# The failure type of a gate whose input is not a valid GateRequest (non-retryable:
+# the workflow fails at once, whoever started it).
+INVALID_GATE_REQUEST = "InvalidGateRequest"
+
+
+def validation_summary(exc) -> str:
+    """A pydantic ValidationError as one line: `where: what; ...`."""
+    parts = []
+    for e in exc.errors():
+        where = ".".join(str(x) for x in e["loc"]) or "input"
+        parts.append(f"{where}: {e['msg']}")
+    return "; ".join(parts)
 
 
 class VicarError(Exception):

@@ -47,8 +47,24 @@ async def start_gate(client: Client, req: GateRequest, task_queue: str = TASK_QU
         raise Conflict(f"gate {req.gate_id!r} already exists; gate ids are unique") from None
 
 
+async def find_gate(client: Client, gate_id: str) -> tuple[WorkflowHandle, WorkflowExecutionDescription]:
+    """A gate by its gate id (workflow id `vicar-gate/<gate_id>`, as start_gate starts
+    it) or by the workflow id another client started it under."""
+    for workflow_id in dict.fromkeys((c.gate_workflow_id(gate_id), gate_id)):
+        handle = client.get_workflow_handle(workflow_id)
+        try:
+            desc = await handle.describe()
+        except RPCError as exc:
+            if exc.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT):
+                continue
+            raise
+        if desc.workflow_type == c.GATE_WORKFLOW:
+            return handle, desc
+    raise NotFound(f"no gate {gate_id!r}")
+
+
 async def gate_details(client: Client, gate_id: str) -> GateDetails | None:
-    handle = client.get_workflow_handle(c.gate_workflow_id(gate_id))
+    handle, _ = await find_gate(client, gate_id)
     try:
         return await handle.query("details", result_type=GateDetails)
     except RPCError as exc:
@@ -73,8 +89,7 @@ async def answer_gate(client: Client, gate_id: str, answer: HumanAnswer, timeout
     check_action(answer.action)
     if not answer.responder:
         raise InvalidInput("an answer needs a responder: who is answering")
-    handle = client.get_workflow_handle(c.gate_workflow_id(gate_id))
-    desc = await _describe(handle, gate_id)
+    handle, desc = await find_gate(client, gate_id)
     _refuse_closed(gate_id, desc)
     if (attempt := desc.raw_description.pending_workflow_task.attempt) > 1:
         # Sent now, the answer would wait for a recovery that may never come.

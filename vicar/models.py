@@ -375,6 +375,9 @@ class GateDetails(BaseModel):
     task_type: str
     status: GateStatus
     question: str
+    # The id the gate's workflow was started under: what answering it uses (usually
+    # vicar-gate/<gate_id>, but an orchestrator may start it under its own id).
+    workflow_id: str = ""
     n: int | None = None
     proxy_action: Action | None = None
     proxy_text: str = ""

@@ -8,11 +8,14 @@ from datetime import timedelta
 from typing import Optional
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
     from vicar import contracts as c
+    from vicar.errors import INVALID_GATE_REQUEST, validation_summary
     from vicar.models import (
         Action,
         AnsweredBy,
@@ -82,6 +85,20 @@ ALLOW_LIST_REREAD = timedelta(minutes=1)
 # ... but at once when its shard had no owner: that read already waited the shard's
 # bounded time, so the loop is not hot, and an answer is taken as soon as the owner is back.
 ALLOW_LIST_REREAD_SHARD = timedelta(seconds=1)
+
+
+def _request(raw: RawValue) -> GateRequest:
+    """The gate's input, validated here rather than by the payload converter: a request
+    that is not a GateRequest (a typo'd field from a client in another language) fails
+    the workflow at once, non-retryable, where a failed conversion would fail its
+    workflow task again and again with nothing shown as failed."""
+    try:
+        return workflow.payload_converter().from_payload(raw.payload, GateRequest)
+    except ValidationError as exc:
+        why = validation_summary(exc)
+    except Exception as exc:  # not JSON, or not an object
+        why = f"{type(exc).__name__}: {exc}"
+    raise ApplicationError(f"invalid gate request: {why[:2000]}", type=INVALID_GATE_REQUEST, non_retryable=True)
 
 
 def check_answer(state_actions: tuple[Action, ...], answer: HumanAnswer) -> Action:
@@ -200,11 +217,12 @@ class GateWorkflow:
     # -- run ---------------------------------------------------------------------
 
     @workflow.run
-    async def run(self, req: GateRequest) -> GateResult:
+    async def run(self, raw: RawValue) -> GateResult:
+        req = _request(raw)
         self._valid_actions = req.valid_actions
         self._details = GateDetails(
             gate_id=req.gate_id, principal=req.principal, state=req.state, task_type=req.task_type,
-            status=GateStatus.queued, question=req.question,
+            status=GateStatus.queued, question=req.question, workflow_id=workflow.info().workflow_id,
         )
         gate_metrics.started(req)
         if workflow.info().typed_search_attributes.get(sa.PRINCIPAL) is None:

@@ -38,6 +38,22 @@ app.add_typer(eval_app, name="eval")
 app.add_typer(session_app, name="session")
 app.add_typer(principal_app, name="principal")
 
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        sys.stdout.write(f"vicar {version('vicar')}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    show_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                      help="Print Vicar's version and exit."),
+) -> None:
+    """Vicar: a human proxy for approval gates."""
+
 # No emoji codes: ":smile:" in a question stays ":smile:".
 console = Console(width=None if sys.stdout.isatty() else 120, emoji=False)
 err = Console(stderr=True, soft_wrap=True, emoji=False)  # an error stays one line
@@ -302,6 +318,28 @@ async def _ask(settings: Settings, req: GateRequest, wait: bool) -> None:
             told = True
     result = task.result()
     console.print(text(f"answered by the {result.answered_by.value}: {result.text}"))
+
+
+@app.command()
+@friendly
+def schema(
+    out: Optional[Path] = typer.Option(
+        None, help="Write interface.json and one NAME.json per payload into this directory, "
+                   "instead of printing one JSON document."),
+) -> None:
+    """The gate's contract for clients in other languages: the workflow's interface
+    (type, id, task queue, updates, signals, queries) and JSON Schema for every payload."""
+    from vicar.schema import document
+
+    doc = document()
+    if out is None:
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "interface.json").write_text(json.dumps(doc["interface"], indent=2) + "\n")
+    for name, schema_ in doc["schemas"].items():
+        (out / f"{name}.json").write_text(json.dumps(schema_, indent=2) + "\n")
+    console.print(text(f"wrote interface.json and {len(doc['schemas'])} schemas to {out}"))
 
 
 @app.command()

@@ -1,0 +1,45 @@
+"""The gate's contract for clients in any language: the workflow, its id scheme and task
+queue, each update, signal and query with its payload, and JSON Schema for every
+payload (`vicar schema`). The names come from the code that serves them, so the
+document cannot drift from it."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from vicar import contracts as c
+from vicar.config import TASK_QUEUE
+from vicar.errors import INVALID_GATE_REQUEST
+from vicar.models import GateDetails, GateRequest, GateResult, HumanAnswer
+from vicar.workflows import search_attributes as sa
+
+# What a client sends and receives, by the name the schema files carry.
+PAYLOADS: dict[str, type[BaseModel]] = {
+    "GateRequest": GateRequest,
+    "GateResult": GateResult,
+    "HumanAnswer": HumanAnswer,
+    "GateDetails": GateDetails,
+}
+
+
+def interface() -> dict:
+    """The gate workflow's surface, as the worker registers it."""
+    return {
+        "workflow_type": c.GATE_WORKFLOW,
+        "workflow_id": c.gate_workflow_id("<gate_id>") + "  (any id works; answer by the id it was started under)",
+        "task_queue": f"{TASK_QUEUE}  (VICAR_TASK_QUEUE)",
+        "input": "GateRequest",
+        "result": "GateResult",
+        "invalid_input": f"the workflow fails at once, non-retryable, with ApplicationError type {INVALID_GATE_REQUEST}",
+        "updates": {"respond": {"input": "HumanAnswer", "result": "string (accepted), or a rejection naming why"}},
+        "signals": {"human_response": {"input": "HumanAnswer", "note": "a bad answer is logged and ignored; "
+                                                                       "use the respond update to get an error"}},
+        "queries": {"details": {"result": "GateDetails | null"}},
+        "search_attributes": [key.name for key in sa.ALL],
+    }
+
+
+def document() -> dict:
+    """The interface and every payload's JSON Schema, one JSON document."""
+    return {"interface": interface(),
+            "schemas": {name: model.model_json_schema() for name, model in PAYLOADS.items()}}

@@ -277,6 +277,42 @@ async def _gate_start(settings: Settings, req: GateRequest, wait: bool) -> None:
         console.print_json(result.model_dump_json())
 
 
+@gate_app.command("result")
+@friendly
+def gate_result(
+    gate_id: str = typer.Argument(..., help="The gate id, or the workflow id the gate was started under."),
+    timeout: float = typer.Option(0.0, min=0.0, help="Seconds to wait for a gate that has no result yet "
+                                                      "(0: do not wait)."),
+) -> None:
+    """Print an earlier gate's result as JSON. Exit 8 if it has none yet, 5 if it ended
+    without one (failed, cancelled, terminated), 3 if there is no such gate."""
+    asyncio.run(_gate_result(Settings.from_env(), gate_id, timeout))
+
+
+async def _gate_result(settings: Settings, gate_id: str, timeout: float) -> None:
+    from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+
+    from vicar.client import get_gate
+    from vicar.errors import Conflict, Pending
+
+    client = await _client(settings)
+    gate = await get_gate(client, gate_id)
+    running = (await client.get_workflow_handle(gate.workflow_id).describe()).status == WorkflowExecutionStatus.RUNNING
+    try:
+        if running and not timeout:
+            raise asyncio.TimeoutError
+        result = await gate.result(timeout=timeout if running else None)
+    except asyncio.TimeoutError:
+        details = await gate.details()
+        raise Pending(f"gate {gate_id!r} has no result yet (status: "
+                      f"{details.status.value if details else 'starting'})") from None
+    except WorkflowFailureError as exc:
+        status = (await client.get_workflow_handle(gate.workflow_id).describe()).status
+        cause = getattr(exc.cause, "message", None) or str(exc.cause or exc)
+        raise Conflict(f"gate {gate_id!r} ended without a result ({status.name.lower()}): {cause}") from None
+    sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+
+
 @app.command()
 @friendly
 def ask(

@@ -10,6 +10,7 @@ typo from a dead server without parsing text:
     5  conflict / refused: the gate is not waiting, another answer won, the gate id exists
     6  broken store: a principal's memory.db cannot be read
     7  not responding: the gate cannot take the answer (its workflow task fails, or no worker runs it)
+    8  pending: the gate has no result yet (`vicar gate result` without waiting, or its wait ran out)
    70  unexpected error (a bug, or a failure nothing above describes); VICAR_DEBUG=1 shows the traceback
   130  interrupted (Ctrl-C)
 """
@@ -58,6 +59,10 @@ class BrokenStore(VicarError):
 
 class NotResponding(VicarError):
     exit_code = 7
+
+
+class Pending(VicarError):
+    exit_code = 8
 
 
 class DataDirBusy(Conflict):

@@ -29,6 +29,9 @@ from vicar.workflows import search_attributes as sa
 
 
 async def start_gate(client: Client, req: GateRequest, task_queue: str = TASK_QUEUE) -> WorkflowHandle:
+    """Start the gate, or attach to it: the same request sent again (a retried call, a
+    restarted orchestrator) gets the existing gate's handle, running or finished; a
+    different request under the same gate id is a Conflict."""
     try:
         return await client.start_workflow(
             c.GATE_WORKFLOW, req, id=c.gate_workflow_id(req.gate_id), task_queue=task_queue,
@@ -44,7 +47,23 @@ async def start_gate(client: Client, req: GateRequest, task_queue: str = TASK_QU
             ]),
         )
     except WorkflowAlreadyStartedError:
-        raise Conflict(f"gate {req.gate_id!r} already exists; gate ids are unique") from None
+        handle = client.get_workflow_handle(c.gate_workflow_id(req.gate_id), result_type=GateResult)
+        if await started_with(handle) != req:
+            raise Conflict(f"gate {req.gate_id!r} already exists with a different request; gate ids are unique") \
+                from None
+        return handle
+
+
+async def started_with(handle: WorkflowHandle) -> GateRequest | None:
+    """The request a gate was started with (its first history event), or None if that
+    input is not a GateRequest."""
+    async for event in handle.fetch_history_events():
+        payloads = event.workflow_execution_started_event_attributes.input.payloads
+        try:
+            return GateRequest.model_validate_json(payloads[0].data) if payloads else None
+        except ValueError:
+            return None
+    return None
 
 
 async def find_gate(client: Client, gate_id: str) -> tuple[WorkflowHandle, WorkflowExecutionDescription]:

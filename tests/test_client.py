@@ -1,0 +1,63 @@
+"""vicar.client, the API orchestrators use: open (idempotent), await with a timeout,
+answer, list; and `vicar gate result` for an earlier gate."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from vicar.client import get_gate, list_escalations, open_gate
+from vicar.errors import Conflict, NotFound, Pending
+
+from .conftest import wait_escalated
+
+
+async def test_open_await_answer_and_attach(harness):
+    h = harness
+    p = h.principal()
+    req = h.request(p, escalation_mode="always")
+    gate = await open_gate(h.client, req, h.task_queue)
+    with pytest.raises(asyncio.TimeoutError):
+        await gate.result(timeout=0.5)  # waiting for the human: no result yet, the gate goes on
+    await wait_escalated(h.client, req.gate_id)
+    assert [d.gate_id for d in await list_escalations(h.client, p)] == [req.gate_id]
+    again = await open_gate(h.client, req, h.task_queue)  # a retried open attaches
+    assert again.workflow_id == gate.workflow_id
+    with pytest.raises(Conflict, match="different request"):
+        await open_gate(h.client, req.model_copy(update={"question": "Something else?"}), h.task_queue)
+    await again.answer("approve", "ok", responder="orchestrator")
+    result = await gate.result(timeout=30)
+    assert result.escalated and result.responder == "orchestrator"
+    finished = await open_gate(h.client, req, h.task_queue)  # the same request after the end: its result
+    assert (await finished.result(timeout=30)) == result
+    assert (await get_gate(h.client, req.gate_id)).gate_id == req.gate_id
+    with pytest.raises(NotFound):
+        await get_gate(h.client, "no-such-gate")
+
+
+async def test_gate_result_command(harness, monkeypatch):
+    from vicar.cli import app
+
+    h = harness
+    p = h.principal()
+    monkeypatch.setenv("TEMPORAL_ADDRESS", h.client.service_client.config.target_host)
+    monkeypatch.setenv("VICAR_TASK_QUEUE", h.task_queue)
+    runner = CliRunner()
+
+    def cli(*args):
+        return runner.invoke(app, ["gate", "result", *args])
+
+    waiting = h.request(p, escalation_mode="always")
+    gate = await open_gate(h.client, waiting, h.task_queue)
+    await wait_escalated(h.client, waiting.gate_id)
+    pending = await asyncio.to_thread(cli, waiting.gate_id)
+    assert pending.exit_code == Pending.exit_code and "no result yet (status: escalated)" in pending.stderr
+    await gate.answer("reject", "no", responder="t")
+    done = await asyncio.to_thread(cli, gate.workflow_id, "--timeout", "30")
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["action"] == "reject"  # stdout is the result's JSON only
+    missing = await asyncio.to_thread(cli, "nobody-s-gate")
+    assert missing.exit_code == NotFound.exit_code

@@ -1,0 +1,73 @@
+"""Vicar's client API for orchestrators: open a gate, await its result, answer it, list
+the gates waiting for a human. Every call takes a connected `temporalio.client.Client`
+(use `vicar.connect.connect(Settings.from_env())` for Vicar's configured server, or
+your own client with `temporalio.contrib.pydantic.pydantic_data_converter`).
+
+    handle = await open_gate(client, GateRequest(principal="alice", gate_id="deploy-42",
+                                                 state="PLAN_ASSERT", task_type="db-migration",
+                                                 question="Approve the migration plan?"))
+    result = await handle.result(timeout=600)   # TimeoutError if it is still waiting
+    if result.escalated: ...                    # the human answered; else the proxy did
+
+Errors are `vicar.errors` types: `Conflict` (the gate id exists with another request,
+or the gate is not waiting for an answer), `NotFound`, `InvalidInput`, `NotResponding`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from temporalio.client import Client, WorkflowHandle
+
+from vicar.config import ANSWER_TIMEOUT, TASK_QUEUE
+from vicar.gates import answer_gate, find_gate, gate_details, list_escalations, start_gate, started_with
+from vicar.models import GateDetails, GateRequest, GateResult, HumanAnswer
+
+__all__ = ["GateHandle", "open_gate", "get_gate", "answer", "list_escalations", "GateRequest", "GateResult",
+           "GateDetails", "HumanAnswer"]
+
+
+@dataclass(frozen=True)
+class GateHandle:
+    """One gate: its id, the workflow id it runs under, and what can be done with it."""
+
+    gate_id: str
+    workflow_id: str
+    client: Client
+
+    def _workflow(self) -> WorkflowHandle:
+        return self.client.get_workflow_handle(self.workflow_id, result_type=GateResult)
+
+    async def result(self, timeout: float | None = None) -> GateResult:
+        """The gate's result once it has one; with `timeout` (seconds), TimeoutError
+        if it has none by then (the gate goes on)."""
+        return await asyncio.wait_for(self._workflow().result(), timeout)
+
+    async def details(self) -> GateDetails | None:
+        """What the gate shows now: its status, the proxy's guess, the dialog."""
+        return await gate_details(self.client, self.workflow_id)
+
+    async def answer(self, action: str, text: str = "", *, responder: str, timeout: float = ANSWER_TIMEOUT) -> str:
+        """Answer the gate as the human (it must be escalated); the gate's reply."""
+        return await answer(self.client, self.workflow_id, HumanAnswer(action=action, text=text, responder=responder),
+                            timeout)
+
+
+async def open_gate(client: Client, request: GateRequest, task_queue: str = TASK_QUEUE) -> GateHandle:
+    """Open a gate, or attach to it: the same request sent again returns the existing
+    gate's handle (running or finished); another request under its gate id is a Conflict."""
+    handle = await start_gate(client, request, task_queue)
+    return GateHandle(gate_id=request.gate_id, workflow_id=handle.id, client=client)
+
+
+async def get_gate(client: Client, gate_id: str) -> GateHandle:
+    """An existing gate, by its gate id or the workflow id it was started under."""
+    handle, _ = await find_gate(client, gate_id)
+    request = await started_with(handle)  # from history: no worker needed
+    return GateHandle(gate_id=request.gate_id if request else gate_id, workflow_id=handle.id, client=client)
+
+
+async def answer(client: Client, gate_id: str, human: HumanAnswer, timeout: float = ANSWER_TIMEOUT) -> str:
+    """Answer an escalated gate (by gate id or workflow id); an error names why not."""
+    return await answer_gate(client, gate_id, human, timeout)

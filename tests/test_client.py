@@ -61,3 +61,30 @@ async def test_gate_result_command(harness, monkeypatch):
     assert json.loads(done.stdout)["action"] == "reject"  # stdout is the result's JSON only
     missing = await asyncio.to_thread(cli, "nobody-s-gate")
     assert missing.exit_code == NotFound.exit_code
+
+
+async def test_the_readme_example_runs(harness, tmp_path):
+    """The README's client example, as written, against a real worker (its wait shortened:
+    a new principal's first gate goes to the human)."""
+    import os
+    import re
+    import sys
+    from pathlib import Path
+
+    h = harness
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    (example,) = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "open_gate" in b]
+    assert "timeout=600" in example
+    script = tmp_path / "example.py"
+    # Its own principal and gate id: brains are per principal on the whole test server.
+    p, gate_id = h.principal(), f"deploy-{os.urandom(4).hex()}"
+    assert example.count('"alice"') == 2 and example.count('"deploy-42"') == 1
+    script.write_text(example.replace("timeout=600", "timeout=2").replace('"alice"', f'"{p}"')
+                      .replace('"deploy-42"', f'"{gate_id}"'))
+    env = {**os.environ, "TEMPORAL_ADDRESS": h.client.service_client.config.target_host,
+           "VICAR_TASK_QUEUE": h.task_queue, "VICAR_DATA_DIR": str(tmp_path / "client")}
+    proc = await asyncio.create_subprocess_exec(sys.executable, str(script), env=env,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert out.decode().strip() == str([gate_id])  # escalated: the human has it

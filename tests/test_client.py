@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from vicar.client import get_gate, list_escalations, open_gate
 from vicar.errors import Conflict, NotFound, Pending
 
-from .conftest import wait_escalated
+from .conftest import wait_escalated, wait_for
 
 
 async def test_open_await_answer_and_attach(harness):
@@ -88,3 +88,54 @@ async def test_the_readme_example_runs(harness, tmp_path):
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode == 0, err.decode()[-2000:]
     assert out.decode().strip() == str([gate_id])  # escalated: the human has it
+
+
+async def test_gate_start_wait_is_scriptable(harness, monkeypatch):
+    """stdout holds only the result's JSON, progress goes to stderr, and the exit code is
+    the outcome (11: rejected)."""
+    from vicar.cli import app
+    from vicar.errors import OUTCOME_EXIT
+
+    h = harness
+    monkeypatch.setenv("TEMPORAL_ADDRESS", h.client.service_client.config.target_host)
+    monkeypatch.setenv("VICAR_TASK_QUEUE", h.task_queue)
+    req = h.request(h.principal(), escalation_mode="always")
+    args = ["gate", "start", "--principal", req.principal, "--gate-id", req.gate_id, "--state", req.state.value,
+            "--task-type", req.task_type, "--question", req.question, "--escalation-mode", "always", "--wait"]
+    started = asyncio.create_task(asyncio.to_thread(CliRunner().invoke, app, args))
+
+    async def opened():
+        try:
+            return await get_gate(h.client, req.gate_id)
+        except NotFound:
+            return None  # the command has not started it yet
+
+    gate = await wait_for(opened)
+    try:
+        await wait_escalated(h.client, req.gate_id)
+        await gate.answer("reject", "Not like this.", responder="t")
+        result = await asyncio.wait_for(started, 60)
+    finally:
+        if not started.done():  # never leave the command waiting on a gate that cannot end
+            await h.client.get_workflow_handle(gate.workflow_id).terminate(reason="test failed")
+    assert result.exit_code == OUTCOME_EXIT["reject"] == 11, result.stderr
+    assert json.loads(result.stdout)["action"] == "reject"
+    assert f"gate {req.gate_id} started" in result.stderr
+
+
+def test_every_option_has_help():
+    import click
+    import typer
+
+    from vicar.cli import app
+
+    def commands(group, path=()):
+        for name, sub in group.commands.items():
+            if isinstance(sub, click.Group):
+                yield from commands(sub, (*path, name))
+            else:
+                yield (*path, name), sub
+
+    missing = [(" ".join(path), p.opts) for path, cmd in commands(typer.main.get_command(app))
+               for p in cmd.params if isinstance(p, click.Option) and not p.help]
+    assert missing == []

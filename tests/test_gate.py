@@ -133,3 +133,42 @@ async def test_human_response_signal_answers_and_a_bad_one_is_dropped(harness):
     result = await handle.result()
     assert result.action.value == "correct" and result.text == "Split it in two."
     assert result.responder == "bo" and result.answered_by is AnsweredBy.human
+
+
+async def test_escalations_are_listed_with_no_worker_running(temporal_env, embedder, settings, monkeypatch):
+    """`vicar escalations` reads visibility alone: with the worker stopped, the waiting
+    gate is still listed, with its question, the proxy's guess and how long it waited."""
+    import json
+    import uuid
+
+    from typer.testing import CliRunner
+
+    from vicar.cli import app
+    from vicar.gates import list_escalations
+    from vicar.memory.principal import MemoryRegistry
+    from vicar.models import GateRequest
+    from vicar.worker import build_worker
+
+    task_queue = f"tq-{uuid.uuid4().hex[:8]}"
+    registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
+    worker, _ = build_worker(temporal_env.client, settings, registry=registry, task_queue=task_queue)
+    p = f"p-{uuid.uuid4().hex[:8]}"
+    req = GateRequest(principal=p, gate_id=f"g-{uuid.uuid4().hex[:8]}", state="WORK_ASSERT", task_type="docs",
+                      question="Ship the release notes?")
+    try:
+        async with worker:
+            handle = await start_gate(temporal_env.client, req, task_queue)
+            await wait_escalated(temporal_env.client, req.gate_id)
+    finally:
+        registry.close()
+    # The worker is gone: a query would hang; the list does not.
+    [d] = await asyncio.wait_for(list_escalations(temporal_env.client, p), 10)
+    assert (d.gate_id, d.workflow_id, d.question) == (req.gate_id, handle.id, req.question)
+    assert d.status is GateStatus.escalated and d.escalated_at is not None and "no memory" in d.proxy_text
+    monkeypatch.setenv("TEMPORAL_ADDRESS", temporal_env.client.service_client.config.target_host)
+    shown = await asyncio.to_thread(CliRunner().invoke, app, ["escalations", "--principal", p, "-o", "json"])
+    assert shown.exit_code == 0, shown.stderr
+    [row] = json.loads(shown.stdout)
+    assert row["gate_id"] == req.gate_id and row["waited_seconds"] >= 0
+    await handle.terminate(reason="test: done")
+    assert await list_escalations(temporal_env.client, p) == []  # closed gates are not listed

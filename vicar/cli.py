@@ -9,6 +9,8 @@ import os
 import sqlite3
 import sys
 from contextlib import contextmanager
+from datetime import datetime, timezone
+from enum import Enum
 from pathlib import Path
 from typing import Optional
 
@@ -19,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from vicar import contracts as c
 from vicar.config import ANSWER_TIMEOUT, Settings
 from vicar.display import text
 from vicar.errors import (INTERRUPTED, UNEXPECTED, BrokenStore, InvalidInput, NotFound, Unreachable, VicarError,
@@ -37,6 +40,14 @@ app.add_typer(memory_app, name="memory")
 app.add_typer(eval_app, name="eval")
 app.add_typer(session_app, name="session")
 app.add_typer(principal_app, name="principal")
+
+
+class Output(str, Enum):
+    table = "table"
+    json = "json"
+
+
+OUTPUT = typer.Option(Output.table, "-o", "--output", help="table for people, json for scripts (stdout is then JSON only).")
 
 
 def _print_version(value: bool) -> None:
@@ -202,20 +213,30 @@ def worker(
 @friendly
 def gate_start(
     file: Optional[Path] = typer.Argument(None, help="GateRequest as JSON ('-' for stdin)."),
-    principal: Optional[str] = typer.Option(None),
-    gate_id: Optional[str] = typer.Option(None, "--gate-id"),
-    state: Optional[CfAState] = typer.Option(None),
-    task_type: Optional[str] = typer.Option(None, "--task-type"),
-    question: Optional[str] = typer.Option(None),
-    artifact: Optional[str] = typer.Option(None, help="Artifact text."),
-    artifact_path: list[str] = typer.Option([], "--artifact-path"),
-    actor_message: Optional[str] = typer.Option(None, "--actor-message"),
-    escalation_mode: Optional[EscalationMode] = typer.Option(None, "--escalation-mode"),
-    upstream_agent: Optional[str] = typer.Option(None, "--upstream-agent"),
+    principal: Optional[str] = typer.Option(None, help="The human the proxy stands in for."),
+    gate_id: Optional[str] = typer.Option(None, "--gate-id", help="Unique id of this gate (the workflow id derives "
+                                                                   "from it)."),
+    state: Optional[CfAState] = typer.Option(None, help="What is being approved: the intent, the plan or the work."),
+    task_type: Optional[str] = typer.Option(None, "--task-type", help="The kind of task, e.g. db-migration."),
+    question: Optional[str] = typer.Option(None, help="The question the human would be asked."),
+    artifact: Optional[str] = typer.Option(None, help="Artifact text: the plan, the diff, the deliverable."),
+    artifact_path: list[str] = typer.Option([], "--artifact-path", help="A file to read as the artifact (under "
+                                                                         "VICAR_ARTIFACT_ROOTS); repeatable."),
+    actor_message: Optional[str] = typer.Option(None, "--actor-message", help="What the agent says with it."),
+    escalation_mode: Optional[EscalationMode] = typer.Option(
+        None, "--escalation-mode", help="when_unsure (default): the proxy answers only when it has earned it; "
+                                        "always: the human; never: the proxy."),
+    upstream_agent: Optional[str] = typer.Option(None, "--upstream-agent", help="The agent that produced the "
+                                                                                 "artifact."),
     session_id: Optional[str] = typer.Option(None, "--session-id", help="Join this working session."),
-    wait: bool = typer.Option(False, "--wait", help="Wait for the gate's result."),
+    wait: bool = typer.Option(False, "--wait", help="Wait for the gate's result, print it as JSON and exit with "
+                                                    "its outcome: 0 approve, 10 correct, 11 reject, 12 hold, "
+                                                    "13 withdraw."),
+    output: Output = OUTPUT,
 ) -> None:
-    """Open a gate from a JSON file and/or flags (flags override the file)."""
+    """Open a gate from a JSON file and/or flags (flags override the file). Sending the
+    same request again attaches to the existing gate; another request under its id is
+    refused (exit 5)."""
     data: dict = {}
     if file is not None:
         data = _read_gate_file(file)
@@ -226,7 +247,7 @@ def gate_start(
     req = GateRequest.model_validate(data)  # refused here, before any workflow starts
     settings = Settings.from_env()
     _check_request(settings, req)
-    asyncio.run(_gate_start(settings, req, wait))
+    asyncio.run(_gate_start(settings, req, wait, output))
 
 
 def _check_request(settings: Settings, req: GateRequest) -> None:
@@ -266,15 +287,20 @@ def _read_gate_file(file: Path) -> dict:
     return data
 
 
-async def _gate_start(settings: Settings, req: GateRequest, wait: bool) -> None:
+async def _gate_start(settings: Settings, req: GateRequest, wait: bool, output: Output) -> None:
+    from vicar.errors import OUTCOME_EXIT
     from vicar.gates import start_gate
 
     client = await _client(settings)
     handle = await start_gate(client, req, settings.task_queue)
-    console.print(text(f"gate {req.gate_id} started (workflow {handle.id})"))
+    # Progress goes to stderr: stdout holds only what a script reads.
+    err.print(text(f"gate {req.gate_id} started (workflow {handle.id})"))
     if wait:
         result = await handle.result()
-        console.print_json(result.model_dump_json())
+        sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+        raise typer.Exit(OUTCOME_EXIT.get(result.action.value, 0))
+    if output is Output.json:
+        sys.stdout.write(json.dumps({"gate_id": req.gate_id, "workflow_id": handle.id}) + "\n")
 
 
 @gate_app.command("result")
@@ -380,29 +406,51 @@ def schema(
 
 @app.command()
 @friendly
-def escalations(principal: Optional[str] = typer.Option(None, help="Only this principal's gates.")) -> None:
-    """List the gates waiting for a human, with the question and the proxy's guess."""
-    asyncio.run(_escalations(principal))
+def escalations(
+    principal: Optional[str] = typer.Option(None, help="Only this principal's gates."),
+    output: Output = OUTPUT,
+) -> None:
+    """List the gates waiting for a human, oldest first, with how long each has waited,
+    the question and the proxy's guess. Reads Temporal's visibility: no worker needed."""
+    asyncio.run(_escalations(principal, output))
 
 
-async def _escalations(principal: str | None) -> None:
+def _waited(since: datetime | None, now: datetime) -> str:
+    if since is None:
+        return "?"
+    seconds = max(int((now - since).total_seconds()), 0)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
+async def _escalations(principal: str | None, output: Output) -> None:
     from vicar.gates import list_escalations
 
     client = await _client(Settings.from_env())
     waiting = await list_escalations(client, principal)
+    now = datetime.now(timezone.utc)
+    if output is Output.json:
+        rows = [{**d.model_dump(mode="json"),
+                 "waited_seconds": round((now - d.escalated_at).total_seconds(), 1) if d.escalated_at else None}
+                for d in waiting]
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return
     if not waiting:
         console.print("No gate is waiting for a human.")
         return
     table = Table(title="Waiting for a human")
-    for col in ("gate", "principal", "state", "task type", "question", "proxy guess", "confidence", "guard"):
-        table.add_column(col)
+    for col in ("gate", "principal", "waited", "state", "task type", "question", "proxy guess", "confidence", "guard"):
+        # Ids are what a person copies into `vicar answer`: folded, never cut.
+        table.add_column(col, overflow="fold", min_width=len(col) if col not in ("gate", "principal") else None)
     for d in waiting:
         guess = f"{d.proxy_action.value}: {d.proxy_text}" if d.proxy_action else d.proxy_text
         if d.dialog:
             guess += "\n" + "\n".join(f"{t.speaker}{f' ({t.responder})' if t.responder else ''}: {t.text}"
                                        for t in d.dialog)
         guard = d.calibration_guard + (f" ({d.calibration_note})" if d.calibration_note else "")
-        table.add_row(*map(text, (d.gate_id, d.principal, d.state.value, d.task_type, d.question, guess,
+        gate = d.gate_id if d.workflow_id in ("", c.gate_workflow_id(d.gate_id)) else d.workflow_id
+        table.add_row(*map(text, (gate, d.principal, _waited(d.escalated_at, now), d.state.value, d.task_type,
+                                  d.question, guess,
                                   f"{d.proxy_confidence:.2f}" if d.proxy_confidence is not None else "", guard)))
     console.print(table)
 
@@ -499,8 +547,6 @@ def principal_move(
 async def _move(settings: Settings, principal: str, to_shard: int) -> None:
     from temporalio.common import WorkflowIDConflictPolicy
 
-    from vicar import contracts as c
-
     client = await _client(settings)
     handle = await client.start_workflow(
         c.MOVE_WORKFLOW, c.MoveInput(principal=principal, to_shard=to_shard), id=c.move_workflow_id(principal),
@@ -542,7 +588,6 @@ def session_end(principal: str = typer.Argument(...), session_id: str = typer.Ar
 async def _session(principal: str, session_id: str, end: bool) -> None:
     from temporalio.service import RPCError, RPCStatusCode
 
-    from vicar import contracts as c
     from vicar.models import SessionSummary, check_principal
 
     check_principal(principal)

@@ -47,6 +47,9 @@ ADVANCE_TURN = "advance_turn"
 # record (the brain reads it when the next gate asks) instead of a release signal.
 # Brains and gates started before it replay the release signal and the plain mirror.
 TURN_BY_RECORD = "turn-by-record"
+# An escalated gate puts what `vicar escalations` shows into its memo, readable from
+# visibility with no worker running (gates escalated before this have none).
+ESCALATION_MEMO = "vicar_escalation"
 RETRIEVE = "retrieve_context"
 PRIOR_PASS = "prior_pass"
 POSTERIOR_PASS = "posterior_pass"

@@ -11,11 +11,16 @@ typo from a dead server without parsing text:
     6  broken store: a principal's memory.db cannot be read
     7  not responding: the gate cannot take the answer (its workflow task fails, or no worker runs it)
     8  pending: the gate has no result yet (`vicar gate result` without waiting, or its wait ran out)
+
+`vicar gate start --wait` ends with the gate's outcome: 0 approve (or a question's
+answer), 10 correct, 11 reject, 12 hold, 13 withdraw.
+
    70  unexpected error (a bug, or a failure nothing above describes); VICAR_DEBUG=1 shows the traceback
   130  interrupted (Ctrl-C)
 """
 
 UNEXPECTED = 70
+OUTCOME_EXIT = {"approve": 0, "answer": 0, "correct": 10, "reject": 11, "hold": 12, "withdraw": 13}
 INTERRUPTED = 130
 # The failure type of a gate whose input is not a valid GateRequest (non-retryable:
 # the workflow fails at once, whoever started it).

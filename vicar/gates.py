@@ -23,7 +23,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from vicar import contracts as c
 from vicar.config import ANSWER_TIMEOUT, TASK_QUEUE
 from vicar.errors import Conflict, InvalidInput, NotFound, NotResponding
-from vicar.models import QUESTION_ACTIONS, VALID_ACTIONS, check_principal, GateDetails, GateRequest, GateResult, GateStatus, HumanAnswer
+from vicar.models import QUESTION_ACTIONS, VALID_ACTIONS, CfAState, check_principal, GateDetails, GateRequest, GateResult, GateStatus, HumanAnswer
 from vicar.text import clip
 from vicar.workflows import search_attributes as sa
 
@@ -169,17 +169,23 @@ async def _why_stuck(client: Client, desc: WorkflowExecutionDescription, attempt
 
 
 async def list_escalations(client: Client, principal: str | None = None) -> list[GateDetails]:
+    """The running gates waiting for a human, oldest first, from visibility alone (search
+    attributes and the memo the gate writes when it escalates): no worker needs to run."""
     query = f'VicarStatus = "{GateStatus.escalated.value}" AND ExecutionStatus = "Running"'
     if principal:
         check_principal(principal)  # also keeps quotes out of the visibility query
         query += f' AND VicarPrincipal = "{principal}"'
     out = []
     async for wf in client.list_workflows(query):
-        try:
-            details = await client.get_workflow_handle(wf.id, run_id=wf.run_id).query(
-                "details", result_type=GateDetails)
-        except RPCError:
-            continue  # finished between the list and the query
-        if details is not None and details.status is GateStatus.escalated:
-            out.append(details)
-    return out
+        memo = await wf.memo_value(c.ESCALATION_MEMO, None)
+        if memo is not None:
+            out.append(GateDetails.model_validate(memo).model_copy(update={"workflow_id": wf.id}))
+            continue
+        # Escalated before gates wrote the memo: what the search attributes say.
+        attrs = wf.typed_search_attributes
+        out.append(GateDetails(
+            gate_id=wf.id.removeprefix(c.gate_workflow_id("")), workflow_id=wf.id, status=GateStatus.escalated,
+            principal=attrs.get(sa.PRINCIPAL) or "?", state=attrs.get(sa.STATE) or CfAState.PLAN_ASSERT,
+            task_type=attrs.get(sa.TASK_TYPE) or "?", question="(no summary: escalated by an older Vicar)",
+            proxy_confidence=attrs.get(sa.CONFIDENCE)))
+    return sorted(out, key=lambda d: d.escalated_at.timestamp() if d.escalated_at else 0.0)

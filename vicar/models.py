@@ -378,6 +378,7 @@ class GateDetails(BaseModel):
     # The id the gate's workflow was started under: what answering it uses (usually
     # vicar-gate/<gate_id>, but an orchestrator may start it under its own id).
     workflow_id: str = ""
+    escalated_at: datetime | None = None  # when it went to the human (workflow time)
     n: int | None = None
     proxy_action: Action | None = None
     proxy_text: str = ""

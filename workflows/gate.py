@@ -76,6 +76,8 @@ PIN = dict(
 )
 # Gates started before the learned model was pinned replay without the PIN_MODEL step.
 MODEL_PIN_PATCH = "pin-learned-model"
+# Each text an escalated gate shows in its memo (visibility listings carry it).
+MEMO_TEXT_CHARS = 1000
 # Answers signalled before the gate escalates are kept (in order) up to this many; more
 # are logged and ignored: a flood must not grow the workflow's state.
 MAX_EARLY_ANSWERS = 20
@@ -275,6 +277,8 @@ class GateWorkflow:
         await self._read_allowed(req)
         self._set_status(GateStatus.escalated, confidence=calibration.confidence)
         self._escalated_at = gate_metrics.escalated(req)
+        self._details.escalated_at = workflow.now()
+        self._publish_escalation()
         workflow.set_current_details(
             f"**Waiting for {req.principal}** — {req.state.value} / {req.task_type}\n\n"
             f"**Question:** {req.question}\n\n"
@@ -296,6 +300,7 @@ class GateWorkflow:
             except (ActivityError, ApplicationError) as exc:
                 self._dialog.append(DialogTurn(speaker="agent", text=f"(no answer: {_cause(exc)})"))
                 self._details.dialog = list(self._dialog)
+            self._publish_escalation()  # who asked what, for `vicar escalations`
             await self._read_allowed(req)  # the principal may have changed it meanwhile
         workflow.set_current_details("")
         self._ignore_early("the gate has its answer")
@@ -341,6 +346,19 @@ class GateWorkflow:
             unowned = isinstance(exc, ApplicationError) and exc.type == c.STORE_UNAVAILABLE and self._shard is not None
             self._reread_allowed = ALLOW_LIST_REREAD_SHARD if unowned else ALLOW_LIST_REREAD
             workflow.logger.warning("gate %s refuses every answer: %s", req.gate_id, self._allowed_error)
+
+    def _publish_escalation(self) -> None:
+        """What `vicar escalations` shows, in the memo: visibility carries it, so the list
+        needs no worker. Clipped: a memo rides in every listing."""
+        if not workflow.patched(c.ESCALATION_MEMO):
+            return
+        d = self._details
+        assert d is not None
+        shown = d.model_copy(update={
+            "question": d.question[:MEMO_TEXT_CHARS], "proxy_text": d.proxy_text[:MEMO_TEXT_CHARS],
+            "calibration_note": d.calibration_note[:MEMO_TEXT_CHARS],
+            "dialog": [t.model_copy(update={"text": t.text[:MEMO_TEXT_CHARS]}) for t in d.dialog]})
+        workflow.upsert_memo({c.ESCALATION_MEMO: shown.model_dump(mode="json")})
 
     def _ignore_early(self, why: str) -> None:
         for answer in self._early:

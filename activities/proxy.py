@@ -119,7 +119,8 @@ class ProxyActivities:
             await self._queue_turn(ask)
         return c.TurnTicket(local_steps=getattr(self.predictor, "local", False), n=reply.n,
                             max_dialog_turns=self.settings.max_dialog_turns, error=reply.error, shard=reply.shard,
-                            shard_wait_seconds=self.settings.shard_wait_seconds, release=reply.release)
+                            shard_wait_seconds=self.settings.shard_wait_seconds, release=reply.release,
+                            deadline_seconds=self.settings.gate_deadline_seconds)
 
     def _sends_updates(self, principal: str) -> bool:
         """Whether this process may use the update fast path for the principal: unsharded

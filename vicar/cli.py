@@ -231,7 +231,7 @@ def gate_start(
     session_id: Optional[str] = typer.Option(None, "--session-id", help="Join this working session."),
     wait: bool = typer.Option(False, "--wait", help="Wait for the gate's result, print it as JSON and exit with "
                                                     "its outcome: 0 approve, 10 correct, 11 reject, 12 hold, "
-                                                    "13 withdraw."),
+                                                    "13 withdraw, 14 timed out."),
     output: Output = OUTPUT,
 ) -> None:
     """Open a gate from a JSON file and/or flags (flags override the file). Sending the
@@ -288,7 +288,7 @@ def _read_gate_file(file: Path) -> dict:
 
 
 async def _gate_start(settings: Settings, req: GateRequest, wait: bool, output: Output) -> None:
-    from vicar.errors import OUTCOME_EXIT
+    from vicar.errors import OUTCOME_EXIT, TIMED_OUT_EXIT
     from vicar.gates import start_gate
 
     client = await _client(settings)
@@ -298,7 +298,7 @@ async def _gate_start(settings: Settings, req: GateRequest, wait: bool, output: 
     if wait:
         result = await handle.result()
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
-        raise typer.Exit(OUTCOME_EXIT.get(result.action.value, 0))
+        raise typer.Exit(TIMED_OUT_EXIT if result.timed_out else OUTCOME_EXIT.get(result.action.value, 0))
     if output is Output.json:
         sys.stdout.write(json.dumps({"gate_id": req.gate_id, "workflow_id": handle.id}) + "\n")
 

@@ -16,6 +16,9 @@ from vicar.models import DEFAULT_LIMITS, SessionConfig, TextLimits
 from vicar.sharding import parse_count, parse_shards
 
 TASK_QUEUE = "vicar"
+# A week: a gate nobody answers ends (timed_out, with the proxy's guess) rather than
+# holding an orchestrator for ever. VICAR_GATE_DEADLINE_SECONDS, or the request's own.
+DEFAULT_GATE_DEADLINE_SECONDS = 7 * 24 * 3600.0
 ANSWER_TIMEOUT = 30.0  # seconds a gate has to take a human answer before the caller is told why not
 
 # The environment variables that lower Vicar's text limits (vicar.models.TextLimits).
@@ -249,6 +252,19 @@ def ops_from_env() -> OpsParams:
     return ops
 
 
+def webhook_from_env() -> str | None:
+    """VICAR_WEBHOOK_URL: an http(s) URL, refused in one line otherwise."""
+    from urllib.parse import urlsplit
+
+    raw = (os.environ.get("VICAR_WEBHOOK_URL") or "").strip()
+    if not raw:
+        return None
+    parts = urlsplit(raw)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidInput(f"VICAR_WEBHOOK_URL must be an http(s) URL, not {raw!r}")
+    return raw
+
+
 class Settings(BaseModel):
     data_dir: Path = Field(default_factory=lambda: Path.home() / ".vicar")
     task_queue: str = TASK_QUEUE
@@ -267,6 +283,10 @@ class Settings(BaseModel):
     shards: str = "all"  # which shards this worker serves (--shards)
     # A gate waits this long for its shard's owner to take work, then the human decides.
     shard_wait_seconds: float = 60.0
+    # A gate's deadline when its request sets none (seconds from its start; 0: none).
+    gate_deadline_seconds: float = DEFAULT_GATE_DEADLINE_SECONDS
+    # Escalations and deadlines are POSTed here as JSON (None: nobody is told).
+    webhook_url: str | None = None
     ops: OpsParams = Field(default_factory=OpsParams)
 
     @model_validator(mode="after")
@@ -286,6 +306,7 @@ class Settings(BaseModel):
             ("VICAR_SESSION_IDLE_SECONDS", settings.session, "idle_timeout_seconds"),
             ("VICAR_SESSION_TOKEN_BUDGET", settings.session, "token_budget"),
             ("VICAR_SHARD_WAIT_SECONDS", settings, "shard_wait_seconds"),
+            ("VICAR_GATE_DEADLINE_SECONDS", settings, "gate_deadline_seconds"),
         ):
             raw = os.environ.get(var)
             if raw is None:
@@ -315,6 +336,7 @@ class Settings(BaseModel):
         settings.shard_count = parse_count(os.environ.get("VICAR_SHARD_COUNT"))
         settings.shards = os.environ.get("VICAR_SHARDS") or "all"
         settings.ops = ops_from_env()
+        settings.webhook_url = webhook_from_env()
         roots = os.environ.get("VICAR_ARTIFACT_ROOTS", "")
         settings.artifact_roots = [Path(os.path.expanduser(r.strip())).absolute()
                                    for r in roots.split(os.pathsep) if r.strip()]

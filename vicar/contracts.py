@@ -7,6 +7,7 @@ activity code (numpy, chromadb, torch, LLM SDKs).
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -17,6 +18,7 @@ from vicar.models import (
     Calibration,
     ConsolidationPlan,
     DialogTurn,
+    GateDetails,
     GateRequest,
     ModelPin,
     PassResult,
@@ -50,6 +52,9 @@ TURN_BY_RECORD = "turn-by-record"
 # An escalated gate puts what `vicar escalations` shows into its memo, readable from
 # visibility with no worker running (gates escalated before this have none).
 ESCALATION_MEMO = "vicar_escalation"
+# Gates started before deadlines (and the webhook, and the cancelled status) have none.
+GATE_DEADLINE = "gate-deadline"
+NOTIFY = "notify"  # Notice -> bool (sent; False: no webhook configured)
 RETRIEVE = "retrieve_context"
 PRIOR_PASS = "prior_pass"
 POSTERIOR_PASS = "posterior_pass"
@@ -116,6 +121,15 @@ class TurnAsk(BaseModel):
     attempt: int = 0
 
 
+class Notice(BaseModel):
+    """What the webhook receives (JSON POST) when a gate escalates or its deadline passes."""
+
+    event: Literal["escalated", "timed_out"]
+    event_id: str  # workflow id + event: the same for every retry of one notice
+    gate: GateDetails
+    deadline: datetime | None = None
+
+
 class TurnTicket(BaseModel):
     """What the worker tells a gate when it queues it: how to run the proxy's steps."""
 
@@ -126,6 +140,7 @@ class TurnTicket(BaseModel):
     shard: int | None = None  # the memory's shard when granted at once (else on the grant)
     shard_wait_seconds: float = 60.0  # how long a memory step waits for the shard's owner
     release: bool = True  # see TurnReply.release (when granted at once)
+    deadline_seconds: float = 0.0  # the worker's default gate deadline (0: none)
 
 
 class CounterInput(BaseModel):

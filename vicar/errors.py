@@ -13,7 +13,8 @@ typo from a dead server without parsing text:
     8  pending: the gate has no result yet (`vicar gate result` without waiting, or its wait ran out)
 
 `vicar gate start --wait` ends with the gate's outcome: 0 approve (or a question's
-answer), 10 correct, 11 reject, 12 hold, 13 withdraw.
+answer), 10 correct, 11 reject, 12 hold, 13 withdraw, 14 timed out (nobody answered
+by the gate's deadline).
 
    70  unexpected error (a bug, or a failure nothing above describes); VICAR_DEBUG=1 shows the traceback
   130  interrupted (Ctrl-C)
@@ -21,6 +22,7 @@ answer), 10 correct, 11 reject, 12 hold, 13 withdraw.
 
 UNEXPECTED = 70
 OUTCOME_EXIT = {"approve": 0, "answer": 0, "correct": 10, "reject": 11, "hold": 12, "withdraw": 13}
+TIMED_OUT_EXIT = 14
 INTERRUPTED = 130
 # The failure type of a gate whose input is not a valid GateRequest (non-retryable:
 # the workflow fails at once, whoever started it).

@@ -86,6 +86,7 @@ class RequestKind(str, Enum):
 class AnsweredBy(str, Enum):
     human = "human"
     proxy = "proxy"
+    nobody = "nobody"  # the gate's deadline passed while it waited for the human
 
 
 class GateStatus(str, Enum):
@@ -93,6 +94,8 @@ class GateStatus(str, Enum):
     consulting = "consulting"  # the proxy is predicting
     escalated = "escalated"  # waiting for the human
     done = "done"
+    timed_out = "timed_out"  # the deadline passed with no answer
+    cancelled = "cancelled"
 
 
 def check_principal(value: str) -> str:
@@ -114,6 +117,9 @@ def check_responder(value: str) -> str:
         raise ValueError(f"invalid responder {value[:RESPONDER_MAX_CHARS]!r}: "
                          f"1-{RESPONDER_MAX_CHARS} printable characters")
     return name
+
+
+MAX_DEADLINE_SECONDS = 366 * 24 * 3600.0
 
 
 class GateRequest(BaseModel):
@@ -142,6 +148,9 @@ class GateRequest(BaseModel):
     # The working session this gate belongs to (health trends group by it; without
     # one, by the day of the answer).
     session_id: str | None = Field(default=None, max_length=NAME_CHARS)
+    # Seconds from the gate's start until it stops waiting for the human and ends
+    # timed_out with the proxy's guess (None: the worker's VICAR_GATE_DEADLINE_SECONDS).
+    deadline_seconds: float | None = Field(default=None, gt=0, le=MAX_DEADLINE_SECONDS)
 
     @field_validator("principal")
     @classmethod
@@ -364,6 +373,10 @@ class GateResult(BaseModel):
     autonomy_bound: float | None = None
     autonomy_evidence: int = 0
     model_version: int | None = None  # the learned model's version, when one decided
+    # The deadline passed with no answer: action is hold, answered_by nobody, and the
+    # proxy's guess is in proxy_action and text.
+    timed_out: bool = False
+    proxy_action: Action | None = None
 
 
 class GateDetails(BaseModel):

@@ -27,6 +27,7 @@ from pathlib import Path
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from vicar.activities.notify import NotifyActivities
 from vicar.activities.move import MoveActivities
 from vicar.activities.proxy import ProxyActivities
 from vicar.activities.session import SessionActivities
@@ -102,10 +103,11 @@ def build_worker(
     )
     sessions = SessionActivities(client, registry, settings, task_queue, predictor)
     moves = MoveActivities(client, registry, settings, forget=getattr(predictor, "forget", None))
+    notices = NotifyActivities(settings)
     grace = timedelta(seconds=settings.ops.shutdown_grace_seconds)
     executor = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="vicar-act")
     workflows = [GateWorkflow, BrainWorkflow, SessionWorkflow, ConsolidationWorkflow, MoveWorkflow]
-    shared = acts.shared() + sessions.shared() + moves.shared()
+    shared = acts.shared() + sessions.shared() + moves.shared() + notices.shared()
     memory = acts.memory() + sessions.memory() + moves.memory()
     if settings.shard_count is None:
         worker = Worker(client, task_queue=task_queue, workflows=workflows, activities=shared + memory,

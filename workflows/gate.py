@@ -60,6 +60,13 @@ RECORD = dict(
     retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=5),
                              maximum_attempts=5),
 )
+# Telling the webhook: a receiver that is down gets a few minutes of retries, then the
+# gate goes on without it (the escalation is in visibility and the UI regardless).
+NOTIFY = dict(
+    start_to_close_timeout=timedelta(seconds=30),
+    retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
+                             maximum_attempts=8),
+)
 # Waiting for a broken memory to be repaired: first retry after 1 s, doubling up to this.
 REPAIR_WAIT_CAP = timedelta(seconds=30)
 # Turn bookkeeping is a quick client call: a local activity, no extra workflow task.
@@ -103,6 +110,10 @@ def _request(raw: RawValue) -> GateRequest:
     raise ApplicationError(f"invalid gate request: {why[:2000]}", type=INVALID_GATE_REQUEST, non_retryable=True)
 
 
+class _DeadlinePassed(Exception):
+    """The gate's deadline passed while it waited for the human."""
+
+
 def check_answer(state_actions: tuple[Action, ...], answer: HumanAnswer) -> Action:
     valid = [a.value for a in state_actions]
     if answer.action not in valid:
@@ -134,6 +145,8 @@ class GateWorkflow:
         self._release_by_signal = True  # False: the outcome record gives the turn back (workflows/brain.py)
         self._wanted = False  # the brain asked for the turn back (turn_wanted), whatever the grant said
         self._turn_owed = False  # holding the turn until the record lands or a release is asked for
+        self._default_deadline = 0.0  # the worker's VICAR_GATE_DEADLINE_SECONDS (from the ticket)
+        self._deadline_at = None  # when the gate stops waiting for the human (None: never)
 
     async def _step(self, name: str, arg, result_type, options: dict = STEP, local: bool | None = None):
         """Run a proxy step where the principal's memory is. Unsharded, with a fast
@@ -221,6 +234,14 @@ class GateWorkflow:
     @workflow.run
     async def run(self, raw: RawValue) -> GateResult:
         req = _request(raw)
+        try:
+            return await self._run(req)
+        except asyncio.CancelledError:
+            if self._details is not None and workflow.patched(c.GATE_DEADLINE):
+                self._set_status(GateStatus.cancelled)  # what the list and `VicarStatus` filters show
+            raise
+
+    async def _run(self, req: GateRequest) -> GateResult:
         self._valid_actions = req.valid_actions
         self._details = GateDetails(
             gate_id=req.gate_id, principal=req.principal, state=req.state, task_type=req.task_type,
@@ -278,6 +299,9 @@ class GateWorkflow:
         self._set_status(GateStatus.escalated, confidence=calibration.confidence)
         self._escalated_at = gate_metrics.escalated(req)
         self._details.escalated_at = workflow.now()
+        deadline = req.deadline_seconds or self._default_deadline
+        if deadline and workflow.patched(c.GATE_DEADLINE):
+            self._deadline_at = workflow.info().start_time + timedelta(seconds=deadline)
         self._publish_escalation()
         workflow.set_current_details(
             f"**Waiting for {req.principal}** — {req.state.value} / {req.task_type}\n\n"
@@ -289,19 +313,11 @@ class GateWorkflow:
             + (f"Answer with `vicar answer {req.gate_id} answer \"text\"`." if req.kind is RequestKind.question
                else f"Answer with `vicar answer {req.gate_id} ACTION \"text\"`.")
         )
-        while True:
-            answer = await self._human_answer(req)
-            if answer.action != Action.dialog.value:
-                break  # kept in self._answer: later answers are refused while it is recorded
-            self._answer = None
-            # The human asked something: the agent side answers, the human decides after.
-            try:
-                await self._converse(req, answer.text, AnsweredBy.human, answer.responder)
-            except (ActivityError, ApplicationError) as exc:
-                self._dialog.append(DialogTurn(speaker="agent", text=f"(no answer: {_cause(exc)})"))
-                self._details.dialog = list(self._dialog)
-            self._publish_escalation()  # who asked what, for `vicar escalations`
-            await self._read_allowed(req)  # the principal may have changed it meanwhile
+        await self._notify(req, "escalated")
+        try:
+            answer = await self._human_decision(req)
+        except _DeadlinePassed:
+            return await self._time_out(req, n, consulted)
         workflow.set_current_details("")
         self._ignore_early("the gate has its answer")
         action, text = self._final(Action(answer.action), answer.text)
@@ -321,6 +337,50 @@ class GateWorkflow:
         return await self._finish(req, self._result(req, n, action, text, consulted, escalated=True,
                                                     answered_by=AnsweredBy.human, responder=answer.responder))
 
+    async def _human_decision(self, req: GateRequest) -> HumanAnswer:
+        """The human's decision; dialog questions on the way are put to the agent side
+        and shown. Raises _DeadlinePassed if the deadline comes first."""
+        while True:
+            answer = await self._human_answer(req)
+            if answer.action != Action.dialog.value:
+                return answer  # kept in self._answer: later answers are refused while it is recorded
+            self._answer = None
+            # The human asked something: the agent side answers, the human decides after.
+            try:
+                await self._converse(req, answer.text, AnsweredBy.human, answer.responder)
+            except (ActivityError, ApplicationError) as exc:
+                self._dialog.append(DialogTurn(speaker="agent", text=f"(no answer: {_cause(exc)})"))
+                self._details.dialog = list(self._dialog)
+            self._publish_escalation()  # who asked what, for `vicar escalations`
+            await self._read_allowed(req)  # the principal may have changed it meanwhile
+
+    async def _time_out(self, req: GateRequest, n: int | None, consulted: c.ConsultResult) -> GateResult:
+        """Nobody answered in time: the gate ends with the proxy's guess, recorded nowhere
+        (no human said anything to learn from)."""
+        workflow.set_current_details("")
+        self._ignore_early("the gate's deadline passed")
+        self._set_status(GateStatus.timed_out)
+        await self._notify(req, "timed_out")
+        guess = consulted.posterior
+        text = (f"No answer by the deadline ({self._deadline_at.isoformat() if self._deadline_at else '?'}). "
+                f"The proxy's guess: {guess.action.value if guess.action else 'none'}"
+                + (f": {guess.prose or guess.note}" if (guess.prose or guess.note) else ""))
+        result = self._result(req, n if n is not None else 0, Action.hold, text, consulted, escalated=True,
+                              answered_by=AnsweredBy.nobody, responder=None)
+        return await self._finish(req, result.model_copy(update={"timed_out": True, "proxy_action": guess.action}))
+
+    async def _notify(self, req: GateRequest, event: str) -> None:
+        """Tell the webhook (if the worker has one); a receiver that stays down is logged."""
+        if not workflow.patched(c.GATE_DEADLINE):
+            return
+        assert self._details is not None
+        notice = c.Notice(event=event, event_id=f"{workflow.info().workflow_id}/{event}",
+                          gate=self._shown(), deadline=self._deadline_at)
+        try:
+            await workflow.execute_activity(c.NOTIFY, notice, result_type=bool, **NOTIFY)
+        except ActivityError as exc:
+            workflow.logger.warning("gate %s: the webhook was not told (%s): %s", req.gate_id, event, _cause(exc))
+
     async def _human_answer(self, req: GateRequest) -> HumanAnswer:
         """The next accepted answer (left in self._answer); answers signalled before
         escalation come first, in the order they came, each judged now by the validator."""
@@ -329,11 +389,18 @@ class GateWorkflow:
                 self._take(self._early.pop(0))
             if self._answer is not None:
                 return self._answer
+            timeouts = [self._reread_allowed.total_seconds()] if self._allowed_error else []
+            if self._deadline_at is not None:
+                left = (self._deadline_at - workflow.now()).total_seconds()
+                if left <= 0:
+                    raise _DeadlinePassed
+                timeouts.append(left)
             try:
                 await workflow.wait_condition(lambda: self._answer is not None or bool(self._early),
-                                              timeout=self._reread_allowed if self._allowed_error else None)
+                                              timeout=min(timeouts) if timeouts else None)
             except asyncio.TimeoutError:
-                await self._read_allowed(req)
+                if self._allowed_error:
+                    await self._read_allowed(req)
 
     async def _read_allowed(self, req: GateRequest) -> None:
         """Who may answer for the principal, through an activity (recorded in history)."""
@@ -350,15 +417,17 @@ class GateWorkflow:
     def _publish_escalation(self) -> None:
         """What `vicar escalations` shows, in the memo: visibility carries it, so the list
         needs no worker. Clipped: a memo rides in every listing."""
-        if not workflow.patched(c.ESCALATION_MEMO):
-            return
+        if workflow.patched(c.ESCALATION_MEMO):
+            workflow.upsert_memo({c.ESCALATION_MEMO: self._shown().model_dump(mode="json")})
+
+    def _shown(self) -> GateDetails:
+        """The gate's details with each text clipped, for the memo and the webhook."""
         d = self._details
         assert d is not None
-        shown = d.model_copy(update={
+        return d.model_copy(update={
             "question": d.question[:MEMO_TEXT_CHARS], "proxy_text": d.proxy_text[:MEMO_TEXT_CHARS],
             "calibration_note": d.calibration_note[:MEMO_TEXT_CHARS],
             "dialog": [t.model_copy(update={"text": t.text[:MEMO_TEXT_CHARS]}) for t in d.dialog]})
-        workflow.upsert_memo({c.ESCALATION_MEMO: shown.model_dump(mode="json")})
 
     def _ignore_early(self, why: str) -> None:
         for answer in self._early:
@@ -473,6 +542,7 @@ class GateWorkflow:
         self._local_steps = ticket.local_steps
         self._max_dialog_turns = ticket.max_dialog_turns
         self._shard, self._shard_wait = ticket.shard, ticket.shard_wait_seconds
+        self._default_deadline = ticket.deadline_seconds
         if ticket.error is not None:
             return None, ticket.error
         if ticket.n is not None:

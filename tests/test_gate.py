@@ -115,6 +115,9 @@ async def test_escalations_are_listed_with_question_and_guess(harness):
     assert "no memory" in d.proxy_text
     desc = await handle.describe()
     assert desc.typed_search_attributes  # status, principal, state and task type for the UI
+    # The UI's summary (list) and details (the gate's page).
+    assert await desc.static_summary() == f"{p} · PLAN_ASSERT / {req.task_type}: {req.question}"
+    assert f"vicar answer {req.gate_id} ACTION" in await desc.static_details()
     await answer_gate(h.client, req.gate_id, HumanAnswer(action="approve", responder="alice"))
     await handle.result()
 

@@ -45,6 +45,10 @@ async def start_gate(client: Client, req: GateRequest, task_queue: str = TASK_QU
                 SearchAttributePair(sa.STATE, req.state.value),
                 SearchAttributePair(sa.TASK_TYPE, req.task_type),
             ]),
+            # What the Temporal UI shows on the list and the gate's page; once escalated,
+            # the gate's current details add the proxy's guess and the guard.
+            static_summary=gate_summary(req),
+            static_details=gate_how_to_answer(req),
         )
     except WorkflowAlreadyStartedError:
         handle = client.get_workflow_handle(c.gate_workflow_id(req.gate_id), result_type=GateResult)
@@ -52,6 +56,21 @@ async def start_gate(client: Client, req: GateRequest, task_queue: str = TASK_QU
             raise Conflict(f"gate {req.gate_id!r} already exists with a different request; gate ids are unique") \
                 from None
         return handle
+
+
+# The UI shows a summary on one line of the list.
+SUMMARY_CHARS = 200
+
+
+def gate_summary(req: GateRequest) -> str:
+    return clip(f"{req.principal} · {req.state.value} / {req.task_type}: {req.question}", SUMMARY_CHARS)
+
+
+def gate_how_to_answer(req: GateRequest) -> str:
+    actions = " | ".join(a.value for a in req.valid_actions)
+    return (f"**Question:** {clip(req.question, 2000)}\n\n"
+            f"Answer with `vicar answer {req.gate_id} ACTION \"text\"` (ACTION: {actions}), "
+            f"or the `respond` update with a HumanAnswer. `vicar escalations` lists what waits.")
 
 
 async def started_with(handle: WorkflowHandle) -> GateRequest | None:

@@ -261,3 +261,15 @@ def test_llm_replay_needs_a_limit_prints_the_cost_first_and_runs_the_real_sdk(tm
         assert len(standin.requests) == 3 * 4  # per gate: two passes, each classified
     finally:
         standin.close()
+
+
+def test_learning_curves_use_equal_windows_and_pool_by_position():
+    preds = [P("approve", "approve", 0.9)] * 19 + [P("approve", "reject", 0.9)] * 4
+    curve = m.learning_curve(preds, windows=10)
+    sizes = [c["end"] - c["start"] for c in curve]
+    assert len(curve) == 10 and max(sizes) - min(sizes) <= 1 and sum(sizes) == 23  # no 3-gate tail
+    # Pooled: window i holds each reviewer's i-th tenth, so two identical histories pool to
+    # the same curve as one.
+    pooled = m.pooled_curve([preds, preds], windows=10)
+    assert [c["accuracy"] for c in pooled] == [c["accuracy"] for c in curve]
+    assert m.pooled_curve([preds[:5]], windows=10) == []  # too short to split into tenths

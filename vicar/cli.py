@@ -66,7 +66,9 @@ def _main(
     """Vicar: a human proxy for approval gates."""
 
 # No emoji codes: ":smile:" in a question stays ":smile:".
-console = Console(width=None if sys.stdout.isatty() else 120, emoji=False)
+# Piped (CI logs): wide enough that report tables keep every column readable.
+LOG_WIDTH = 240
+console = Console(width=None if sys.stdout.isatty() else LOG_WIDTH, emoji=False)
 err = Console(stderr=True, soft_wrap=True, emoji=False)  # an error stays one line
 MAX_ERROR_CHARS = 2000  # an error line embeds user input; it stays readable
 MAX_GATE_FILE_BYTES = 2_000_000  # a GateRequest's texts total ~225k characters; JSON escapes need up to 6 bytes each
@@ -127,6 +129,8 @@ def demo(
     principal: Optional[str] = typer.Option(None, help="Principal name (default: a fresh one per run)."),
     gates: int = typer.Option(24, min=1, max=500, help="How many gates to open."),
     human_delay: float = typer.Option(0.2, min=0.0, help="Seconds the scripted human takes to answer."),
+    keep: bool = typer.Option(False, "--keep", help="Keep the embedded server and its UI up after the session, "
+                                                    "until Ctrl-C."),
 ) -> None:
     """Run a scripted session: gates open, the proxy learns from the human's answers."""
     import os
@@ -136,10 +140,10 @@ def demo(
 
     # The pid keeps two demos started in the same second apart.
     principal = check_principal(principal or f"alice-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
-    asyncio.run(_demo(Settings.from_env(), principal, gates, human_delay))
+    asyncio.run(_demo(Settings.from_env(), principal, gates, human_delay, keep))
 
 
-async def _demo(settings: Settings, principal: str, gates: int, human_delay: float) -> None:
+async def _demo(settings: Settings, principal: str, gates: int, human_delay: float, keep: bool = False) -> None:
     from vicar.memory.embedder import make_embedder
     from vicar.demo import demo_autonomy, demo_task_queue, render_summary, run_demo
     from vicar.locks import WorkerLock
@@ -169,12 +173,32 @@ async def _demo(settings: Settings, principal: str, gates: int, human_delay: flo
             summary = await run_demo(client, principal, gates, worker.task_queue, registry, console, human_delay)
         registry.close()
         render_summary(summary, console, principal, server.ui_url if server else None)
-        if server:
+        if server and keep:
+            console.print(text(f"--keep: the server and the UI stay up at {server.ui_url}/namespaces/default/"
+                               "workflows until Ctrl-C."))
+            await _until_stopped()
+            console.print("Stopping the embedded server (unless another Vicar process still uses it).")
+        elif server:
             console.print("The embedded server stops now unless another Vicar process still uses it; "
-                          "run `vicar worker` to keep it (and the UI) up.")
+                          "`vicar demo --keep` or `vicar worker` keeps it (and the UI) up.")
     finally:
         await ctx.__aexit__(*sys.exc_info())
         owner.release()
+
+
+async def _until_stopped() -> None:
+    """Until Ctrl-C or SIGTERM: here the normal end, not an interruption."""
+    import signal
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
 
 
 @app.command()

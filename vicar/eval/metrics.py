@@ -243,15 +243,31 @@ def surprise_calibration(preds: Sequence[Prediction]) -> SurpriseCalibration:
                                percepts_in_response=float(np.mean(percepts)))
 
 
+def _window_scores(w: Sequence[Prediction], start: int, end: int) -> dict:
+    a = autonomy(w)
+    return {"start": start, "end": end, "accuracy": accuracy(w), "macro_f1": macro_f1(w), "brier": brier(w),
+            "autonomy": a.share, "autonomous_error": a.error}
+
+
+def pooled_curve(groups: Sequence[Sequence[Prediction]], windows: int = 10) -> list[dict]:
+    """Several reviewers' learning curves pooled by position: window i holds each
+    reviewer's i-th tenth of their own history (not one concatenated stream, where a
+    reviewer's fresh memory would look like forgetting). start/end are in tenths."""
+    kept = [g for g in groups if len(g) >= windows]
+    splits = [np.array_split(np.arange(len(g)), windows) for g in kept]
+    if not kept:
+        return []
+    return [_window_scores([g[j] for g, split in zip(kept, splits) for j in split[i]], i, i + 1)
+            for i in range(windows)]
+
+
 def learning_curve(preds: Sequence[Prediction], windows: int = 10) -> list[dict]:
-    """Accuracy, macro-F1, Brier and autonomy per consecutive window as memory grows."""
+    """Accuracy, macro-F1, Brier and autonomy per consecutive window as memory grows: one
+    reviewer's gates in `windows` windows of equal size (to one gate), never a short tail."""
     if not preds:
         return []
-    size = max(1, len(preds) // windows)
     out = []
-    for start in range(0, len(preds), size):
-        w = preds[start: start + size]
-        a = autonomy(w)
-        out.append({"start": start, "end": start + len(w), "accuracy": accuracy(w), "macro_f1": macro_f1(w),
-                    "brier": brier(w), "autonomy": a.share, "autonomous_error": a.error})
+    for idx in np.array_split(np.arange(len(preds)), min(windows, len(preds))):
+        start = int(idx[0])
+        out.append(_window_scores(preds[start: start + len(idx)], start, start + len(idx)))
     return out

@@ -88,14 +88,20 @@ def plots(results: list[VariantResult], out: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     files = []
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for r in results:
-        xs = [c["end"] for c in r.overall.curve]
-        axes[0].plot(xs, [c["macro_f1"] for c in r.overall.curve], marker=".", label=r.variant.name)
-        axes[1].plot(xs, [c["brier"] for c in r.overall.curve], marker=".", label=r.variant.name)
-    axes[0].set(title="Learning curve: macro-F1 per window", xlabel="gates replayed", ylabel="macro-F1")
-    axes[1].set(title="Learning curve: Brier score per window", xlabel="gates replayed", ylabel="Brier")
-    axes[0].legend(fontsize=7)
+    # One panel per reviewer: each has a fresh memory, so their curves are not one stream.
+    reviewers = list(results[0].per_reviewer) if results else []
+    cols = min(3, max(1, len(reviewers)))
+    rows = max(1, -(-len(reviewers) // cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
+    for ax, reviewer in zip(axes.flat, reviewers):
+        for r in results:
+            curve = r.per_reviewer[reviewer].curve
+            ax.plot([c["end"] for c in curve], [c["macro_f1"] for c in curve], marker=".", label=r.variant.name)
+        ax.set(title=f"{reviewer}: macro-F1 per tenth of their gates", xlabel="gates replayed", ylabel="macro-F1")
+    for ax in list(axes.flat)[len(reviewers):]:
+        ax.axis("off")
+    if reviewers:
+        axes.flat[0].legend(fontsize=7)
     files.append(_save(fig, out / "learning_curve.png"))
 
     fig, ax = plt.subplots(figsize=(5.5, 5))

@@ -7,13 +7,13 @@ import time
 import numpy as np
 from pydantic import BaseModel
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from vicar.memory.embedder import Embedder
 from vicar.config import MemoryParams, Settings
 from vicar.eval import metrics as m
 from vicar.eval.dataset import GateEvent
 from vicar.eval.replay import Variant, event_texts, replay_reviewer
+from vicar.memory.embedder import Embedder
+from vicar.progress import progress as progress_for
 
 
 class Scores(BaseModel):
@@ -59,16 +59,21 @@ def score(preds: list[m.Prediction], embedder: Embedder, themes: list[str],
         reliability=m.reliability(preds), autonomy=m.autonomy(preds, groups, target),
         autonomy_curve=m.autonomy_curve(preds), text_similarity=sim,
         concern_recall=m.concern_recall(preds, themes), surprise=m.surprise_calibration(preds),
-        curve=m.learning_curve(preds), cost_usd=sum(p.cost_usd for p in preds),
+        curve=m.learning_curve(preds) if groups is None else m.pooled_curve(groups), cost_usd=sum(p.cost_usd for p in preds),
     )
 
 
+# Texts per embedding call while warming: small enough that progress moves every second
+# or so (packed batches cost the sum of their texts, so nothing is lost by smaller calls).
+WARM_BATCH = 64
+
+
 def warm_embeddings(events: dict[str, list[GateEvent]], embedder: Embedder, console: Console,
-                    batch: int = 256) -> float:
+                    batch: int = WARM_BATCH) -> float:
     """Embed every text of the dataset once, batched; the cache serves the replay."""
     texts = event_texts([e for evs in events.values() for e in evs])
     start = time.perf_counter()
-    with _progress(console) as progress:
+    with progress_for(console) as progress:
         task = progress.add_task("embedding the dataset", total=len(texts))
         for i in range(0, len(texts), batch):
             embedder.embed(texts[i: i + batch])
@@ -81,7 +86,7 @@ def run_variants(events: dict[str, list[GateEvent]], variants: list[Variant], em
     total = sum(len(v) for v in events.values())
     themes = {r: m.frequent_themes([e.response for e in evs]) for r, evs in events.items()}
     results = []
-    with _progress(console) as progress:
+    with progress_for(console) as progress:
         for variant in variants:
             task = progress.add_task(variant.name, total=total)
             start = time.perf_counter()
@@ -134,7 +139,3 @@ def sweep(events: dict[str, list[GateEvent]], embedder: Embedder, settings: Sett
         best = best.model_copy(update={name: winner, **({"w_similarity": 1.0 - winner} if name == "w_activation" else {})})
     return best, tried
 
-
-def _progress(console: Console) -> Progress:
-    return Progress(TextColumn("[bold]{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
-                    TimeRemainingColumn(), console=console, transient=False)

@@ -713,7 +713,7 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
     table = Table(title=text(f"Approval rate of {principal}, latest {SESSIONS} sessions per context (oldest first)"))
     for col in ("state", "task type", "human answers", "answered by", "sessions", "approval rate per session",
                 "EMA", "trend"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for h in rows:
         trend = text("" if h.earlier is None else f"{h.earlier:.2f} -> {h.later:.2f}")
         if h.flagged:
@@ -726,7 +726,7 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
     table = Table(title=text(f"Autonomy rule of {principal}: evidence pooled over every gate, parameters per state"))
     for col in ("state", "task type", "target error", "proven threshold", "error bound", "evidence", "errors",
                 "audit share"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for (state, task_type), r in rules.items():
         table.add_row(text(state), text(task_type), f"{r.target:g}",
                       "none" if r.threshold is None else f"{r.threshold:.2f}", f"{r.bound:.3f}",

@@ -35,7 +35,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 
 with workflow.unsafe.imports_passed_through():
     from vicar.models import GateStatus
-    from vicar.workflows import search_attributes as sa
+    import vicar.workflows.search_attributes as sa
 
 LOCAL = {"start_to_close_timeout": timedelta(seconds=30)}
 # Continue-as-new after this many grants, like the real brain (BrainConfig.max_grants_per_run).

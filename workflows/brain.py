@@ -26,7 +26,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from vicar import contracts as c
+    import vicar.contracts as c
     from vicar.models import BrainInput, BrainState, BrainStatus, TurnGrant, TurnReply, TurnRequest
     from vicar.sharding import shard_of
     from vicar.workflows.failures import cause_message

@@ -14,7 +14,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from vicar import contracts as c
+    import vicar.contracts as c
     from vicar.errors import INVALID_GATE_REQUEST, validation_summary
     from vicar.models import (
         Action,
@@ -39,8 +39,8 @@ with workflow.unsafe.imports_passed_through():
         Usage,
     )
     from vicar.proxy.decision import Decision, decide, surprised
-    from vicar.workflows import gate_metrics
-    from vicar.workflows import search_attributes as sa
+    import vicar.workflows.gate_metrics as gate_metrics
+    import vicar.workflows.search_attributes as sa
     from vicar.workflows.failures import cause_message as _cause
     from vicar.workflows.routing import run_memory_activity
 

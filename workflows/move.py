@@ -14,7 +14,7 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from vicar.memory.transfer import Snapshot
-    from vicar import contracts as c
+    import vicar.contracts as c
     from vicar.models import TurnRequest
     from vicar.workflows.routing import run_memory_activity
 

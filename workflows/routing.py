@@ -9,7 +9,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
-    from vicar import contracts as c
+    import vicar.contracts as c
     from vicar.sharding import shard_queue
 
 

@@ -13,7 +13,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from vicar import contracts as c
+    import vicar.contracts as c
     from vicar.models import (
         ConsolidationInput,
         ConsolidationReport,

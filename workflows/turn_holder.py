@@ -9,7 +9,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from vicar import contracts as c
+    import vicar.contracts as c
     from vicar.models import TurnGrant
 
 QUICK = dict(

@@ -179,6 +179,14 @@ class RecordStore:
         one), so the cached rows stay valid. Any other transaction, such as
         consolidation's updates, empties the cache."""
         with self._lock:
+            if self._db.in_transaction:
+                # Left open by a caller interrupted between BEGIN and COMMIT/ROLLBACK: a sync
+                # activity's cancellation is raised asynchronously in its thread, anywhere.
+                # Under the lock nobody else is in it; its caller already failed, so undo it.
+                # Left alone, every later transaction failed ("cannot start a transaction
+                # within a transaction") and the principal's turns were refused for ever.
+                self._db.execute("ROLLBACK")
+                self._cached.clear()
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db

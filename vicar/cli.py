@@ -24,8 +24,8 @@ from rich.text import Text
 from vicar import contracts as c
 from vicar.config import ANSWER_TIMEOUT, Settings
 from vicar.display import text
-from vicar.errors import (INTERRUPTED, UNEXPECTED, BrokenStore, InvalidInput, NotFound, Unreachable, VicarError,
-                          validation_summary)
+from vicar.errors import (INTERRUPTED, UNEXPECTED, BrokenStore, InvalidInput, NotFound, NotInstalled, Unreachable,
+                          VicarError, validation_summary)
 from vicar.text import clip
 from vicar.models import CfAState, EscalationMode, GateRequest, HumanAnswer
 
@@ -941,7 +941,11 @@ def eval_replay(
     results = run_variants(events, chosen, embedder, settings, console)
     console.print(summary_table(results))
     out.mkdir(parents=True, exist_ok=True)
-    figures = plots(results, out)
+    try:
+        figures = plots(results, out)
+    except NotInstalled as exc:  # the report is still worth writing
+        figures = []
+        console.print(text(f"no plots: {exc}"))
     command = "vicar eval replay " + " ".join(shlex.quote(str(a)) for a in sys.argv[3:])
     (out / "report.md").write_text(markdown(results, command, figures, extra))
     (out / "results.json").write_text(json.dumps([r.model_dump(mode="json") for r in results], indent=1))

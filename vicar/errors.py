@@ -11,6 +11,7 @@ typo from a dead server without parsing text:
     6  broken store: a principal's memory.db cannot be read
     7  not responding: the gate cannot take the answer (its workflow task fails, or no worker runs it)
     8  pending: the gate has no result yet (`vicar gate result` without waiting, or its wait ran out)
+    9  not installed: the command needs an optional part of the install (an extra, or the model's weights)
 
 `vicar gate start --wait` ends with the gate's outcome: 0 approve (or a question's
 answer), 10 correct, 11 reject, 12 hold, 13 withdraw, 14 timed out (nobody answered
@@ -70,6 +71,10 @@ class NotResponding(VicarError):
 
 class Pending(VicarError):
     exit_code = 8
+
+
+class NotInstalled(VicarError):
+    exit_code = 9
 
 
 class DataDirBusy(Conflict):

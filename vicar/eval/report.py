@@ -77,12 +77,16 @@ def markdown(results: list[VariantResult], command: str, files: list[Path], extr
         "down and it was wrong.\n")
     if extra:
         parts.append(extra)
-    parts.append("\n## Plots\n\n" + "\n".join(f"![{f.stem}]({f.name})" for f in files) + "\n")
+    if files:
+        parts.append("\n## Plots\n\n" + "\n".join(f"![{f.stem}]({f.name})" for f in files) + "\n")
     return "\n".join(parts)
 
 
 def plots(results: list[VariantResult], out: Path) -> list[Path]:
-    import matplotlib
+    """NotInstalled without the `eval` extra (matplotlib)."""
+    from vicar.optional import require
+
+    matplotlib = require("matplotlib", "eval", "the replay report's plots")
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -50,7 +50,11 @@ class LLMSettings(BaseModel):
 
 
 def make_client(settings: LLMSettings) -> LLMClient:
-    """The SDK client for the provider; VicarError when its key is missing."""
+    """The SDK client for the provider; VicarError when its key is missing, NotInstalled
+    when its SDK is."""
+    from vicar.optional import require
+
+    require(settings.provider, "llm", f"the {settings.provider} predictor")
     if settings.provider == "anthropic":
         from vicar.llm.anthropic_client import AnthropicClient
 

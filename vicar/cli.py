@@ -147,7 +147,7 @@ async def _demo(settings: Settings, principal: str, gates: int, human_delay: flo
     from vicar.memory.embedder import make_embedder
     from vicar.demo import demo_autonomy, demo_task_queue, render_summary, run_demo
     from vicar.locks import WorkerLock
-    from vicar.worker import build_worker, temporal_client
+    from vicar.worker import build_worker, stop_on_signals, temporal_client
 
     console.print(text(f"Data directory: {settings.data_dir}"))
     console.print(text(demo_autonomy(settings.principals_dir / principal)))
@@ -176,7 +176,8 @@ async def _demo(settings: Settings, principal: str, gates: int, human_delay: flo
         if server and keep:
             console.print(text(f"--keep: the server and the UI stay up at {server.ui_url}/namespaces/default/"
                                "workflows until Ctrl-C."))
-            await _until_stopped()
+            with stop_on_signals() as stop:
+                await stop.wait()
             console.print("Stopping the embedded server (unless another Vicar process still uses it).")
         elif server:
             console.print("The embedded server stops now unless another Vicar process still uses it; "
@@ -184,21 +185,6 @@ async def _demo(settings: Settings, principal: str, gates: int, human_delay: flo
     finally:
         await ctx.__aexit__(*sys.exc_info())
         owner.release()
-
-
-async def _until_stopped() -> None:
-    """Until Ctrl-C or SIGTERM: here the normal end, not an interruption."""
-    import signal
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
 
 
 @app.command()
@@ -342,12 +328,14 @@ def gate_result(
 async def _gate_result(settings: Settings, gate_id: str, timeout: float) -> None:
     from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 
-    from vicar.client import get_gate
+    from vicar.client import GateHandle
     from vicar.errors import Conflict, Pending
+    from vicar.gates import find_gate
 
     client = await _client(settings)
-    gate = await get_gate(client, gate_id)
-    running = (await client.get_workflow_handle(gate.workflow_id).describe()).status == WorkflowExecutionStatus.RUNNING
+    handle, description = await find_gate(client, gate_id)  # one describe: the handle's and the status
+    gate = GateHandle(gate_id=gate_id, workflow_id=handle.id, client=client)
+    running = description.status == WorkflowExecutionStatus.RUNNING
     try:
         if running and not timeout:
             raise asyncio.TimeoutError

@@ -144,14 +144,25 @@ async def temporal_client(settings: Settings, *, embedded: bool | None = None,
             await asyncio.to_thread(server.close)
 
 
-async def serve(settings: Settings, on_ready=None, command: str = "python -m vicar.worker") -> None:
+@contextlib.contextmanager
+def stop_on_signals():
+    """An Event that Ctrl-C or SIGTERM sets: the normal end of a long-running command,
+    not an interruption. The loop's handlers are removed on exit."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    try:
+        yield stop
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+async def serve(settings: Settings, on_ready=None, command: str = "python -m vicar.worker") -> None:
     # Before the server: a second worker on this data, or on one of its shards, stops
     # here, starting nothing.
-    with contextlib.ExitStack() as locks:
+    with stop_on_signals() as stop, contextlib.ExitStack() as locks:
         for queue in [settings.task_queue, *(shard_queue(settings.task_queue, k) for k in settings.served_shards())]:
             locks.enter_context(WorkerLock(settings.data_dir, queue, command))
         # vicar/ops.py: /healthz, /readyz and the SDK's Prometheus /metrics (when configured).

@@ -115,6 +115,11 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX autonomy_pairs_kind ON autonomy_pairs (kind, seq);
     """,
+    # Probation of upstream agents: the human's answers on an agent's artifacts, counted
+    # by an index range (superseded chunks still count: the human did answer).
+    """
+    CREATE INDEX chunks_agent ON chunks (upstream_agent, answered_by);
+    """,
 ]
 
 _COLUMNS = (
@@ -435,6 +440,14 @@ class RecordStore:
     def trace_count(self) -> int:
         with self._lock:
             return self._db.execute("SELECT COUNT(*) FROM traces").fetchone()[0]
+
+    def human_answers_from(self, agent: str, most: int) -> int:
+        """How many of this upstream agent's artifacts the human has answered, counted up
+        to `most`: O(most), however long the agent's history."""
+        with self._lock:
+            return self._db.execute(
+                "SELECT COUNT(*) FROM (SELECT 1 FROM chunks INDEXED BY chunks_agent"
+                " WHERE upstream_agent = ? AND answered_by = 'human' LIMIT ?)", (agent, max(0, most))).fetchone()[0]
 
     def memory_depth(self) -> int:
         """Distinct (state, task_type) pairs the human has answered: the cold-start measure."""

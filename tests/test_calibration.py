@@ -85,6 +85,20 @@ def test_audit_fires_for_draws_under_the_share_of_gates_the_rule_lets_through():
     assert calibrate(0.5, QUIET.model_copy(update={"audit_draw": 0.01}), P).fired == ["unproven"]
 
 
+def test_probation_withholds_a_new_agents_gate_until_the_human_has_answered_enough():
+    new = QUIET.model_copy(update={"agent": "bot-7", "agent_human_answers": 2})
+    c = calibrate(0.95, new, P)
+    assert (c.guard, c.autonomous, c.confidence) == ("probation", False, 0.95)  # withheld, not doubted
+    assert c.note == "upstream agent 'bot-7' on probation: the human has answered 2 of its artifacts < 3"
+    # Enough answers, or no agent named, or probation off: the rule decides.
+    assert calibrate(0.95, new.model_copy(update={"agent_human_answers": 3}), P).autonomous
+    assert calibrate(0.95, QUIET.model_copy(update={"agent_human_answers": 0}), P).autonomous
+    assert calibrate(0.95, new, P.model_copy(update={"probation_answers": 0})).autonomous
+    # Listed beside unproven, and it comes before the audit draw: a probation gate is no audit sample.
+    assert calibrate(0.5, new, P).fired == ["unproven", "probation"]
+    assert calibrate(0.95, new.model_copy(update={"audit_draw": 0.01}), P).fired == ["probation"]
+
+
 def test_audit_draw_is_reproducible_and_near_the_share():
     assert audit_draw("alice", "vicar-gate/g1") == audit_draw("alice", "vicar-gate/g1")
     assert audit_draw("alice", "vicar-gate/g1") != audit_draw("bob", "vicar-gate/g1")

@@ -11,8 +11,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from vicar.config import AutonomyParams, CalibrationParams, Settings
-from vicar.gates import start_gate
-from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord, PassResult
+from vicar.gates import answer_gate, start_gate
+from vicar.models import Action, AnsweredBy, GateRequest, HumanAnswer, OutcomeRecord, PassResult
 from vicar.proxy.autonomy import audit_draw
 from vicar.proxy.outcomes import record_outcome
 
@@ -40,11 +40,11 @@ def gate_id(principal: str, audited: bool) -> str:
 
 
 def seed(h, principal: str, answers: list[tuple[str, str]], at: datetime, predicted: str = "approve",
-         question: str = "Approve or revise the proposed plan.") -> None:
+         question: str = "Approve or revise the proposed plan.", agent: str | None = None) -> None:
     memory = h.registry.get(principal)
     for i, (action, text) in enumerate(answers, start=1):
         req = GateRequest(principal=principal, gate_id=f"seed-{i}", state="PLAN_ASSERT", task_type="docs",
-                          question=question, artifact_text=ARTIFACT)
+                          question=question, artifact_text=ARTIFACT, upstream_agent=agent)
         guess = PassResult(prose="", confidence=0.5, action=Action(predicted))
         record_outcome(memory, OutcomeRecord(
             request=req, n=i, workflow_id=f"seed/{principal}/{i}", action=Action(action), response_text=text,
@@ -113,3 +113,31 @@ async def test_audit_fires_for_the_gates_it_draws(harness):
     assert details.calibration_guard == "audit" and "threshold 0.50" in details.calibration_note
     assert details.proxy_confidence > 0.5  # an audit does not doubt the score
     await handle.terminate()
+
+
+async def test_a_new_upstream_agent_is_on_probation_through_a_real_gate(harness):
+    """The same confident memory answers alone for an agent the human has answered three
+    times, and never for a new one until the human has answered it three times too."""
+    p = harness.principal()
+    seed(harness, p, [("approve", "Fine.")] * 4, now() - timedelta(hours=1), agent="known-bot")
+
+    async def gate(agent: str, i: int):
+        req = harness.request(p, task_type="docs", artifact=ARTIFACT, gate_id=f"{gate_id(p, False)}-{agent}-{i}")
+        req = req.model_copy(update={"upstream_agent": agent})
+        while audit_draw(p, f"vicar-gate/{req.gate_id}") < AUDIT:  # never an audit sample
+            req = req.model_copy(update={"gate_id": req.gate_id + "x"})
+        return req, await start_gate(harness.client, req, harness.task_queue)
+
+    _, known = await gate("known-bot", 0)
+    result = await known.result()
+    assert not result.escalated and result.answered_by is AnsweredBy.proxy
+    for i in range(3):
+        req, handle = await gate("new-bot", i)
+        details = await wait_escalated(harness.client, req.gate_id)
+        assert details.calibration_guard == "probation", (i, details.calibration_guard)
+        assert f"answered {i} of its artifacts < 3" in details.calibration_note
+        await answer_gate(harness.client, req.gate_id, HumanAnswer(action="approve", text="Fine.", responder="alice"))
+        assert (await handle.result()).answered_by is AnsweredBy.human
+    _, trusted = await gate("new-bot", 3)
+    result = await trusted.result()
+    assert not result.escalated and result.answered_by is AnsweredBy.proxy and result.action is Action.approve

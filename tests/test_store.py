@@ -141,3 +141,21 @@ def test_a_transaction_left_open_by_an_interrupted_caller_is_undone(tmp_path):
     assert store.advance_counter(2, None) == (True, 2)  # the stale write is undone, not kept
     assert store.counter() == 2
     store.close()
+
+
+def test_human_answers_from_an_agent_are_counted_by_the_index_up_to_the_bound(tmp_path):
+    from vicar.memory.chunk import MemoryChunk
+
+    store = RecordStore(tmp_path / "memory.db")
+    store.set_meta("principal", "alice")
+    for i, (agent, by) in enumerate([("bot", "human")] * 5 + [("bot", "proxy"), ("other", "human"), (None, "human")]):
+        store.add_chunk(MemoryChunk(id=f"c{i}", principal="alice", state="s", task_type="t", outcome="approve",
+                                    answered_by=by, human_response="ok", upstream_agent=agent, created_n=i + 1))
+    # The proxy's own answers are no human answers; the count stops at the bound.
+    assert [store.human_answers_from("bot", most) for most in (0, 3, 5, 10)] == [0, 3, 5, 5]
+    assert store.human_answers_from("other", 10) == 1 and store.human_answers_from("new", 10) == 0
+    plan = " ".join(r[-1] for r in store._db.execute(
+        "EXPLAIN QUERY PLAN SELECT 1 FROM chunks INDEXED BY chunks_agent WHERE upstream_agent = ? AND answered_by"
+        " = 'human' LIMIT 3", ("bot",)))
+    assert "USING COVERING INDEX chunks_agent" in plan
+    store.close()

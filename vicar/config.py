@@ -187,6 +187,10 @@ class CalibrationParams(BaseModel):
     # (composite similarity) and close in time (interactions apart).
     tension_similarity: float = 0.8
     tension_window: int = 50
+    # Probation (agent-trust-memory.md): a gate naming an upstream agent is never
+    # answered alone until the human has answered this many of that agent's artifacts.
+    # 0: off. Chosen by the replay sweep (README, "Probation").
+    probation_answers: int = Field(3, ge=0, le=1000)
 
 
 # The worker's operational surface (vicar/ops.py), by OpsParams field.

@@ -306,6 +306,10 @@ class CalibrationInputs(BaseModel):
     now: datetime | None = None  # workflow time; None: no clock (replay), staleness not judged
     rule: AutonomyRule | None = None  # None: nothing proven
     audit_draw: float = 1.0  # uniform in [0, 1), fixed per gate
+    # The gate's upstream agent and how many of its artifacts the human has answered
+    # (counted up to the probation bound); None: the gate names no agent.
+    agent: str | None = None
+    agent_human_answers: int = 0
 
 
 class Calibration(BaseModel):

@@ -39,6 +39,9 @@ class Variant(BaseModel):
     # The old way, as a baseline: answer alone whenever the (guard-capped) confidence
     # reaches this, whatever the autonomy rule says.
     fixed_threshold: float | None = None
+    # CalibrationParams fields that differ from the settings' (a mechanism switched off
+    # or swept against the shipped default in the same run).
+    calibration: dict[str, float | int] = Field(default_factory=dict)
 
 
 def standard_variants(base: MemoryParams | None = None) -> list[Variant]:
@@ -51,6 +54,7 @@ def standard_variants(base: MemoryParams | None = None) -> list[Variant]:
         # What the product ships: the learned model (the memory vote until its first fit)
         # under the autonomy rule.
         Variant(name="default", predictor="learned", memory=m),
+        Variant(name="no-probation", predictor="learned", memory=m, calibration={"probation_answers": 0}),
         Variant(name="composite", memory=m),  # the memory vote alone, under the same rule
         Variant(name="composite@0.8", memory=m, fixed_threshold=BASELINE_THRESHOLD),
         Variant(name="learned@0.8", predictor="learned", memory=m, fixed_threshold=BASELINE_THRESHOLD),
@@ -104,7 +108,9 @@ def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedde
     if variant.kind == "ema":
         return _ema_gate(events, progress)
     principal = principal_for(events[0].reviewer) if events else "reviewer"
-    run_settings = settings.model_copy(update={"retrieval": variant.retrieval, "memory": variant.memory})
+    run_settings = settings.model_copy(update={
+        "retrieval": variant.retrieval, "memory": variant.memory,
+        "calibration": settings.calibration.model_copy(update=variant.calibration)})
     predictor = predictor or make_predictor(variant.predictor, settings)
     observe = getattr(predictor, "observe", None)  # a learning predictor sees each answer
     preds: list[Prediction] = []

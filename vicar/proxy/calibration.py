@@ -3,8 +3,9 @@ autonomy rule.
 
 The memory guards (cold start, tension, staleness) cap the confidence: they doubt the
 memory the score rests on. Then the autonomy rule (vicar.proxy.autonomy): `unproven`
-when no threshold is proven or the score is below it, `audit` for the share of the
-rest still sent to the human. Those two leave the score as it is: they do not doubt
+when no threshold is proven or the score is below it, `probation` while the gate's
+upstream agent has too few human answers (agent-trust-memory.md), `audit` for the share
+of the rest still sent to the human. Those leave the score as it is: they do not doubt
 it, they withhold the action. The first guard that fires is recorded as the reason
 and every one that would fire is listed. Pure: the activity and the replay evaluation
 call the same function.
@@ -15,7 +16,7 @@ from __future__ import annotations
 from vicar.config import CalibrationParams
 from vicar.models import AutonomyRule, Calibration, CalibrationInputs
 
-GUARDS = ("cold_start", "tension", "staleness", "unproven", "audit")
+GUARDS = ("cold_start", "tension", "staleness", "unproven", "probation", "audit")
 CAPPING = frozenset(GUARDS[:3])
 
 
@@ -36,6 +37,10 @@ def _reasons(confidence: float, inp: CalibrationInputs, p: CalibrationParams) ->
         if age_days > p.staleness_days:
             fired.append(("staleness", f"last human answer {age_days:.1f} days ago > {p.staleness_days:g}"))
     rule = inp.rule
+    probation = None
+    if inp.agent is not None and inp.agent_human_answers < p.probation_answers:
+        probation = ("probation", f"upstream agent {inp.agent!r} on probation: the human has answered "
+                                  f"{inp.agent_human_answers} of its artifacts < {p.probation_answers}")
     if rule is None:
         fired.append(("unproven", "no autonomy rule: nothing proven"))
     elif rule.threshold is None:
@@ -47,9 +52,13 @@ def _reasons(confidence: float, inp: CalibrationInputs, p: CalibrationParams) ->
     elif confidence < rule.threshold:
         fired.append(("unproven", f"score {confidence:.2f} < proven threshold {rule.threshold:.2f} "
                                   f"({rule_note(rule)}, target {rule.target:g})"))
+    elif probation:
+        fired.append(probation)
     elif inp.audit_draw < rule.audit_share:
         fired.append(("audit", f"audited (draw {inp.audit_draw:.3f} < share {rule.audit_share:g}); "
                                f"threshold {rule.threshold:.2f}, {rule_note(rule)}"))
+    if probation and probation not in fired:
+        fired.append(probation)  # withheld already (unproven); listed all the same
     return fired
 
 

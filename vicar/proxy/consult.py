@@ -183,6 +183,9 @@ def calibration_inputs(
         now=now,
         rule=autonomy_rule(memory, request, params),
         audit_draw=audit_draw(request.principal, gate_key),
+        agent=request.upstream_agent or None,
+        agent_human_answers=(memory.store.human_answers_from(request.upstream_agent, params.probation_answers)
+                             if request.upstream_agent else 0),
     )
 
 

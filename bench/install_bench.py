@@ -99,6 +99,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "INSTALL_RESULTS.md")
     args = ap.parse_args()
     import numpy as np
+    started = datetime.now(timezone.utc)
 
     with tempfile.TemporaryDirectory(prefix="vicar-install-") as tmp:
         tmp = Path(tmp)
@@ -127,7 +128,7 @@ def main() -> None:
         "# Install: light against full",
         "",
         f"Command: `{shlex.join(['python', 'bench/install_bench.py', *sys.argv[1:]])}` "
-        f"({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)",
+        f"(started {started:%Y-%m-%d %H:%M} UTC)",
         "",
         f"Machine: {machine_line()}. Pip's cache warm (this machine's).",
         "",

@@ -39,6 +39,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=0, help="gates per reviewer (0: all)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "PROBATION_RESULTS.md")
     args = ap.parse_args()
+    started = datetime.now(timezone.utc)
     bounds = [int(b) for b in args.bounds.split(",")]
     console = Console(stderr=True)
     settings = Settings.from_env()
@@ -73,7 +74,7 @@ def main() -> None:
         "# Probation of upstream agents: replay sweep",
         "",
         f"Command: `{shlex.join(['python', 'bench/probation_sweep.py', *sys.argv[1:]])}` "
-        f"({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)",
+        f"(started {started:%Y-%m-%d %H:%M} UTC)",
         "",
         f"Machine: {machine_line()}. Dev data: {total} gates, {named} naming an upstream agent (the patch "
         f"author); distinct agents per reviewer: " + ", ".join(f"{r} {n}" for r, n in agents.items()) + ".",

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from temporalio.client import Client, WorkflowHandle
 
 from vicar.config import ANSWER_TIMEOUT, TASK_QUEUE
-from vicar.gates import answer_gate, find_gate, gate_details, list_escalations, start_gate, started_with
+from vicar.gates import answer_gate, find_gate, list_escalations, query_details, start_gate, started_with
 from vicar.models import GateDetails, GateRequest, GateResult, HumanAnswer
 
 __all__ = ["GateHandle", "open_gate", "get_gate", "answer", "list_escalations", "GateRequest", "GateResult",
@@ -46,12 +46,12 @@ class GateHandle:
 
     async def details(self) -> GateDetails | None:
         """What the gate shows now: its status, the proxy's guess, the dialog."""
-        return await gate_details(self.client, self.workflow_id)
+        return await query_details(self._workflow(), self.gate_id)  # the handle knows its workflow: no lookup
 
     async def answer(self, action: str, text: str = "", *, responder: str, timeout: float = ANSWER_TIMEOUT) -> str:
         """Answer the gate as the human (it must be escalated); the gate's reply."""
-        return await answer(self.client, self.workflow_id, HumanAnswer(action=action, text=text, responder=responder),
-                            timeout)
+        return await answer_gate(self.client, self.workflow_id,
+                                 HumanAnswer(action=action, text=text, responder=responder), timeout)
 
 
 async def open_gate(client: Client, request: GateRequest, task_queue: str = TASK_QUEUE) -> GateHandle:
@@ -68,6 +68,5 @@ async def get_gate(client: Client, gate_id: str) -> GateHandle:
     return GateHandle(gate_id=request.gate_id if request else gate_id, workflow_id=handle.id, client=client)
 
 
-async def answer(client: Client, gate_id: str, human: HumanAnswer, timeout: float = ANSWER_TIMEOUT) -> str:
-    """Answer an escalated gate (by gate id or workflow id); an error names why not."""
-    return await answer_gate(client, gate_id, human, timeout)
+# Answer an escalated gate (by gate id or workflow id); an error names why not.
+answer = answer_gate

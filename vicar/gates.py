@@ -103,6 +103,11 @@ async def find_gate(client: Client, gate_id: str) -> tuple[WorkflowHandle, Workf
 
 async def gate_details(client: Client, gate_id: str) -> GateDetails | None:
     handle, _ = await find_gate(client, gate_id)
+    return await query_details(handle, gate_id)
+
+
+async def query_details(handle: WorkflowHandle, gate_id: str) -> GateDetails | None:
+    """The gate's `details` query, for a handle already found."""
     try:
         return await handle.query("details", result_type=GateDetails)
     except RPCError as exc:

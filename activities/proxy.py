@@ -251,7 +251,8 @@ class ProxyActivities:
                 artifact = load_artifact(record.request, self.settings)
             except ArtifactRefused:
                 pass
-        return record_outcome(self.registry.get(record.request.principal), record, artifact=artifact)
+        return record_outcome(self.registry.get(record.request.principal), record, artifact=artifact,
+                              regret_window=self.settings.calibration.regret_window)
 
     @activity.defn(name=c.PIN_MODEL)
     @store_errors

@@ -9,7 +9,7 @@ import json
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -119,6 +119,30 @@ MIGRATIONS: list[str] = [
     # by an index range (superseded chunks still count: the human did answer).
     """
     CREATE INDEX chunks_agent ON chunks (upstream_agent, answered_by);
+    """,
+    # Regret (agent-trust-memory.md): an answer the proxy gave alone that the human later
+    # reversed on the same lineage is a wrong pair, arriving when it is found. Pairs get an
+    # arrival order of their own (seq); `outcome_seq` is the outcome that brought the
+    # evidence, `regret_of` the proxy answer's chunk (once: UNIQUE) with its agent.
+    """
+    CREATE TABLE autonomy_pairs_v2 (
+        seq INTEGER PRIMARY KEY,
+        outcome_seq INTEGER NOT NULL,
+        regret_of TEXT UNIQUE,
+        agent TEXT,
+        kind TEXT NOT NULL,
+        state TEXT NOT NULL,
+        task_type TEXT NOT NULL,
+        n INTEGER NOT NULL,
+        score REAL NOT NULL,
+        correct INTEGER NOT NULL CHECK (correct IN (0, 1))
+    );
+    INSERT INTO autonomy_pairs_v2 (seq, outcome_seq, kind, state, task_type, n, score, correct)
+        SELECT seq, seq, kind, state, task_type, n, score, correct FROM autonomy_pairs;
+    DROP TABLE autonomy_pairs;
+    ALTER TABLE autonomy_pairs_v2 RENAME TO autonomy_pairs;
+    CREATE INDEX autonomy_pairs_kind ON autonomy_pairs (kind, seq);
+    CREATE INDEX chunks_lineage_proxy ON chunks (kind, lineage, answered_by, created_n);
     """,
 ]
 
@@ -261,11 +285,14 @@ class RecordStore:
     def log_outcome(self, workflow_id: str, state: str, task_type: str, answered_by: str, action: str,
                     at: str | None, record: str, context_key: str,
                     update: Callable[[str | None], str],
-                    pair: tuple[str, int, float, bool] | None = None) -> bool:
+                    pair: tuple[str, int, float, bool, str | None] | None = None,
+                    regrets: Sequence[MemoryChunk] = ()) -> bool:
         """Log a gate's outcome and update its context entry in one transaction, once per
         workflow id: a retry finds the row and changes nothing. `update` maps the stored
-        entry JSON (or None) to the new one; `pair` (kind, n, score, correct) is the
-        autonomy rule's evidence from this gate. Returns True if the outcome was new."""
+        entry JSON (or None) to the new one; `pair` (kind, n, score, correct, upstream
+        agent) is the autonomy rule's evidence from this gate; `regrets` the proxy's answers this outcome
+        reversed, each a wrong pair (once, whichever outcome finds it first). Returns True
+        if the outcome was new."""
         with self.transaction(chunk_rows_kept=True) as db:
             cur = db.execute(
                 "INSERT OR IGNORE INTO outcomes (workflow_id, state, task_type, answered_by, action, at, record)"
@@ -278,11 +305,52 @@ class RecordStore:
             db.execute("INSERT OR REPLACE INTO contexts (key, entry) VALUES (?, ?)",
                        (context_key, update(row[0] if row else None)))
             if pair is not None:
-                kind, n, score, correct = pair
-                db.execute("INSERT INTO autonomy_pairs (seq, kind, state, task_type, n, score, correct)"
-                           " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           (cur.lastrowid, kind, state, task_type, n, score, int(correct)))
+                kind, n, score, correct, agent = pair
+                db.execute("INSERT INTO autonomy_pairs (outcome_seq, agent, kind, state, task_type, n, score, correct)"
+                           " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                           (cur.lastrowid, agent, kind, state, task_type, n, score, int(correct)))
+            for c in regrets:
+                # A proxy answer with no score (the proxy could not run) proves nothing.
+                if c.posterior_confidence is not None:
+                    db.execute("INSERT OR IGNORE INTO autonomy_pairs (outcome_seq, regret_of, agent, kind, state,"
+                               " task_type, n, score, correct) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)",
+                               (cur.lastrowid, c.id, c.upstream_agent, c.kind.value, c.state, c.task_type,
+                                c.created_n, c.posterior_confidence))
             return True
+
+    def proxy_answers_on(self, kind: str, lineage: str, since_n: int, before_n: int,
+                         outcomes: tuple[str, ...] = ("approve",), most: int = 16) -> list[MemoryChunk]:
+        """The proxy's own answers (of these actions) on a lineage, created in
+        [since_n, before_n): an index range, newest first, at most `most`."""
+        if not lineage or since_n >= before_n:
+            return []
+        marks = ", ".join("?" * len(outcomes))
+        with self._lock:
+            ids = [r[0] for r in self._db.execute(
+                "SELECT id FROM chunks INDEXED BY chunks_lineage_proxy WHERE kind = ? AND lineage = ?"
+                f" AND answered_by = 'proxy' AND created_n >= ? AND created_n < ? AND outcome IN ({marks})"
+                " ORDER BY created_n DESC LIMIT ?", (kind, lineage, since_n, before_n, *outcomes, most))]
+        return self.get_chunks(ids, with_traces=False)
+
+    def agent_ledger_rows(self) -> tuple[list[tuple[str, str, str, int]], list[tuple[str, bool, int]]]:
+        """The trust ledger's counts, per upstream agent: (agent, answered_by, outcome,
+        gates) over its gate chunks, and (agent, regret, wrong pairs) over the autonomy
+        evidence: a wrong pair that is not a regret is an override (the human answered
+        other than the proxy would have). One grouped scan each: an operator's report."""
+        with self._lock:
+            gates = self._db.execute(
+                "SELECT upstream_agent, answered_by, outcome, COUNT(*) FROM chunks WHERE kind = 'gate'"
+                " AND upstream_agent IS NOT NULL AND upstream_agent != '' GROUP BY 1, 2, 3").fetchall()
+            wrong = self._db.execute(
+                "SELECT agent, regret_of IS NOT NULL, COUNT(*) FROM autonomy_pairs WHERE correct = 0"
+                " AND agent IS NOT NULL AND agent != '' GROUP BY 1, 2").fetchall()
+        return gates, [(a, bool(r), k) for a, r, k in wrong]
+
+    def regrets(self) -> list[tuple[str, str | None, int]]:
+        """(regretted proxy chunk, its upstream agent, the outcome seq that found it), in the order found."""
+        with self._lock:
+            return self._db.execute("SELECT regret_of, agent, outcome_seq FROM autonomy_pairs"
+                                    " WHERE regret_of IS NOT NULL ORDER BY seq").fetchall()
 
     def autonomy_pairs(self, kind: str, after_seq: int = 0, limit: int | None = None
                        ) -> list[tuple[int, float, bool]]:

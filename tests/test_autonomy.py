@@ -147,9 +147,10 @@ def test_pairs_come_from_human_answers_once_per_gate(tmp_path, embedder):
         assert [(s, ok) for _, s, ok in store.autonomy_pairs("gate")] == [(0.9, True), (0.8, False), (0.0, False)]
         assert [(s, ok) for _, s, ok in store.autonomy_pairs("question")] == [(0.7, True)]
         assert [s for _, s, _ in store.autonomy_pairs("gate", limit=2)] == [0.8, 0.0]  # the newest, in order
-        rows = store._db.execute("SELECT seq, kind, state, task_type, n FROM autonomy_pairs ORDER BY seq").fetchall()
+        rows = store._db.execute("SELECT outcome_seq, kind, state, task_type, n FROM autonomy_pairs ORDER BY seq"
+                                 ).fetchall()
         assert [r[4] for r in rows] == [1, 2, 3, 6]
-        assert all(store.outcome_seq(f"vicar-gate/g{r[4]}") == r[0] for r in rows)  # keyed by the outcome
+        assert all(store.outcome_seq(f"vicar-gate/g{r[4]}") == r[0] for r in rows)  # from the outcome
         assert rows[0][1:4] == ("gate", "PLAN_ASSERT", "docs")
     finally:
         memory.close()

@@ -688,11 +688,13 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
     from vicar.models import OutcomeRecord
     from vicar.proxy.bookkeeping import ContextEntry
     from vicar.proxy.health import DROP, SESSIONS, context_health
+    from vicar.proxy.trust import ledger
 
     with _open_store(principal) as store:
         records = [OutcomeRecord.model_validate_json(r) for _, r in store.outcomes(answered_by="human")]
         entries = [ContextEntry.model_validate_json(e) for _, e in store.context_entries()]
         rules = _autonomy_rules(principal, store, sorted({(e.state, e.task_type) for e in entries}))
+        agents = ledger(*store.agent_ledger_rows())
     ema = {(e.state, e.task_type): e.ema_approval_rate for e in entries}
     rows = context_health(records, ema)
     if not rows:
@@ -720,6 +722,15 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
                       "none" if r.threshold is None else f"{r.threshold:.2f}", f"{r.bound:.3f}",
                       str(r.evidence), str(r.errors), f"{r.audit_share:g}")
     console.print(table)
+    if agents:
+        table = Table(title=text(f"Trust ledger of the upstream agents at {principal}'s gates (least trusted first)"))
+        for col in ("agent", "approved", "corrected", "rejected", "other", "answered alone", "overrides",
+                    "regret", "trust"):
+            table.add_column(col, overflow="fold")
+        for t in agents:
+            table.add_row(text(t.agent), str(t.approvals), str(t.corrections), str(t.rejections), str(t.other),
+                          str(t.alone), str(t.overrides), str(t.regrets), f"{t.score:.2f}")
+        console.print(table)
     flagged = [h for h in rows if h.flagged]
     if flagged:
         console.print(Text.assemble(text(f"{len(flagged)} context(s) dropped by >= {DROP:.1f} in approval rate:",

@@ -174,6 +174,12 @@ def autonomy_params(base: AutonomyParams, principal_dir: Path, state: str) -> Au
     return base.model_copy(update={**config.overrides(), **(state_config.overrides() if state_config else {})})
 
 
+# Interactions back a human's correction or rejection looks for the proxy's approvals on
+# the same lineage (agent-trust-memory.md keeps 90 days; interactions are the memory's
+# clock). See the README, "Regret".
+REGRET_WINDOW = 100
+
+
 class CalibrationParams(BaseModel):
     """The calibration guards (approval-gate-and-proxy.md) and the autonomy rule."""
 
@@ -191,6 +197,9 @@ class CalibrationParams(BaseModel):
     # answered alone until the human has answered this many of that agent's artifacts.
     # 0: off. Chosen by the replay sweep (README, "Probation").
     probation_answers: int = Field(3, ge=0, le=1000)
+    # Regret: a human correction or rejection finds the proxy's approvals on the same
+    # lineage this many interactions back. 0: off.
+    regret_window: int = Field(REGRET_WINDOW, ge=0, le=100_000)
 
 
 # The worker's operational surface (vicar/ops.py), by OpsParams field.

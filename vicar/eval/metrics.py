@@ -54,6 +54,8 @@ class Prediction(BaseModel):
     surprise_percepts: list[str] = []
     prior_predicted: str | None = None
     cost_usd: float = 0.0  # LLM predictors: what this gate's calls cost
+    fired: list[str] = []  # every calibration guard that fired
+    regretted: bool = False  # answered alone, then reversed by the human on its lineage (found later)
 
     @property
     def correct(self) -> bool:

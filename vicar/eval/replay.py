@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from vicar.memory.chunk import blended_text
+from vicar.memory.chunk import blended_text, chunk_id_for
 from vicar.memory.embedder import Embedder
 from vicar.memory.principal import PrincipalMemory
 from vicar.config import MemoryParams, RetrievalOptions, Settings
@@ -55,6 +55,7 @@ def standard_variants(base: MemoryParams | None = None) -> list[Variant]:
         # under the autonomy rule.
         Variant(name="default", predictor="learned", memory=m),
         Variant(name="no-probation", predictor="learned", memory=m, calibration={"probation_answers": 0}),
+        Variant(name="no-regret", predictor="learned", memory=m, calibration={"regret_window": 0}),
         Variant(name="composite", memory=m),  # the memory vote alone, under the same rule
         Variant(name="composite@0.8", memory=m, fixed_threshold=BASELINE_THRESHOLD),
         Variant(name="learned@0.8", predictor="learned", memory=m, fixed_threshold=BASELINE_THRESHOLD),
@@ -141,6 +142,7 @@ def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedde
                     prior_predicted=c.prior.action.value if c.prior.action else None,
                     cost_usd=sum(u.cost_usd for u in (c.prior.usage, c.posterior.usage,
                                                       c.surprise.usage if c.surprise else None) if u),
+                    fired=c.calibration.fired,
                 ))
                 # Then the gate is stored as the product stores it: the human's real answer
                 # when it escalated (a pair for the autonomy rule), the proxy's own answer
@@ -156,11 +158,16 @@ def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedde
                 record = OutcomeRecord(
                     request=request, n=n, workflow_id=f"replay/{event.gate_id}", **outcome,
                     prior=c.prior, posterior=c.posterior, surprise=c.surprise, calibration=c.calibration)
-                record_outcome(memory, record, artifacts=False)
+                record_outcome(memory, record, artifacts=False, regret_window=run_settings.calibration.regret_window)
                 if observe:
                     observe(record)
                 if progress:
                     progress(1)
+            # Regret is found by a later human answer, never by the replay peeking: the
+            # store's own record of it, marked on the gate it was about.
+            by_chunk = {chunk_id_for(principal, f"replay/{e.gate_id}"): i for i, e in enumerate(events)}
+            for chunk_id, _, _ in memory.store.regrets():
+                preds[by_chunk[chunk_id]].regretted = True
         finally:
             memory.close()
     return preds

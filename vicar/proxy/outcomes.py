@@ -15,8 +15,10 @@ import os
 from pathlib import Path
 
 from vicar.memory.principal import PrincipalMemory
+from vicar.config import REGRET_WINDOW
 from vicar.files import atomic_write as _atomic_write
-from vicar.models import AnsweredBy, OutcomeRecord
+from vicar.memory.chunk import MemoryChunk
+from vicar.models import Action, AnsweredBy, OutcomeRecord
 from vicar.proxy.bookkeeping import ConfidenceModel, ContextEntry, apply_outcome, context_key, load_entry
 from vicar.proxy.consult import outcome_chunk
 
@@ -26,8 +28,10 @@ PATTERNS_FILE = "proxy-patterns.md"
 
 
 def record_outcome(memory: PrincipalMemory, record: OutcomeRecord, *, artifacts: bool = True,
-                   artifact: str | None = None) -> str:
-    """`artifact`: the whole artifact text (see outcome_chunk); None for the request's own."""
+                   artifact: str | None = None, regret_window: int = REGRET_WINDOW) -> str:
+    """`artifact`: the whole artifact text (see outcome_chunk); None for the request's own.
+    `regret_window`: how many interactions back a human reversal finds the proxy's
+    approvals on the same lineage (0: regret is not inferred)."""
     chunk = outcome_chunk(record, artifact)
     memory.record(chunk)
     req = record.request
@@ -39,23 +43,36 @@ def record_outcome(memory: PrincipalMemory, record: OutcomeRecord, *, artifacts:
         record.workflow_id, req.state.value, req.task_type, record.answered_by.value,
         record.action.value, record.at.isoformat() if record.at else None,
         record.model_dump_json(), context_key(req.state.value, req.task_type, req.kind), update,
-        pair=autonomy_pair(record),
+        pair=autonomy_pair(record), regrets=regretted(memory, record, chunk, regret_window),
     )
     if artifacts:
         write_artifacts(memory)
     return chunk.id
 
 
-def autonomy_pair(record: OutcomeRecord) -> tuple[str, int, float, bool] | None:
+def autonomy_pair(record: OutcomeRecord) -> tuple[str, int, float, bool, str | None] | None:
     """The autonomy rule's evidence from a gate: (kind, N, the posterior's score as the
-    predictor gave it, whether its action was the human's). Only a human's answer
+    predictor gave it, whether its action was the human's, the upstream agent). Only a human's answer
     grades the proxy; a gate where the proxy could not run has no score to grade."""
     post = record.posterior
     if record.answered_by is not AnsweredBy.human or post is None:
         return None
     if record.calibration is not None and record.calibration.guard == "proxy_error":
         return None
-    return record.request.kind.value, record.n, post.confidence, post.action is record.action
+    return (record.request.kind.value, record.n, post.confidence, post.action is record.action,
+            record.request.upstream_agent or None)
+
+
+REVERSALS = (Action.correct, Action.reject)
+
+
+def regretted(memory: PrincipalMemory, record: OutcomeRecord, chunk: MemoryChunk, window: int) -> list[MemoryChunk]:
+    """Regret (agent-trust-memory.md): the proxy's own approvals on this lineage within
+    the window that this human answer reverses. Each is a wrong answer the proxy gave
+    alone; it counts against the autonomy rule and the agent's trust."""
+    if record.answered_by is not AnsweredBy.human or record.action not in REVERSALS or window <= 0:
+        return []
+    return memory.store.proxy_answers_on(chunk.kind.value, chunk.lineage, record.n - window, record.n)
 
 
 def confidence_model(memory: PrincipalMemory) -> ConfidenceModel:

@@ -1,0 +1,128 @@
+"""The trust ledger of upstream agents: regret inferred on a lineage, counted against the
+autonomy rule and the agent's trust, and shown by `vicar health`."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from typer.testing import CliRunner
+
+from vicar.cli import app
+from vicar.config import CalibrationParams, MemoryParams
+from vicar.memory.principal import PrincipalMemory
+from vicar.memory.store import MIGRATIONS, RecordStore
+from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord, PassResult
+from vicar.proxy.consult import autonomy_rule
+from vicar.proxy.outcomes import record_outcome
+from vicar.proxy.trust import INITIAL_TRUST, ledger
+
+
+def patch(i: int, version: int, series: str = "lm75: add TMP75B", agent: str = "patch-bot") -> GateRequest:
+    return GateRequest(principal="alice", gate_id=f"g{i}", state="WORK_ASSERT", task_type="hwmon",
+                       question="Approve or revise this patch", title=f"[PATCH v{version}] hwmon: {series}",
+                       artifact_text=f"{series}, revision {version}", upstream_agent=agent)
+
+
+def answer(mem: PrincipalMemory, i: int, req: GateRequest, action: str, by=AnsweredBy.human,
+           score: float = 0.9, predicted: str = "approve", window: int = 100) -> None:
+    guess = PassResult(prose="", confidence=score, action=Action(predicted))
+    record_outcome(mem, OutcomeRecord(request=req, n=i, workflow_id=f"vicar-gate/g{i}", action=Action(action),
+                                      response_text=f"[{action}]", answered_by=by, posterior=guess),
+                   artifacts=False, regret_window=window)
+
+
+@pytest.fixture
+def memory(tmp_path, embedder):
+    mem = PrincipalMemory("alice", tmp_path / "principals", embedder, MemoryParams())
+    yield mem
+    mem.close()
+
+
+def test_regret_is_inferred_from_a_later_correction_on_the_same_lineage(memory):
+    answer(memory, 1, patch(1, 1), "approve")  # the human: a right pair at 0.9
+    answer(memory, 2, patch(2, 2), "approve", by=AnsweredBy.proxy, score=0.93)  # the proxy alone
+    answer(memory, 3, patch(3, 1, series="pmbus: new driver"), "approve", by=AnsweredBy.proxy)  # another thread
+    before = autonomy_rule(memory, patch(9, 9), CalibrationParams())
+    # The human corrects the next revision of the same series: the proxy's approval of v2
+    # was wrong. The other thread's approval is not touched.
+    answer(memory, 4, patch(4, 3), "correct", predicted="correct")
+    proxy_v2 = memory.store.proxy_answers_on("gate", memory.store.get_chunks(
+        [r[0] for r in memory.store._db.execute("SELECT id FROM chunks WHERE created_n = 2")])[0].lineage, 0, 10)
+    assert [(c.created_n, c.outcome) for c in proxy_v2] == [(2, "approve")]
+    assert [(cid, agent) for cid, agent, _ in memory.store.regrets()] == [(proxy_v2[0].id, "patch-bot")]
+    # The regret is a wrong pair at the proxy's own score, arriving now: the window built
+    # before it sees it on its next read.
+    pairs = memory.store.autonomy_pairs("gate")
+    assert [(s, ok) for _, s, ok in pairs] == [(0.9, True), (0.9, True), (0.93, False)]
+    after = autonomy_rule(memory, patch(9, 9), CalibrationParams())
+    assert (before.evidence, before.errors) == (1, 0) and (after.evidence, after.errors) == (3, 1)
+    # Found once: a rejection of the same thread later does not regret it again.
+    answer(memory, 5, patch(5, 4), "reject", predicted="reject")
+    assert len(memory.store.regrets()) == 1
+
+    [bot] = ledger(*memory.store.agent_ledger_rows())
+    assert (bot.agent, bot.approvals, bot.corrections, bot.rejections) == ("patch-bot", 1, 1, 1)
+    assert (bot.alone, bot.approved_alone, bot.regrets, bot.overrides) == (2, 2, 1, 0)
+    assert bot.regret_ratio == 0.5 and bot.score == pytest.approx((1 + 3) / (3 + 5) * 0.5)
+
+
+def test_no_regret_outside_the_window_or_when_switched_off(memory):
+    answer(memory, 1, patch(1, 1), "approve", by=AnsweredBy.proxy)
+    answer(memory, 50, patch(50, 2), "correct", window=40)  # 49 interactions later
+    answer(memory, 51, patch(51, 3), "correct", window=0)
+    assert memory.store.regrets() == []
+    answer(memory, 52, patch(52, 4), "correct", window=60)
+    assert len(memory.store.regrets()) == 1
+
+
+def test_overrides_and_a_new_agents_trust(memory):
+    answer(memory, 1, patch(1, 1, agent="a"), "correct")  # the proxy would have approved: an override
+    answer(memory, 2, patch(2, 1, series="other", agent="a"), "approve")
+    [a] = ledger(*memory.store.agent_ledger_rows())
+    assert (a.overrides, a.regrets, a.human_answers) == (1, 0, 2)
+    assert ledger([], []) == []
+    from vicar.proxy.trust import AgentTrust
+    assert AgentTrust(agent="new").score == INITIAL_TRUST
+
+
+def test_health_shows_the_ledger(tmp_path, embedder, monkeypatch):
+    monkeypatch.setenv("VICAR_DATA_DIR", str(tmp_path))
+    mem = PrincipalMemory("alice", tmp_path / "principals", embedder, MemoryParams())
+    try:
+        answer(mem, 1, patch(1, 1), "approve")
+        answer(mem, 2, patch(2, 2), "approve", by=AnsweredBy.proxy)
+        answer(mem, 3, patch(3, 3), "reject", predicted="reject")
+    finally:
+        mem.close()
+    result = CliRunner().invoke(app, ["health", "alice"], terminal_width=220)
+    assert result.exit_code == 0, result.output
+    assert "Trust ledger" in result.output
+    row = next(line for line in result.output.splitlines() if "patch-bot" in line)
+    # approved, corrected, rejected, other, alone, overrides, regret, trust
+    cells = [c.strip() for c in row.strip("│┃| ").split("│")]
+    assert cells[1:] == ["1", "0", "1", "0", "1", "0", "1", f"{(1 + 3) / (2 + 5) * 0.0:.2f}"]
+
+
+def test_pairs_from_before_regret_keep_their_order(tmp_path):
+    """A store from the previous schema: its pairs move to the new table in order, and a
+    new pair comes after them."""
+    mine = next(i for i, m in enumerate(MIGRATIONS) if "autonomy_pairs_v2" in m)
+    path = tmp_path / "memory.db"
+    RecordStore(path).close()
+    db = sqlite3.connect(path)
+    # Back to the schema before: rebuild the old table with two pairs.
+    db.executescript("DROP TABLE autonomy_pairs; DROP INDEX IF EXISTS chunks_lineage_proxy;"
+                     "CREATE TABLE autonomy_pairs (seq INTEGER PRIMARY KEY, kind TEXT NOT NULL, state TEXT NOT NULL,"
+                     " task_type TEXT NOT NULL, n INTEGER NOT NULL, score REAL NOT NULL, correct INTEGER NOT NULL);"
+                     "INSERT INTO autonomy_pairs VALUES (3, 'gate', 'S', 't', 3, 0.7, 1), (7, 'gate', 'S', 't', 7, 0.4, 0);"
+                     f"PRAGMA user_version = {mine};")
+    db.close()
+    store = RecordStore(path)
+    try:
+        assert store.autonomy_pairs("gate") == [(3, 0.7, True), (7, 0.4, False)]
+        store.log_outcome("w/8", "S", "t", "human", "approve", None, "{}", "k", lambda e: "{}",
+                          pair=("gate", 8, 0.6, True, None))
+        assert [s for _, s, _ in store.autonomy_pairs("gate", after_seq=7)] == [0.6]
+    finally:
+        store.close()

@@ -195,7 +195,8 @@ class ProxyActivities:
         artifact = self._artifact(inp.request)
         bundle = c.RetrievalBundle(
             prior=retrieve(memory, inp.request, inp.n, "prior", options=self.settings.retrieval),
-            posterior=retrieve(memory, inp.request, inp.n, "posterior", artifact, self.settings.retrieval),
+            posterior=retrieve(memory, inp.request, inp.n, "posterior", artifact, self.settings.retrieval,
+                               self.settings.calibration),
         )
         bundle.prior.working_memory = bundle.posterior.working_memory = inp.working_memory
         return bundle
@@ -252,7 +253,7 @@ class ProxyActivities:
             except ArtifactRefused:
                 pass
         return record_outcome(self.registry.get(record.request.principal), record, artifact=artifact,
-                              regret_window=self.settings.calibration.regret_window)
+                              params=self.settings.calibration)
 
     @activity.defn(name=c.PIN_MODEL)
     @store_errors

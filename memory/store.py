@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from vicar.memory.censor import Censor
 from vicar.memory.chunk import MemoryChunk
 from vicar.errors import BrokenStore
 
@@ -143,6 +144,17 @@ MIGRATIONS: list[str] = [
     ALTER TABLE autonomy_pairs_v2 RENAME TO autonomy_pairs;
     CREATE INDEX autonomy_pairs_kind ON autonomy_pairs (kind, seq);
     CREATE INDEX chunks_lineage_proxy ON chunks (kind, lineage, answered_by, created_n);
+    """,
+    # Censors (memory-types.md): few per context, read whole at each gate of it.
+    """
+    CREATE TABLE censors (
+        id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        state TEXT NOT NULL,
+        task_type TEXT NOT NULL,
+        entry TEXT NOT NULL
+    );
+    CREATE INDEX censors_context ON censors (kind, state, task_type);
     """,
 ]
 
@@ -286,13 +298,15 @@ class RecordStore:
                     at: str | None, record: str, context_key: str,
                     update: Callable[[str | None], str],
                     pair: tuple[str, int, float, bool, str | None] | None = None,
-                    regrets: Sequence[MemoryChunk] = ()) -> bool:
+                    regrets: Sequence[MemoryChunk] = (),
+                    censor_feedback: tuple[Sequence[str], Callable[[Censor], Censor]] | None = None) -> bool:
         """Log a gate's outcome and update its context entry in one transaction, once per
         workflow id: a retry finds the row and changes nothing. `update` maps the stored
         entry JSON (or None) to the new one; `pair` (kind, n, score, correct, upstream
         agent) is the autonomy rule's evidence from this gate; `regrets` the proxy's answers this outcome
-        reversed, each a wrong pair (once, whichever outcome finds it first). Returns True
-        if the outcome was new."""
+        reversed, each a wrong pair (once, whichever outcome finds it first);
+        `censor_feedback` (censor ids, their update) what the answer says of the censors
+        that fired on the gate. Returns True if the outcome was new."""
         with self.transaction(chunk_rows_kept=True) as db:
             cur = db.execute(
                 "INSERT OR IGNORE INTO outcomes (workflow_id, state, task_type, answered_by, action, at, record)"
@@ -316,7 +330,42 @@ class RecordStore:
                                " task_type, n, score, correct) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)",
                                (cur.lastrowid, c.id, c.upstream_agent, c.kind.value, c.state, c.task_type,
                                 c.created_n, c.posterior_confidence))
+            if censor_feedback is not None:
+                ids, change = censor_feedback
+                for cid in ids:
+                    row = db.execute("SELECT entry FROM censors WHERE id = ?", (cid,)).fetchone()
+                    if row:
+                        db.execute("UPDATE censors SET entry = ? WHERE id = ?",
+                                   (change(Censor.model_validate_json(row[0])).model_dump_json(), cid))
             return True
+
+    # -- censors ---------------------------------------------------------------
+
+    def add_censor(self, censor: Censor) -> bool:
+        """Once per id: a retried learning step writes nothing new."""
+        with self.transaction(chunk_rows_kept=True) as db:
+            return bool(db.execute(
+                "INSERT OR IGNORE INTO censors (id, kind, state, task_type, entry) VALUES (?, ?, ?, ?, ?)",
+                (censor.id, censor.kind, censor.state, censor.task_type, censor.model_dump_json())).rowcount)
+
+    def censors(self, kind: str | None = None, state: str | None = None, task_type: str | None = None
+                ) -> list[Censor]:
+        """Every censor (any status), or one context's, oldest first."""
+        sql, params = "SELECT entry FROM censors", ()
+        if kind is not None:
+            sql, params = sql + " WHERE kind = ? AND state = ? AND task_type = ?", (kind, state, task_type)
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY rowid", params).fetchall()
+        return [Censor.model_validate_json(r[0]) for r in rows]
+
+    def update_censor(self, censor_id: str, change: Callable[[Censor], Censor]) -> Censor | None:
+        with self.transaction(chunk_rows_kept=True) as db:
+            row = db.execute("SELECT entry FROM censors WHERE id = ?", (censor_id,)).fetchone()
+            if row is None:
+                return None
+            new = change(Censor.model_validate_json(row[0]))
+            db.execute("UPDATE censors SET entry = ? WHERE id = ?", (new.model_dump_json(), censor_id))
+            return new
 
     def proxy_answers_on(self, kind: str, lineage: str, since_n: int, before_n: int,
                          outcomes: tuple[str, ...] = ("approve",), most: int = 16) -> list[MemoryChunk]:

@@ -29,7 +29,7 @@ def answer(mem: PrincipalMemory, i: int, req: GateRequest, action: str, by=Answe
     guess = PassResult(prose="", confidence=score, action=Action(predicted))
     record_outcome(mem, OutcomeRecord(request=req, n=i, workflow_id=f"vicar-gate/g{i}", action=Action(action),
                                       response_text=f"[{action}]", answered_by=by, posterior=guess),
-                   artifacts=False, regret_window=window)
+                   artifacts=False, params=CalibrationParams(regret_window=window))
 
 
 @pytest.fixture
@@ -109,13 +109,10 @@ def test_pairs_from_before_regret_keep_their_order(tmp_path):
     new pair comes after them."""
     mine = next(i for i, m in enumerate(MIGRATIONS) if "autonomy_pairs_v2" in m)
     path = tmp_path / "memory.db"
-    RecordStore(path).close()
     db = sqlite3.connect(path)
-    # Back to the schema before: rebuild the old table with two pairs.
-    db.executescript("DROP TABLE autonomy_pairs; DROP INDEX IF EXISTS chunks_lineage_proxy;"
-                     "CREATE TABLE autonomy_pairs (seq INTEGER PRIMARY KEY, kind TEXT NOT NULL, state TEXT NOT NULL,"
-                     " task_type TEXT NOT NULL, n INTEGER NOT NULL, score REAL NOT NULL, correct INTEGER NOT NULL);"
-                     "INSERT INTO autonomy_pairs VALUES (3, 'gate', 'S', 't', 3, 0.7, 1), (7, 'gate', 'S', 't', 7, 0.4, 0);"
+    for m in MIGRATIONS[:mine]:
+        db.executescript(m)
+    db.executescript("INSERT INTO autonomy_pairs VALUES (3, 'gate', 'S', 't', 3, 0.7, 1), (7, 'gate', 'S', 't', 7, 0.4, 0);"
                      f"PRAGMA user_version = {mine};")
     db.close()
     store = RecordStore(path)

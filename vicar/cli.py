@@ -756,6 +756,54 @@ def _autonomy_rules(principal: str, store, contexts: list[tuple[str, str]]) -> d
     return out
 
 
+@memory_app.command("censors")
+@friendly
+def memory_censors(
+    principal: str = typer.Argument(...),
+    show: str = typer.Option(None, "--show", help="One censor, whole: trigger, reason, provenance, counts."),
+    disable: str = typer.Option(None, "--disable", help="Stop a censor from firing (kept, and not re-learned)."),
+    enable: str = typer.Option(None, "--enable", help="Let a disabled or deactivated censor fire again."),
+) -> None:
+    """The principal's censors: constraints learned from repeated corrections and rejections."""
+    chosen = [o for o in (show, disable, enable) if o is not None]
+    if len(chosen) > 1:
+        raise InvalidInput("give at most one of --show, --disable, --enable")
+    with _open_store(principal) as store:
+        if disable is not None or enable is not None:
+            from vicar.proxy.censors import switched
+
+            cid = disable if disable is not None else enable
+            changed = store.update_censor(cid, lambda c: switched(c, enabled=enable is not None))
+            if changed is None:
+                raise NotFound(f"no censor {cid!r} for principal {principal!r}")
+            console.print(text(f"censor {cid}: {changed.status} ({changed.action})"))
+            return
+        censors = store.censors()
+    if show is not None:
+        c = next((c for c in censors if c.id == show), None)
+        if c is None:
+            raise NotFound(f"no censor {show!r} for principal {principal!r}")
+        table = Table(title=text(f"Censor {c.id} of {principal}"))
+        table.add_column("what")
+        table.add_column("value", overflow="fold")
+        for k, v in c.model_dump(exclude={"vectors"}).items():
+            table.add_row(k, text(", ".join(v) if isinstance(v, list) else v))
+        table.add_row("trigger dimensions", text(", ".join(c.vectors)))
+        console.print(table)
+        return
+    if not censors:
+        console.print(text(f"No censors learned for {principal} yet."))
+        return
+    table = Table(title=text(f"Censors of {principal}"))
+    for col in ("id", "status", "action", "severity", "pattern", "reason", "fired", "confirmed", "false positives",
+                "learned at N"):
+        table.add_column(col, overflow="fold")
+    for c in censors:
+        table.add_row(text(c.id), c.status, c.action, f"{c.severity:.2f}", text(c.pattern), text(c.reason),
+                      str(c.activations), str(c.confirmations), str(c.false_positives), str(c.created_n))
+    console.print(table)
+
+
 @memory_app.command("reembed")
 @friendly
 def memory_reembed(

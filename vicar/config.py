@@ -174,12 +174,6 @@ def autonomy_params(base: AutonomyParams, principal_dir: Path, state: str) -> Au
     return base.model_copy(update={**config.overrides(), **(state_config.overrides() if state_config else {})})
 
 
-# Interactions back a human's correction or rejection looks for the proxy's approvals on
-# the same lineage (agent-trust-memory.md keeps 90 days; interactions are the memory's
-# clock). See the README, "Regret".
-REGRET_WINDOW = 100
-
-
 class CalibrationParams(BaseModel):
     """The calibration guards (approval-gate-and-proxy.md) and the autonomy rule."""
 
@@ -198,8 +192,16 @@ class CalibrationParams(BaseModel):
     # 0: off. Chosen by the replay sweep (README, "Probation").
     probation_answers: int = Field(3, ge=0, le=1000)
     # Regret: a human correction or rejection finds the proxy's approvals on the same
-    # lineage this many interactions back. 0: off.
-    regret_window: int = Field(REGRET_WINDOW, ge=0, le=100_000)
+    # lineage this many interactions back (agent-trust-memory.md keeps 90 days;
+    # interactions are the memory's clock). 0: off. README, "Regret".
+    regret_window: int = Field(100, ge=0, le=100_000)
+    # Censors (memory-types.md): learned once the human has corrected or rejected this many
+    # artifacts of one context this alike (mean cosine over artifact and agent message);
+    # each approval of a censored gate multiplies its severity by the factor (block at
+    # >= 0.75, warn at >= 0.3, deactivated below). censor_min 0: off. README, "Censors".
+    censor_min: int = Field(3, ge=0, le=1000)
+    censor_similarity: float = Field(0.75, gt=0.0, le=1.0)
+    censor_fp_factor: float = Field(0.5, gt=0.0, lt=1.0)
 
 
 # The worker's operational surface (vicar/ops.py), by OpsParams field.

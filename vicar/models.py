@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from enum import Enum
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -251,6 +251,16 @@ class LineageVerdict(BaseModel):
     changed_since: bool | None = None  # the artifact differs from this gate's; None: unknown
 
 
+class CensorHit(BaseModel):
+    """A censor that fired on this gate (vicar.proxy.censors)."""
+
+    censor_id: str
+    action: Literal["warn", "block"]
+    reason: str
+    pattern: str = ""
+    similarity: float
+
+
 class RetrievalContext(BaseModel):
     principal: str
     n: int
@@ -264,6 +274,8 @@ class RetrievalContext(BaseModel):
     # The latest human verdicts on this artifact's lineage, most recent first; kept
     # apart from `chunks` (and not ranked with them).
     lineage_history: list[LineageVerdict] = Field(default_factory=list)
+    # Censors that fire on this artifact (the posterior only: they judge the artifact).
+    censors: list[CensorHit] = Field(default_factory=list)
 
 
 class PassResult(BaseModel):
@@ -310,6 +322,7 @@ class CalibrationInputs(BaseModel):
     # (counted up to the probation bound); None: the gate names no agent.
     agent: str | None = None
     agent_human_answers: int = 0
+    censors: list[CensorHit] = Field(default_factory=list)
 
 
 class Calibration(BaseModel):
@@ -323,6 +336,7 @@ class Calibration(BaseModel):
     evidence: int = 0
     errors: int = 0
     target: float | None = None
+    censors: list[str] = Field(default_factory=list)  # ids of the censors that fired (block or warn)
 
 
 class ModelPin(BaseModel):

@@ -56,6 +56,7 @@ def standard_variants(base: MemoryParams | None = None) -> list[Variant]:
         Variant(name="default", predictor="learned", memory=m),
         Variant(name="no-probation", predictor="learned", memory=m, calibration={"probation_answers": 0}),
         Variant(name="no-regret", predictor="learned", memory=m, calibration={"regret_window": 0}),
+        Variant(name="no-censors", predictor="learned", memory=m, calibration={"censor_min": 0}),
         Variant(name="composite", memory=m),  # the memory vote alone, under the same rule
         Variant(name="composite@0.8", memory=m, fixed_threshold=BASELINE_THRESHOLD),
         Variant(name="learned@0.8", predictor="learned", memory=m, fixed_threshold=BASELINE_THRESHOLD),
@@ -158,7 +159,7 @@ def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedde
                 record = OutcomeRecord(
                     request=request, n=n, workflow_id=f"replay/{event.gate_id}", **outcome,
                     prior=c.prior, posterior=c.posterior, surprise=c.surprise, calibration=c.calibration)
-                record_outcome(memory, record, artifacts=False, regret_window=run_settings.calibration.regret_window)
+                record_outcome(memory, record, artifacts=False, params=run_settings.calibration)
                 if observe:
                     observe(record)
                 if progress:

@@ -1,7 +1,8 @@
 """Post-hoc calibration of the proxy's confidence: the guards, in order, then the
 autonomy rule.
 
-The memory guards (cold start, tension, staleness) cap the confidence: they doubt the
+A `block` censor (vicar.proxy.censors) that fired on the artifact withholds the answer
+first. The memory guards (cold start, tension, staleness) cap the confidence: they doubt the
 memory the score rests on. Then the autonomy rule (vicar.proxy.autonomy): `unproven`
 when no threshold is proven or the score is below it, `probation` while the gate's
 upstream agent has too few human answers (agent-trust-memory.md), `audit` for the share
@@ -14,10 +15,10 @@ call the same function.
 from __future__ import annotations
 
 from vicar.config import CalibrationParams
-from vicar.models import AutonomyRule, Calibration, CalibrationInputs
+from vicar.models import AutonomyRule, Calibration, CalibrationInputs, CensorHit
 
-GUARDS = ("cold_start", "tension", "staleness", "unproven", "probation", "audit")
-CAPPING = frozenset(GUARDS[:3])
+GUARDS = ("censor", "cold_start", "tension", "staleness", "unproven", "probation", "audit")
+CAPPING = frozenset(GUARDS[1:4])
 
 
 def rule_note(rule: AutonomyRule) -> str:
@@ -26,6 +27,9 @@ def rule_note(rule: AutonomyRule) -> str:
 
 def _reasons(confidence: float, inp: CalibrationInputs, p: CalibrationParams) -> list[tuple[str, str]]:
     fired: list[tuple[str, str]] = []
+    blocks = [h for h in inp.censors if h.action == "block"]
+    if blocks:
+        fired.append(("censor", "; ".join(censor_note(h) for h in blocks)))
     if inp.memory_depth < p.memory_depth_threshold:
         fired.append(("cold_start", f"memory depth {inp.memory_depth} < {p.memory_depth_threshold}"))
     if inp.tension:
@@ -62,14 +66,22 @@ def _reasons(confidence: float, inp: CalibrationInputs, p: CalibrationParams) ->
     return fired
 
 
+def censor_note(hit: CensorHit) -> str:
+    return f"censor {hit.censor_id} ({hit.action}, similarity {hit.similarity:.2f}): {hit.reason}"
+
+
 def calibrate(confidence: float, inp: CalibrationInputs, params: CalibrationParams) -> Calibration:
     fired = _reasons(confidence, inp, params)
     rule = inp.rule
-    numbers = dict(threshold=rule.threshold, bound=rule.bound, evidence=rule.evidence, errors=rule.errors,
-                   target=rule.target) if rule else {}
+    numbers: dict = dict(censors=[h.censor_id for h in inp.censors])
+    if rule:
+        numbers |= dict(threshold=rule.threshold, bound=rule.bound, evidence=rule.evidence, errors=rule.errors,
+                        target=rule.target)
+    # A warning withholds nothing: its reason goes with the note, whoever answers.
+    warns = "".join(f" | {censor_note(h)}" for h in inp.censors if h.action == "warn")
     if not fired:
         return Calibration(confidence=confidence, guard="passthrough", autonomous=True,
-                           note=f"proven threshold {rule.threshold:.2f} ({rule_note(rule)})", **numbers)
+                           note=f"proven threshold {rule.threshold:.2f} ({rule_note(rule)}){warns}", **numbers)
     guard, note = fired[0]
     capped = min(confidence, params.cap) if any(g in CAPPING for g, _ in fired) else confidence
-    return Calibration(confidence=capped, guard=guard, note=note, fired=[g for g, _ in fired], **numbers)
+    return Calibration(confidence=capped, guard=guard, note=note + warns, fired=[g for g, _ in fired], **numbers)

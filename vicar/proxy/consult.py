@@ -12,6 +12,7 @@ from datetime import datetime
 
 from pydantic import BaseModel
 
+from vicar.memory.censor import CENSOR_DIMS
 from vicar.memory.chunk import ARTIFACT_EMBED_CHARS, MemoryChunk, chunk_id_for, situation_text
 from vicar.memory.principal import PrincipalMemory, noise_seed
 from vicar.memory.retrieval import Query
@@ -34,6 +35,7 @@ from vicar.models import (
 from vicar.proxy.bookkeeping import context_key, load_entry
 from vicar.proxy.autonomy import PairWindow, audit_draw
 from vicar.proxy.calibration import calibrate
+from vicar.proxy.censors import fire
 from vicar.proxy.conflicts import genuine_tension
 from vicar.proxy.decision import Decision, decide, surprised
 from vicar.proxy.lineage import lineage_of
@@ -64,11 +66,19 @@ def build_query(request: GateRequest, n: int, phase: str, artifact: str = "",
 
 
 def retrieve(memory: PrincipalMemory, request: GateRequest, n: int, phase: str, artifact: str = "",
-             options: RetrievalOptions | None = None) -> RetrievalContext:
+             options: RetrievalOptions | None = None, censor_params: CalibrationParams | None = None
+             ) -> RetrievalContext:
+    """`censor_params`: check the context's censors against the artifact (posterior only)."""
     query = build_query(request, n, phase, artifact, options, noise=memory.params.noise_s > 0)
     hits = memory.retrieve(query)
     options = options or RetrievalOptions()
+    censors = []
+    if censor_params is not None and phase == "posterior":
+        # The same texts the retrieval just embedded: the embedder's cache answers.
+        censors = fire(memory, request, memory.query_vectors(
+            {d: t for d, t in query.texts.items() if d in CENSOR_DIMS}), censor_params)
     return RetrievalContext(
+        censors=censors,
         principal=request.principal,
         n=n,
         phase=phase,
@@ -174,7 +184,8 @@ def calibration_inputs(
     *, now: datetime | None, gate_key: str,
 ) -> CalibrationInputs:
     """Everything the guards read: memory depth, tension among the retrieved memories,
-    the context's last human answer, the autonomy rule and the gate's audit draw."""
+    the context's last human answer, the autonomy rule, the gate's audit draw, the
+    upstream agent's record and the censors that fired on the artifact."""
     entry = load_entry(memory.store.context_entry(context_key(request.state.value, request.task_type, request.kind)))
     return CalibrationInputs(
         memory_depth=ctx.memory_depth,
@@ -186,6 +197,7 @@ def calibration_inputs(
         agent=request.upstream_agent or None,
         agent_human_answers=(memory.store.human_answers_from(request.upstream_agent, params.probation_answers)
                              if request.upstream_agent else 0),
+        censors=ctx.censors,
     )
 
 
@@ -210,7 +222,7 @@ def consult(
     prior_ctx = retrieve(memory, request, n, "prior", options=settings.retrieval)
     prior_ctx.working_memory = working_memory  # the session's cacheable prefix
     prior = predictor.prior(request, prior_ctx, dialog)
-    post_ctx = retrieve(memory, request, n, "posterior", artifact, settings.retrieval)
+    post_ctx = retrieve(memory, request, n, "posterior", artifact, settings.retrieval, settings.calibration)
     post_ctx.working_memory = working_memory
     posterior = predictor.posterior(request, post_ctx, artifact, prior, dialog)
     surprise = predictor.surprise(request, artifact, prior, posterior, post_ctx) if surprised(prior, posterior) else None

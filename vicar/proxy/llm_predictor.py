@@ -66,7 +66,7 @@ class LLMPredictor:
     ) -> PassResult:
         chunks = ctx.chunks[: prompts.MAX_MEMORIES_SHOWN]
         body = prompts.pass_body(request, chunks, dialog, artifact=artifact, prior=prior,
-                                 lineage=ctx.lineage_history)
+                                 lineage=ctx.lineage_history, censors=ctx.censors)
         return self._pass(request, ctx, chunks, body)
 
     def surprise(

@@ -15,11 +15,12 @@ import os
 from pathlib import Path
 
 from vicar.memory.principal import PrincipalMemory
-from vicar.config import REGRET_WINDOW
+from vicar.config import CalibrationParams
 from vicar.files import atomic_write as _atomic_write
 from vicar.memory.chunk import MemoryChunk
-from vicar.models import Action, AnsweredBy, OutcomeRecord
+from vicar.models import AnsweredBy, OutcomeRecord
 from vicar.proxy.bookkeeping import ConfidenceModel, ContextEntry, apply_outcome, context_key, load_entry
+from vicar.proxy import censors
 from vicar.proxy.consult import outcome_chunk
 
 CONFIDENCE_FILE = "proxy-confidence.json"
@@ -28,10 +29,11 @@ PATTERNS_FILE = "proxy-patterns.md"
 
 
 def record_outcome(memory: PrincipalMemory, record: OutcomeRecord, *, artifacts: bool = True,
-                   artifact: str | None = None, regret_window: int = REGRET_WINDOW) -> str:
+                   artifact: str | None = None, params: CalibrationParams | None = None) -> str:
     """`artifact`: the whole artifact text (see outcome_chunk); None for the request's own.
-    `regret_window`: how many interactions back a human reversal finds the proxy's
-    approvals on the same lineage (0: regret is not inferred)."""
+    `params`: the regret window and the censors' learning and feedback (default: the
+    shipped ones)."""
+    params = params or CalibrationParams()
     chunk = outcome_chunk(record, artifact)
     memory.record(chunk)
     req = record.request
@@ -43,8 +45,10 @@ def record_outcome(memory: PrincipalMemory, record: OutcomeRecord, *, artifacts:
         record.workflow_id, req.state.value, req.task_type, record.answered_by.value,
         record.action.value, record.at.isoformat() if record.at else None,
         record.model_dump_json(), context_key(req.state.value, req.task_type, req.kind), update,
-        pair=autonomy_pair(record), regrets=regretted(memory, record, chunk, regret_window),
+        pair=autonomy_pair(record), regrets=regretted(memory, record, chunk, params.regret_window),
+        censor_feedback=censors.feedback(record, params),
     )
+    censors.learn(memory, chunk, params)
     if artifacts:
         write_artifacts(memory)
     return chunk.id
@@ -63,14 +67,11 @@ def autonomy_pair(record: OutcomeRecord) -> tuple[str, int, float, bool, str | N
             record.request.upstream_agent or None)
 
 
-REVERSALS = (Action.correct, Action.reject)
-
-
 def regretted(memory: PrincipalMemory, record: OutcomeRecord, chunk: MemoryChunk, window: int) -> list[MemoryChunk]:
     """Regret (agent-trust-memory.md): the proxy's own approvals on this lineage within
     the window that this human answer reverses. Each is a wrong answer the proxy gave
     alone; it counts against the autonomy rule and the agent's trust."""
-    if record.answered_by is not AnsweredBy.human or record.action not in REVERSALS or window <= 0:
+    if record.answered_by is not AnsweredBy.human or record.action not in censors.REVERSALS or window <= 0:
         return []
     return memory.store.proxy_answers_on(chunk.kind.value, chunk.lineage, record.n - window, record.n)
 

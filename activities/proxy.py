@@ -253,7 +253,8 @@ class ProxyActivities:
             except ArtifactRefused:
                 pass
         return record_outcome(self.registry.get(record.request.principal), record, artifact=artifact,
-                              params=self.settings.calibration)
+                              params=self.settings.calibration,
+                              facts=self.settings.facts)
 
     @activity.defn(name=c.PIN_MODEL)
     @store_errors

@@ -213,18 +213,21 @@ class MemoryIndex:
         col = self.vectors.get(dim)
         return i is not None and col is not None and i < col.row_of.size and col.row_of.view[i] >= 0
 
-    def candidates(self, filters: dict[str, str | None]) -> np.ndarray:
-        """Indices of chunks matching every given structural field (None or 'any' = any)."""
+    def candidates(self, filters: dict[str, str | list[str] | None]) -> np.ndarray:
+        """Indices of chunks matching every given structural field (None or 'any' = any;
+        a list: any of its values)."""
         mask = np.ones(len(self.ids), dtype=bool)
         for field, value in filters.items():
             if value is None or value == ANY:
                 continue
             if field not in self._codes:
                 raise ValueError(f"cannot filter on {field!r}; fields: {', '.join(STRUCT_FIELDS)}")
-            code = self._codes[field].get(value)
-            if code is None:
+            values = value if isinstance(value, list) else [value]
+            codes = [c for c in (self._codes[field].get(v) for v in values) if c is not None]
+            if not codes:
                 return np.zeros(0, dtype=np.int64)
-            mask &= self._fields[field].view == code
+            column = self._fields[field].view
+            mask &= column == codes[0] if len(codes) == 1 else np.isin(column, codes)
         return np.flatnonzero(mask)
 
     def activations(self, now: int, decay: float, age_floor: float, mode: str = "exact") -> np.ndarray:

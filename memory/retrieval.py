@@ -39,7 +39,8 @@ class EmbeddingMode(str, Enum):
 
 class Query(BaseModel):
     now: int = Field(ge=0, description="Current interaction number N")
-    filters: dict[str, str | None] = Field(default_factory=dict)
+    # A field's value, or a list of values any of which matches (one search across kinds).
+    filters: dict[str, str | list[str] | None] = Field(default_factory=dict)
     texts: dict[str, str] = Field(default_factory=dict, description="query text per dimension")
     mode: RetrievalMode = RetrievalMode.composite
     embedding: EmbeddingMode = EmbeddingMode.multi

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from vicar.memory.censor import Censor
 from vicar.memory.chunk import MemoryChunk
+from vicar.memory.fact import Fact
 from vicar.errors import BrokenStore
 
 # Versioned migrations: index i brings the schema from version i to i + 1.
@@ -155,6 +156,17 @@ MIGRATIONS: list[str] = [
         entry TEXT NOT NULL
     );
     CREATE INDEX censors_context ON censors (kind, state, task_type);
+    """,
+    # Semantic facts (preferences, procedures): their lifecycle beside their chunk.
+    """
+    CREATE TABLE facts (
+        id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        state TEXT NOT NULL,
+        task_type TEXT NOT NULL,
+        entry TEXT NOT NULL
+    );
+    CREATE INDEX facts_context ON facts (kind, state, task_type);
     """,
 ]
 
@@ -299,14 +311,17 @@ class RecordStore:
                     update: Callable[[str | None], str],
                     pair: tuple[str, int, float, bool, str | None] | None = None,
                     regrets: Sequence[MemoryChunk] = (),
-                    censor_feedback: tuple[Sequence[str], Callable[[Censor], Censor]] | None = None) -> bool:
+                    censor_feedback: tuple[Sequence[str], Callable[[Censor], Censor]] | None = None,
+                    facts: tuple[Sequence[Fact], Sequence[tuple[str, str, str, str | None, str]]] = ((), ())
+                    ) -> bool:
         """Log a gate's outcome and update its context entry in one transaction, once per
         workflow id: a retry finds the row and changes nothing. `update` maps the stored
         entry JSON (or None) to the new one; `pair` (kind, n, score, correct, upstream
         agent) is the autonomy rule's evidence from this gate; `regrets` the proxy's answers this outcome
         reversed, each a wrong pair (once, whichever outcome finds it first);
         `censor_feedback` (censor ids, their update) what the answer says of the censors
-        that fired on the gate. Returns True if the outcome was new."""
+        that fired on the gate; `facts` (changed facts, audit rows) how the answer moved
+        the human's preferences. Returns True if the outcome was new."""
         with self.transaction(chunk_rows_kept=True) as db:
             cur = db.execute(
                 "INSERT OR IGNORE INTO outcomes (workflow_id, state, task_type, answered_by, action, at, record)"
@@ -337,7 +352,57 @@ class RecordStore:
                     if row:
                         db.execute("UPDATE censors SET entry = ? WHERE id = ?",
                                    (change(Censor.model_validate_json(row[0])).model_dump_json(), cid))
+            self._write_facts(db, *facts)
             return True
+
+    # -- facts ---------------------------------------------------------------
+
+    def recent_human_answers(self, kind: str, state: str, task_type: str, limit: int) -> list[MemoryChunk]:
+        """The latest `limit` human answers of one context, newest first, without traces."""
+        with self._lock:
+            ids = [r[0] for r in self._db.execute(
+                "SELECT id FROM chunks WHERE state = ? AND task_type = ? AND answered_by = 'human' AND kind = ?"
+                " ORDER BY created_n DESC LIMIT ?", (state, task_type, kind, limit))]
+        return self.get_chunks(ids, with_traces=False)
+
+    def facts_by_id(self, ids: Sequence[str]) -> list[Fact]:
+        if not ids:
+            return []
+        with self._lock:
+            rows = self._db.execute(f"SELECT entry FROM facts WHERE id IN ({', '.join('?' * len(ids))})",
+                                    tuple(ids)).fetchall()
+        return [Fact.model_validate_json(r[0]) for r in rows]
+
+    def facts(self, kind: str, state: str | None = None, task_type: str | None = None) -> list[Fact]:
+        """One kind's facts (any stage), of one context or all, oldest first."""
+        sql, params = "SELECT entry FROM facts WHERE kind = ?", (kind,)
+        if state is not None:
+            sql, params = sql + " AND state = ? AND task_type = ?", (kind, state, task_type)
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY rowid", params).fetchall()
+        return [Fact.model_validate_json(r[0]) for r in rows]
+
+    def save_facts(self, facts: Sequence[Fact], audit: Sequence[tuple[str, str, str, str | None, str]] = ()) -> None:
+        """Write facts (new or changed) in one transaction; a fact no longer live takes
+        its chunk out of retrieval (kept, marked). `audit`: (decision id, op, chunk id,
+        target id, reason) rows for the audit log, each written once, with the chunk's
+        record as its tombstone."""
+        with self.transaction() as db:
+            self._write_facts(db, facts, audit)
+
+    def _write_facts(self, db: sqlite3.Connection, facts: Sequence[Fact],
+                     audit: Sequence[tuple[str, str, str, str | None, str]]) -> None:
+        for decision_id, op, chunk_id, target, reason in audit:
+            chunk = self.get_chunk(chunk_id)
+            self.log_decision(db, decision_id, "facts", op, chunk_id, target, reason,
+                              chunk.model_dump_json() if chunk else None)
+        for f in facts:
+            db.execute("INSERT OR REPLACE INTO facts (id, kind, state, task_type, entry) VALUES (?, ?, ?, ?, ?)",
+                       (f.id, f.kind, f.state, f.task_type, f.model_dump_json()))
+            if not f.live:
+                db.execute("UPDATE chunks SET status = 'superseded', superseded_by = ? WHERE id = ?",
+                           (f.successor, f.id))
+                self._cached.pop(f.id, None)
 
     # -- censors ---------------------------------------------------------------
 
@@ -368,17 +433,21 @@ class RecordStore:
             return new
 
     def proxy_answers_on(self, kind: str, lineage: str, since_n: int, before_n: int,
-                         outcomes: tuple[str, ...] = ("approve",), most: int = 16) -> list[MemoryChunk]:
-        """The proxy's own answers (of these actions) on a lineage, created in
-        [since_n, before_n): an index range, newest first, at most `most`."""
+                         outcomes: tuple[str, ...] = ("approve",), most: int = 16,
+                         revision: str | None = None) -> list[MemoryChunk]:
+        """The proxy's own answers (of these actions) on a lineage (and, given, one
+        revision of it), created in [since_n, before_n): an index range, newest first,
+        at most `most`."""
         if not lineage or since_n >= before_n:
             return []
         marks = ", ".join("?" * len(outcomes))
+        same = " AND revision = ?" if revision is not None else ""
         with self._lock:
             ids = [r[0] for r in self._db.execute(
                 "SELECT id FROM chunks INDEXED BY chunks_lineage_proxy WHERE kind = ? AND lineage = ?"
-                f" AND answered_by = 'proxy' AND created_n >= ? AND created_n < ? AND outcome IN ({marks})"
-                " ORDER BY created_n DESC LIMIT ?", (kind, lineage, since_n, before_n, *outcomes, most))]
+                f" AND answered_by = 'proxy' AND created_n >= ? AND created_n < ? AND outcome IN ({marks}){same}"
+                " ORDER BY created_n DESC LIMIT ?",
+                (kind, lineage, since_n, before_n, *outcomes, *([revision] if same else []), most))]
         return self.get_chunks(ids, with_traces=False)
 
     def agent_ledger_rows(self) -> tuple[list[tuple[str, str, str, int]], list[tuple[str, bool, int]]]:

@@ -30,6 +30,7 @@ from vicar.models import (
     Action, AnsweredBy, GateRequest, JoinReply, OutcomeRecord, SessionConfig, SessionGate, SessionInput,
     SessionJoin, SessionSummary,
 )
+from vicar.proxy import preferences
 from vicar.proxy.outcomes import record_outcome
 from vicar.server import test_server_binary as skipping_server_binary
 
@@ -160,7 +161,6 @@ async def test_a_killed_consolidation_finishes_once_with_the_same_memory(tempora
     ref = PrincipalMemory(p, ref_root, embedder, settings.memory)
     plan = plan_consolidation(ref, "s1", [chunk_id_for(p, w) for w in gate_ids])
     apply_consolidation(ref, plan)
-    expected = memory_fingerprint(ref)
     ref.close()
     assert len(plan.decisions) == 8
 
@@ -198,6 +198,12 @@ async def test_a_killed_consolidation_finishes_once_with_the_same_memory(tempora
     async with worker:
         done = await summary_when(handle, lambda s: s.status == "done", timeout=90)
     assert done.ended_by == "signal" and done.consolidation.applied == 8 - halfway
+    # The activity then learns the session's preferences, at the N it is at by then.
+    ref = PrincipalMemory(p, ref_root, embedder, settings.memory)
+    ref.raise_counter(registry.get(p).counter())
+    assert len(preferences.after_consolidation(ref, plan, settings.facts)) == done.consolidation.facts_learned == 3
+    expected = memory_fingerprint(ref)
+    ref.close()
     assert memory_fingerprint(registry.get(p)) == expected
     assert applied() == 8  # every decision logged once
     registry.close()

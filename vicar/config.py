@@ -195,6 +195,9 @@ class CalibrationParams(BaseModel):
     # lineage this many interactions back (agent-trust-memory.md keeps 90 days;
     # interactions are the memory's clock). 0: off. README, "Regret".
     regret_window: int = Field(100, ge=0, le=100_000)
+    # "lineage": any later revision of the thread reversed counts; "revision": only the
+    # same revision (the artifact the proxy approved, not its successor).
+    regret_scope: Literal["lineage", "revision"] = "lineage"
     # Censors (memory-types.md): learned once the human has corrected or rejected this many
     # artifacts of one context this alike (mean cosine over artifact and agent message);
     # each approval of a censored gate multiplies its severity by the factor (block at
@@ -280,6 +283,25 @@ def webhook_from_env() -> str | None:
     return raw
 
 
+class FactParams(BaseModel):
+    """Semantic facts (memory-types.md): the human's preferences, learned from the
+    concerns they repeat when they turn work back, with Hindsight's asymmetric
+    confidence. README, "Preferences"."""
+
+    preferences: bool = True
+    # A concern word said in this many of a context's corrections and rejections (and
+    # said more when turning work back than when approving) becomes a preference.
+    preference_min: int = Field(3, ge=1, le=1000)
+    lookback: int = Field(100, ge=1, le=10_000)  # latest human answers per context read at extraction
+    per_context: int = Field(5, ge=1, le=100)  # most live preferences per context
+    initial_confidence: float = Field(0.5, gt=0.0, lt=1.0)
+    alpha: float = Field(0.1, gt=0.0, lt=1.0)  # a confirmation: c += alpha * (1 - c)
+    # Hindsight: a disconfirmation moves further, c -= factor * alpha * c (1: symmetric).
+    hindsight_factor: float = Field(2.0, ge=1.0, le=9.0)
+    confirm_at: float = Field(0.7, gt=0.0, lt=1.0)  # learned -> confirmed
+    deactivate_at: float = Field(0.2, ge=0.0, lt=1.0)  # below: deactivated
+
+
 class Settings(BaseModel):
     data_dir: Path = Field(default_factory=lambda: Path.home() / ".vicar")
     task_queue: str = TASK_QUEUE
@@ -287,6 +309,7 @@ class Settings(BaseModel):
     predictor: PredictorParams = Field(default_factory=PredictorParams)
     retrieval: RetrievalOptions = Field(default_factory=RetrievalOptions)
     calibration: CalibrationParams = Field(default_factory=CalibrationParams)
+    facts: FactParams = Field(default_factory=FactParams)
     # Reviewer turns the proxy may take in one gate's dialog before the human decides.
     max_dialog_turns: int = 5
     session: SessionConfig = Field(default_factory=SessionConfig)

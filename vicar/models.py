@@ -197,6 +197,7 @@ class ChunkSummary(BaseModel):
     """A retrieved memory as the predictor sees it (no vectors)."""
 
     chunk_id: str
+    kind: str = "gate"  # a gate episode, a question, or a fact: "preference", "procedure"
     state: str
     task_type: str
     outcome: str
@@ -209,6 +210,11 @@ class ChunkSummary(BaseModel):
     activation: float
     similarity: float | None
     score: float
+    confidence: float | None = None  # a fact's confidence; None for an episode
+
+    @property
+    def is_fact(self) -> bool:
+        return self.kind in ("preference", "procedure")
 
 
 class DialogTurn(BaseModel):
@@ -565,6 +571,7 @@ class ConsolidationReport(BaseModel):
     counts: dict[str, int] = Field(default_factory=dict)
     superseded: list[str] = Field(default_factory=list)
     tensions: int = 0
+    facts_learned: int = 0  # preferences extracted from the session's contexts
 
 
 class ConsolidationInput(BaseModel):

@@ -25,9 +25,13 @@ from vicar.eval.metrics import BASELINE_THRESHOLD, Prediction
 from vicar.models import Action, AnsweredBy, OutcomeRecord
 from vicar.proxy.consult import build_query, consult, outcome_chunk
 from vicar.proxy.outcomes import record_outcome
+from vicar.proxy.preferences import extract as extract_preferences
 from vicar.proxy.offline import OfflinePredictor
 
 Progress = Callable[[int], None]  # called with the number of gates just replayed
+# The dataset has no sessions: preferences are extracted every this many gates, from the
+# contexts those gates touched, as consolidation does at a session's end.
+FACT_SESSION_GATES = 50
 
 
 class Variant(BaseModel):
@@ -41,7 +45,8 @@ class Variant(BaseModel):
     fixed_threshold: float | None = None
     # CalibrationParams fields that differ from the settings' (a mechanism switched off
     # or swept against the shipped default in the same run).
-    calibration: dict[str, float | int] = Field(default_factory=dict)
+    calibration: dict[str, float | int | str] = Field(default_factory=dict)
+    facts: dict[str, float | int | bool] = Field(default_factory=dict)  # FactParams fields likewise
 
 
 def standard_variants(base: MemoryParams | None = None) -> list[Variant]:
@@ -57,6 +62,7 @@ def standard_variants(base: MemoryParams | None = None) -> list[Variant]:
         Variant(name="no-probation", predictor="learned", memory=m, calibration={"probation_answers": 0}),
         Variant(name="no-regret", predictor="learned", memory=m, calibration={"regret_window": 0}),
         Variant(name="no-censors", predictor="learned", memory=m, calibration={"censor_min": 0}),
+        Variant(name="no-preferences", predictor="learned", memory=m, facts={"preferences": False}),
         Variant(name="composite", memory=m),  # the memory vote alone, under the same rule
         Variant(name="composite@0.8", memory=m, fixed_threshold=BASELINE_THRESHOLD),
         Variant(name="learned@0.8", predictor="learned", memory=m, fixed_threshold=BASELINE_THRESHOLD),
@@ -112,10 +118,12 @@ def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedde
     principal = principal_for(events[0].reviewer) if events else "reviewer"
     run_settings = settings.model_copy(update={
         "retrieval": variant.retrieval, "memory": variant.memory,
-        "calibration": settings.calibration.model_copy(update=variant.calibration)})
+        "calibration": settings.calibration.model_copy(update=variant.calibration),
+        "facts": settings.facts.model_copy(update=variant.facts)})
     predictor = predictor or make_predictor(variant.predictor, settings)
     observe = getattr(predictor, "observe", None)  # a learning predictor sees each answer
     preds: list[Prediction] = []
+    touched: set[tuple[str, str]] = set()
     with tempfile.TemporaryDirectory(prefix="vicar-replay-") as tmp:
         memory = PrincipalMemory(principal, Path(tmp), embedder, variant.memory, throwaway=True)
         try:
@@ -159,9 +167,14 @@ def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedde
                 record = OutcomeRecord(
                     request=request, n=n, workflow_id=f"replay/{event.gate_id}", **outcome,
                     prior=c.prior, posterior=c.posterior, surprise=c.surprise, calibration=c.calibration)
-                record_outcome(memory, record, artifacts=False, params=run_settings.calibration)
+                record_outcome(memory, record, artifacts=False, params=run_settings.calibration,
+                               facts=run_settings.facts)
                 if observe:
                     observe(record)
+                touched.add((request.state.value, request.task_type))
+                if n % FACT_SESSION_GATES == 0:  # the replay's stand-in for a session's consolidation
+                    extract_preferences(memory, touched, n, run_settings.facts)
+                    touched.clear()
                 if progress:
                     progress(1)
             # Regret is found by a later human answer, never by the replay peeking: the

@@ -166,6 +166,11 @@ def memories_block(chunks: Sequence[ChunkSummary]) -> str:
         return "Memories of this reviewer at similar gates: none."
     entries = []
     for i, c in enumerate(chunks, 1):
+        if c.is_fact:
+            entries.append(f"[{i}] {c.kind.capitalize()} of this reviewer at {c.state} / {c.task_type} "
+                           f"(confidence {c.confidence or 0.0:.2f}), about {c.question!r}: "
+                           f"{clip(c.human_response, MEMORY_TEXT_CHARS)}")
+            continue
         who = "the human" if c.answered_by is AnsweredBy.human else "the proxy"
         entry = [f"[{i}] {c.state} / {c.task_type}: outcome {c.outcome}, answered by {who}"]
         if c.question.strip():

@@ -36,6 +36,7 @@ from vicar.proxy.bookkeeping import context_key, load_entry
 from vicar.proxy.autonomy import PairWindow, audit_draw
 from vicar.proxy.calibration import calibrate
 from vicar.proxy.censors import fire
+from vicar.proxy.preferences import FACT_KINDS
 from vicar.proxy.conflicts import genuine_tension
 from vicar.proxy.decision import Decision, decide, surprised
 from vicar.proxy.lineage import lineage_of
@@ -56,8 +57,9 @@ def build_query(request: GateRequest, n: int, phase: str, artifact: str = "",
     options = options or RetrievalOptions()
     return Query(
         now=n,
-        filters={"kind": request.kind.value, "state": request.state.value, "task_type": request.task_type,
-                 "answered_by": AnsweredBy.human.value},
+        # One search across kinds: the gate's episodes and the human's facts of the context.
+        filters={"kind": [request.kind.value, *FACT_KINDS], "state": request.state.value,
+                 "task_type": request.task_type, "answered_by": AnsweredBy.human.value},
         texts={k: v for k, v in texts.items() if v.strip()},
         mode=options.mode, embedding=options.embedding, lexical=options.lexical,
         # Noise fixed by (principal, N, phase): a retried retrieval sees the same draw.
@@ -72,6 +74,7 @@ def retrieve(memory: PrincipalMemory, request: GateRequest, n: int, phase: str, 
     query = build_query(request, n, phase, artifact, options, noise=memory.params.noise_s > 0)
     hits = memory.retrieve(query)
     options = options or RetrievalOptions()
+    facts = {f.id: f for f in memory.store.facts_by_id([c.id for _, c in hits if c.kind.value in FACT_KINDS])}
     censors = []
     if censor_params is not None and phase == "posterior":
         # The same texts the retrieval just embedded: the embedder's cache answers.
@@ -84,7 +87,8 @@ def retrieve(memory: PrincipalMemory, request: GateRequest, n: int, phase: str, 
         phase=phase,
         chunks=[
             ChunkSummary(
-                chunk_id=chunk.id, state=chunk.state, task_type=chunk.task_type,
+                chunk_id=chunk.id, kind=chunk.kind.value, state=chunk.state, task_type=chunk.task_type,
+                confidence=facts[chunk.id].confidence if chunk.id in facts else None,
                 outcome=chunk.outcome, answered_by=AnsweredBy(chunk.answered_by),
                 question=chunk.question, artifact_excerpt=chunk.artifact_excerpt[:500],
                 human_response=chunk.human_response, upstream_agent=chunk.upstream_agent,

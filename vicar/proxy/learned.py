@@ -39,6 +39,7 @@ from vicar.models import (
     Surprise,
     Usage,
 )
+from vicar.proxy.preferences import concern_words
 from vicar.proxy.lineage import artifact_hash, lineage_of
 from vicar.proxy.offline import DEFAULT_TEXT, OfflinePredictor
 
@@ -109,7 +110,8 @@ def _revision_number(revision: str) -> float:
 # -- the feature list (one place) ---------------------------------------------------
 
 NAN = float("nan")
-MEMORY_FEATURES = ("mem_action", "mem_conf", "mem_sim1", "mem_sim2", "mem_sim3", "mem_n", "mem_top_action")
+MEMORY_FEATURES = ("mem_action", "mem_conf", "mem_sim1", "mem_sim2", "mem_sim3", "mem_n", "mem_top_action",
+                   "pref_n", "pref_unmet")
 HISTORY_FEATURES = (
     "lin_count", *(f"last{i}" for i in range(1, LAST_VERDICTS + 1)),
     *(f"last{i}_words" for i in range(1, LAST_VERDICTS + 1)),
@@ -126,10 +128,14 @@ CATEGORICAL = tuple(
 )
 
 
-def memory_features(vote: PassResult, ctx: RetrievalContext) -> dict[str, float]:
-    """What the memory vote said and how close the nearest human answers were."""
-    human = sorted((c for c in ctx.chunks if c.answered_by is AnsweredBy.human),
+def memory_features(vote: PassResult, ctx: RetrievalContext, artifact: str = "") -> dict[str, float]:
+    """What the memory vote said, how close the nearest human answers were, and the
+    human's retrieved preferences: how many, and the confidence of those whose subject
+    the artifact does not mention (a want it may not meet)."""
+    human = sorted((c for c in ctx.chunks if c.answered_by is AnsweredBy.human and not c.is_fact),
                    key=lambda c: -(c.similarity or 0.0))
+    facts = [c for c in ctx.chunks if c.kind == "preference"]
+    words = concern_words(artifact) if facts else set()
     sims = [c.similarity if c.similarity is not None else NAN for c in human[:3]]
     sims += [NAN] * (3 - len(sims))
     top = Action(human[0].outcome) if human and human[0].outcome in Action._value2member_map_ else None
@@ -139,6 +145,8 @@ def memory_features(vote: PassResult, ctx: RetrievalContext) -> dict[str, float]
         "mem_sim1": sims[0], "mem_sim2": sims[1], "mem_sim3": sims[2],
         "mem_n": float(len(human)),
         "mem_top_action": float(ACTION_CODE[top]) if top else NAN,
+        "pref_n": float(len(facts)),
+        "pref_unmet": sum((c.confidence or 0.0) for c in facts if c.question not in words),
     }
     # Missing ones are left out (read back as missing): NaN has no JSON spelling.
     return {k: v for k, v in found.items() if not np.isnan(v)}
@@ -474,7 +482,7 @@ class LearnedPredictor:
 
     def _predict(self, request: GateRequest, ctx: RetrievalContext) -> PassResult:
         vote = self.vote.prior(request, ctx)
-        memory = memory_features(vote, ctx)
+        memory = memory_features(vote, ctx, request.artifact_text)
         vote.features = memory
         if self.model is None or request.kind is not RequestKind.gate:
             return vote  # before the first fit (and for questions) the memory vote answers

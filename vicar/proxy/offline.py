@@ -97,7 +97,8 @@ class OfflinePredictor:
         The vote focuses sharply on the most similar memories (what this human did in
         the closest case); the evidence mass counts every relevant memory, so depth of
         experience and agreement are measured separately."""
-        human = [c for c in ctx.chunks if c.answered_by is AnsweredBy.human]
+        # Facts are not answers to a gate: they inform, they do not vote.
+        human = [c for c in ctx.chunks if c.answered_by is AnsweredBy.human and not c.is_fact]
         if not human:
             return []
         min_sim = self.params.min_similarity

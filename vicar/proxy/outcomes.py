@@ -15,12 +15,12 @@ import os
 from pathlib import Path
 
 from vicar.memory.principal import PrincipalMemory
-from vicar.config import CalibrationParams
+from vicar.config import CalibrationParams, FactParams
 from vicar.files import atomic_write as _atomic_write
 from vicar.memory.chunk import MemoryChunk
 from vicar.models import AnsweredBy, OutcomeRecord
 from vicar.proxy.bookkeeping import ConfidenceModel, ContextEntry, apply_outcome, context_key, load_entry
-from vicar.proxy import censors
+from vicar.proxy import censors, preferences
 from vicar.proxy.consult import outcome_chunk
 
 CONFIDENCE_FILE = "proxy-confidence.json"
@@ -29,11 +29,14 @@ PATTERNS_FILE = "proxy-patterns.md"
 
 
 def record_outcome(memory: PrincipalMemory, record: OutcomeRecord, *, artifacts: bool = True,
-                   artifact: str | None = None, params: CalibrationParams | None = None) -> str:
+                   artifact: str | None = None, params: CalibrationParams | None = None,
+                   facts: FactParams | None = None) -> str:
     """`artifact`: the whole artifact text (see outcome_chunk); None for the request's own.
-    `params`: the regret window and the censors' learning and feedback (default: the
-    shipped ones)."""
+    `params`: the regret window and the censors' learning and feedback; `facts`: how
+    the human's answer moves their preferences (defaults: the shipped ones)."""
     params = params or CalibrationParams()
+    facts = facts or FactParams()
+    moved, audit = preferences.hindsight(memory, record, facts)
     chunk = outcome_chunk(record, artifact)
     memory.record(chunk)
     req = record.request
@@ -41,13 +44,15 @@ def record_outcome(memory: PrincipalMemory, record: OutcomeRecord, *, artifacts:
     def update(stored: str | None) -> str:
         return apply_outcome(load_entry(stored), record).model_dump_json()
 
-    memory.store.log_outcome(
+    new = memory.store.log_outcome(
         record.workflow_id, req.state.value, req.task_type, record.answered_by.value,
         record.action.value, record.at.isoformat() if record.at else None,
         record.model_dump_json(), context_key(req.state.value, req.task_type, req.kind), update,
-        pair=autonomy_pair(record), regrets=regretted(memory, record, chunk, params.regret_window),
-        censor_feedback=censors.feedback(record, params),
+        pair=autonomy_pair(record), regrets=regretted(memory, record, chunk, params),
+        censor_feedback=censors.feedback(record, params), facts=(moved, audit),
     )
+    if new:
+        preferences.after_hindsight(memory, moved, record.n)
     censors.learn(memory, chunk, params)
     if artifacts:
         write_artifacts(memory)
@@ -67,13 +72,17 @@ def autonomy_pair(record: OutcomeRecord) -> tuple[str, int, float, bool, str | N
             record.request.upstream_agent or None)
 
 
-def regretted(memory: PrincipalMemory, record: OutcomeRecord, chunk: MemoryChunk, window: int) -> list[MemoryChunk]:
-    """Regret (agent-trust-memory.md): the proxy's own approvals on this lineage within
-    the window that this human answer reverses. Each is a wrong answer the proxy gave
-    alone; it counts against the autonomy rule and the agent's trust."""
-    if record.answered_by is not AnsweredBy.human or record.action not in censors.REVERSALS or window <= 0:
+def regretted(memory: PrincipalMemory, record: OutcomeRecord, chunk: MemoryChunk,
+              params: CalibrationParams) -> list[MemoryChunk]:
+    """Regret (agent-trust-memory.md): the proxy's own approvals on this lineage (or this
+    revision of it) within the window that this human answer reverses. Each is a wrong
+    answer the proxy gave alone; it counts against the autonomy rule and the agent's trust."""
+    if (record.answered_by is not AnsweredBy.human or record.action not in censors.REVERSALS
+            or params.regret_window <= 0):
         return []
-    return memory.store.proxy_answers_on(chunk.kind.value, chunk.lineage, record.n - window, record.n)
+    return memory.store.proxy_answers_on(
+        chunk.kind.value, chunk.lineage, record.n - params.regret_window, record.n,
+        revision=chunk.revision if params.regret_scope == "revision" else None)
 
 
 def confidence_model(memory: PrincipalMemory) -> ConfidenceModel:

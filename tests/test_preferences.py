@@ -1,0 +1,140 @@
+"""Preferences: learned from the concerns a human repeats when turning work back, moved
+asymmetrically by later answers (Hindsight), superseded or deactivated but never lost."""
+
+from __future__ import annotations
+
+import pytest
+
+from vicar.config import FactParams, MemoryParams
+from vicar.llm import prompts
+from vicar.memory.principal import PrincipalMemory
+from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord, PassResult
+from vicar.proxy.consult import retrieve
+from vicar.proxy.learned import memory_features
+from vicar.proxy.outcomes import record_outcome
+from vicar.proxy.preferences import after_hindsight, concern_words, extract, hindsight, sentence_with
+
+P = FactParams()
+PLAN = "Migration plan: add the column orders.note, backfill it, deploy."
+WITH_ROLLBACK = PLAN + " Rollback: drop the column."
+
+
+def gate(i: int, artifact: str = PLAN, task_type: str = "db-migration") -> GateRequest:
+    return GateRequest(principal="alice", gate_id=f"g{i}", state="PLAN_ASSERT", task_type=task_type,
+                       question="Approve the migration plan?", artifact_text=artifact)
+
+
+def answer(mem: PrincipalMemory, i: int, action: str, text: str, artifact: str = PLAN) -> None:
+    guess = PassResult(prose="", confidence=0.5, action=Action.approve)
+    record_outcome(mem, OutcomeRecord(request=gate(i, artifact), n=i, workflow_id=f"vicar-gate/g{i}",
+                                      action=Action(action), response_text=text, answered_by=AnsweredBy.human,
+                                      prior=guess, posterior=guess), artifacts=False)
+    mem.raise_counter(i)
+
+
+@pytest.fixture
+def memory(tmp_path, embedder):
+    mem = PrincipalMemory("alice", tmp_path / "principals", embedder, MemoryParams())
+    yield mem
+    mem.close()
+
+
+def taught(mem: PrincipalMemory) -> None:
+    answer(mem, 1, "approve", "Looks good, thanks.", WITH_ROLLBACK)
+    answer(mem, 2, "correct", "Where is the rollback? Thanks.")
+    answer(mem, 3, "approve", "Good, thanks.", WITH_ROLLBACK)
+    answer(mem, 4, "reject", "No rollback step, no deploy.")
+    answer(mem, 5, "correct", "Fine otherwise. Migrations need a rollback step.")
+
+
+def live(mem: PrincipalMemory):
+    return [f for f in mem.store.facts("preference") if f.live]
+
+
+def test_a_repeated_concern_becomes_a_preference_retrieved_beside_the_episodes(memory):
+    taught(memory)
+    [fact] = extract(memory, [("PLAN_ASSERT", "db-migration")], 6, P)
+    assert (fact.subject, fact.text, fact.stage, fact.confidence) == (
+        "rollback", "Migrations need a rollback step.", "learned", 0.5)
+    assert len(fact.provenance) == 3
+    # "thanks" is said as often when approving: the reviewer's manner, not a concern.
+    assert "thanks" not in {f.subject for f in memory.store.facts("preference")}
+    assert extract(memory, [("PLAN_ASSERT", "db-migration")], 7, P) == []  # known: nothing new
+    ctx = retrieve(memory, gate(8), 8, "posterior", PLAN)
+    facts = [c for c in ctx.chunks if c.is_fact]
+    assert [(c.chunk_id, c.kind, c.confidence) for c in facts] == [(fact.id, "preference", 0.5)]
+    assert any(not c.is_fact for c in ctx.chunks)  # one search, both kinds
+    # The learned model sees it as a feature, the LLM in the prompt.
+    vote = PassResult(prose="", confidence=0.0)
+    assert memory_features(vote, ctx, PLAN)["pref_unmet"] == 0.5
+    assert memory_features(vote, ctx, WITH_ROLLBACK)["pref_unmet"] == 0.0
+    block = prompts.memories_block(ctx.chunks)
+    assert "Preference of this reviewer at PLAN_ASSERT / db-migration (confidence 0.50)" in block
+    assert "Migrations need a rollback step." in block
+
+
+def test_hindsight_moves_confidence_more_on_disconfirmation(memory):
+    taught(memory)
+    [fact] = extract(memory, [("PLAN_ASSERT", "db-migration")], 6, P)
+    answer(memory, 7, "correct", "Again: the rollback is missing.")
+    answer(memory, 7, "correct", "Again: the rollback is missing.")  # a retried activity moves it once
+    [f] = live(memory)
+    assert f.confidence == pytest.approx(0.5 + 0.1 * 0.5) and f.confirmations == 1
+    assert 7 in memory.store.get_chunk(fact.id).traces  # met again: a new trace
+    answer(memory, 8, "approve", "Fine.")  # approved without a rollback: it does not always hold
+    [f] = live(memory)
+    assert f.confidence == pytest.approx(0.55 - 2 * 0.1 * 0.55) and f.disconfirmations == 1
+    answer(memory, 9, "approve", "Fine.", WITH_ROLLBACK)  # says nothing against it
+    assert live(memory)[0].disconfirmations == 1
+    # A symmetric update (factor 1) would have moved it as much down as up.
+    moved, _ = hindsight(memory, OutcomeRecord(request=gate(10), n=10, workflow_id="x", action=Action.approve,
+                                               response_text="", answered_by=AnsweredBy.human),
+                         P.model_copy(update={"hindsight_factor": 1.0}))
+    assert moved[0].confidence == pytest.approx(0.44 - 0.1 * 0.44)
+
+
+def test_a_disconfirmed_preference_is_deactivated_and_kept_in_the_audit_log(memory):
+    taught(memory)
+    [fact] = extract(memory, [("PLAN_ASSERT", "db-migration")], 6, P)
+    for i in range(7, 12):
+        answer(memory, i, "approve", "Fine.")
+    assert live(memory) == []
+    [f] = memory.store.facts("preference")
+    assert f.stage == "deactivated" and f.confidence < P.deactivate_at
+    assert not any(c.is_fact for c in retrieve(memory, gate(12), 12, "posterior", PLAN).chunks)
+    [entry] = [e for e in memory.store.audit_log() if e["chunk_id"] == fact.id]
+    assert entry["op"] == "DEACTIVATE" and "Migrations need a rollback step." in entry["tombstone"]
+
+
+def test_a_superseded_preference_is_not_retrieved_but_stays_in_the_audit_log(memory):
+    taught(memory)
+    [old] = extract(memory, [("PLAN_ASSERT", "db-migration")], 6, P)
+    answer(memory, 7, "approve", "Fine.")  # its confidence falls below the start ...
+    answer(memory, 8, "reject", "The rollback must be tested on a copy first.")  # ... and new words come
+    [new] = extract(memory, [("PLAN_ASSERT", "db-migration")], 9, P)
+    assert new.text == "The rollback must be tested on a copy first." and new.id != old.id
+    [was] = [f for f in memory.store.facts("preference") if f.id == old.id]
+    assert (was.stage, was.successor) == ("superseded", new.id)
+    assert new.confidence == pytest.approx(live(memory)[0].confidence)  # the line's confidence carries on
+    chunk = memory.store.get_chunk(old.id)
+    assert (chunk.status, chunk.superseded_by) == ("superseded", new.id)
+    ids = [c.chunk_id for c in retrieve(memory, gate(10), 10, "posterior", PLAN).chunks]
+    assert new.id in ids and old.id not in ids
+    [entry] = [e for e in memory.store.audit_log() if e["chunk_id"] == old.id]
+    assert entry["op"] == "SUPERSEDE" and entry["target_id"] == new.id
+    assert "Migrations need a rollback step." in entry["tombstone"]
+
+
+def test_switched_off_nothing_is_learned_or_moved(memory):
+    taught(memory)
+    off = P.model_copy(update={"preferences": False})
+    assert extract(memory, [("PLAN_ASSERT", "db-migration")], 6, off) == []
+    assert hindsight(memory, OutcomeRecord(request=gate(7), n=7, workflow_id="y", action=Action.approve,
+                                           response_text="", answered_by=AnsweredBy.human), off) == ([], [])
+    after_hindsight(memory, [], 7)
+
+
+def test_concern_words_and_sentences():
+    assert concern_words("The ROLLBACK, ok v2 2024") == {"rollback"}
+    assert sentence_with("Fine otherwise. Migrations need a rollback step.", "rollback") == \
+        "Migrations need a rollback step."

@@ -1,0 +1,172 @@
+"""Preferences (memory-types.md): what this human wants in a context, in their own words,
+with a confidence that answers move asymmetrically (Hindsight) and a lifecycle.
+
+- Extraction, at consolidation (the replay: every few dozen gates): in each context
+  the session touched, a concern word the human said in at least `preference_min` of
+  their latest corrections and rejections, and more often there than when approving,
+  becomes a preference: the latest sentence of theirs that says it. An existing live
+  one on the same subject stands; one that lost its confidence (below the start) is
+  superseded by the new words, linked to them.
+- Every later human answer in the context moves it: a correction or rejection that
+  says the subject again confirms it, c += alpha (1 - c); an approval of an artifact
+  that does not mention it disconfirms it, c -= factor alpha c, factor >= 1 (a
+  disconfirming answer moves it more). learned -> confirmed at `confirm_at`;
+  deactivated below `deactivate_at`.
+- A live preference is a chunk of kind `preference`, retrieved beside the episodes in
+  the same search; one that is not live is out of retrieval, and the audit log keeps
+  its record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Iterable
+
+from vicar.config import FactParams
+from vicar.memory.chunk import ChunkKind, MemoryChunk
+from vicar.memory.fact import Fact
+from vicar.memory.lexical import tokenize
+from vicar.memory.principal import PrincipalMemory
+from vicar.models import Action, AnsweredBy, ConsolidationPlan, OutcomeRecord
+from vicar.text import clip
+
+FACT_KINDS = (ChunkKind.preference.value, ChunkKind.procedure.value)
+MIN_WORD = 4  # shorter tokens are rarely a concern ("ok", "fix", "v2")
+FACT_CHARS = 240
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def concern_words(text: str) -> set[str]:
+    return {w for w in tokenize([text])[0] if len(w) >= MIN_WORD and not w.isdigit()}
+
+
+def sentence_with(text: str, word: str) -> str:
+    """The human's sentence that says the word (their words, clipped)."""
+    for sentence in _SENTENCE.split(text):
+        if word in concern_words(sentence):
+            return clip(" ".join(sentence.split()), FACT_CHARS)
+    return clip(" ".join(text.split()), FACT_CHARS)
+
+
+def fact_id(principal: str, kind: str, state: str, task_type: str, subject: str, generation: int) -> str:
+    """Fixed by the fact's place in its subject's line (0, then each successor), not by
+    when it was learned: a retried extraction writes the same fact, whatever N is by then."""
+    key = "\x00".join((principal, kind, state, task_type, subject, str(generation)))
+    return "f-" + hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def _fact_chunk(memory: PrincipalMemory, f: Fact) -> MemoryChunk:
+    # The words are its artifact and response: the query's artifact finds the facts
+    # that speak to it; the situation puts it in its context.
+    return MemoryChunk(id=f.id, principal=memory.principal, kind=ChunkKind(f.kind), state=f.state,
+                       task_type=f.task_type, outcome="", answered_by=AnsweredBy.human.value, question=f.subject,
+                       artifact_excerpt=f.text, human_response=f.text, created_n=f.created_n, traces=[f.created_n])
+
+
+def extract(memory: PrincipalMemory, contexts: Iterable[tuple[str, str]], n: int, params: FactParams) -> list[Fact]:
+    """New preferences of these (state, task type) contexts at interaction N; returns
+    them. Idempotent: a retry finds them live and adds nothing."""
+    if not params.preferences:
+        return []
+    reversal = {Action.correct.value, Action.reject.value}
+    out: list[Fact] = []
+    for state, task_type in sorted(set(contexts)):
+        answers = memory.store.recent_human_answers("gate", state, task_type, params.lookback)
+        turned_back = [(c, concern_words(c.human_response)) for c in answers if c.outcome in reversal]
+        approved = [concern_words(c.human_response) for c in answers if c.outcome == Action.approve.value]
+        said = Counter(w for _, words in turned_back for w in words)
+        said_approving = Counter(w for words in approved for w in words)
+        existing = memory.store.facts("preference", state, task_type)
+        live = {f.subject: f for f in existing if f.live}
+        room = params.per_context - len(live)
+        new, changed, audit = [], [], []
+        for word, k in sorted(said.items(), key=lambda kv: (-kv[1], kv[0])):
+            if k < params.preference_min:
+                break  # the counts fall from here
+            if room <= 0 and word not in live:
+                continue
+            # A concern, not the reviewer's usual vocabulary: said more often (smoothed)
+            # when turning work back than when approving.
+            if (k + 1) / (len(turned_back) + 2) <= (said_approving[word] + 1) / (len(approved) + 2):
+                continue
+            sources = [c for c, words in turned_back if word in words]  # newest first
+            text = sentence_with(sources[0].human_response, word)
+            old = live.get(word)
+            if old is not None and (old.confidence >= params.initial_confidence or old.text == text):
+                continue  # known and standing
+            generation = sum(1 for e in existing if e.subject == word)
+            f = Fact(id=fact_id(memory.principal, "preference", state, task_type, word, generation),
+                     kind="preference",
+                     state=state, task_type=task_type, subject=word, text=text,
+                     confidence=old.confidence if old else params.initial_confidence,
+                     provenance=[c.id for c in sources[:10]], created_n=n, updated_n=n)
+            if old is not None:
+                changed.append(old.model_copy(update={"stage": "superseded", "successor": f.id, "updated_n": n}))
+                audit.append((f"fact:{old.id}:superseded", "SUPERSEDE", old.id, f.id,
+                              f"preference on {word!r} superseded by the human's newer words"))
+            else:
+                room -= 1
+            new.append(f)
+        for f in new:
+            memory.record(_fact_chunk(memory, f))
+        if new or changed:
+            memory.store.save_facts([*new, *changed], audit)
+            for f in changed:
+                memory.index.set_field(f.id, "status", "superseded")
+        out.extend(new)
+    return out
+
+
+def after_consolidation(memory: PrincipalMemory, plan: ConsolidationPlan, params: FactParams) -> list[Fact]:
+    """The session's contexts learn their preferences from the answers just consolidated."""
+    chunks = memory.store.get_chunks([d.chunk_id for d in plan.decisions], with_traces=False)
+    return extract(memory, {(c.state, c.task_type) for c in chunks}, memory.counter(), params)
+
+
+def hindsight(memory: PrincipalMemory, record: OutcomeRecord, params: FactParams
+              ) -> tuple[list[Fact], list[tuple[str, str, str, str | None, str]]]:
+    """How this human answer moves the context's live preferences: (changed facts, audit
+    rows), for the outcome's own transaction, so that an answer moves them once."""
+    if not params.preferences or record.answered_by is not AnsweredBy.human:
+        return [], []
+    req = record.request
+    facts = [f for f in memory.store.facts("preference", req.state.value, req.task_type) if f.live]
+    if not facts:
+        return [], []
+    words = concern_words(record.response_text)
+    artifact = concern_words(req.artifact_text)
+    changed, audit = [], []
+    for f in facts:
+        c = f.confidence
+        if record.action in (Action.correct, Action.reject) and f.subject in words:
+            c = c + params.alpha * (1.0 - c)
+            update = {"confirmations": f.confirmations + 1}
+        elif record.action is Action.approve and f.subject not in artifact:
+            c = c - params.hindsight_factor * params.alpha * c
+            update = {"disconfirmations": f.disconfirmations + 1}
+        else:
+            continue
+        c = min(1.0, max(0.0, c))
+        stage = f.stage
+        if c < params.deactivate_at:
+            stage = "deactivated"
+            audit.append((f"fact:{f.id}:deactivated", "DEACTIVATE", f.id, None,
+                          f"preference on {f.subject!r} disconfirmed: confidence {c:.2f} < {params.deactivate_at:g}"))
+        elif c >= params.confirm_at:
+            stage = "confirmed"
+        changed.append(f.model_copy(update={**update, "confidence": round(c, 6), "stage": stage,
+                                            "updated_n": record.n}))
+    return changed, audit
+
+
+def after_hindsight(memory: PrincipalMemory, changed: list[Fact], n: int) -> None:
+    """Once the answer's transaction wrote them: facts no longer live leave the index's
+    retrieval, confirmed ones get a trace (met again: ACT-R's new presentation)."""
+    for f in changed:
+        if not f.live:
+            memory.index.set_field(f.id, "status", "superseded")
+    confirmed = [f.id for f in changed if f.live and f.confirmations and f.updated_n == n]
+    if confirmed:
+        memory.reinforce(confirmed, n)

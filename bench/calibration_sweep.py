@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console  # noqa: E402
 
 from machine_info import machine_line  # noqa: E402  (bench/ is on sys.path when run as a script)
-from vicar.config import CalibrationParams, Settings  # noqa: E402
+from vicar.config import CalibrationParams, FactParams, Settings  # noqa: E402
 from vicar.eval.dataset import load_events  # noqa: E402
 from vicar.eval.replay import Variant, replay_reviewer  # noqa: E402
 from vicar.eval.run import warm_embeddings  # noqa: E402
@@ -33,11 +33,14 @@ from vicar.memory.embedder import make_embedder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV = ROOT.parent / "shared" / "datasets" / "gate-replay" / "dev"
+SECTIONS = {"calibration": CalibrationParams, "facts": FactParams}  # Variant fields that override settings
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--param", default="probation_answers", choices=sorted(CalibrationParams.model_fields))
+    ap.add_argument("--section", default="calibration", choices=sorted(SECTIONS),
+                    help="the settings the field belongs to")
+    ap.add_argument("--param", default="probation_answers")
     ap.add_argument("--values", default="0,1,3,5,10", help="comma-separated; the first is the baseline")
     ap.add_argument("--baseline", default="", help="FIELD=VALUE: the first row is the default with this "
                     "instead (the mechanism off), then one row per value")
@@ -46,11 +49,18 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     started = datetime.now(timezone.utc)
-    kind = type(CalibrationParams().model_dump()[args.param])
-    rows = {str(kind(b)): {args.param: kind(b)} for b in args.values.split(",")}
+    defaults = SECTIONS[args.section]().model_dump()
+    if args.param not in defaults:
+        ap.error(f"--param: {args.section} has no field {args.param!r}")
+
+    def parse(field: str, value: str):
+        kind = type(defaults[field])
+        return value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
+
+    rows = {v: {args.param: parse(args.param, v)} for v in args.values.split(",")}
     if args.baseline:
         field, value = args.baseline.split("=", 1)
-        rows = {f"off ({args.baseline})": {field: type(CalibrationParams().model_dump()[field])(value)}, **rows}
+        rows = {f"off ({args.baseline})": {field: parse(field, value)}, **rows}
     bounds = list(rows)
     console = Console(stderr=True)
     settings = Settings.from_env()
@@ -66,7 +76,7 @@ def main() -> None:
     outcome: dict = {}
     scores: dict = {}
     for k in bounds:
-        variant = Variant(name=f"{args.param}={k}", predictor="learned", calibration=rows[k])
+        variant = Variant(name=f"{args.param}={k}", predictor="learned", **{args.section: rows[k]})
         preds_by_reviewer = {}
         with console.status(f"replaying with {args.param} {k} ..."):
             for r, evs in events.items():

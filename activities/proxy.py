@@ -194,7 +194,8 @@ class ProxyActivities:
         memory = self.registry.get(inp.request.principal)
         artifact = self._artifact(inp.request)
         bundle = c.RetrievalBundle(
-            prior=retrieve(memory, inp.request, inp.n, "prior", options=self.settings.retrieval),
+            prior=retrieve(memory, inp.request, inp.n, "prior", options=self.settings.retrieval,
+                           params=self.settings.calibration),
             posterior=retrieve(memory, inp.request, inp.n, "posterior", artifact, self.settings.retrieval,
                                self.settings.calibration),
         )

@@ -145,6 +145,7 @@ MIGRATIONS: list[str] = [
     ALTER TABLE autonomy_pairs_v2 RENAME TO autonomy_pairs;
     CREATE INDEX autonomy_pairs_kind ON autonomy_pairs (kind, seq);
     CREATE INDEX chunks_lineage_proxy ON chunks (kind, lineage, answered_by, created_n);
+    CREATE INDEX autonomy_pairs_agent ON autonomy_pairs (agent, correct);
     """,
     # Censors (memory-types.md): few per context, read whole at each gate of it.
     """
@@ -450,18 +451,25 @@ class RecordStore:
                 (kind, lineage, since_n, before_n, *outcomes, *([revision] if same else []), most))]
         return self.get_chunks(ids, with_traces=False)
 
-    def agent_ledger_rows(self) -> tuple[list[tuple[str, str, str, int]], list[tuple[str, bool, int]]]:
-        """The trust ledger's counts, per upstream agent: (agent, answered_by, outcome,
-        gates) over its gate chunks, and (agent, regret, wrong pairs) over the autonomy
-        evidence: a wrong pair that is not a regret is an override (the human answered
-        other than the proxy would have). One grouped scan each: an operator's report."""
+    def agent_ledger_rows(self, agent: str | None = None
+                          ) -> tuple[list[tuple[str, str, str, int]], list[tuple[str, bool, int]]]:
+        """The trust ledger's counts, per upstream agent (or of one): (agent, answered_by,
+        outcome, gates) over its gate chunks, and (agent, regret, wrong pairs) over the
+        autonomy evidence: a wrong pair that is not a regret is an override (the human
+        answered other than the proxy would have). All agents: one grouped scan each, an
+        operator's report; one agent: two index ranges, read at each of its gates."""
+        one = agent is not None
         with self._lock:
             gates = self._db.execute(
-                "SELECT upstream_agent, answered_by, outcome, COUNT(*) FROM chunks WHERE kind = 'gate'"
-                " AND upstream_agent IS NOT NULL AND upstream_agent != '' GROUP BY 1, 2, 3").fetchall()
+                "SELECT upstream_agent, answered_by, outcome, COUNT(*) FROM chunks"
+                + (" INDEXED BY chunks_agent WHERE upstream_agent = ?" if one else
+                   " WHERE upstream_agent IS NOT NULL AND upstream_agent != ''")
+                + " AND kind = 'gate' GROUP BY 1, 2, 3", (agent,) if one else ()).fetchall()
             wrong = self._db.execute(
-                "SELECT agent, regret_of IS NOT NULL, COUNT(*) FROM autonomy_pairs WHERE correct = 0"
-                " AND agent IS NOT NULL AND agent != '' GROUP BY 1, 2").fetchall()
+                "SELECT agent, regret_of IS NOT NULL, COUNT(*) FROM autonomy_pairs"
+                + (" INDEXED BY autonomy_pairs_agent WHERE agent = ?" if one else
+                   " WHERE agent IS NOT NULL AND agent != ''")
+                + " AND correct = 0 GROUP BY 1, 2", (agent,) if one else ()).fetchall()
         return gates, [(a, bool(r), k) for a, r, k in wrong]
 
     def regrets(self) -> list[tuple[str, str | None, int]]:

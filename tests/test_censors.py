@@ -57,7 +57,7 @@ def memory(tmp_path, embedder):
 
 def hits(mem: PrincipalMemory, i: int, artifact: str) -> list[CensorHit]:
     return retrieve(mem, gate("alice", i, artifact), i, "posterior", artifact,
-                    censor_params=CalibrationParams()).censors
+                    params=CalibrationParams()).censors
 
 
 def test_learned_from_the_third_alike_rejection_and_fires_on_the_fourth(memory):

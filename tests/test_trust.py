@@ -123,3 +123,28 @@ def test_pairs_from_before_regret_keep_their_order(tmp_path):
         assert [s for _, s, _ in store.autonomy_pairs("gate", after_seq=7)] == [0.6]
     finally:
         store.close()
+
+
+def test_an_untrusted_agent_is_probed_and_never_answered_alone(memory):
+    from vicar.llm import prompts
+    from vicar.models import AutonomyRule, CalibrationInputs
+    from vicar.proxy.calibration import calibrate
+    from vicar.proxy.consult import retrieve
+
+    for i in range(1, 7):  # six of its patches corrected: approval (0 + 3) / (6 + 5) = 0.27
+        answer(memory, i, patch(i, 1, series=f"series {i}", agent="sloppy-bot"), "correct", predicted="correct")
+    answer(memory, 7, patch(7, 1, series="good", agent="good-bot"), "approve")
+    req = patch(8, 1, series="next", agent="sloppy-bot")
+    ctx = retrieve(memory, req, 8, "posterior", req.artifact_text, params=CalibrationParams())
+    assert ctx.agent_trust == pytest.approx(3 / 11) and ctx.untrusted
+    good = retrieve(memory, patch(9, 1, agent="good-bot"), 9, "prior", params=CalibrationParams())
+    assert good.agent_trust == pytest.approx(4 / 6) and not good.untrusted
+    # Probed at a plan gate as at an intent gate ...
+    assert prompts.PROBE_UNTRUSTED in prompts.pass_body(req, [], [], untrusted=True)
+    assert prompts.PROBE_UNTRUSTED not in prompts.pass_body(req, [], [])
+    # ... and never answered alone, even on a proven score.
+    rule = AutonomyRule(threshold=0.5, bound=0.01, evidence=100, errors=0, target=0.05, delta=0.05, audit_share=0.0)
+    inputs = CalibrationInputs(rule=rule, agent="sloppy-bot", agent_human_answers=6, agent_trust=ctx.agent_trust)
+    cal = calibrate(0.9, inputs, CalibrationParams())
+    assert cal.guard == "untrusted" and not cal.autonomous and "trust 0.27 < floor 0.3" in cal.note
+    assert calibrate(0.9, inputs, CalibrationParams(trust_floor=0.0)).autonomous

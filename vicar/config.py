@@ -191,6 +191,9 @@ class CalibrationParams(BaseModel):
     # answered alone until the human has answered this many of that agent's artifacts.
     # 0: off. Chosen by the replay sweep (README, "Probation").
     probation_answers: int = Field(3, ge=0, le=1000)
+    # An upstream agent whose trust score (vicar.proxy.trust) is below this is never
+    # answered alone, and the LLM probes its artifacts as at an intent gate. 0: off.
+    trust_floor: float = Field(0.3, ge=0.0, le=1.0)
     # Regret: a human correction or rejection finds the proxy's approvals on the same
     # lineage this many interactions back (agent-trust-memory.md keeps 90 days;
     # interactions are the memory's clock). 0: off. README, "Regret".

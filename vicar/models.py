@@ -282,6 +282,9 @@ class RetrievalContext(BaseModel):
     lineage_history: list[LineageVerdict] = Field(default_factory=list)
     # Censors that fire on this artifact (the posterior only: they judge the artifact).
     censors: list[CensorHit] = Field(default_factory=list)
+    # The trust score of the gate's upstream agent (vicar.proxy.trust); None: none named.
+    agent_trust: float | None = None
+    untrusted: bool = False  # below the trust floor: probed, never answered alone
 
 
 class PassResult(BaseModel):
@@ -328,6 +331,7 @@ class CalibrationInputs(BaseModel):
     # (counted up to the probation bound); None: the gate names no agent.
     agent: str | None = None
     agent_human_answers: int = 0
+    agent_trust: float | None = None
     censors: list[CensorHit] = Field(default_factory=list)
 
 

@@ -47,6 +47,15 @@ PROBE_FOLLOW_UP = (
     "This is an intent gate: evaluate whether the agent's reply resolves your concern; once your "
     "questions are answered, approve."
 )
+PROBE_UNTRUSTED = (
+    "The agent behind this artifact has a poor record with this reviewer: probe as at an intent "
+    "gate, with one specific question that targets a concrete claim, assumption or gap in it. "
+    "Do not rubber-stamp."
+)
+PROBE_UNTRUSTED_FOLLOW_UP = (
+    "The agent behind this artifact has a poor record with this reviewer: evaluate whether its "
+    "reply resolves your concern before you approve."
+)
 ARTIFACT_PROMPT_CHARS = 150_000  # ~40k tokens: room for the rest within every model's window
 MEMORY_TEXT_CHARS = 600
 MEMORY_EXCERPT_CHARS = 200
@@ -229,14 +238,18 @@ def artifact_block(artifact: str) -> str:
             "confidence.\n" + fence("ARTIFACT", text))
 
 
-def probe_rule(request: GateRequest, dialog: Sequence[DialogTurn]) -> str:
-    """The INTENT_ASSERT-only override against rubber-stamping intent."""
+def probe_rule(request: GateRequest, dialog: Sequence[DialogTurn], untrusted: bool = False) -> str:
+    """The override against rubber-stamping: at every intent gate, and at any gate whose
+    upstream agent is untrusted (its record with this reviewer is poor)."""
+    if untrusted and request.state is not CfAState.INTENT_ASSERT:
+        return PROBE_UNTRUSTED_FOLLOW_UP if dialog else PROBE_UNTRUSTED
     if request.state is not CfAState.INTENT_ASSERT:
         return ""
     return PROBE_FOLLOW_UP if dialog else PROBE_FIRST
 
 
-def _instruction(request: GateRequest, dialog: Sequence[DialogTurn], posterior: bool) -> str:
+def _instruction(request: GateRequest, dialog: Sequence[DialogTurn], posterior: bool,
+                 untrusted: bool = False) -> str:
     if posterior:
         task = ("PASS 2 (posterior): you have now read the artifact and your prior prediction. "
                 "Write the reply this reviewer would give having read it: keep, sharpen or "
@@ -252,7 +265,7 @@ def _instruction(request: GateRequest, dialog: Sequence[DialogTurn], posterior: 
     if dialog:
         parts.append("The dialog above is part of this gate: write the reviewer's next line, a "
                      "follow-up or their decision if their points have been answered.")
-    rule = probe_rule(request, dialog)
+    rule = probe_rule(request, dialog, untrusted)
     if rule:
         parts.append(rule)
     parts.append("End with the line CONFIDENCE: <0.0-1.0>.")
@@ -261,7 +274,8 @@ def _instruction(request: GateRequest, dialog: Sequence[DialogTurn], posterior: 
 
 def pass_body(request: GateRequest, chunks: Sequence[ChunkSummary], dialog: Sequence[DialogTurn],
               *, artifact: str | None = None, prior: PassResult | None = None,
-              lineage: Sequence[LineageVerdict] = (), censors: Sequence[CensorHit] = ()) -> str:
+              lineage: Sequence[LineageVerdict] = (), censors: Sequence[CensorHit] = (),
+              untrusted: bool = False) -> str:
     """The varying part of a pass: bridge, question, memories, the verdicts on this
     artifact's thread, dialog, then for the posterior the prior and the fenced
     artifact, then the instruction."""
@@ -282,7 +296,7 @@ def pass_body(request: GateRequest, chunks: Sequence[ChunkSummary], dialog: Sequ
         else:
             sections.append("Your prior pass made no prediction.")
         sections.append(artifact_block(artifact or ""))
-    sections.append(_instruction(request, dialog, posterior))
+    sections.append(_instruction(request, dialog, posterior, untrusted))
     return "\n\n".join(s for s in sections if s)
 
 

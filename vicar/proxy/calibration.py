@@ -5,7 +5,8 @@ A `block` censor (vicar.proxy.censors) that fired on the artifact withholds the 
 first. The memory guards (cold start, tension, staleness) cap the confidence: they doubt the
 memory the score rests on. Then the autonomy rule (vicar.proxy.autonomy): `unproven`
 when no threshold is proven or the score is below it, `probation` while the gate's
-upstream agent has too few human answers (agent-trust-memory.md), `audit` for the share
+upstream agent has too few human answers, `untrusted` while its trust score is below
+the floor (agent-trust-memory.md), `audit` for the share
 of the rest still sent to the human. Those leave the score as it is: they do not doubt
 it, they withhold the action. The first guard that fires is recorded as the reason
 and every one that would fire is listed. Pure: the activity and the replay evaluation
@@ -17,7 +18,7 @@ from __future__ import annotations
 from vicar.config import CalibrationParams
 from vicar.models import AutonomyRule, Calibration, CalibrationInputs, CensorHit
 
-GUARDS = ("censor", "cold_start", "tension", "staleness", "unproven", "probation", "audit")
+GUARDS = ("censor", "cold_start", "tension", "staleness", "unproven", "probation", "untrusted", "audit")
 CAPPING = frozenset(GUARDS[1:4])
 
 
@@ -45,6 +46,10 @@ def _reasons(confidence: float, inp: CalibrationInputs, p: CalibrationParams) ->
     if inp.agent is not None and inp.agent_human_answers < p.probation_answers:
         probation = ("probation", f"upstream agent {inp.agent!r} on probation: the human has answered "
                                   f"{inp.agent_human_answers} of its artifacts < {p.probation_answers}")
+    untrusted = None
+    if inp.agent is not None and inp.agent_trust is not None and inp.agent_trust < p.trust_floor:
+        untrusted = ("untrusted", f"upstream agent {inp.agent!r} untrusted: trust {inp.agent_trust:.2f} "
+                                  f"< floor {p.trust_floor:g}")
     if rule is None:
         fired.append(("unproven", "no autonomy rule: nothing proven"))
     elif rule.threshold is None:
@@ -58,11 +63,14 @@ def _reasons(confidence: float, inp: CalibrationInputs, p: CalibrationParams) ->
                                   f"({rule_note(rule)}, target {rule.target:g})"))
     elif probation:
         fired.append(probation)
+    elif untrusted:
+        fired.append(untrusted)
     elif inp.audit_draw < rule.audit_share:
         fired.append(("audit", f"audited (draw {inp.audit_draw:.3f} < share {rule.audit_share:g}); "
                                f"threshold {rule.threshold:.2f}, {rule_note(rule)}"))
-    if probation and probation not in fired:
-        fired.append(probation)  # withheld already (unproven); listed all the same
+    for withheld in (probation, untrusted):
+        if withheld and withheld not in fired:
+            fired.append(withheld)  # withheld already (unproven); listed all the same
     return fired
 
 

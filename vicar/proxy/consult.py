@@ -37,6 +37,7 @@ from vicar.proxy.autonomy import PairWindow, audit_draw
 from vicar.proxy.calibration import calibrate
 from vicar.proxy.censors import fire
 from vicar.proxy.preferences import FACT_KINDS
+from vicar.proxy.trust import AgentTrust, ledger
 from vicar.proxy.conflicts import genuine_tension
 from vicar.proxy.decision import Decision, decide, surprised
 from vicar.proxy.lineage import lineage_of
@@ -68,20 +69,24 @@ def build_query(request: GateRequest, n: int, phase: str, artifact: str = "",
 
 
 def retrieve(memory: PrincipalMemory, request: GateRequest, n: int, phase: str, artifact: str = "",
-             options: RetrievalOptions | None = None, censor_params: CalibrationParams | None = None
+             options: RetrievalOptions | None = None, params: CalibrationParams | None = None
              ) -> RetrievalContext:
-    """`censor_params`: check the context's censors against the artifact (posterior only)."""
+    """`params`: also look up the upstream agent's trust, and check the context's censors
+    against the artifact (posterior only)."""
     query = build_query(request, n, phase, artifact, options, noise=memory.params.noise_s > 0)
     hits = memory.retrieve(query)
     options = options or RetrievalOptions()
     facts = {f.id: f for f in memory.store.facts_by_id([c.id for _, c in hits if c.kind.value in FACT_KINDS])}
-    censors = []
-    if censor_params is not None and phase == "posterior":
+    censors, trust = [], None
+    if params is not None and phase == "posterior":
         # The same texts the retrieval just embedded: the embedder's cache answers.
         censors = fire(memory, request, memory.query_vectors(
-            {d: t for d, t in query.texts.items() if d in CENSOR_DIMS}), censor_params)
+            {d: t for d, t in query.texts.items() if d in CENSOR_DIMS}), params)
+    if params is not None and request.upstream_agent:
+        trust = agent_trust(memory, request.upstream_agent)
     return RetrievalContext(
-        censors=censors,
+        censors=censors, agent_trust=trust,
+        untrusted=trust is not None and trust < params.trust_floor,
         principal=request.principal,
         n=n,
         phase=phase,
@@ -157,6 +162,12 @@ def outcome_chunk(record: OutcomeRecord, artifact: str | None = None) -> MemoryC
     )
 
 
+def agent_trust(memory: PrincipalMemory, agent: str) -> float:
+    """The trust score of one upstream agent, from its ledger (two index ranges)."""
+    rows = ledger(*memory.store.agent_ledger_rows(agent))
+    return rows[0].score if rows else AgentTrust(agent=agent).score
+
+
 def recorded_tension(memory: PrincipalMemory, ctx: RetrievalContext) -> str:
     """A genuine tension consolidation recorded between two of the retrieved memories."""
     ids = {c.chunk_id for c in ctx.chunks}
@@ -201,7 +212,7 @@ def calibration_inputs(
         agent=request.upstream_agent or None,
         agent_human_answers=(memory.store.human_answers_from(request.upstream_agent, params.probation_answers)
                              if request.upstream_agent else 0),
-        censors=ctx.censors,
+        agent_trust=ctx.agent_trust, censors=ctx.censors,
     )
 
 
@@ -223,7 +234,7 @@ def consult(
     """The whole consult path in-process: the offline predictor's local activity and the
     replay evaluation run exactly this; LLM predictors run its steps as activities."""
     artifact = load_artifact(request, settings) if artifact is None else artifact
-    prior_ctx = retrieve(memory, request, n, "prior", options=settings.retrieval)
+    prior_ctx = retrieve(memory, request, n, "prior", options=settings.retrieval, params=settings.calibration)
     prior_ctx.working_memory = working_memory  # the session's cacheable prefix
     prior = predictor.prior(request, prior_ctx, dialog)
     post_ctx = retrieve(memory, request, n, "posterior", artifact, settings.retrieval, settings.calibration)

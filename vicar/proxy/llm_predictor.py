@@ -57,7 +57,7 @@ class LLMPredictor:
         self, request: GateRequest, ctx: RetrievalContext, dialog: Sequence[DialogTurn] = ()
     ) -> PassResult:
         chunks = ctx.chunks[: prompts.MAX_MEMORIES_SHOWN]
-        body = prompts.pass_body(request, chunks, dialog, lineage=ctx.lineage_history)
+        body = prompts.pass_body(request, chunks, dialog, lineage=ctx.lineage_history, untrusted=ctx.untrusted)
         return self._pass(request, ctx, chunks, body)
 
     def posterior(
@@ -66,7 +66,7 @@ class LLMPredictor:
     ) -> PassResult:
         chunks = ctx.chunks[: prompts.MAX_MEMORIES_SHOWN]
         body = prompts.pass_body(request, chunks, dialog, artifact=artifact, prior=prior,
-                                 lineage=ctx.lineage_history, censors=ctx.censors)
+                                 lineage=ctx.lineage_history, censors=ctx.censors, untrusted=ctx.untrusted)
         return self._pass(request, ctx, chunks, body)
 
     def surprise(

@@ -18,7 +18,7 @@ from vicar.activities.routing import locate
 from vicar.activities.store_errors import unavailable
 from vicar.memory.chunk import chunk_id_for
 from vicar.memory.consolidation import apply_consolidation, plan_consolidation
-from vicar.proxy import preferences
+from vicar.proxy import facts
 from vicar.memory.principal import MemoryRegistry
 from vicar.memory.store import StoreError
 from vicar.memory.working import load_working_memory
@@ -125,7 +125,7 @@ class SessionActivities:
                 time.sleep(delay)
 
         report = apply_consolidation(memory, inp.plan, on_step=step)
-        report.facts_learned = len(preferences.after_consolidation(memory, inp.plan, self.settings.facts))
+        report.facts_learned = len(facts.after_consolidation(memory, inp.plan, self.settings.facts))
         if self.refit:
             try:
                 self.refit(inp.principal)

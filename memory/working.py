@@ -36,6 +36,10 @@ def estimate_tokens(text: str) -> int:
 
 
 def entry(chunk: MemoryChunk, activation: float) -> str:
+    if chunk.kind.value in ("preference", "procedure"):
+        what = "the human wants" if chunk.kind.value == "preference" else "the human always checks"
+        return (f"- {chunk.state} / {chunk.task_type} ({chunk.kind.value}, activation {activation:.2f}): "
+                f"{what}: {clip(chunk.human_response, ENTRY_TEXT_CHARS)}")
     lines = [f"- {chunk.state} / {chunk.task_type} ({chunk.kind.value}): {chunk.outcome} "
              f"(activation {activation:.2f})"]
     if chunk.question.strip():

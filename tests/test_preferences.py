@@ -12,7 +12,7 @@ from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord, PassRes
 from vicar.proxy.consult import retrieve
 from vicar.proxy.learned import memory_features
 from vicar.proxy.outcomes import record_outcome
-from vicar.proxy.preferences import after_hindsight, concern_words, extract, hindsight, sentence_with
+from vicar.proxy.facts import after_hindsight, concern_words, extract, hindsight, sentence_with
 
 P = FactParams()
 PLAN = "Migration plan: add the column orders.note, backfill it, deploy."
@@ -138,3 +138,23 @@ def test_concern_words_and_sentences():
     assert concern_words("The ROLLBACK, ok v2 2024") == {"rollback"}
     assert sentence_with("Fine otherwise. Migrations need a rollback step.", "rollback") == \
         "Migrations need a rollback step."
+
+
+def test_a_question_the_human_keeps_asking_becomes_a_procedure_in_the_working_memory(memory):
+    from vicar.memory.working import load_working_memory
+    from vicar.proxy.facts import extract_procedures, learn
+
+    answer(memory, 1, "approve", "Fine. Was the migration tested on a staging copy?")
+    answer(memory, 2, "correct", "Add the index first. Did you run it on staging first?")
+    answer(memory, 3, "approve", "Looks good.")
+    assert extract_procedures(memory, [("PLAN_ASSERT", "db-migration")], 4, P) == []  # twice is not a routine
+    answer(memory, 4, "approve", "OK. How long does it lock the table on staging?")
+    [proc] = [f for f in learn(memory, [("PLAN_ASSERT", "db-migration")], 5, P) if f.kind == "procedure"]
+    assert (proc.subject, proc.text, proc.activations) == (
+        "staging", "How long does it lock the table on staging?", 3)
+    answer(memory, 6, "approve", "Tested on staging?")  # asked again: an activation and a trace
+    [proc] = memory.store.facts("procedure")
+    assert proc.activations == 4 and 6 in memory.store.get_chunk(proc.id).traces
+    assert proc.id in [c.chunk_id for c in retrieve(memory, gate(7), 7, "prior").chunks]
+    wm = load_working_memory(memory, 7, 2000)
+    assert proc.id in wm.chunk_ids and "the human always checks: How long does it lock the table" in wm.block

@@ -30,7 +30,7 @@ from vicar.models import (
     Action, AnsweredBy, GateRequest, JoinReply, OutcomeRecord, SessionConfig, SessionGate, SessionInput,
     SessionJoin, SessionSummary,
 )
-from vicar.proxy import preferences
+from vicar.proxy import facts
 from vicar.proxy.outcomes import record_outcome
 from vicar.server import test_server_binary as skipping_server_binary
 
@@ -201,7 +201,7 @@ async def test_a_killed_consolidation_finishes_once_with_the_same_memory(tempora
     # The activity then learns the session's preferences, at the N it is at by then.
     ref = PrincipalMemory(p, ref_root, embedder, settings.memory)
     ref.raise_counter(registry.get(p).counter())
-    assert len(preferences.after_consolidation(ref, plan, settings.facts)) == done.consolidation.facts_learned == 3
+    assert len(facts.after_consolidation(ref, plan, settings.facts)) == done.consolidation.facts_learned == 3
     expected = memory_fingerprint(ref)
     ref.close()
     assert memory_fingerprint(registry.get(p)) == expected

@@ -292,6 +292,10 @@ class FactParams(BaseModel):
     confidence. README, "Preferences"."""
 
     preferences: bool = True
+    procedures: bool = True
+    # A concern word in this many of a context's latest questions of the human's makes
+    # the latest such question a procedure (a check they keep running).
+    procedure_min: int = Field(3, ge=1, le=1000)
     # A concern word said in this many of a context's corrections and rejections (and
     # said more when turning work back than when approving) becomes a preference.
     preference_min: int = Field(3, ge=1, le=1000)

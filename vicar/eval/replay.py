@@ -25,11 +25,11 @@ from vicar.eval.metrics import BASELINE_THRESHOLD, Prediction
 from vicar.models import Action, AnsweredBy, OutcomeRecord
 from vicar.proxy.consult import build_query, consult, outcome_chunk
 from vicar.proxy.outcomes import record_outcome
-from vicar.proxy.preferences import extract as extract_preferences
+from vicar.proxy.facts import learn as learn_facts
 from vicar.proxy.offline import OfflinePredictor
 
 Progress = Callable[[int], None]  # called with the number of gates just replayed
-# The dataset has no sessions: preferences are extracted every this many gates, from the
+# The dataset has no sessions: facts are learned every this many gates, from the
 # contexts those gates touched, as consolidation does at a session's end.
 FACT_SESSION_GATES = 50
 
@@ -63,6 +63,7 @@ def standard_variants(base: MemoryParams | None = None) -> list[Variant]:
         Variant(name="no-regret", predictor="learned", memory=m, calibration={"regret_window": 0}),
         Variant(name="no-censors", predictor="learned", memory=m, calibration={"censor_min": 0}),
         Variant(name="no-preferences", predictor="learned", memory=m, facts={"preferences": False}),
+        Variant(name="no-procedures", predictor="learned", memory=m, facts={"procedures": False}),
         Variant(name="composite", memory=m),  # the memory vote alone, under the same rule
         Variant(name="composite@0.8", memory=m, fixed_threshold=BASELINE_THRESHOLD),
         Variant(name="learned@0.8", predictor="learned", memory=m, fixed_threshold=BASELINE_THRESHOLD),
@@ -173,7 +174,7 @@ def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedde
                     observe(record)
                 touched.add((request.state.value, request.task_type))
                 if n % FACT_SESSION_GATES == 0:  # the replay's stand-in for a session's consolidation
-                    extract_preferences(memory, touched, n, run_settings.facts)
+                    learn_facts(memory, touched, n, run_settings.facts)
                     touched.clear()
                 if progress:
                     progress(1)

@@ -36,7 +36,7 @@ from vicar.proxy.bookkeeping import context_key, load_entry
 from vicar.proxy.autonomy import PairWindow, audit_draw
 from vicar.proxy.calibration import calibrate
 from vicar.proxy.censors import fire
-from vicar.proxy.preferences import FACT_KINDS
+from vicar.proxy.facts import FACT_KINDS
 from vicar.proxy.trust import AgentTrust, ledger
 from vicar.proxy.conflicts import genuine_tension
 from vicar.proxy.decision import Decision, decide, surprised

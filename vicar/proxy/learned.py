@@ -39,7 +39,7 @@ from vicar.models import (
     Surprise,
     Usage,
 )
-from vicar.proxy.preferences import concern_words
+from vicar.proxy.facts import concern_words
 from vicar.proxy.lineage import artifact_hash, lineage_of
 from vicar.proxy.offline import DEFAULT_TEXT, OfflinePredictor
 

@@ -20,7 +20,7 @@ from vicar.files import atomic_write as _atomic_write
 from vicar.memory.chunk import MemoryChunk
 from vicar.models import AnsweredBy, OutcomeRecord
 from vicar.proxy.bookkeeping import ConfidenceModel, ContextEntry, apply_outcome, context_key, load_entry
-from vicar.proxy import censors, preferences
+from vicar.proxy import censors, facts as fact_memory
 from vicar.proxy.consult import outcome_chunk
 
 CONFIDENCE_FILE = "proxy-confidence.json"
@@ -36,7 +36,7 @@ def record_outcome(memory: PrincipalMemory, record: OutcomeRecord, *, artifacts:
     the human's answer moves their preferences (defaults: the shipped ones)."""
     params = params or CalibrationParams()
     facts = facts or FactParams()
-    moved, audit = preferences.hindsight(memory, record, facts)
+    moved, audit = fact_memory.hindsight(memory, record, facts)
     chunk = outcome_chunk(record, artifact)
     memory.record(chunk)
     req = record.request
@@ -52,7 +52,7 @@ def record_outcome(memory: PrincipalMemory, record: OutcomeRecord, *, artifacts:
         censor_feedback=censors.feedback(record, params), facts=(moved, audit),
     )
     if new:
-        preferences.after_hindsight(memory, moved, record.n)
+        fact_memory.after_hindsight(memory, moved, record.n)
     censors.learn(memory, chunk, params)
     if artifacts:
         write_artifacts(memory)

@@ -1,5 +1,7 @@
-"""Preferences (memory-types.md): what this human wants in a context, in their own words,
-with a confidence that answers move asymmetrically (Hindsight) and a lifecycle.
+"""The human's semantic facts (memory-types.md): preferences and procedures.
+
+Preferences: what this human wants in a context, in their own words, with a confidence
+that answers move asymmetrically (Hindsight) and a lifecycle.
 
 - Extraction, at consolidation (the replay: every few dozen gates): in each context
   the session touched, a concern word the human said in at least `preference_min` of
@@ -15,6 +17,12 @@ with a confidence that answers move asymmetrically (Hindsight) and a lifecycle.
 - A live preference is a chunk of kind `preference`, retrieved beside the episodes in
   the same search; one that is not live is out of retrieval, and the audit log keeps
   its record.
+
+Procedures: the checks this human runs in a context, as the questions they keep asking.
+A concern word in at least `procedure_min` of the context's latest questions (sentences
+of the human's ending in "?") makes the latest such question a procedure; each later
+answer that asks it again counts as an activation and a trace. A procedure is a chunk
+of kind `procedure`, retrieved and loaded into the working memory like the others.
 """
 
 from __future__ import annotations
@@ -119,22 +127,91 @@ def extract(memory: PrincipalMemory, contexts: Iterable[tuple[str, str]], n: int
     return out
 
 
+_QUESTION = re.compile(r"[^.!?\n]*\?")
+
+
+def questions(text: str) -> list[str]:
+    """The human's questions in an answer, in order."""
+    return [" ".join(q.split()) for q in _QUESTION.findall(text) if len(q.split()) >= 3]
+
+
+def extract_procedures(memory: PrincipalMemory, contexts: Iterable[tuple[str, str]], n: int,
+                       params: FactParams) -> list[Fact]:
+    """New procedures of these contexts: a check the human keeps asking for. Idempotent
+    like `extract`."""
+    if not params.procedures:
+        return []
+    out: list[Fact] = []
+    for state, task_type in sorted(set(contexts)):
+        answers = memory.store.recent_human_answers("gate", state, task_type, params.lookback)
+        asked = [(c, q, concern_words(q)) for c in answers for q in questions(c.human_response)]
+        per_answer: dict[str, set[str]] = {}
+        for c, _, words in asked:
+            per_answer.setdefault(c.id, set()).update(words)
+        counts = Counter(w for words in per_answer.values() for w in words)  # answers asking about each word
+        existing = memory.store.facts("procedure", state, task_type)
+        known = {f.subject for f in existing if f.live}
+        room = params.per_context - len(known)
+        new = []
+        for word, k in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+            if k < params.procedure_min or room <= 0:
+                break
+            if word in known:
+                continue
+            sources = [(c, q) for c, q, words in asked if word in words]  # newest first
+            generation = sum(1 for e in existing if e.subject == word)
+            new.append(Fact(id=fact_id(memory.principal, "procedure", state, task_type, word, generation),
+                            kind="procedure", state=state, task_type=task_type, subject=word,
+                            text=clip(sources[0][1], FACT_CHARS), confidence=params.initial_confidence,
+                            provenance=list(dict.fromkeys(c.id for c, _ in sources))[:10],
+                            activations=k, created_n=n, updated_n=n))
+            known.add(word)
+            room -= 1
+        for f in new:
+            memory.record(_fact_chunk(memory, f))
+        if new:
+            memory.store.save_facts(new)
+        out.extend(new)
+    return out
+
+
+def procedure_uses(memory: PrincipalMemory, record: OutcomeRecord, params: FactParams) -> list[Fact]:
+    """The context's live procedures this human answer asks again: one activation each."""
+    if not params.procedures or record.answered_by is not AnsweredBy.human:
+        return []
+    asked = {w for q in questions(record.response_text) for w in concern_words(q)}
+    if not asked:
+        return []
+    req = record.request
+    return [f.model_copy(update={"activations": f.activations + 1, "updated_n": record.n})
+            for f in memory.store.facts("procedure", req.state.value, req.task_type)
+            if f.live and f.subject in asked]
+
+
 def after_consolidation(memory: PrincipalMemory, plan: ConsolidationPlan, params: FactParams) -> list[Fact]:
     """The session's contexts learn their preferences from the answers just consolidated."""
     chunks = memory.store.get_chunks([d.chunk_id for d in plan.decisions], with_traces=False)
-    return extract(memory, {(c.state, c.task_type) for c in chunks}, memory.counter(), params)
+    return learn(memory, {(c.state, c.task_type) for c in chunks}, memory.counter(), params)
+
+
+def learn(memory: PrincipalMemory, contexts: Iterable[tuple[str, str]], n: int, params: FactParams) -> list[Fact]:
+    """Preferences and procedures of these contexts, at N."""
+    contexts = set(contexts)
+    return extract(memory, contexts, n, params) + extract_procedures(memory, contexts, n, params)
 
 
 def hindsight(memory: PrincipalMemory, record: OutcomeRecord, params: FactParams
               ) -> tuple[list[Fact], list[tuple[str, str, str, str | None, str]]]:
-    """How this human answer moves the context's live preferences: (changed facts, audit
-    rows), for the outcome's own transaction, so that an answer moves them once."""
+    """How this human answer moves the context's live facts: (changed facts, audit rows),
+    for the outcome's own transaction, so that an answer moves them once. Preferences
+    move by Hindsight's rule; procedures it asks again gain an activation."""
+    used = procedure_uses(memory, record, params)
     if not params.preferences or record.answered_by is not AnsweredBy.human:
-        return [], []
+        return used, []
     req = record.request
     facts = [f for f in memory.store.facts("preference", req.state.value, req.task_type) if f.live]
     if not facts:
-        return [], []
+        return used, []
     words = concern_words(record.response_text)
     artifact = concern_words(req.artifact_text)
     changed, audit = [], []
@@ -158,7 +235,7 @@ def hindsight(memory: PrincipalMemory, record: OutcomeRecord, params: FactParams
             stage = "confirmed"
         changed.append(f.model_copy(update={**update, "confidence": round(c, 6), "stage": stage,
                                             "updated_n": record.n}))
-    return changed, audit
+    return used + changed, audit
 
 
 def after_hindsight(memory: PrincipalMemory, changed: list[Fact], n: int) -> None:
@@ -167,6 +244,7 @@ def after_hindsight(memory: PrincipalMemory, changed: list[Fact], n: int) -> Non
     for f in changed:
         if not f.live:
             memory.index.set_field(f.id, "status", "superseded")
-    confirmed = [f.id for f in changed if f.live and f.confirmations and f.updated_n == n]
+    confirmed = [f.id for f in changed if f.live and f.updated_n == n
+                 and (f.kind == "procedure" or f.confirmations)]
     if confirmed:
         memory.reinforce(confirmed, n)

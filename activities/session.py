@@ -126,6 +126,7 @@ class SessionActivities:
 
         report = apply_consolidation(memory, inp.plan, on_step=step)
         report.facts_learned = len(facts.after_consolidation(memory, inp.plan, self.settings.facts))
+        report.buffer_kept, report.buffer_dropped = memory.settle_buffer()
         if self.refit:
             try:
                 self.refit(inp.principal)

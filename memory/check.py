@@ -19,6 +19,7 @@ from vicar.memory.embedder import Embedder
 from vicar.memory.owner import OwnerLock, describe, holder_of
 from vicar.memory.principal import PrincipalMemory
 from vicar.memory.store import MIGRATIONS, RecordStore, StoreError, records_unusable
+from vicar.memory.storage import UNINDEXED
 from vicar.memory.vectors import VectorStore, VectorsUnusable, vectors_unusable
 from vicar.config import MemoryParams
 from vicar.models import check_principal
@@ -86,10 +87,12 @@ def check(root: Path, principal: str, blended: bool = False) -> CheckReport:
     store = RecordStore(db_path)
     try:
         model = store.get_meta("embedding_model") or ""
-        expected: dict[str, set[str]] = {c.id: set(c.vector_texts(blended)) for c in store.chunks()}
+        chunks = store.chunks()
     finally:
         store.close()
-    report.records = len(expected)
+    # Reinforced and dropped chunks keep their record only (memory/storage.py).
+    expected: dict[str, set[str]] = {c.id: set(c.vector_texts(blended)) for c in chunks if c.status not in UNINDEXED}
+    report.records = len(chunks)
     report.records_by_dimension = dict(Counter(d for dims in expected.values() for d in dims))
     present: dict[str, set[str]] = {}
     if (directory / "chroma").exists():

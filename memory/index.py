@@ -161,6 +161,10 @@ class MemoryIndex:
             self.add_trace(chunk_id, n)
         return i
 
+    def field_value(self, i: int, field: str) -> str:
+        code = int(self._fields[field].view[i])
+        return next(v for v, c in self._codes[field].items() if c == code)
+
     def set_field(self, chunk_id: str, field: str, value: str) -> None:
         self._fields[field].view[self.pos[chunk_id]] = self._code(field, value)
 

@@ -21,8 +21,9 @@ from vicar.memory.index import STRUCT_FIELDS, MemoryIndex, single_threaded_blas
 from vicar.memory.lexical import LexicalIndex
 from vicar.memory.owner import OwnerLock
 from vicar.memory.retrieval import EmbeddingMode, Hit, Query, rank
+from vicar.memory.storage import RETRIEVABLE, UNINDEXED, StorageDecision, decide
 from vicar.memory.store import RecordStore, StoreError, records_unusable
-from vicar.memory.vectors import InMemoryVectors, VectorStore, open_vectors, vectors_unusable
+from vicar.memory.vectors import InMemoryVectors, VectorStore, open_vectors, vector_id, vectors_unusable
 from vicar.config import MemoryParams
 from vicar.models import check_principal
 
@@ -65,6 +66,7 @@ class PrincipalMemory:
         self.store: RecordStore | None = None
         self.vectors: VectorStore | InMemoryVectors | None = None
         self.rebuilt_on_open: ReconcileReport | None = None  # vectors re-embedded when opened
+        self.last_storage: StorageDecision | None = None  # the latest storage decision (MemoryParams.storage)
         self._owner = OwnerLock(self.dir, principal)  # before anything is read: one process per memory
         try:
             self.store = RecordStore(self.dir / "memory.db", durable=not throwaway)
@@ -124,11 +126,12 @@ class PrincipalMemory:
         """Chunks with no vector at all. Every chunk has a situation text (state and task
         type are never empty), so one without a situation vector lost its vectors. With
         `dim`: chunks without that dimension's vector."""
+        indexed = np.setdiff1d(np.arange(len(self.index)), self.index.candidates({"status": list(UNINDEXED)}))
         col = self.index.vectors.get(dim)
         if col is None:
-            return len(self.index)
+            return len(indexed)
         col.grow_to(len(self.index))
-        return int(np.count_nonzero(col.row_of.view[:len(self.index)] < 0))
+        return int(np.count_nonzero(col.row_of.view[indexed] < 0))
 
     def close(self) -> None:
         if self.store is not None:
@@ -147,6 +150,14 @@ class PrincipalMemory:
         texts = chunk.vector_texts(self.params.blended_vectors)
         vecs = dict(zip(texts, self.embedder.embed(list(texts.values())))) if texts else {}
         with self._lock:
+            stored = self.store.get_chunk(chunk.id)
+            if stored is None and self.params.storage:
+                # Decided once: a retry finds the record and its status.
+                self.last_storage = decision = decide(self.index, chunk, vecs, chunk.created_n, self.params)
+                chunk = _as_decided(chunk, decision)
+            status = (stored or chunk).status
+            if status in UNINDEXED:
+                vecs = {}
             # Vectors first: a crash between the two leaves vectors without a record,
             # which the retry (same id) completes, rather than a record without vectors.
             self.vectors.upsert(chunk.id, vecs)
@@ -155,10 +166,31 @@ class PrincipalMemory:
             self.index.add_chunk(chunk.id, _fields(stored), stored.traces)
             for dim, vec in vecs.items():
                 self.index.set_vector(chunk.id, dim, vec)
-            if created:
+            if stored.status == "merged" and stored.superseded_by:
+                # The duplicate met again: its trace (once per N, however often retried).
+                for cid in self.store.add_traces([stored.superseded_by], stored.created_n):
+                    self.index.add_trace(cid, stored.created_n)
+            if created and stored.status not in UNINDEXED:
                 self.lexical.add(self.index.pos[chunk.id], _lexical_text(chunk))
             self._note_context(chunk.answered_by, chunk.state, chunk.task_type)
         return created
+
+    def settle_buffer(self) -> tuple[int, int]:
+        """At consolidation: a buffered chunk met again since it was stored (a trace
+        after its creation) becomes active; the others are dropped (the record stays,
+        the vectors go). Returns (kept, dropped)."""
+        with self._lock:
+            buffered = self.store.chunks("status = 'buffered'")
+            kept = [c.id for c in buffered if any(n > c.created_n for n in c.traces)]
+            dropped = [c.id for c in buffered if c.id not in set(kept)]
+            self.store.set_status(kept, "active")
+            self.store.set_status(dropped, "dropped")
+            for cid in kept:
+                self.index.set_field(cid, "status", "active")
+            for cid in dropped:
+                self.index.set_field(cid, "status", "dropped")
+            self.vectors.delete([vector_id(cid, d) for cid in dropped for d in (*DIMENSIONS, BLENDED)])
+        return len(kept), len(dropped)
 
     def _note_context(self, answered_by: str, state: str, task_type: str) -> None:
         if answered_by == "human":
@@ -209,7 +241,7 @@ class PrincipalMemory:
     def retrieve(self, query: Query) -> list[tuple[Hit, MemoryChunk]]:
         if "status" not in query.filters:
             # Superseded chunks stay in the store (and the audit trail), never in retrieval.
-            query = query.model_copy(update={"filters": {**query.filters, "status": "active"}})
+            query = query.model_copy(update={"filters": {**query.filters, "status": RETRIEVABLE}})
         qvecs = self.query_vectors(query.texts, blended=query.embedding is EmbeddingMode.blended)
         with self._lock:
             lexical = None
@@ -270,7 +302,7 @@ class PrincipalMemory:
             orphans = [vid for vid, cid in self.vectors.ids() if cid not in self.index.pos]
             self.vectors.delete(orphans)
             missing = 0
-            for chunk in self.store.chunks():
+            for chunk in self.store.chunks(f"status NOT IN ({', '.join(repr(u) for u in UNINDEXED)})"):
                 texts = chunk.vector_texts(self.params.blended_vectors)
                 lacking = [d for d in texts if not self.index.has_vector(chunk.id, d)]
                 if lacking:
@@ -302,6 +334,12 @@ class PrincipalMemory:
 
 def _lexical_text(chunk: MemoryChunk) -> str:
     return " ".join(chunk.dimension_texts().values())
+
+
+def _as_decided(chunk: MemoryChunk, d: StorageDecision) -> MemoryChunk:
+    status = {"persist": "active", "buffer": "buffered", "reinforce": "merged", "drop": "dropped"}[d.op]
+    return chunk.model_copy(update={"status": status,
+                                    "superseded_by": d.nearest if d.op == "reinforce" else None})
 
 
 def _fields(chunk: MemoryChunk) -> dict[str, str]:

@@ -358,6 +358,12 @@ class RecordStore:
 
     # -- facts ---------------------------------------------------------------
 
+    def set_status(self, chunk_ids: Sequence[str], status: str) -> None:
+        if not chunk_ids:
+            return
+        with self.transaction() as db:
+            db.executemany("UPDATE chunks SET status = ? WHERE id = ?", [(status, cid) for cid in chunk_ids])
+
     def recent_human_answers(self, kind: str, state: str, task_type: str, limit: int) -> list[MemoryChunk]:
         """The latest `limit` human answers of one context, newest first, without traces."""
         with self._lock:
@@ -610,7 +616,7 @@ class RecordStore:
         return [self._chunk(r, traces[r[0]]) for r in rows]
 
     def lineage_history(self, kind: str, lineage: str, before_n: int, limit: int) -> list[MemoryChunk]:
-        """The latest human-answered active chunks of this kind and lineage created before
+        """The latest human-answered chunks (not superseded) of this kind and lineage created before
         `before_n`, most recent first: a walk down the (kind, lineage, created_n) index.
         Without their traces: verdicts, not activations."""
         if not lineage or limit <= 0:
@@ -619,7 +625,7 @@ class RecordStore:
             ids = [r[0] for r in self._db.execute(
                 "SELECT id FROM chunks WHERE id IN (SELECT id FROM chunks INDEXED BY chunks_lineage"
                 " WHERE kind = ? AND lineage = ? AND created_n < ? AND answered_by = 'human'"
-                " AND status = 'active' ORDER BY created_n DESC LIMIT ?) ORDER BY created_n DESC, id DESC",
+                " AND status != 'superseded' ORDER BY created_n DESC LIMIT ?) ORDER BY created_n DESC, id DESC",
                 (kind, lineage, before_n, limit))]
         return self.get_chunks(ids, with_traces=False)
 

@@ -67,6 +67,14 @@ class MemoryParams(BaseModel):
     activation_mode: Literal["exact", "hybrid"] = "exact"
     hybrid_k: int = 3
     noise_s: float = 0.25
+    # The storage decision for new gate chunks (memory/storage.py): off keeps every one.
+    storage: bool = False
+    storage_novel_below: float = Field(0.8, gt=0.0, le=1.0)  # nearest similarity below: novel
+    storage_duplicate_at: float = Field(0.97, gt=0.0, le=1.0)  # at or above, same answer: a duplicate
+    # Relevance: the nearest chunk's activation this far above tau is high, this far mid
+    # (with d 0.5 and one trace: younger than ~55 and ~1,100 interactions).
+    storage_relevance_high: float = 3.0
+    storage_relevance_mid: float = 1.5
     spreading: bool = False
     spreading_weight: float = 1.0
     spreading_seeds: int = 3

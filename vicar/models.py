@@ -575,7 +575,9 @@ class ConsolidationReport(BaseModel):
     counts: dict[str, int] = Field(default_factory=dict)
     superseded: list[str] = Field(default_factory=list)
     tensions: int = 0
-    facts_learned: int = 0  # preferences extracted from the session's contexts
+    facts_learned: int = 0  # preferences and procedures learned from the session's contexts
+    buffer_kept: int = 0  # buffered chunks met again in the session: kept (memory/storage.py)
+    buffer_dropped: int = 0  # ... not met again: out of the index
 
 
 class ConsolidationInput(BaseModel):

@@ -29,9 +29,10 @@ from vicar.proxy.facts import learn as learn_facts
 from vicar.proxy.offline import OfflinePredictor
 
 Progress = Callable[[int], None]  # called with the number of gates just replayed
-# The dataset has no sessions: facts are learned every this many gates, from the
-# contexts those gates touched, as consolidation does at a session's end.
-FACT_SESSION_GATES = 50
+# The dataset has no sessions: every this many gates, the replay does what consolidation
+# does at a session's end: learn facts from the contexts those gates touched, and
+# settle the storage decision's buffer.
+SESSION_GATES = 50
 
 
 class Variant(BaseModel):
@@ -64,6 +65,7 @@ def standard_variants(base: MemoryParams | None = None) -> list[Variant]:
         Variant(name="no-censors", predictor="learned", memory=m, calibration={"censor_min": 0}),
         Variant(name="no-preferences", predictor="learned", memory=m, facts={"preferences": False}),
         Variant(name="no-procedures", predictor="learned", memory=m, facts={"procedures": False}),
+        Variant(name="storage", predictor="learned", memory=m.model_copy(update={"storage": True})),
         Variant(name="composite", memory=m),  # the memory vote alone, under the same rule
         Variant(name="composite@0.8", memory=m, fixed_threshold=BASELINE_THRESHOLD),
         Variant(name="learned@0.8", predictor="learned", memory=m, fixed_threshold=BASELINE_THRESHOLD),
@@ -110,8 +112,10 @@ def event_texts(events: list[GateEvent]) -> list[str]:
 
 
 def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedder, settings: Settings,
-                    progress: Progress | None = None, predictor=None) -> list[Prediction]:
-    """`predictor`: an instance to use (and inspect afterwards) instead of a new one."""
+                    progress: Progress | None = None, predictor=None,
+                    inspect: Callable[[PrincipalMemory], None] | None = None) -> list[Prediction]:
+    """`predictor`: an instance to use (and inspect afterwards) instead of a new one;
+    `inspect`: called with the memory at the end, before it is thrown away."""
     if variant.kind == "majority":
         return _majority(events, progress)
     if variant.kind == "ema":
@@ -173,9 +177,11 @@ def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedde
                 if observe:
                     observe(record)
                 touched.add((request.state.value, request.task_type))
-                if n % FACT_SESSION_GATES == 0:  # the replay's stand-in for a session's consolidation
+                if n % SESSION_GATES == 0:  # the replay's stand-in for a session's consolidation
                     learn_facts(memory, touched, n, run_settings.facts)
                     touched.clear()
+                    if variant.memory.storage:
+                        memory.settle_buffer()
                 if progress:
                     progress(1)
             # Regret is found by a later human answer, never by the replay peeking: the
@@ -183,6 +189,8 @@ def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedde
             by_chunk = {chunk_id_for(principal, f"replay/{e.gate_id}"): i for i, e in enumerate(events)}
             for chunk_id, _, _ in memory.store.regrets():
                 preds[by_chunk[chunk_id]].regretted = True
+            if inspect:
+                inspect(memory)
         finally:
             memory.close()
     return preds

@@ -45,6 +45,9 @@ class SessionActivities:
         # An LLM predictor's judge_conflict settles ambiguous disagreements; offline,
         # they are kept as context sensitivity.
         self.judge = getattr(predictor, "judge_conflict", None)
+        # ... and reads the human's preferences from their answers; offline, the concern
+        # words they repeat do.
+        self.extractor = getattr(predictor, "extract_preferences", None)
         # A learned model refits at consolidation too, under the same turn.
         self.refit = getattr(predictor, "refit", None)
         self.client = client
@@ -125,7 +128,8 @@ class SessionActivities:
                 time.sleep(delay)
 
         report = apply_consolidation(memory, inp.plan, on_step=step)
-        report.facts_learned = len(facts.after_consolidation(memory, inp.plan, self.settings.facts))
+        report.facts_learned = len(facts.after_consolidation(memory, inp.plan, self.settings.facts,
+                                                             self.extractor))
         report.buffer_kept, report.buffer_dropped = memory.settle_buffer()
         if self.refit:
             try:

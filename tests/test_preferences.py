@@ -158,3 +158,30 @@ def test_a_question_the_human_keeps_asking_becomes_a_procedure_in_the_working_me
     assert proc.id in [c.chunk_id for c in retrieve(memory, gate(7), 7, "prior").chunks]
     wm = load_working_memory(memory, 7, 2000)
     assert proc.id in wm.chunk_ids and "the human always checks: How long does it lock the table" in wm.block
+
+
+def test_an_llm_reads_the_preferences_when_one_is_configured(memory, monkeypatch):
+    from tests.llm_standins import AnthropicStandIn
+    from vicar.proxy.llm_predictor import LLMPredictor
+
+    taught(memory)
+    standin = AnthropicStandIn(["SUBJECT: Rollback | Migrations need a rollback step.\n"
+                                "SUBJECT: backups | Take a backup before any destructive change.\n"
+                                "Also, they are nice.\nSUBJECT: | nothing"])
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", standin.root)
+    try:
+        llm = LLMPredictor.from_env("anthropic")
+        found = extract(memory, [("PLAN_ASSERT", "db-migration")], 6, P, extractor=llm.extract_preferences)
+        assert [(f.subject, f.text) for f in found] == [
+            ("rollback", "Migrations need a rollback step."),
+            ("backups", "Take a backup before any destructive change.")]
+        rollback = found[0]
+        assert len(rollback.provenance) == 3  # the answers that say it
+        user = AnthropicStandIn.user_text(standin.bodies()[0])
+        assert "ANSWERS" in user and "[reject] No rollback step, no deploy." in user
+        # A retry at the same N asks nothing and adds nothing.
+        assert extract(memory, [("PLAN_ASSERT", "db-migration")], 6, P, extractor=llm.extract_preferences) == []
+        assert len(standin.bodies()) == 1
+    finally:
+        standin.close()

@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from vicar.config import FactParams
 from vicar.memory.chunk import ChunkKind, MemoryChunk
@@ -73,49 +73,76 @@ def _fact_chunk(memory: PrincipalMemory, f: Fact) -> MemoryChunk:
                        artifact_excerpt=f.text, human_response=f.text, created_n=f.created_n, traces=[f.created_n])
 
 
-def extract(memory: PrincipalMemory, contexts: Iterable[tuple[str, str]], n: int, params: FactParams) -> list[Fact]:
-    """New preferences of these (state, task type) contexts at interaction N; returns
-    them. Idempotent: a retry finds them live and adds nothing."""
+# An LLM's extraction: (state, task type, (action, words) newest first) -> (subject, preference).
+Extractor = Callable[[str, str, Sequence[tuple[str, str]]], list[tuple[str, str]]]
+
+
+def candidates(answers: list[MemoryChunk], params: FactParams) -> list[tuple[str, str, list[str]]]:
+    """Offline: (subject, the human's sentence, provenance) for each concern word said in
+    at least `preference_min` corrections and rejections, and said more when turning work
+    back than when approving (smoothed): a concern, not the reviewer's usual vocabulary."""
+    reversal = {Action.correct.value, Action.reject.value}
+    turned_back = [(c, concern_words(c.human_response)) for c in answers if c.outcome in reversal]
+    approved = [concern_words(c.human_response) for c in answers if c.outcome == Action.approve.value]
+    said = Counter(w for _, words in turned_back for w in words)
+    said_approving = Counter(w for words in approved for w in words)
+    out = []
+    for word, k in sorted(said.items(), key=lambda kv: (-kv[1], kv[0])):
+        if k < params.preference_min:
+            break  # the counts fall from here
+        if (k + 1) / (len(turned_back) + 2) <= (said_approving[word] + 1) / (len(approved) + 2):
+            continue
+        sources = [c for c, words in turned_back if word in words]  # newest first
+        out.append((word, sentence_with(sources[0].human_response, word), [c.id for c in sources[:10]]))
+    return out
+
+
+def llm_candidates(answers: list[MemoryChunk], state: str, task_type: str,
+                   extractor: Extractor) -> list[tuple[str, str, list[str]]]:
+    """The LLM's reading of the same answers; provenance: the answers that say the subject."""
+    out = []
+    for subject, text in extractor(state, task_type, [(c.outcome, c.human_response) for c in answers]):
+        sources = [c.id for c in answers if subject in concern_words(c.human_response)]
+        out.append((subject, clip(" ".join(text.split()), FACT_CHARS), sources[:10]))
+    return out
+
+
+def extract(memory: PrincipalMemory, contexts: Iterable[tuple[str, str]], n: int, params: FactParams,
+            extractor: Extractor | None = None) -> list[Fact]:
+    """New preferences of these (state, task type) contexts at interaction N, from the
+    LLM when `extractor` is given, else from the concern words; returns them.
+    Idempotent: a retry finds them live and adds nothing."""
     if not params.preferences:
         return []
-    reversal = {Action.correct.value, Action.reject.value}
     out: list[Fact] = []
     for state, task_type in sorted(set(contexts)):
-        answers = memory.store.recent_human_answers("gate", state, task_type, params.lookback)
-        turned_back = [(c, concern_words(c.human_response)) for c in answers if c.outcome in reversal]
-        approved = [concern_words(c.human_response) for c in answers if c.outcome == Action.approve.value]
-        said = Counter(w for _, words in turned_back for w in words)
-        said_approving = Counter(w for words in approved for w in words)
         existing = memory.store.facts("preference", state, task_type)
+        if any(f.created_n == n for f in existing):
+            continue  # extracted at this N already: a retry (an LLM may not answer the same twice)
+        answers = memory.store.recent_human_answers("gate", state, task_type, params.lookback)
+        found = (llm_candidates(answers, state, task_type, extractor) if extractor and answers
+                 else candidates(answers, params))
         live = {f.subject: f for f in existing if f.live}
         room = params.per_context - len(live)
         new, changed, audit = [], [], []
-        for word, k in sorted(said.items(), key=lambda kv: (-kv[1], kv[0])):
-            if k < params.preference_min:
-                break  # the counts fall from here
+        for word, text, provenance in found:
             if room <= 0 and word not in live:
                 continue
-            # A concern, not the reviewer's usual vocabulary: said more often (smoothed)
-            # when turning work back than when approving.
-            if (k + 1) / (len(turned_back) + 2) <= (said_approving[word] + 1) / (len(approved) + 2):
-                continue
-            sources = [c for c, words in turned_back if word in words]  # newest first
-            text = sentence_with(sources[0].human_response, word)
             old = live.get(word)
             if old is not None and (old.confidence >= params.initial_confidence or old.text == text):
                 continue  # known and standing
             generation = sum(1 for e in existing if e.subject == word)
             f = Fact(id=fact_id(memory.principal, "preference", state, task_type, word, generation),
-                     kind="preference",
-                     state=state, task_type=task_type, subject=word, text=text,
+                     kind="preference", state=state, task_type=task_type, subject=word, text=text,
                      confidence=old.confidence if old else params.initial_confidence,
-                     provenance=[c.id for c in sources[:10]], created_n=n, updated_n=n)
+                     provenance=provenance, created_n=n, updated_n=n)
             if old is not None:
                 changed.append(old.model_copy(update={"stage": "superseded", "successor": f.id, "updated_n": n}))
                 audit.append((f"fact:{old.id}:superseded", "SUPERSEDE", old.id, f.id,
                               f"preference on {word!r} superseded by the human's newer words"))
             else:
                 room -= 1
+            live[word] = f
             new.append(f)
         for f in new:
             memory.record(_fact_chunk(memory, f))
@@ -188,16 +215,18 @@ def procedure_uses(memory: PrincipalMemory, record: OutcomeRecord, params: FactP
             if f.live and f.subject in asked]
 
 
-def after_consolidation(memory: PrincipalMemory, plan: ConsolidationPlan, params: FactParams) -> list[Fact]:
-    """The session's contexts learn their preferences from the answers just consolidated."""
+def after_consolidation(memory: PrincipalMemory, plan: ConsolidationPlan, params: FactParams,
+                        extractor: Extractor | None = None) -> list[Fact]:
+    """The session's contexts learn their facts from the answers just consolidated."""
     chunks = memory.store.get_chunks([d.chunk_id for d in plan.decisions], with_traces=False)
-    return learn(memory, {(c.state, c.task_type) for c in chunks}, memory.counter(), params)
+    return learn(memory, {(c.state, c.task_type) for c in chunks}, memory.counter(), params, extractor)
 
 
-def learn(memory: PrincipalMemory, contexts: Iterable[tuple[str, str]], n: int, params: FactParams) -> list[Fact]:
+def learn(memory: PrincipalMemory, contexts: Iterable[tuple[str, str]], n: int, params: FactParams,
+          extractor: Extractor | None = None) -> list[Fact]:
     """Preferences and procedures of these contexts, at N."""
     contexts = set(contexts)
-    return extract(memory, contexts, n, params) + extract_procedures(memory, contexts, n, params)
+    return extract(memory, contexts, n, params, extractor) + extract_procedures(memory, contexts, n, params)
 
 
 def hindsight(memory: PrincipalMemory, record: OutcomeRecord, params: FactParams

@@ -27,6 +27,7 @@ from vicar.models import (
 
 PASS_MAX_TOKENS = 1024
 CLASSIFY_MAX_TOKENS = 16
+PREFERENCES_MAX_TOKENS = 400  # five short lines
 SURPRISE_MAX_TOKENS = 400
 AGENT_MAX_TOKENS = 600
 SURPRISE_MAGNITUDE = 0.5  # the design's value for a confidence shift > 0.3
@@ -103,6 +104,14 @@ class LLMPredictor:
                                    model=self.classifier_model, max_tokens=CLASSIFY_MAX_TOKENS)
         word = out.text.strip().splitlines()[-1].strip().strip("*_`'\".:;!, ").lower() if out.text.strip() else ""
         return word if word in prompts.CONFLICT_KINDS else None
+
+    def extract_preferences(self, state: str, task_type: str, answers: Sequence[tuple[str, str]]
+                            ) -> list[tuple[str, str]]:
+        """Consolidation's preference extraction: (subject, preference) pairs the model
+        reads from the context's latest human answers ((action, words), newest first)."""
+        out = self.client.complete([prompts.PREFERENCES_SYSTEM], prompts.preferences_body(state, task_type, answers),
+                                   model=self.classifier_model, max_tokens=PREFERENCES_MAX_TOKENS)
+        return prompts.parse_preferences(out.text)
 
     # -- internals ------------------------------------------------------------
 

@@ -23,17 +23,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rich.console import Console  # noqa: E402
 
-from machine_info import machine_line  # noqa: E402  (bench/ is on sys.path when run as a script)
-from vicar.config import MemoryParams, Settings  # noqa: E402
+from dev_replay import load_dev  # noqa: E402  (bench/ is on sys.path when run as a script)
+from machine_info import machine_line  # noqa: E402
+from vicar.config import MemoryParams  # noqa: E402
 from vicar.eval import metrics as m  # noqa: E402
-from vicar.eval.dataset import load_events  # noqa: E402
 from vicar.eval.replay import Variant, replay_reviewer  # noqa: E402
-from vicar.eval.run import warm_embeddings  # noqa: E402
-from vicar.memory.embedder import make_embedder  # noqa: E402
 from vicar.memory.principal import PrincipalMemory  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-DEV = ROOT.parent / "shared" / "datasets" / "gate-replay" / "dev"
 
 
 class Timed:
@@ -68,12 +65,7 @@ def main() -> None:
     args = ap.parse_args()
     started = datetime.now(timezone.utc)
     console = Console(stderr=True)
-    settings = Settings.from_env()
-    events = load_events(sorted(DEV.glob("*.jsonl.gz")))
-    if args.limit:
-        events = {r: evs[: args.limit] for r, evs in events.items()}
-    embedder = make_embedder(cache_file=settings.embedding_cache)
-    warm_embeddings(events, embedder, console)
+    settings, events, embedder = load_dev(args.limit, console)
 
     rows = {}
     for name, params in (("default (persist all)", MemoryParams()), ("storage decision", MemoryParams(storage=True))):

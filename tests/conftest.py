@@ -20,7 +20,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from vicar.memory.embedder import default_embedder
 from vicar.memory.principal import MemoryRegistry
-from vicar.config import AutonomyParams, CalibrationParams, Settings
+from vicar.config import AutonomyParams, CalibrationParams, MemoryParams, Settings
 from vicar.models import BrainConfig, GateRequest
 from vicar.server import temporal_binary
 from vicar.workflows import search_attributes as sa
@@ -132,3 +132,31 @@ class DeafGate:
     @workflow.run
     async def run(self) -> None:
         await workflow.wait_condition(lambda: False)
+
+
+def record_answer(memory, request: GateRequest, n: int, action: str, text: str = "", *, by: str = "human",
+                  score: float = 0.5, predicted: str = "approve", **record) -> str:
+    """Store a gate's answer the way the gate does (record_outcome), the proxy having
+    predicted `predicted` at `score` in both passes; `record`: more OutcomeRecord fields,
+    or `params` / `facts` for record_outcome. Returns the chunk id."""
+    from vicar.models import Action, AnsweredBy, OutcomeRecord, PassResult
+    from vicar.proxy.outcomes import record_outcome
+
+    options = {k: record.pop(k) for k in ("params", "facts") if k in record}
+    guess = PassResult(prose="", confidence=score, action=Action(predicted))
+    chunk_id = record_outcome(memory, OutcomeRecord(
+        request=request, n=n, workflow_id=f"vicar-gate/{request.gate_id}", action=Action(action),
+        response_text=text, answered_by=AnsweredBy(by), prior=guess, posterior=guess, **record),
+        artifacts=False, **options)
+    memory.raise_counter(n)
+    return chunk_id
+
+
+@pytest.fixture
+def memory(tmp_path, embedder):
+    """A fresh memory of principal alice."""
+    from vicar.memory.principal import PrincipalMemory
+
+    mem = PrincipalMemory("alice", tmp_path / "principals", embedder, MemoryParams())
+    yield mem
+    mem.close()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-import pytest
 from typer.testing import CliRunner
 
 from vicar.cli import app
@@ -13,13 +12,12 @@ from vicar.config import CalibrationParams, MemoryParams
 from vicar.gates import answer_gate, gate_details, start_gate
 from vicar.llm import prompts
 from vicar.memory.principal import PrincipalMemory
-from vicar.models import (Action, AnsweredBy, Calibration, CalibrationInputs, CensorHit, GateRequest, GateStatus,
-                          HumanAnswer, OutcomeRecord, PassResult)
+from vicar.models import (AnsweredBy, Calibration, CalibrationInputs, CensorHit, GateRequest, GateStatus,
+                          HumanAnswer)
 from vicar.proxy.calibration import calibrate
 from vicar.proxy.consult import retrieve
-from vicar.proxy.outcomes import record_outcome
 
-from .conftest import wait_escalated, wait_for
+from .conftest import record_answer, wait_escalated, wait_for
 
 DROP = "Migration {n}: drop the column {c} from the production database. There is no rollback step and no backup."
 COLUMNS = ["users.legacy_email", "users.legacy_phone", "users.legacy_fax", "users.legacy_pager",
@@ -41,18 +39,7 @@ def gate(principal: str, i: int, artifact: str) -> GateRequest:
 def record(mem: PrincipalMemory, i: int, req: GateRequest, action: str, text: str = "",
            calibration: Calibration | None = None, by: AnsweredBy = AnsweredBy.human,
            at: datetime | None = None) -> None:
-    guess = PassResult(prose="", confidence=0.5, action=Action.approve)
-    record_outcome(mem, OutcomeRecord(request=req, n=i, workflow_id=f"vicar-gate/{req.gate_id}",
-                                      action=Action(action), response_text=text, answered_by=by, prior=guess,
-                                      posterior=guess, calibration=calibration, at=at), artifacts=False)
-    mem.raise_counter(i)
-
-
-@pytest.fixture
-def memory(tmp_path, embedder):
-    mem = PrincipalMemory("alice", tmp_path / "principals", embedder, MemoryParams())
-    yield mem
-    mem.close()
+    record_answer(mem, req, i, action, text, by=by.value, calibration=calibration, at=at)
 
 
 def hits(mem: PrincipalMemory, i: int, artifact: str) -> list[CensorHit]:

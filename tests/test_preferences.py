@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from vicar.config import FactParams, MemoryParams
+from vicar.config import FactParams
 from vicar.llm import prompts
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord, PassResult
 from vicar.proxy.consult import retrieve
 from vicar.proxy.learned import memory_features
-from vicar.proxy.outcomes import record_outcome
 from vicar.proxy.facts import after_hindsight, concern_words, extract, hindsight, sentence_with
+
+from .conftest import record_answer
 
 P = FactParams()
 PLAN = "Migration plan: add the column orders.note, backfill it, deploy."
@@ -25,18 +26,7 @@ def gate(i: int, artifact: str = PLAN, task_type: str = "db-migration") -> GateR
 
 
 def answer(mem: PrincipalMemory, i: int, action: str, text: str, artifact: str = PLAN) -> None:
-    guess = PassResult(prose="", confidence=0.5, action=Action.approve)
-    record_outcome(mem, OutcomeRecord(request=gate(i, artifact), n=i, workflow_id=f"vicar-gate/g{i}",
-                                      action=Action(action), response_text=text, answered_by=AnsweredBy.human,
-                                      prior=guess, posterior=guess), artifacts=False)
-    mem.raise_counter(i)
-
-
-@pytest.fixture
-def memory(tmp_path, embedder):
-    mem = PrincipalMemory("alice", tmp_path / "principals", embedder, MemoryParams())
-    yield mem
-    mem.close()
+    record_answer(mem, gate(i, artifact), i, action, text)
 
 
 def taught(mem: PrincipalMemory) -> None:

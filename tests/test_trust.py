@@ -12,10 +12,11 @@ from vicar.cli import app
 from vicar.config import CalibrationParams, MemoryParams
 from vicar.memory.principal import PrincipalMemory
 from vicar.memory.store import MIGRATIONS, RecordStore
-from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord, PassResult
+from vicar.models import AnsweredBy, GateRequest
 from vicar.proxy.consult import autonomy_rule
-from vicar.proxy.outcomes import record_outcome
 from vicar.proxy.trust import INITIAL_TRUST, ledger
+
+from .conftest import record_answer
 
 
 def patch(i: int, version: int, series: str = "lm75: add TMP75B", agent: str = "patch-bot") -> GateRequest:
@@ -26,17 +27,8 @@ def patch(i: int, version: int, series: str = "lm75: add TMP75B", agent: str = "
 
 def answer(mem: PrincipalMemory, i: int, req: GateRequest, action: str, by=AnsweredBy.human,
            score: float = 0.9, predicted: str = "approve", window: int = 100) -> None:
-    guess = PassResult(prose="", confidence=score, action=Action(predicted))
-    record_outcome(mem, OutcomeRecord(request=req, n=i, workflow_id=f"vicar-gate/g{i}", action=Action(action),
-                                      response_text=f"[{action}]", answered_by=by, posterior=guess),
-                   artifacts=False, params=CalibrationParams(regret_window=window))
-
-
-@pytest.fixture
-def memory(tmp_path, embedder):
-    mem = PrincipalMemory("alice", tmp_path / "principals", embedder, MemoryParams())
-    yield mem
-    mem.close()
+    record_answer(mem, req, i, action, f"[{action}]", by=by.value, score=score, predicted=predicted,
+                  params=CalibrationParams(regret_window=window))
 
 
 def test_regret_is_inferred_from_a_later_correction_on_the_same_lineage(memory):

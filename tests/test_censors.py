@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from typer.testing import CliRunner
 
 from vicar.cli import app
-from vicar.config import CalibrationParams, MemoryParams
+from vicar.config import CalibrationParams, MemoryParams, Settings
 from vicar.gates import answer_gate, gate_details, start_gate
 from vicar.llm import prompts
 from vicar.memory.principal import PrincipalMemory
@@ -17,7 +18,7 @@ from vicar.models import (AnsweredBy, Calibration, CalibrationInputs, CensorHit,
 from vicar.proxy.calibration import calibrate
 from vicar.proxy.consult import retrieve
 
-from .conftest import record_answer, wait_escalated, wait_for
+from .conftest import LOOSE_AUTONOMY, record_answer, wait_escalated, wait_for
 
 DROP = "Migration {n}: drop the column {c} from the production database. There is no rollback step and no backup."
 COLUMNS = ["users.legacy_email", "users.legacy_phone", "users.legacy_fax", "users.legacy_pager",
@@ -36,15 +37,23 @@ def gate(principal: str, i: int, artifact: str) -> GateRequest:
                        question="Approve or revise the proposed plan.", artifact_text=artifact)
 
 
+# Censors are off by default (README, "Which mechanisms are on"): on here.
+ON = CalibrationParams(censor_min=3)
+
+
+@pytest.fixture
+def settings(tmp_path) -> Settings:
+    return Settings(data_dir=tmp_path / "vicar", calibration=ON.model_copy(update={"autonomy": LOOSE_AUTONOMY}))
+
+
 def record(mem: PrincipalMemory, i: int, req: GateRequest, action: str, text: str = "",
            calibration: Calibration | None = None, by: AnsweredBy = AnsweredBy.human,
            at: datetime | None = None) -> None:
-    record_answer(mem, req, i, action, text, by=by.value, calibration=calibration, at=at)
+    record_answer(mem, req, i, action, text, by=by.value, calibration=calibration, at=at, params=ON)
 
 
 def hits(mem: PrincipalMemory, i: int, artifact: str) -> list[CensorHit]:
-    return retrieve(mem, gate("alice", i, artifact), i, "posterior", artifact,
-                    params=CalibrationParams()).censors
+    return retrieve(mem, gate("alice", i, artifact), i, "posterior", artifact, params=ON).censors
 
 
 def test_learned_from_the_third_alike_rejection_and_fires_on_the_fourth(memory):
@@ -90,11 +99,11 @@ def test_approvals_weaken_a_censor_rejections_confirm_it(memory):
 def test_block_is_the_first_guard_and_warn_goes_in_the_note():
     block = CensorHit(censor_id="k-1", action="block", reason=WHY, similarity=0.9)
     warn = CensorHit(censor_id="k-2", action="warn", reason="Mind the backups.", similarity=0.8)
-    cal = calibrate(0.95, CalibrationInputs(censors=[block, warn]), CalibrationParams())
+    cal = calibrate(0.95, CalibrationInputs(censors=[block, warn]), ON)
     assert cal.guard == "censor" and cal.fired[0] == "censor" and not cal.autonomous
     assert WHY in cal.note and "Mind the backups." in cal.note and cal.censors == ["k-1", "k-2"]
     assert cal.confidence == 0.95  # a censor withholds the answer; it does not doubt the score
-    cal = calibrate(0.95, CalibrationInputs(censors=[warn]), CalibrationParams())
+    cal = calibrate(0.95, CalibrationInputs(censors=[warn]), ON)
     assert "censor" not in cal.fired and "censor k-2 (warn, similarity 0.80): Mind the backups." in cal.note
 
 

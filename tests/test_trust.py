@@ -140,3 +140,19 @@ def test_an_untrusted_agent_is_probed_and_never_answered_alone(memory):
     cal = calibrate(0.9, inputs, CalibrationParams())
     assert cal.guard == "untrusted" and not cal.autonomous and "trust 0.27 < floor 0.3" in cal.note
     assert calibrate(0.9, inputs, CalibrationParams(trust_floor=0.0)).autonomous
+
+
+def test_the_mechanisms_are_switched_from_the_environment(monkeypatch):
+    from vicar.config import Settings
+    from vicar.errors import InvalidInput
+
+    monkeypatch.setenv("VICAR_REGRET_WINDOW", "100")
+    monkeypatch.setenv("VICAR_CENSOR_MIN", "3")
+    monkeypatch.setenv("VICAR_PREFERENCES", "false")
+    monkeypatch.setenv("VICAR_STORAGE_DECISION", "1")
+    s = Settings.from_env()
+    assert (s.calibration.regret_window, s.calibration.censor_min, s.facts.preferences, s.memory.storage) == (
+        100, 3, False, True)
+    monkeypatch.setenv("VICAR_TRUST_FLOOR", "2")
+    with pytest.raises(InvalidInput, match="VICAR_TRUST_FLOOR: Input should be less than or equal to 1"):
+        Settings.from_env()

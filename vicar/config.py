@@ -135,6 +135,19 @@ AUTONOMY_VARS: dict[str, str] = {
     "window": "VICAR_AUTONOMY_WINDOW",
     "audit_share": "VICAR_AUTONOMY_AUDIT_SHARE",
 }
+# The memory kinds and the trust ledger's switches and main knobs, by (Settings section,
+# field); README, "Which mechanisms are on".
+MECHANISM_VARS: dict[str, tuple[str, str]] = {
+    "VICAR_PROBATION_ANSWERS": ("calibration", "probation_answers"),
+    "VICAR_TRUST_FLOOR": ("calibration", "trust_floor"),
+    "VICAR_REGRET_WINDOW": ("calibration", "regret_window"),
+    "VICAR_CENSOR_MIN": ("calibration", "censor_min"),
+    "VICAR_CENSOR_SIMILARITY": ("calibration", "censor_similarity"),
+    "VICAR_PREFERENCES": ("facts", "preferences"),
+    "VICAR_PROCEDURES": ("facts", "procedures"),
+    "VICAR_HINDSIGHT_FACTOR": ("facts", "hindsight_factor"),
+    "VICAR_STORAGE_DECISION": ("memory", "storage"),
+}
 AUTONOMY_FILE = "autonomy.json"  # per principal, beside its memory
 AUTONOMY_FILE_BYTES = 64_000
 
@@ -204,16 +217,19 @@ class CalibrationParams(BaseModel):
     trust_floor: float = Field(0.3, ge=0.0, le=1.0)
     # Regret: a human correction or rejection finds the proxy's approvals on the same
     # lineage this many interactions back (agent-trust-memory.md keeps 90 days;
-    # interactions are the memory's clock). 0: off. README, "Regret".
-    regret_window: int = Field(100, ge=0, le=100_000)
+    # interactions are the memory's clock; 100 when on). 0: off, the default: in the
+    # replay it found 3 regrets in 17,015 gates, 1 of them wrong, and the autonomous
+    # error was higher with it (README, "Which mechanisms are on").
+    regret_window: int = Field(0, ge=0, le=100_000)
     # "lineage": any later revision of the thread reversed counts; "revision": only the
     # same revision (the artifact the proxy approved, not its successor).
     regret_scope: Literal["lineage", "revision"] = "lineage"
     # Censors (memory-types.md): learned once the human has corrected or rejected this many
     # artifacts of one context this alike (mean cosine over artifact and agent message);
     # each approval of a censored gate multiplies its severity by the factor (block at
-    # >= 0.75, warn at >= 0.3, deactivated below). censor_min 0: off. README, "Censors".
-    censor_min: int = Field(3, ge=0, le=1000)
+    # >= 0.75, warn at >= 0.3, deactivated below). censor_min 0: off, the default: in the
+    # replay no censor changed a decision (3 when on; README, "Which mechanisms are on").
+    censor_min: int = Field(0, ge=0, le=1000)
     censor_similarity: float = Field(0.75, gt=0.0, le=1.0)
     censor_fp_factor: float = Field(0.5, gt=0.0, lt=1.0)
 
@@ -377,6 +393,16 @@ class Settings(BaseModel):
                 except ValidationError as exc:
                     raise InvalidInput(f"{var}: {exc.errors()[0]['msg']}, not {raw!r}") from None
             setattr(target, attr, type(getattr(target, attr))(value))
+        for var, (section, attr) in MECHANISM_VARS.items():
+            raw = os.environ.get(var)
+            if raw is None:
+                continue
+            model = getattr(settings, section)
+            try:
+                # Validated by the section's own model: its types and bounds.
+                setattr(settings, section, type(model).model_validate({**model.model_dump(), attr: raw.strip()}))
+            except ValidationError as exc:
+                raise InvalidInput(f"{var}: {exc.errors()[0]['msg']}, not {raw!r}") from None
         for attr, var in LIMIT_VARS.items():
             raw = os.environ.get(var)
             if raw is None:

@@ -61,9 +61,9 @@ def standard_variants(base: MemoryParams | None = None) -> list[Variant]:
         # under the autonomy rule.
         Variant(name="default", predictor="learned", memory=m),
         Variant(name="no-probation", predictor="learned", memory=m, calibration={"probation_answers": 0}),
-        Variant(name="no-regret", predictor="learned", memory=m, calibration={"regret_window": 0}),
+        Variant(name="regret", predictor="learned", memory=m, calibration={"regret_window": 100}),
         Variant(name="no-trust-floor", predictor="learned", memory=m, calibration={"trust_floor": 0.0}),
-        Variant(name="no-censors", predictor="learned", memory=m, calibration={"censor_min": 0}),
+        Variant(name="censors", predictor="learned", memory=m, calibration={"censor_min": 3}),
         Variant(name="no-preferences", predictor="learned", memory=m, facts={"preferences": False}),
         Variant(name="no-procedures", predictor="learned", memory=m, facts={"procedures": False}),
         Variant(name="storage", predictor="learned", memory=m.model_copy(update={"storage": True})),

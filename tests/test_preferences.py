@@ -15,7 +15,7 @@ from vicar.proxy.facts import after_hindsight, concern_words, extract, hindsight
 
 from .conftest import record_answer
 
-P = FactParams()
+P = FactParams(hindsight_factor=2.0)  # asymmetric, as Hindsight has it (the shipped 1 is symmetric)
 PLAN = "Migration plan: add the column orders.note, backfill it, deploy."
 WITH_ROLLBACK = PLAN + " Rollback: drop the column."
 
@@ -26,7 +26,7 @@ def gate(i: int, artifact: str = PLAN, task_type: str = "db-migration") -> GateR
 
 
 def answer(mem: PrincipalMemory, i: int, action: str, text: str, artifact: str = PLAN) -> None:
-    record_answer(mem, gate(i, artifact), i, action, text)
+    record_answer(mem, gate(i, artifact), i, action, text, facts=P)
 
 
 def taught(mem: PrincipalMemory) -> None:

@@ -74,13 +74,14 @@ def test_hindsight_moves_confidence_more_on_disconfirmation(memory):
     answer(memory, 8, "approve", "Fine.")  # approved without a rollback: it does not always hold
     [f] = live(memory)
     assert f.confidence == pytest.approx(0.55 - 2 * 0.1 * 0.55) and f.disconfirmations == 1
+    assert 8 not in memory.store.get_chunk(fact.id).traces  # disconfirmed: not met again
     answer(memory, 9, "approve", "Fine.", WITH_ROLLBACK)  # says nothing against it
     assert live(memory)[0].disconfirmations == 1
     # A symmetric update (factor 1) would have moved it as much down as up.
-    moved, _ = hindsight(memory, OutcomeRecord(request=gate(10), n=10, workflow_id="x", action=Action.approve,
+    moved = hindsight(memory, OutcomeRecord(request=gate(10), n=10, workflow_id="x", action=Action.approve,
                                                response_text="", answered_by=AnsweredBy.human),
                          P.model_copy(update={"hindsight_factor": 1.0}))
-    assert moved[0].confidence == pytest.approx(0.44 - 0.1 * 0.44)
+    assert moved.changed[0].confidence == pytest.approx(0.44 - 0.1 * 0.44) and moved.met_again == []
 
 
 def test_a_disconfirmed_preference_is_deactivated_and_kept_in_the_audit_log(memory):
@@ -120,8 +121,10 @@ def test_switched_off_nothing_is_learned_or_moved(memory):
     off = P.model_copy(update={"preferences": False})
     assert extract(memory, [("PLAN_ASSERT", "db-migration")], 6, off) == []
     assert hindsight(memory, OutcomeRecord(request=gate(7), n=7, workflow_id="y", action=Action.approve,
-                                           response_text="", answered_by=AnsweredBy.human), off) == ([], [])
-    after_hindsight(memory, [], 7)
+                                           response_text="", answered_by=AnsweredBy.human), off) == ([], [], [])
+    after_hindsight(memory, hindsight(memory, OutcomeRecord(request=gate(7), n=7, workflow_id="y",
+                                                            action=Action.approve, response_text="",
+                                                            answered_by=AnsweredBy.human), off), 7)
 
 
 def test_concern_words_and_sentences():

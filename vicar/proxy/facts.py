@@ -31,6 +31,7 @@ import hashlib
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple
 
 from vicar.config import FactParams
 from vicar.memory.chunk import ChunkKind, MemoryChunk
@@ -229,18 +230,24 @@ def learn(memory: PrincipalMemory, contexts: Iterable[tuple[str, str]], n: int, 
     return extract(memory, contexts, n, params, extractor) + extract_procedures(memory, contexts, n, params)
 
 
-def hindsight(memory: PrincipalMemory, record: OutcomeRecord, params: FactParams
-              ) -> tuple[list[Fact], list[tuple[str, str, str, str | None, str]]]:
-    """How this human answer moves the context's live facts: (changed facts, audit rows),
-    for the outcome's own transaction, so that an answer moves them once. Preferences
+class FactMoves(NamedTuple):
+    changed: list[Fact]
+    audit: list[tuple[str, str, str, str | None, str]]
+    met_again: list[str]  # confirmed preferences, procedures asked again: a trace each
+
+
+def hindsight(memory: PrincipalMemory, record: OutcomeRecord, params: FactParams) -> FactMoves:
+    """How this human answer moves the context's live facts, for the outcome's own
+    transaction, so that an answer moves them once. Preferences
     move by Hindsight's rule; procedures it asks again gain an activation."""
     used = procedure_uses(memory, record, params)
+    met_again = [f.id for f in used]
     if not params.preferences or record.answered_by is not AnsweredBy.human:
-        return used, []
+        return FactMoves(used, [], met_again)
     req = record.request
     facts = [f for f in memory.store.facts("preference", req.state.value, req.task_type) if f.live]
     if not facts:
-        return used, []
+        return FactMoves(used, [], met_again)
     words = concern_words(record.response_text)
     artifact = concern_words(req.artifact_text)
     changed, audit = [], []
@@ -249,6 +256,7 @@ def hindsight(memory: PrincipalMemory, record: OutcomeRecord, params: FactParams
         if record.action in (Action.correct, Action.reject) and f.subject in words:
             c = c + params.alpha * (1.0 - c)
             update = {"confirmations": f.confirmations + 1}
+            met_again.append(f.id)
         elif record.action is Action.approve and f.subject not in artifact:
             c = c - params.hindsight_factor * params.alpha * c
             update = {"disconfirmations": f.disconfirmations + 1}
@@ -264,16 +272,14 @@ def hindsight(memory: PrincipalMemory, record: OutcomeRecord, params: FactParams
             stage = "confirmed"
         changed.append(f.model_copy(update={**update, "confidence": round(c, 6), "stage": stage,
                                             "updated_n": record.n}))
-    return used + changed, audit
+    return FactMoves(used + changed, audit, met_again)
 
 
-def after_hindsight(memory: PrincipalMemory, changed: list[Fact], n: int) -> None:
+def after_hindsight(memory: PrincipalMemory, moves: FactMoves, n: int) -> None:
     """Once the answer's transaction wrote them: facts no longer live leave the index's
-    retrieval, confirmed ones get a trace (met again: ACT-R's new presentation)."""
-    for f in changed:
+    retrieval, the ones met again get a trace (ACT-R's new presentation)."""
+    for f in moves.changed:
         if not f.live:
             memory.index.set_field(f.id, "status", "superseded")
-    confirmed = [f.id for f in changed if f.live and f.updated_n == n
-                 and (f.kind == "procedure" or f.confirmations)]
-    if confirmed:
-        memory.reinforce(confirmed, n)
+    if moves.met_again:
+        memory.reinforce(moves.met_again, n)

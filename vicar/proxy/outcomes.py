@@ -36,7 +36,7 @@ def record_outcome(memory: PrincipalMemory, record: OutcomeRecord, *, artifacts:
     the human's answer moves their preferences (defaults: the shipped ones)."""
     params = params or CalibrationParams()
     facts = facts or FactParams()
-    moved, audit = fact_memory.hindsight(memory, record, facts)
+    moves = fact_memory.hindsight(memory, record, facts)
     chunk = outcome_chunk(record, artifact)
     memory.record(chunk)
     req = record.request
@@ -49,10 +49,10 @@ def record_outcome(memory: PrincipalMemory, record: OutcomeRecord, *, artifacts:
         record.action.value, record.at.isoformat() if record.at else None,
         record.model_dump_json(), context_key(req.state.value, req.task_type, req.kind), update,
         pair=autonomy_pair(record), regrets=regretted(memory, record, chunk, params),
-        censor_feedback=censors.feedback(record, params), facts=(moved, audit),
+        censor_feedback=censors.feedback(record, params), facts=(moves.changed, moves.audit),
     )
     if new:
-        fact_memory.after_hindsight(memory, moved, record.n)
+        fact_memory.after_hindsight(memory, moves, record.n)
     censors.learn(memory, chunk, params)
     if artifacts:
         write_artifacts(memory)

@@ -33,6 +33,10 @@ class Censor(BaseModel):
     created_n: int
     updated_n: int
 
+    @property
+    def live(self) -> bool:
+        return self.status == "active"
+
     def similarity(self, query: dict[str, np.ndarray]) -> float | None:
         """Mean cosine over the dimensions both have (the index's rule); None: none shared."""
         sims = [float(np.dot(np.asarray(self.vectors[d], dtype=np.float32), q))

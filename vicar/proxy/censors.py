@@ -42,10 +42,6 @@ def censor_id(principal: str, chunk_id: str) -> str:
     return "k-" + hashlib.sha256(f"{principal}\x00{chunk_id}".encode()).hexdigest()[:16]
 
 
-def live(c: Censor) -> bool:
-    return c.status == "active"
-
-
 def fire(memory: PrincipalMemory, request: GateRequest, query: dict[str, np.ndarray],
          params: CalibrationParams) -> list[CensorHit]:
     """The live censors of this gate's context whose trigger is within the similarity of
@@ -55,7 +51,7 @@ def fire(memory: PrincipalMemory, request: GateRequest, query: dict[str, np.ndar
     query = {d: v for d, v in query.items() if d in CENSOR_DIMS}
     hits = []
     for c in memory.store.censors(request.kind.value, request.state.value, request.task_type):
-        sim = c.similarity(query) if live(c) else None
+        sim = c.similarity(query) if c.live else None
         if sim is not None and sim >= params.censor_similarity:
             hits.append(CensorHit(censor_id=c.id, action=c.action, reason=c.reason, pattern=c.pattern,
                                   similarity=round(sim, 4)))

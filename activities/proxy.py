@@ -193,11 +193,12 @@ class ProxyActivities:
     def retrieve_context(self, inp: c.RetrieveInput) -> c.RetrievalBundle:
         memory = self.registry.get(inp.request.principal)
         artifact = self._artifact(inp.request)
+        prior = retrieve(memory, inp.request, inp.n, "prior", options=self.settings.retrieval,
+                         params=self.settings.calibration)
         bundle = c.RetrievalBundle(
-            prior=retrieve(memory, inp.request, inp.n, "prior", options=self.settings.retrieval,
-                           params=self.settings.calibration),
+            prior=prior,
             posterior=retrieve(memory, inp.request, inp.n, "posterior", artifact, self.settings.retrieval,
-                               self.settings.calibration),
+                               self.settings.calibration, agent_trust=prior.agent_trust),
         )
         bundle.prior.working_memory = bundle.posterior.working_memory = inp.working_memory
         return bundle

@@ -12,7 +12,7 @@ from vicar.cli import app
 from vicar.config import CalibrationParams, MemoryParams
 from vicar.memory.principal import PrincipalMemory
 from vicar.memory.store import MIGRATIONS, RecordStore
-from vicar.models import AnsweredBy, GateRequest
+from vicar.models import AnsweredBy, GateRequest, PassResult
 from vicar.proxy.consult import autonomy_rule
 from vicar.proxy.trust import INITIAL_TRUST, ledger
 
@@ -122,6 +122,7 @@ def test_an_untrusted_agent_is_probed_and_never_answered_alone(memory):
     from vicar.models import AutonomyRule, CalibrationInputs
     from vicar.proxy.calibration import calibrate
     from vicar.proxy.consult import retrieve
+    from vicar.proxy.learned import memory_features
 
     for i in range(1, 7):  # six of its patches corrected: approval (0 + 3) / (6 + 5) = 0.27
         answer(memory, i, patch(i, 1, series=f"series {i}", agent="sloppy-bot"), "correct", predicted="correct")
@@ -131,6 +132,15 @@ def test_an_untrusted_agent_is_probed_and_never_answered_alone(memory):
     assert ctx.agent_trust == pytest.approx(3 / 11) and ctx.untrusted
     good = retrieve(memory, patch(9, 1, agent="good-bot"), 9, "prior", params=CalibrationParams())
     assert good.agent_trust == pytest.approx(4 / 6) and not good.untrusted
+    # The learned model reads the score as a feature (the one place regret reaches it);
+    # without an agent the feature is missing, not a made-up value.
+    vote = PassResult(prose="", confidence=0.0)
+    assert memory_features(vote, ctx)["agent_trust"] == pytest.approx(3 / 11)
+    anonymous = retrieve(memory, patch(9, 1, agent=""), 9, "prior", params=CalibrationParams())
+    assert anonymous.agent_trust is None and "agent_trust" not in memory_features(vote, anonymous)
+    # The posterior takes the prior's score rather than reading the ledger again.
+    passed = retrieve(memory, req, 8, "posterior", req.artifact_text, params=CalibrationParams(), agent_trust=0.1)
+    assert passed.agent_trust == 0.1 and passed.untrusted
     # Probed at a plan gate as at an intent gate ...
     assert prompts.PROBE_UNTRUSTED in prompts.pass_body(req, [], [], untrusted=True)
     assert prompts.PROBE_UNTRUSTED not in prompts.pass_body(req, [], [])

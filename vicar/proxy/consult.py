@@ -69,24 +69,25 @@ def build_query(request: GateRequest, n: int, phase: str, artifact: str = "",
 
 
 def retrieve(memory: PrincipalMemory, request: GateRequest, n: int, phase: str, artifact: str = "",
-             options: RetrievalOptions | None = None, params: CalibrationParams | None = None
-             ) -> RetrievalContext:
-    """`params`: also look up the upstream agent's trust, and check the context's censors
-    against the artifact (posterior only)."""
+             options: RetrievalOptions | None = None, params: CalibrationParams | None = None,
+             agent_trust: float | None = None) -> RetrievalContext:
+    """`params`: also look up the upstream agent's trust (unless the caller passes the one
+    its prior retrieval found), and check the context's censors against the artifact
+    (posterior only)."""
     query = build_query(request, n, phase, artifact, options, noise=memory.params.noise_s > 0)
     hits = memory.retrieve(query)
     options = options or RetrievalOptions()
     facts = {f.id: f for f in memory.store.facts_by_id([c.id for _, c in hits if c.kind.value in FACT_KINDS])}
-    censors, trust = [], None
+    censors, trust = [], agent_trust
     if params is not None and phase == "posterior":
         # The same texts the retrieval just embedded: the embedder's cache answers.
         censors = fire(memory, request, memory.query_vectors(
             {d: t for d, t in query.texts.items() if d in CENSOR_DIMS}), params)
-    if params is not None and request.upstream_agent:
-        trust = agent_trust(memory, request.upstream_agent)
+    if params is not None and request.upstream_agent and trust is None:
+        trust = agent_trust_score(memory, request.upstream_agent)
     return RetrievalContext(
         censors=censors, agent_trust=trust,
-        untrusted=trust is not None and trust < params.trust_floor,
+        untrusted=params is not None and trust is not None and trust < params.trust_floor,
         principal=request.principal,
         n=n,
         phase=phase,
@@ -162,7 +163,7 @@ def outcome_chunk(record: OutcomeRecord, artifact: str | None = None) -> MemoryC
     )
 
 
-def agent_trust(memory: PrincipalMemory, agent: str) -> float:
+def agent_trust_score(memory: PrincipalMemory, agent: str) -> float:
     """The trust score of one upstream agent, from its ledger (two index ranges)."""
     rows = ledger(*memory.store.agent_ledger_rows(agent))
     return rows[0].score if rows else AgentTrust(agent=agent).score
@@ -237,7 +238,8 @@ def consult(
     prior_ctx = retrieve(memory, request, n, "prior", options=settings.retrieval, params=settings.calibration)
     prior_ctx.working_memory = working_memory  # the session's cacheable prefix
     prior = predictor.prior(request, prior_ctx, dialog)
-    post_ctx = retrieve(memory, request, n, "posterior", artifact, settings.retrieval, settings.calibration)
+    post_ctx = retrieve(memory, request, n, "posterior", artifact, settings.retrieval, settings.calibration,
+                        agent_trust=prior_ctx.agent_trust)
     post_ctx.working_memory = working_memory
     posterior = predictor.posterior(request, post_ctx, artifact, prior, dialog)
     surprise = predictor.surprise(request, artifact, prior, posterior, post_ctx) if surprised(prior, posterior) else None

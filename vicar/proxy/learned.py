@@ -111,7 +111,7 @@ def _revision_number(revision: str) -> float:
 
 NAN = float("nan")
 MEMORY_FEATURES = ("mem_action", "mem_conf", "mem_sim1", "mem_sim2", "mem_sim3", "mem_n", "mem_top_action",
-                   "pref_n", "pref_unmet")
+                   "pref_n", "pref_unmet", "agent_trust")
 HISTORY_FEATURES = (
     "lin_count", *(f"last{i}" for i in range(1, LAST_VERDICTS + 1)),
     *(f"last{i}_words" for i in range(1, LAST_VERDICTS + 1)),
@@ -129,9 +129,10 @@ CATEGORICAL = tuple(
 
 
 def memory_features(vote: PassResult, ctx: RetrievalContext, artifact: str = "") -> dict[str, float]:
-    """What the memory vote said, how close the nearest human answers were, and the
-    human's retrieved preferences: how many, and the confidence of those whose subject
-    the artifact does not mention (a want it may not meet)."""
+    """What the memory vote said, how close the nearest human answers were, the human's
+    retrieved preferences (how many, and the confidence of those whose subject the
+    artifact does not mention: a want it may not meet), and the upstream agent's trust
+    score, the one place its regrets reach the model."""
     human = sorted((c for c in ctx.chunks if c.answered_by is AnsweredBy.human and not c.is_fact),
                    key=lambda c: -(c.similarity or 0.0))
     facts = [c for c in ctx.chunks if c.kind == "preference"]
@@ -147,6 +148,7 @@ def memory_features(vote: PassResult, ctx: RetrievalContext, artifact: str = "")
         "mem_top_action": float(ACTION_CODE[top]) if top else NAN,
         "pref_n": float(len(facts)),
         "pref_unmet": sum((c.confidence or 0.0) for c in facts if c.question not in words),
+        "agent_trust": NAN if ctx.agent_trust is None else ctx.agent_trust,
     }
     # Missing ones are left out (read back as missing): NaN has no JSON spelling.
     return {k: v for k, v in found.items() if not np.isnan(v)}

@@ -24,11 +24,10 @@ from vicar.memory.store import StoreError
 from vicar.memory.working import load_working_memory
 from vicar import contracts as c
 from vicar.config import TASK_QUEUE, Settings
+from vicar.memory.consolidation_plan import ConsolidationPlan, ConsolidationReport
 from vicar.models import (
     BrainStatus,
     ConsolidationInput,
-    ConsolidationPlan,
-    ConsolidationReport,
     JoinReply,
     SessionInput,
     WorkingMemoryView,

@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from machine_info import machine_line  # noqa: E402  (bench/ is on sys.path when run as a script)
-from vicar.optional import MINILM_WEIGHTS  # noqa: E402
+from vicar.memory.optional import MINILM_WEIGHTS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV = ROOT.parent / "shared" / "datasets" / "gate-replay" / "dev"

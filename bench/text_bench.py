@@ -43,7 +43,7 @@ from vicar.models import (  # noqa: E402
 )
 from vicar.proxy import bookkeeping, outcomes  # noqa: E402
 from vicar.proxy.offline import OfflinePredictor  # noqa: E402
-from vicar.text import clip  # noqa: E402
+from vicar.memory.text import clip  # noqa: E402
 
 SIZES = (100_000, 1_000_000)
 BEYOND = 4_000_000  # the worst input again, both sizes beyond the caches

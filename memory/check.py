@@ -21,8 +21,8 @@ from vicar.memory.principal import PrincipalMemory
 from vicar.memory.store import MIGRATIONS, RecordStore, StoreError, records_unusable
 from vicar.memory.storage import UNINDEXED
 from vicar.memory.vectors import VectorStore, VectorsUnusable, vectors_unusable
-from vicar.config import MemoryParams
-from vicar.models import check_principal
+from vicar.memory.params import MemoryParams
+from vicar.memory.names import check_principal
 
 _INTEGRITY_LINES = 5  # problems shown from PRAGMA integrity_check
 

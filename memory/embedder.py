@@ -20,7 +20,7 @@ from typing import Protocol
 
 import numpy as np
 
-from vicar.errors import VicarError
+from vicar.memory.errors import VicarError
 
 
 class Embedder(Protocol):
@@ -47,7 +47,7 @@ class MiniLMEmbedder:
     def __init__(self) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        from vicar.optional import minilm_weights, require
+        from vicar.memory.optional import minilm_weights, require
 
         st = require("sentence_transformers", "reference", "VICAR_EMBEDDER=minilm-torch")
         self._model = st.SentenceTransformer(str(minilm_weights().get_model_path()), device="cpu")
@@ -67,7 +67,7 @@ class OpenAIEmbedder:
     dim = 1536
 
     def __init__(self, model: str = "text-embedding-3-small", client=None, batch: int = 256) -> None:
-        from vicar.optional import require
+        from vicar.memory.optional import require
 
         openai = require("openai", "llm", "VICAR_EMBEDDER=openai")
 

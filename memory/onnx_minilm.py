@@ -263,7 +263,7 @@ class OnnxMiniLMEmbedder:
         from tokenizers import Tokenizer
 
         if model_dir is None:
-            from vicar.optional import minilm_weights
+            from vicar.memory.optional import minilm_weights
 
             model_dir = Path(minilm_weights().get_model_path())
         config, self.max_seq_length = _check_config(model_dir)

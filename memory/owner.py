@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from vicar.memory.store import StoreError
-from vicar.errors import Conflict
+from vicar.memory.errors import Conflict
 
 LOCK_FILE = "owner.lock"
 _CMD_CHARS = 300

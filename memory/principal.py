@@ -24,8 +24,8 @@ from vicar.memory.retrieval import EmbeddingMode, Hit, Query, rank
 from vicar.memory.storage import RETRIEVABLE, UNINDEXED, StorageDecision, decide
 from vicar.memory.store import RecordStore, StoreError, records_unusable
 from vicar.memory.vectors import InMemoryVectors, VectorStore, open_vectors, vector_id, vectors_unusable
-from vicar.config import MemoryParams
-from vicar.models import check_principal
+from vicar.memory.params import MemoryParams
+from vicar.memory.names import check_principal
 
 log = logging.getLogger(__name__)
 

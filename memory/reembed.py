@@ -14,7 +14,7 @@ from vicar.memory.embedder import Embedder
 from vicar.memory.owner import OwnerLock
 from vicar.memory.store import RecordStore, StoreError
 from vicar.memory.vectors import VectorStore
-from vicar.models import check_principal
+from vicar.memory.names import check_principal
 
 
 def reembed(root: Path, principal: str, embedder: Embedder, batch: int = 64,

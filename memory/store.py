@@ -16,7 +16,7 @@ from pathlib import Path
 from vicar.memory.censor import Censor
 from vicar.memory.chunk import MemoryChunk
 from vicar.memory.fact import Fact
-from vicar.errors import BrokenStore
+from vicar.memory.errors import BrokenStore
 
 # Versioned migrations: index i brings the schema from version i to i + 1.
 MIGRATIONS: list[str] = [

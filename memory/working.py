@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from vicar.memory.chunk import MemoryChunk
 from vicar.memory.principal import PrincipalMemory
-from vicar.text import clip
+from vicar.memory.text import clip
 
 # Without the provider's tokenizer at hand, ~4 characters per token (English prose);
 # the budget is a ceiling on an estimate, documented as such.

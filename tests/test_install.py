@@ -18,7 +18,7 @@ import pytest
 
 from tests.test_eval import synthetic_file
 from vicar.errors import NotInstalled
-from vicar.optional import MINILM_WEIGHTS
+from vicar.memory.optional import MINILM_WEIGHTS
 
 ROOT = Path(__file__).resolve().parents[1]
 # What the default install leaves out (pip names), and the modules they would bring.

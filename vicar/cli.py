@@ -26,7 +26,7 @@ from vicar.config import ANSWER_TIMEOUT, Settings
 from vicar.display import text
 from vicar.errors import (INTERRUPTED, UNEXPECTED, BrokenStore, InvalidInput, NotFound, NotInstalled, Unreachable,
                           VicarError, validation_summary)
-from vicar.text import clip
+from vicar.memory.text import clip
 from vicar.models import CfAState, EscalationMode, GateRequest, HumanAnswer
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Vicar: a human proxy for approval gates.")

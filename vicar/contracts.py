@@ -11,12 +11,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from vicar.memory.consolidation_plan import ConsolidationPlan
 from vicar.memory.transfer import Snapshot
-
 from vicar.models import (
     BrainConfig,
     Calibration,
-    ConsolidationPlan,
     DialogTurn,
     GateDetails,
     GateRequest,

@@ -21,6 +21,10 @@ by the gate's deadline).
   130  interrupted (Ctrl-C)
 """
 
+# The kinds the memory raises are defined on the ground floor; this is where the rest of
+# Vicar takes them from, with the kinds below.
+from vicar.memory.errors import BrokenStore, Conflict, InvalidInput, NotInstalled, VicarError  # noqa: F401
+
 UNEXPECTED = 70
 OUTCOME_EXIT = {"approve": 0, "answer": 0, "correct": 10, "reject": 11, "hold": 12, "withdraw": 13}
 TIMED_OUT_EXIT = 14
@@ -39,16 +43,6 @@ def validation_summary(exc) -> str:
     return "; ".join(parts)
 
 
-class VicarError(Exception):
-    exit_code = 1
-
-
-class InvalidInput(VicarError, ValueError):
-    """Also a ValueError, so pydantic validators can raise it."""
-
-    exit_code = 2
-
-
 class NotFound(VicarError):
     exit_code = 3
 
@@ -57,24 +51,12 @@ class Unreachable(VicarError):
     exit_code = 4
 
 
-class Conflict(VicarError):
-    exit_code = 5
-
-
-class BrokenStore(VicarError):
-    exit_code = 6
-
-
 class NotResponding(VicarError):
     exit_code = 7
 
 
 class Pending(VicarError):
     exit_code = 8
-
-
-class NotInstalled(VicarError):
-    exit_code = 9
 
 
 class DataDirBusy(Conflict):

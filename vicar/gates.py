@@ -23,8 +23,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from vicar import contracts as c
 from vicar.config import ANSWER_TIMEOUT, TASK_QUEUE
 from vicar.errors import Conflict, InvalidInput, NotFound, NotResponding
+from vicar.memory.text import clip
 from vicar.models import QUESTION_ACTIONS, VALID_ACTIONS, CfAState, check_principal, GateDetails, GateRequest, GateResult, GateStatus, HumanAnswer
-from vicar.text import clip
 from vicar.workflows import search_attributes as sa
 
 

@@ -13,9 +13,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from vicar.errors import InvalidInput
+from vicar.memory.consolidation_plan import ConsolidationReport
+from vicar.memory.names import check_principal
 
-PRINCIPAL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}\Z")  # \Z: "$" lets a trailing newline through
 GATE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}\Z")
 
 # A confidence move bigger than this between prior and posterior is a surprise.
@@ -96,14 +96,6 @@ class GateStatus(str, Enum):
     done = "done"
     timed_out = "timed_out"  # the deadline passed with no answer
     cancelled = "cancelled"
-
-
-def check_principal(value: str) -> str:
-    if not PRINCIPAL_RE.match(value or ""):
-        raise InvalidInput(
-            f"invalid principal {value!r}: use 1-64 characters of letters, digits, '.', '_', '@', '-'"
-        )
-    return value
 
 
 RESPONDER_MAX_CHARS = 64
@@ -551,33 +543,6 @@ class SessionGate(BaseModel):
     escalated: bool | None = None
     answered_by: AnsweredBy | None = None
     usage: Usage = Field(default_factory=Usage)
-
-
-class ConsolidationDecision(BaseModel):
-    decision_id: str
-    op: str  # ADD | UPDATE | DELETE | SKIP
-    chunk_id: str  # the session's new chunk
-    target_id: str | None = None  # the existing chunk it was judged against
-    superseded: str | None = None  # the chunk this decision marks superseded
-    conflict: str | None = None  # the triage's class for disagreeing pairs
-    similarity: float | None = None
-    reason: str
-
-
-class ConsolidationPlan(BaseModel):
-    session_id: str
-    decisions: list[ConsolidationDecision] = Field(default_factory=list)
-
-
-class ConsolidationReport(BaseModel):
-    session_id: str
-    applied: int = 0  # decisions applied by this run (0 for one already done)
-    counts: dict[str, int] = Field(default_factory=dict)
-    superseded: list[str] = Field(default_factory=list)
-    tensions: int = 0
-    facts_learned: int = 0  # preferences and procedures learned from the session's contexts
-    buffer_kept: int = 0  # buffered chunks met again in the session: kept (memory/storage.py)
-    buffer_dropped: int = 0  # ... not met again: out of the index
 
 
 class ConsolidationInput(BaseModel):

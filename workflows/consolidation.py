@@ -12,7 +12,8 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
-    from vicar.models import ConsolidationInput, ConsolidationPlan, ConsolidationReport, TurnRequest
+    from vicar.memory.consolidation_plan import ConsolidationPlan, ConsolidationReport
+    from vicar.models import ConsolidationInput, TurnRequest
     from vicar.workflows.routing import run_memory_activity
 
 from vicar.workflows.turn_holder import TurnHolder

@@ -14,9 +14,9 @@ from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
+    from vicar.memory.consolidation_plan import ConsolidationReport
     from vicar.models import (
         ConsolidationInput,
-        ConsolidationReport,
         JoinReply,
         SessionGate,
         SessionInput,

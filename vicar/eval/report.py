@@ -84,7 +84,7 @@ def markdown(results: list[VariantResult], command: str, files: list[Path], extr
 
 def plots(results: list[VariantResult], out: Path) -> list[Path]:
     """NotInstalled without the `eval` extra (matplotlib)."""
-    from vicar.optional import require
+    from vicar.memory.optional import require
 
     matplotlib = require("matplotlib", "eval", "the replay report's plots")
 

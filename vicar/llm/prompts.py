@@ -27,7 +27,7 @@ from vicar.models import (
     PassResult,
     RequestKind,
 )
-from vicar.text import clip
+from vicar.memory.text import clip
 
 # The gate bridge's first slot (approval-gate-and-proxy.md, _GATE_TEMPLATES).
 DECISIONS: dict[CfAState, str] = {

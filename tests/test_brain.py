@@ -54,8 +54,11 @@ async def test_counter_survives_continue_as_new(harness):
     first = await run_never_gates(h, p, 12)
     second = await run_never_gates(h, p, 12)
     assert sorted(r.n for r in first + second) == list(range(1, 25))
-    runs = [wf async for wf in h.client.list_workflows(f'WorkflowId = "{c.brain_workflow_id(p)}"')]
-    assert len(runs) >= 3  # 24 grants at 7 per run
+    async def brain_runs():  # visibility is eventually consistent
+        found = [wf async for wf in h.client.list_workflows(f'WorkflowId = "{c.brain_workflow_id(p)}"')]
+        return found if len(found) >= 3 else None  # 24 grants at 7 per run
+
+    runs = await wait_for(brain_runs)
     assert sum(r.status == WorkflowExecutionStatus.CONTINUED_AS_NEW for r in runs) >= 2
 
 

@@ -23,7 +23,10 @@ async def test_open_await_answer_and_attach(harness):
     with pytest.raises(asyncio.TimeoutError):
         await gate.result(timeout=0.5)  # waiting for the human: no result yet, the gate goes on
     await wait_escalated(h.client, req.gate_id)
-    assert [d.gate_id for d in await list_escalations(h.client, p)] == [req.gate_id]
+    async def listed():  # visibility is eventually consistent
+        return [d.gate_id for d in await list_escalations(h.client, p)]
+
+    assert await wait_for(listed) == [req.gate_id]
     again = await open_gate(h.client, req, h.task_queue)  # a retried open attaches
     assert again.workflow_id == gate.workflow_id
     with pytest.raises(Conflict, match="different request"):

@@ -21,7 +21,7 @@ from vicar.models import GateResult, HumanAnswer
 from vicar.schema import document
 from vicar.server import temporal_binary
 
-from .conftest import wait_escalated
+from .conftest import wait_escalated, wait_for
 
 # Well under the SDK's first workflow-task retry back-off: the gate fails in its first task.
 FAILS_WITHIN = 15.0
@@ -59,8 +59,10 @@ async def test_a_gate_started_under_another_id_is_listed_and_answered_by_it(harn
                                            result_type=GateResult)
     details = await wait_escalated(h.client, workflow_id)
     assert details.gate_id == req.gate_id and details.workflow_id == workflow_id
-    listed = [d for d in await list_escalations(h.client, p)]
-    assert [(d.gate_id, d.workflow_id) for d in listed] == [(req.gate_id, workflow_id)]
+    async def listed():  # visibility is eventually consistent
+        return [(d.gate_id, d.workflow_id) for d in await list_escalations(h.client, p)]
+
+    assert await wait_for(listed) == [(req.gate_id, workflow_id)]
     with pytest.raises(NotFound):
         await find_gate(h.client, req.gate_id)  # vicar-gate/<gate_id> does not exist: not guessed
     await answer_gate(h.client, workflow_id, HumanAnswer(action="approve", text="go", responder="test"))

@@ -164,8 +164,12 @@ async def test_escalations_are_listed_with_no_worker_running(temporal_env, embed
             await wait_escalated(temporal_env.client, req.gate_id)
     finally:
         registry.close()
-    # The worker is gone: a query would hang; the list does not.
-    [d] = await asyncio.wait_for(list_escalations(temporal_env.client, p), 10)
+    # The worker is gone: a query would hang; the list does not. Visibility is eventually
+    # consistent: each listing is bounded, and the gate shows up within the wait.
+    async def listed():
+        return await asyncio.wait_for(list_escalations(temporal_env.client, p), 10)
+
+    [d] = await wait_for(listed)
     assert (d.gate_id, d.workflow_id, d.question) == (req.gate_id, handle.id, req.question)
     assert d.status is GateStatus.escalated and d.escalated_at is not None and "no memory" in d.proxy_text
     monkeypatch.setenv("TEMPORAL_ADDRESS", temporal_env.client.service_client.config.target_host)
@@ -174,4 +178,8 @@ async def test_escalations_are_listed_with_no_worker_running(temporal_env, embed
     [row] = json.loads(shown.stdout)
     assert row["gate_id"] == req.gate_id and row["waited_seconds"] >= 0
     await handle.terminate(reason="test: done")
-    assert await list_escalations(temporal_env.client, p) == []  # closed gates are not listed
+
+    async def gone():
+        return await listed() == []
+
+    assert await wait_for(gone)  # closed gates are not listed

@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
     import vicar.workflows.search_attributes as sa
     from vicar.workflows.failures import cause_message as _cause
     from vicar.workflows.routing import run_memory_activity
+    from vicar.workflows.turn_holder import QUICK, REPAIR_WAIT_CAP
 
 # A proxy step that keeps failing gives up after a few attempts and the gate goes to the
 # human: a broken provider must not hold the principal's turn (and every gate queued
@@ -66,13 +67,6 @@ NOTIFY = dict(
     start_to_close_timeout=timedelta(seconds=30),
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
                              maximum_attempts=8),
-)
-# Waiting for a broken memory to be repaired: first retry after 1 s, doubling up to this.
-REPAIR_WAIT_CAP = timedelta(seconds=30)
-# Turn bookkeeping is a quick client call: a local activity, no extra workflow task.
-QUICK = dict(
-    start_to_close_timeout=timedelta(seconds=30),
-    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100), maximum_interval=timedelta(seconds=5)),
 )
 # Pinning the learned model may fit it (about 2 s at 10,000 answers): a few attempts,
 # then the proxy is unavailable and the human decides.

@@ -12,10 +12,13 @@ with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
     from vicar.models import TurnGrant
 
+# Turn bookkeeping is a quick client call: a local activity, no extra workflow task.
 QUICK = dict(
     start_to_close_timeout=timedelta(seconds=30),
     retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100), maximum_interval=timedelta(seconds=5)),
 )
+# Waiting for a broken memory to be repaired: first retry after 1 s, doubling up to this.
+REPAIR_WAIT_CAP = timedelta(seconds=30)
 
 
 class TurnHolder:
@@ -51,7 +54,7 @@ class TurnHolder:
             # until it is repaired.
             workflow.logger.warning("%s waits for the memory: %s", what, refused)
             await workflow.sleep(wait)
-            wait = min(wait * 2, timedelta(seconds=30))
+            wait = min(wait * 2, REPAIR_WAIT_CAP)
 
     async def release_turn(self, turn: c.TurnAsk) -> None:
         await workflow.execute_local_activity(c.RELEASE_TURN, turn, **QUICK)

@@ -147,6 +147,20 @@ def test_replay_never_sees_the_future(herring, embedder, tmp_path):
     assert any(p.predicted is not None for p in longer)
 
 
+def test_a_replay_seed_gives_the_same_gates_other_draws(herring, embedder, tmp_path):
+    settings = Settings(data_dir=tmp_path)
+    seen: list[str] = []
+    base = replay_reviewer(herring[:40], Variant(name="default"), embedder, settings)
+    again = replay_reviewer(herring[:40], Variant(name="default"), embedder, settings)
+    other = replay_reviewer(herring[:40], Variant(name="default", seed=3), embedder, settings,
+                            inspect=lambda memory: seen.append(memory.principal))
+    assert [p.model_dump() for p in again] == [p.model_dump() for p in base]  # a seed is a fixed draw
+    assert seen == ["rob-herring-seed3"]
+    assert [p.actual for p in other] == [p.actual for p in base]  # the same gates ...
+    assert [p.confidence for p in other] != [p.confidence for p in base]  # ... other noise
+    assert len(principal_for("x" * 80, seed=12)) == 64 and principal_for("x" * 80).endswith("x")
+
+
 class _Recording:
     """The real embedder, noting every text it is asked for."""
 
@@ -208,7 +222,7 @@ def test_cli_writes_report_and_plots(tmp_path, monkeypatch):
     data = synthetic_file(tmp_path / "tiny.jsonl.gz")
     out = tmp_path / "report"
     result = CliRunner().invoke(app, ["eval", "replay", str(data), "--out", str(out),
-                                      "--variants", "majority,default"])
+                                      "--variants", "majority,default", "--seed", "2"])
     assert result.exit_code == 0, result.output
     report = (out / "report.md").read_text()
     assert "| default | 12 |" in report and "## Ada Tester" in report
@@ -217,6 +231,7 @@ def test_cli_writes_report_and_plots(tmp_path, monkeypatch):
         assert (out / png).stat().st_size > 1000
     results = json.loads((out / "results.json").read_text())
     assert [r["variant"]["name"] for r in results] == ["majority", "default"]
+    assert [r["variant"]["seed"] for r in results] == [2, 2] and "Seed: 2 " in report
     # The proxy learns the alternation by task type: after a few gates it is right.
     default = results[1]["overall"]
     assert default["accuracy"] > 0.5

@@ -925,6 +925,8 @@ def eval_replay(
         None, help="Also replay with an LLM predictor (anthropic | openai): variant composite-<name>. "
                    "Paid calls: needs --limit; the estimated cost is printed first."),
     yes: bool = typer.Option(False, "--yes", help="Do not ask before paid LLM calls."),
+    seed: int = typer.Option(0, min=0, max=10**6, help="Other draws of the activation noise and the audits: "
+                                                        "rerun with a few seeds to see how much a figure moves by chance."),
 ) -> None:
     """Replay real reviewers' gates through the proxy and score its predictions."""
     import shlex
@@ -977,6 +979,7 @@ def eval_replay(
         if unknown:
             raise InvalidInput(f"unknown variant(s) {', '.join(unknown)}; available: {', '.join(sorted(known))}")
         chosen = [v for v in chosen if v.name in wanted]
+    chosen = [v.model_copy(update={"seed": seed}) for v in chosen]
     if any(v.predictor not in LOCAL_PREDICTORS for v in chosen):
         est = estimate_replay_cost(events, predictor)
         console.print(f"LLM replay with {est.provider} ({est.model}, classifier {est.classifier_model}): "

@@ -49,10 +49,13 @@ class GateEvent(BaseModel):
         return (m.group(1).strip()[:NAME_CHARS] or None) if m else None
 
 
-def principal_for(reviewer: str) -> str:
-    """A valid principal name for a reviewer's display name."""
+def principal_for(reviewer: str, seed: int = 0) -> str:
+    """A valid principal name for a reviewer's display name. A replay seed other than 0
+    goes into the name: the activation noise and the audit draws are keyed by the
+    principal, so it gives the same gates other draws."""
     slug = re.sub(r"[^A-Za-z0-9._@-]+", "-", reviewer).strip("-.").lower()
-    return (slug or "reviewer")[:64]
+    suffix = f"-seed{seed}" if seed else ""
+    return (slug or "reviewer")[:64 - len(suffix)] + suffix
 
 
 def _gate_id(raw: str) -> str:

@@ -48,6 +48,7 @@ class Variant(BaseModel):
     # or swept against the shipped default in the same run).
     calibration: dict[str, float | int | str] = Field(default_factory=dict)
     facts: dict[str, float | int | bool] = Field(default_factory=dict)  # FactParams fields likewise
+    seed: int = Field(0, ge=0)  # the replay's draws (dataset.principal_for)
 
 
 def standard_variants(base: MemoryParams | None = None) -> list[Variant]:
@@ -121,7 +122,7 @@ def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedde
         return _majority(events, progress)
     if variant.kind == "ema":
         return _ema_gate(events, progress)
-    principal = principal_for(events[0].reviewer) if events else "reviewer"
+    principal = principal_for(events[0].reviewer if events else "reviewer", variant.seed)
     run_settings = settings.model_copy(update={
         "retrieval": variant.retrieval, "memory": variant.memory,
         "calibration": settings.calibration.model_copy(update=variant.calibration),

@@ -40,7 +40,9 @@ def _md_table(header, rows) -> str:
 
 
 def markdown(results: list[VariantResult], command: str, files: list[Path], extra: str = "") -> str:
-    parts = [f"# Replay evaluation\n\nCommand: `{command}`\n", "## All reviewers\n",
+    seeds = sorted({r.variant.seed for r in results})
+    drawn = f"Seed: {', '.join(map(str, seeds))} (the activation noise and audit draws)\n" if seeds != [0] and seeds else ""
+    parts = [f"# Replay evaluation\n\nCommand: `{command}`\n", drawn, "## All reviewers\n",
              _md_table(COLUMNS, [_row(r) for r in results])]
     reviewers = list(results[0].per_reviewer) if results else []
     for rev in reviewers:

@@ -130,6 +130,35 @@ async def test_two_simultaneous_answers_one_wins_the_other_gets_a_conflict(cli_e
     await handle.result()
 
 
+# A command run as `vicar` is: an atexit hook tells whether the interpreter's teardown ran.
+AS_THE_COMMAND = ("import atexit, sys\n"
+                  "atexit.register(lambda: print('torn down', file=sys.stderr, flush=True))\n"
+                  "from vicar.cli import main\n"
+                  "sys.argv = ['vicar', *sys.argv[1:]]\n"
+                  "main()\n")
+
+
+async def test_a_command_that_used_temporal_skips_the_teardown_that_can_abort_it(cli_env, harness):
+    """The SDK's native threads can abort a finishing client process during the
+    interpreter's teardown (a `vicar answer` that had printed "accepted" exited -6):
+    such a command ends with its exit code and flushed output, and no teardown."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", AS_THE_COMMAND, *args], env=env, capture_output=True,
+                              text=True, timeout=120)
+
+    listed = await asyncio.to_thread(run, "escalations", "--principal", harness.principal(), "-o", "json")
+    assert (listed.returncode, json.loads(listed.stdout)) == (0, []), listed.stderr
+    assert "torn down" not in listed.stderr
+    missing = await asyncio.to_thread(run, "answer", f"g-{uuid.uuid4().hex[:8]}", "approve")
+    assert missing.returncode == NotFound.exit_code and missing.stderr.startswith("error: ")
+    assert "torn down" not in missing.stderr
+    # A command that never loaded the bridge ends as usual.
+    bad = await asyncio.to_thread(run, "gate", "start", "--file", "/nonexistent/gate.json")
+    assert bad.returncode != 0 and "torn down" in bad.stderr and "Traceback" not in bad.stderr
+
+
 async def test_gate_file_with_invalid_utf8_is_one_line(cli_env, temporal_env, tmp_path):
     gid = f"g-{uuid.uuid4().hex[:8]}"
     head = json.dumps({"principal": "alice", "gate_id": gid, "state": "PLAN_ASSERT", "task_type": "docs",

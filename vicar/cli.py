@@ -1002,5 +1002,32 @@ def eval_replay(
     console.print(text(f"report: {out / 'report.md'} ({time.perf_counter() - start:.0f} s of replay)"))
 
 
+# The SDK's native bridge: once loaded, its Rust runtime's threads outlive the command.
+TEMPORAL_BRIDGE = "temporalio.bridge.temporal_sdk_bridge"
+
+
+def main() -> None:
+    """The `vicar` command. A process that loaded Temporal's native bridge ends without
+    the interpreter's teardown: the bridge's threads can call into Python while it
+    finalizes and abort the process with SIGABRT after the command has succeeded
+    (temporalio/sdk-python#300; seen here as `vicar answer` exiting -6). Every command
+    has closed what it opened by the time it returns, so only the exit code and the
+    flushed output are left to give."""
+    try:
+        app()
+        code = 0
+    except SystemExit as done:
+        code = done.code
+    if not isinstance(code, int):  # sys.exit("message") or None
+        if code is not None:
+            print(code, file=sys.stderr)
+        code = 0 if code is None else 1
+    if TEMPORAL_BRIDGE in sys.modules:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    app()
+    main()

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from vicar.cli import app
-from vicar.config import CalibrationParams, MemoryParams
+from vicar.config import CalibrationParams, MemoryParams, PredictorParams
 from vicar.memory.principal import PrincipalMemory
 from vicar.memory.store import MIGRATIONS, RecordStore
 from vicar.models import AnsweredBy, GateRequest, PassResult
@@ -122,7 +122,7 @@ def test_an_untrusted_agent_is_probed_and_never_answered_alone(memory):
     from vicar.models import AutonomyRule, CalibrationInputs
     from vicar.proxy.calibration import calibrate
     from vicar.proxy.consult import retrieve
-    from vicar.proxy.learned import memory_features
+    from vicar.proxy.learned import LearnedPredictor, memory_features
 
     for i in range(1, 7):  # six of its patches corrected: approval (0 + 3) / (6 + 5) = 0.27
         answer(memory, i, patch(i, 1, series=f"series {i}", agent="sloppy-bot"), "correct", predicted="correct")
@@ -132,12 +132,17 @@ def test_an_untrusted_agent_is_probed_and_never_answered_alone(memory):
     assert ctx.agent_trust == pytest.approx(3 / 11) and ctx.untrusted
     good = retrieve(memory, patch(9, 1, agent="good-bot"), 9, "prior", params=CalibrationParams())
     assert good.agent_trust == pytest.approx(4 / 6) and not good.untrusted
-    # The learned model reads the score as a feature (the one place regret reaches it);
-    # without an agent the feature is missing, not a made-up value.
+    # Switched on, the learned model reads the score as a feature (the one place regret
+    # reaches it); without an agent, or switched off (the default), the feature is
+    # missing, not a made-up value.
     vote = PassResult(prose="", confidence=0.0)
-    assert memory_features(vote, ctx)["agent_trust"] == pytest.approx(3 / 11)
+    assert memory_features(vote, ctx, trust=True)["agent_trust"] == pytest.approx(3 / 11)
+    assert "agent_trust" not in memory_features(vote, ctx)
+    switched = LearnedPredictor(PredictorParams(trust_feature=True)).prior(req, ctx, [])
+    assert switched.features["agent_trust"] == pytest.approx(3 / 11)
+    assert "agent_trust" not in LearnedPredictor().prior(req, ctx, []).features
     anonymous = retrieve(memory, patch(9, 1, agent=""), 9, "prior", params=CalibrationParams())
-    assert anonymous.agent_trust is None and "agent_trust" not in memory_features(vote, anonymous)
+    assert anonymous.agent_trust is None and "agent_trust" not in memory_features(vote, anonymous, trust=True)
     # The posterior takes the prior's score rather than reading the ledger again.
     passed = retrieve(memory, req, 8, "posterior", req.artifact_text, params=CalibrationParams(), agent_trust=0.1)
     assert passed.agent_trust == 0.1 and passed.untrusted
@@ -160,9 +165,10 @@ def test_the_mechanisms_are_switched_from_the_environment(monkeypatch):
     monkeypatch.setenv("VICAR_CENSOR_MIN", "3")
     monkeypatch.setenv("VICAR_PREFERENCES", "false")
     monkeypatch.setenv("VICAR_STORAGE_DECISION", "1")
+    monkeypatch.setenv("VICAR_TRUST_FEATURE", "true")
     s = Settings.from_env()
-    assert (s.calibration.regret_window, s.calibration.censor_min, s.facts.preferences, s.memory.storage) == (
-        100, 3, False, True)
+    assert (s.calibration.regret_window, s.calibration.censor_min, s.facts.preferences, s.memory.storage,
+            s.predictor.trust_feature) == (100, 3, False, True, True)
     monkeypatch.setenv("VICAR_TRUST_FLOOR", "2")
     with pytest.raises(InvalidInput, match="VICAR_TRUST_FLOOR: Input should be less than or equal to 1"):
         Settings.from_env()

@@ -62,6 +62,10 @@ class PredictorParams(BaseModel):
     evidence_scale: float = 1.5
     # Similarity below this says a memory is about something else: no evidence.
     min_similarity: float = 0.35
+    # The learned model reads the upstream agent's trust score (agent_trust: the one
+    # place regret reaches it). Off: over five replay seeds it raised the autonomous
+    # error and lowered the bound's coverage (bench/TRUST_FEATURE_RESULTS.md).
+    trust_feature: bool = False
 
 
 class AutonomyParams(BaseModel):
@@ -102,6 +106,7 @@ MECHANISM_VARS: dict[str, tuple[str, str]] = {
     "VICAR_PROCEDURES": ("facts", "procedures"),
     "VICAR_HINDSIGHT_FACTOR": ("facts", "hindsight_factor"),
     "VICAR_STORAGE_DECISION": ("memory", "storage"),
+    "VICAR_TRUST_FEATURE": ("predictor", "trust_feature"),
 }
 AUTONOMY_FILE = "autonomy.json"  # per principal, beside its memory
 AUTONOMY_FILE_BYTES = 64_000

@@ -48,6 +48,7 @@ class Variant(BaseModel):
     # or swept against the shipped default in the same run).
     calibration: dict[str, float | int | str] = Field(default_factory=dict)
     facts: dict[str, float | int | bool] = Field(default_factory=dict)  # FactParams fields likewise
+    predictor_params: dict[str, float | bool] = Field(default_factory=dict)  # PredictorParams fields likewise
     seed: int = Field(0, ge=0)  # the replay's draws (dataset.principal_for)
 
 
@@ -64,6 +65,7 @@ def standard_variants(base: MemoryParams | None = None) -> list[Variant]:
         Variant(name="no-probation", predictor="learned", memory=m, calibration={"probation_answers": 0}),
         Variant(name="regret", predictor="learned", memory=m, calibration={"regret_window": 100}),
         Variant(name="no-trust-floor", predictor="learned", memory=m, calibration={"trust_floor": 0.0}),
+        Variant(name="trust-feature", predictor="learned", memory=m, predictor_params={"trust_feature": True}),
         Variant(name="censors", predictor="learned", memory=m, calibration={"censor_min": 3}),
         Variant(name="no-preferences", predictor="learned", memory=m, facts={"preferences": False}),
         Variant(name="no-procedures", predictor="learned", memory=m, facts={"procedures": False}),
@@ -126,8 +128,9 @@ def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedde
     run_settings = settings.model_copy(update={
         "retrieval": variant.retrieval, "memory": variant.memory,
         "calibration": settings.calibration.model_copy(update=variant.calibration),
-        "facts": settings.facts.model_copy(update=variant.facts)})
-    predictor = predictor or make_predictor(variant.predictor, settings)
+        "facts": settings.facts.model_copy(update=variant.facts),
+        "predictor": settings.predictor.model_copy(update=variant.predictor_params)})
+    predictor = predictor or make_predictor(variant.predictor, run_settings)
     observe = getattr(predictor, "observe", None)  # a learning predictor sees each answer
     preds: list[Prediction] = []
     touched: set[tuple[str, str]] = set()

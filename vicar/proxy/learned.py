@@ -128,11 +128,13 @@ CATEGORICAL = tuple(
 )
 
 
-def memory_features(vote: PassResult, ctx: RetrievalContext, artifact: str = "") -> dict[str, float]:
+def memory_features(vote: PassResult, ctx: RetrievalContext, artifact: str = "",
+                    trust: bool = False) -> dict[str, float]:
     """What the memory vote said, how close the nearest human answers were, the human's
     retrieved preferences (how many, and the confidence of those whose subject the
-    artifact does not mention: a want it may not meet), and the upstream agent's trust
-    score, the one place its regrets reach the model."""
+    artifact does not mention: a want it may not meet), and with `trust` the upstream
+    agent's trust score, the one place its regrets reach the model (PredictorParams:
+    off, it is missing, and the model learns nothing from it)."""
     human = sorted((c for c in ctx.chunks if c.answered_by is AnsweredBy.human and not c.is_fact),
                    key=lambda c: -(c.similarity or 0.0))
     facts = [c for c in ctx.chunks if c.kind == "preference"]
@@ -148,7 +150,7 @@ def memory_features(vote: PassResult, ctx: RetrievalContext, artifact: str = "")
         "mem_top_action": float(ACTION_CODE[top]) if top else NAN,
         "pref_n": float(len(facts)),
         "pref_unmet": sum((c.confidence or 0.0) for c in facts if c.question not in words),
-        "agent_trust": NAN if ctx.agent_trust is None else ctx.agent_trust,
+        "agent_trust": NAN if ctx.agent_trust is None or not trust else ctx.agent_trust,
     }
     # Missing ones are left out (read back as missing): NaN has no JSON spelling.
     return {k: v for k, v in found.items() if not np.isnan(v)}
@@ -426,6 +428,7 @@ class LearnedPredictor:
     def __init__(self, params: PredictorParams | None = None, history: History | None = None,
                  learner: str = "lightgbm", refit: bool = True) -> None:
         self.vote = OfflinePredictor(params)
+        self.trust_feature = (params or PredictorParams()).trust_feature
         self.history = history or History()
         self.learner = learner
         self.refit = refit  # False: a caller (an activity) decides when to fit
@@ -484,7 +487,7 @@ class LearnedPredictor:
 
     def _predict(self, request: GateRequest, ctx: RetrievalContext) -> PassResult:
         vote = self.vote.prior(request, ctx)
-        memory = memory_features(vote, ctx, request.artifact_text)
+        memory = memory_features(vote, ctx, request.artifact_text, trust=self.trust_feature)
         vote.features = memory
         if self.model is None or request.kind is not RequestKind.gate:
             return vote  # before the first fit (and for questions) the memory vote answers

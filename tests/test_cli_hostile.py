@@ -154,6 +154,13 @@ async def test_a_command_that_used_temporal_skips_the_teardown_that_can_abort_it
     missing = await asyncio.to_thread(run, "answer", f"g-{uuid.uuid4().hex[:8]}", "approve")
     assert missing.returncode == NotFound.exit_code and missing.stderr.startswith("error: ")
     assert "torn down" not in missing.stderr
+    # A reader that went away (`vicar escalations | head`): no traceback either (click
+    # pacifies the broken pipe before the command's end flushes).
+    gone = subprocess.Popen([sys.executable, "-c", AS_THE_COMMAND, "escalations", "-o", "json"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    gone.stdout.close()
+    _, stderr = await asyncio.to_thread(gone.communicate, timeout=120)
+    assert "Traceback" not in stderr and "torn down" not in stderr, stderr
     # A command that never loaded the bridge ends as usual.
     bad = await asyncio.to_thread(run, "gate", "start", "--file", "/nonexistent/gate.json")
     assert bad.returncode != 0 and "torn down" in bad.stderr and "Traceback" not in bad.stderr

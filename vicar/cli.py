@@ -1013,6 +1013,9 @@ def main() -> None:
     (temporalio/sdk-python#300; seen here as `vicar answer` exiting -6). Every command
     has closed what it opened by the time it returns, so only the exit code and the
     flushed output are left to give."""
+    from vicar.logging_redact import install as install_redaction
+
+    install_redaction()  # the libraries' warnings go through Python's last-resort handler
     try:
         app()
         code = 0

@@ -35,6 +35,7 @@ from vicar.memory.embedder import make_embedder
 from vicar.memory.principal import MemoryRegistry
 from vicar.config import TASK_QUEUE, Settings
 from vicar.connect import connect, ensure_search_attributes
+from vicar.logging_redact import install as install_redaction
 from vicar.models import BrainConfig
 from vicar.proxy.provider import Predictor
 from vicar.proxy.select import predictor_from_env
@@ -210,6 +211,7 @@ def configure_logging() -> None:
     debug = os.environ.get("VICAR_DEBUG", "") not in ("", "0")
     handler.setFormatter(logging.Formatter(fmt) if debug else OneLineErrors(fmt))
     logging.basicConfig(level=logging.INFO, handlers=[handler])
+    install_redaction()  # httpx logs the webhook's URL, token included, at INFO
 
 
 def main() -> None:

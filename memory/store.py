@@ -180,6 +180,13 @@ _COLUMNS = (
 )
 
 
+# FULL: a commit returns only once its WAL frames are fsync'd. The human's answer is
+# recorded by an activity whose completion lets Temporal forget it; under NORMAL a power
+# loss within the kernel's writeback delay (~30 s on ext4) took recorded answers with it
+# (tests/test_durability.py). The gate bench measures the cost against NORMAL (the only
+# reason this is a module constant).
+DURABLE_SYNCHRONOUS = "FULL"
+
 # Chunks kept in memory (built, without traces), by id: retrieval reads its top-k hits
 # and the lineage's last verdicts at every gate, mostly the same recent chunks.
 CACHED_CHUNKS = 4096
@@ -214,7 +221,7 @@ class RecordStore:
         self._principal: str | None = None
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(f"PRAGMA synchronous={'NORMAL' if durable else 'OFF'}")
+            self._db.execute(f"PRAGMA synchronous={DURABLE_SYNCHRONOUS if durable else 'OFF'}")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
         except sqlite3.DatabaseError as exc:

@@ -6,12 +6,19 @@ Artifacts live beside the principal's memory:
 - proxy-interactions.jsonl: one line per outcome, appended; lines missing after a crash
   are appended on the next write, never twice (the file's last line says where it ends);
 - proxy-patterns.md: AGENT:/HUMAN: transcript of every gate, appended the same way.
+
+The two logs are written from the store, never from the record in hand: under the
+principal's side-file lock, each appends the store's outcomes after the last one it
+holds, so concurrent gates and a retried activity racing its first attempt write each
+outcome once. Only one process opens a memory (memory/owner.py), so a lock per
+principal directory in this process is the principal's lock.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 from vicar.memory.principal import PrincipalMemory
@@ -221,7 +228,25 @@ def _append(path: Path, text: str) -> None:
             f.write(text)
 
 
+_side_locks: dict[Path, threading.Lock] = {}
+_side_locks_guard = threading.Lock()
+
+
+def side_file_lock(memory: PrincipalMemory) -> threading.Lock:
+    """The lock that makes this process the one writer of a principal's side files.
+    Keyed by directory, not by object: a memory closed and reopened is the same files."""
+    key = memory.dir.resolve()
+    with _side_locks_guard:
+        return _side_locks.setdefault(key, threading.Lock())
+
+
 def write_artifacts(memory: PrincipalMemory) -> None:
+    # Two writers would each read the same resume point and both append what follows it.
+    with side_file_lock(memory):
+        _write_artifacts(memory)
+
+
+def _write_artifacts(memory: PrincipalMemory) -> None:
     d = memory.dir
     _atomic_write(d / CONFIDENCE_FILE, confidence_model(memory).model_dump_json(indent=2) + "\n")
     interactions = d / INTERACTIONS_FILE

@@ -13,6 +13,8 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from vicar.memory import transfer
+from vicar.memory.errors import InvalidInput
+from vicar.memory.names import child_path
 from vicar.memory.principal import MemoryRegistry
 from vicar import contracts as c
 from vicar.config import Settings
@@ -35,8 +37,22 @@ class MoveActivities:
     def memory(self) -> list:
         return [self.export_memory, self.export_piece, self.import_piece, self.install_memory, self.remove_memory]
 
+    # Every step checks its ids here, whoever started the move: a move id or principal
+    # that leaves the data directory would have its staging written and then deleted.
     def _staging(self, move_id: str):
-        return self.settings.data_dir / "moves" / move_id
+        try:
+            return child_path(self.settings.data_dir / "moves", move_id, "move id")
+        except InvalidInput as exc:
+            raise self._invalid(exc) from None
+
+    def _memory_dir(self, principal: str):
+        try:
+            return child_path(self.settings.principals_dir, principal)
+        except InvalidInput as exc:
+            raise self._invalid(exc) from None
+
+    def _invalid(self, exc: InvalidInput) -> ApplicationError:
+        return ApplicationError(f"invalid move step: {exc}", type="InvalidInput", non_retryable=True)
 
     def _let_go(self, principal: str) -> None:
         """Close the principal's memory here: its files are about to be archived, replaced
@@ -50,9 +66,10 @@ class MoveActivities:
 
     @activity.defn(name=c.EXPORT_MEMORY)
     def export_memory(self, step: c.MoveStep) -> transfer.Snapshot:
+        memory_dir, staging = self._memory_dir(step.principal), self._staging(step.move_id)
         self._let_go(step.principal)
         try:
-            return transfer.snapshot(self.settings.principals_dir / step.principal, self._staging(step.move_id))
+            return transfer.snapshot(memory_dir, staging)
         except transfer.TransferError as exc:
             raise self._refuse(exc) from None
 
@@ -73,17 +90,18 @@ class MoveActivities:
 
     @activity.defn(name=c.INSTALL_MEMORY)
     def install_memory(self, inp: c.MoveInstall) -> int:
+        memory_dir, staging = self._memory_dir(inp.principal), self._staging(inp.move_id)
         self._let_go(inp.principal)  # a copy from an earlier stay here may be open
         try:
-            return transfer.install(self._staging(inp.move_id), self.settings.principals_dir / inp.principal,
-                                    inp.snapshot)
+            return transfer.install(staging, memory_dir, inp.snapshot)
         except transfer.TransferError as exc:
             raise self._refuse(exc) from None
 
     @activity.defn(name=c.REMOVE_MEMORY)
     def remove_memory(self, step: c.MoveStep) -> None:
+        memory_dir, staging = self._memory_dir(step.principal), self._staging(step.move_id)
         self._let_go(step.principal)
-        transfer.remove(self.settings.principals_dir / step.principal, self._staging(step.move_id))
+        transfer.remove(memory_dir, staging)
 
     @activity.defn(name=c.SET_SHARD)
     async def set_shard(self, change: c.ShardChange) -> bool:

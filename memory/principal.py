@@ -25,7 +25,7 @@ from vicar.memory.storage import RETRIEVABLE, UNINDEXED, StorageDecision, decide
 from vicar.memory.store import RecordStore, StoreError, records_unusable
 from vicar.memory.vectors import InMemoryVectors, VectorStore, open_vectors, vector_id, vectors_unusable
 from vicar.memory.params import MemoryParams
-from vicar.memory.names import check_principal
+from vicar.memory.names import check_principal, child_path
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class PrincipalMemory:
         vectors in the index only (Chroma's ~8 ms per write would dominate) and a record
         store that never waits for the disk."""
         self.principal = check_principal(principal)
-        self.dir = root / principal
+        self.dir = child_path(root, principal)  # a directory linked out of root is refused
         self.embedder = embedder
         self.params = params
         self._lock = threading.RLock()

@@ -14,18 +14,18 @@ from vicar.memory.embedder import Embedder
 from vicar.memory.owner import OwnerLock
 from vicar.memory.store import RecordStore, StoreError
 from vicar.memory.vectors import VectorStore
-from vicar.memory.names import check_principal
+from vicar.memory.names import child_path
 
 
 def reembed(root: Path, principal: str, embedder: Embedder, batch: int = 64,
             progress: Callable[[int, int], None] | None = None, blended: bool = True) -> int:
     """Re-embed every chunk with `embedder` (`blended`: the blended text too, see
     MemoryParams.blended_vectors); returns how many chunks were embedded."""
-    check_principal(principal)
-    path = root / principal / "memory.db"
+    directory = child_path(root, principal)
+    path = directory / "memory.db"
     if not path.exists():
         raise StoreError(f"no memory for principal {principal!r} under {root}")
-    lock = OwnerLock(root / principal, principal)  # refused while a worker has the memory open
+    lock = OwnerLock(directory, principal)  # refused while a worker has the memory open
     try:
         store = RecordStore(path)
     except BaseException:
@@ -34,7 +34,7 @@ def reembed(root: Path, principal: str, embedder: Embedder, batch: int = 64,
     try:
         if store.get_meta("embedding_model") == embedder.model_name:
             return 0
-        vectors = VectorStore(root / principal / "chroma", embedder.model_name)
+        vectors = VectorStore(directory / "chroma", embedder.model_name)
         chunks = store.chunks()
         for start in range(0, len(chunks), batch):
             part = chunks[start: start + batch]

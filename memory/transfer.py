@@ -4,6 +4,10 @@ install that verifies before it replaces anything.
 
 Every step is idempotent (a retried or resumed step redoes nothing it finished), and
 the old copy is never touched here: its owner removes it after the new one is in use.
+
+The old and new sides may be one directory (one worker serving both shards, or two
+sharing a disk): the move's staging directory is then one too, which is how each side
+tells. Install then leaves the memory where it is, and remove keeps it.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pydantic import BaseModel
 PIECE_BYTES = 256 * 1024  # per activity payload (base64 in history): well under Temporal's 2 MB
 ARCHIVE = "memory.tar.gz"
 PART = "memory.part"
+INSTALLED = "installed"
 
 
 class Snapshot(BaseModel):
@@ -93,9 +98,20 @@ def install(staging: Path, memory_dir: Path, expect: Snapshot) -> int:
     """Verify the received archive (size, hash), unpack it beside the target, check the
     SQLite file and its outcome count, then put it in place. Returns the outcome count.
     Done already (a resumed step): the installed copy is checked and kept."""
-    marker = staging / "installed"
+    marker = staging / INSTALLED
     if marker.exists() and (memory_dir / "memory.db").exists():
         return _outcomes(memory_dir / "memory.db")
+    if (staging / ARCHIVE).exists():
+        # The archive was made in this staging directory: the source is this very
+        # directory, and its memory is the one to keep (replacing it by its own copy,
+        # then removing "the old copy", deleted it).
+        if not (memory_dir / "memory.db").exists():
+            raise TransferError(f"no memory at {memory_dir}, where the archive was made")
+        got = _outcomes(memory_dir / "memory.db")
+        if got != expect.outcomes:
+            raise TransferError(f"the memory has {got} outcomes, the snapshot {expect.outcomes}")
+        marker.touch()
+        return got
     part = staging / PART
     if not part.exists() or part.stat().st_size != expect.size or _sha256(part) != expect.sha256:
         raise TransferError("the received archive does not match the snapshot (size or sha256)")
@@ -116,5 +132,9 @@ def install(staging: Path, memory_dir: Path, expect: Snapshot) -> int:
 
 
 def remove(memory_dir: Path, staging: Path) -> None:
-    shutil.rmtree(memory_dir, ignore_errors=True)
+    """The old copy goes only if its archive was made here and the new copy was
+    installed at another path (no install marker beside the archive). The staging
+    goes last, so a retried remove finds the same evidence."""
+    if (staging / ARCHIVE).exists() and not (staging / INSTALLED).exists():
+        shutil.rmtree(memory_dir, ignore_errors=True)
     shutil.rmtree(staging, ignore_errors=True)

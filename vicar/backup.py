@@ -30,11 +30,11 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, field_validator
 
 from vicar.memory.owner import OwnerLock, StoreLocked
 from vicar.errors import BrokenStore, Conflict, InvalidInput, NotFound
-from vicar.models import check_principal
+from vicar.memory.names import PRINCIPAL_RE, check_principal, child_path
 
 MANIFEST = "vicar-backup.json"
 FORMAT = 1
@@ -51,6 +51,10 @@ class PrincipalBackup(BaseModel):
     principal: str
     chunks: int
     vectors: bool  # chroma/ is in the backup; False: restore rebuilds it from the records
+
+    # A manifest is input like a command line: "." or ".." here once moved the whole
+    # principals/ folder aside, or locked the data directory's root.
+    _name = field_validator("principal")(check_principal)
 
 
 class BackupManifest(BaseModel):
@@ -93,7 +97,9 @@ def _copy_rest(src: Path, dst: Path, with_vectors: bool) -> None:
 def _principals(root: Path, names: list[str] | None) -> list[str]:
     if names:
         return [check_principal(n) for n in names]
-    return sorted(p.name for p in root.iterdir() if (p / DB).is_file()) if root.is_dir() else []
+    # Only principals' directories: not a restore's staging (.restore-*) or anything else.
+    return sorted(p.name for p in root.iterdir()
+                  if PRINCIPAL_RE.match(p.name) and (p / DB).is_file()) if root.is_dir() else []
 
 
 def backup(principals_dir: Path, names: list[str] | None, dest: Path) -> BackupManifest:
@@ -104,11 +110,11 @@ def backup(principals_dir: Path, names: list[str] | None, dest: Path) -> BackupM
     if not chosen:
         raise NotFound(f"no principal memory to back up under {principals_dir}")
     for name in chosen:
-        if not (principals_dir / name / DB).is_file():
+        if not (child_path(principals_dir, name) / DB).is_file():
             raise NotFound(f"no memory for principal {name!r} under {principals_dir}")
     done = []
     for name in chosen:
-        src, out = principals_dir / name, dest / "principals" / name
+        src, out = child_path(principals_dir, name), child_path(dest / "principals", name)
         out.mkdir(parents=True)
         try:
             lock = OwnerLock(src, name)  # quiescent: no worker has it open, none opens it now
@@ -150,13 +156,13 @@ def restore(src: Path, principals_dir: Path, names: list[str] | None, *, force: 
     for name in chosen:
         if name not in by_name:
             raise NotFound(f"principal {name!r} is not in the backup {src} (it has: {', '.join(by_name) or 'none'})")
-        if (principals_dir / name / DB).exists() and not force:
+        if (child_path(principals_dir, name) / DB).exists() and not force:
             raise Conflict(f"principal {name!r} already has a memory under {principals_dir}; "
                            f"--force moves it aside and restores the backup")
     principals_dir.mkdir(parents=True, exist_ok=True)
     reports = []
     for name in chosen:
-        backed, target = src / "principals" / name, principals_dir / name
+        backed, target = child_path(src / "principals", name), child_path(principals_dir, name)
         staging = principals_dir / f".restore-{name}"
         if staging.exists():
             shutil.rmtree(staging)

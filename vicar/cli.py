@@ -26,6 +26,7 @@ from vicar.config import ANSWER_TIMEOUT, Settings
 from vicar.display import text
 from vicar.errors import (INTERRUPTED, UNEXPECTED, BrokenStore, InvalidInput, NotFound, NotInstalled, Unreachable,
                           VicarError, validation_summary)
+from vicar.memory.names import child_path
 from vicar.memory.text import clip
 from vicar.models import CfAState, EscalationMode, GateRequest, HumanAnswer
 
@@ -150,7 +151,7 @@ async def _demo(settings: Settings, principal: str, gates: int, human_delay: flo
     from vicar.worker import build_worker, stop_on_signals, temporal_client
 
     console.print(text(f"Data directory: {settings.data_dir}"))
-    console.print(text(demo_autonomy(settings.principals_dir / principal)))
+    console.print(text(demo_autonomy(child_path(settings.principals_dir, principal))))
     # Its own task queue, so a demo runs next to `vicar worker` and other demos; locked
     # before the server, so a clash starts nothing.
     task_queue = demo_task_queue(principal)
@@ -637,8 +638,7 @@ def _open_store(principal: str):
     from vicar.models import check_principal
 
     settings = Settings.from_env()
-    check_principal(principal)
-    path = settings.principals_dir / principal / "memory.db"
+    path = child_path(settings.principals_dir, check_principal(principal)) / "memory.db"
     if not path.exists():
         raise NotFound(f"no memory for principal {principal!r} under {settings.principals_dir}")
 
@@ -746,7 +746,7 @@ def _autonomy_rules(principal: str, store, contexts: list[tuple[str, str]]) -> d
     settings = Settings.from_env()
     out, cache = {}, {}
     for state, task_type in contexts:
-        p = autonomy_params(settings.calibration.autonomy, settings.principals_dir / principal, state)
+        p = autonomy_params(settings.calibration.autonomy, child_path(settings.principals_dir, principal), state)
         key = p.model_dump_json()
         if key not in cache:
             pairs = store.autonomy_pairs("gate", limit=p.window)

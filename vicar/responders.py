@@ -14,7 +14,8 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from vicar.errors import VicarError
 from vicar.files import atomic_write
-from vicar.models import check_principal, check_responder
+from vicar.memory.names import child_path
+from vicar.models import check_responder
 
 RESPONDERS_FILE = "responders.json"
 MAX_RESPONDERS = 100
@@ -45,10 +46,7 @@ def checked(names: list[str]) -> list[str]:
 
 
 def responders_path(principals_dir: Path, principal: str) -> Path:
-    try:
-        return principals_dir / check_principal(principal) / RESPONDERS_FILE
-    except ValueError as exc:
-        raise VicarError(str(exc)) from None
+    return child_path(principals_dir, principal) / RESPONDERS_FILE  # InvalidInput (exit 2) if bad
 
 
 def load_allowed(principals_dir: Path, principal: str) -> list[str]:

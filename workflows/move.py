@@ -9,13 +9,19 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RawValue, RetryPolicy
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from vicar.memory.errors import InvalidInput
+    from vicar.memory.names import check_name, check_principal
     from vicar.memory.transfer import Snapshot
     import vicar.contracts as c
+    from vicar.errors import validation_summary
     from vicar.models import TurnRequest
+    from vicar.sharding import MAX_SHARDS
     from vicar.workflows.routing import run_memory_activity
 
 from vicar.workflows.turn_holder import QUICK, TurnHolder
@@ -28,10 +34,42 @@ PIECE = dict(start_to_close_timeout=timedelta(seconds=20), retry_policy=_UNTIL_D
 PIECES_PER_RUN = 16
 
 
+INVALID_MOVE_INPUT = "InvalidMoveInput"
+
+
+def _input(raw: RawValue) -> c.MoveInput:
+    """The input, checked before any step: its principal and move id become paths on the
+    shards' disks, and a move started by hand must not reach outside the data directory
+    (the activities check again). A bad one fails the workflow at once, non-retryable,
+    in one line, where a failed conversion would fail its task again and again."""
+    try:
+        inp = workflow.payload_converter().from_payload(raw.payload, c.MoveInput)
+        check_principal(inp.principal)
+        if inp.move_id:
+            check_name(inp.move_id, "move id")
+        if inp.to_shard >= MAX_SHARDS or (inp.from_shard or 0) < 0 or inp.next_piece < 0:
+            raise InvalidInput(f"shards run from 0 to {MAX_SHARDS - 1} and pieces from 0")
+        # What a run carries to the next is not for a first run to set: it would skip the
+        # archive the install is checked against.
+        if not workflow.info().continued_run_id and (
+                inp.snapshot is not None or inp.from_shard is not None or inp.next_piece):
+            raise InvalidInput("snapshot, from_shard and next_piece are carried between runs, not given")
+        return inp
+    except ValidationError as exc:
+        why = validation_summary(exc)
+    except InvalidInput as exc:
+        why = str(exc)
+    except Exception as exc:  # not JSON, or not an object
+        why = f"{type(exc).__name__}: {exc}"
+    why = " ".join(why.split())
+    raise ApplicationError(f"invalid move input: {why[:2000]}", type=INVALID_MOVE_INPUT, non_retryable=True)
+
+
 @workflow.defn(name=c.MOVE_WORKFLOW)
 class MoveWorkflow(TurnHolder):
     @workflow.run
-    async def run(self, inp: c.MoveInput) -> c.MoveReport:
+    async def run(self, raw: RawValue) -> c.MoveReport:
+        inp = _input(raw)
         move_id = inp.move_id or str(workflow.uuid4())
         turn = c.TurnAsk(principal=inp.principal,
                          turn=TurnRequest(gate_id=f"move/{move_id}", workflow_id=workflow.info().workflow_id))

@@ -36,12 +36,15 @@ import temporalio
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from gate_bench import BENCH_ENV, Row, burst, concurrent, cpu_seconds, fmt, train
 from prom import delta, resource_exhausted, server_metrics_url
+from vicar.codec import data_converter, new_key_line
 from vicar.config import TASK_QUEUE
 from vicar.server import EmbeddedServer, free_port
+
+# The workers have a data dir each: one payload key for all of them and this client.
+os.environ.setdefault("VICAR_CODEC_KEYS", new_key_line("bench"))
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARDS = 2
@@ -116,7 +119,7 @@ async def one_run(tmp: Path, processes: int, args: argparse.Namespace, progress:
     cluster = Cluster(tmp, processes)
     await cluster.start()
     try:
-        client = await Client.connect(cluster.server.address, data_converter=pydantic_data_converter)
+        client = await Client.connect(cluster.server.address, data_converter=data_converter())
         principals = [f"scale-{processes}-p{i}" for i in range(args.principals)]
         run = f"k{processes}"
         trained = await train(client, TASK_QUEUE, principals, run, progress)

@@ -7,6 +7,11 @@ import os
 # A developer's API key must not turn the suite into paid LLM calls: the offline
 # predictor unless a test picks another (the LLM tests talk to local stand-ins).
 os.environ["VICAR_PREDICTOR"] = "offline"
+# One payload key for the session, inherited by the worker and CLI processes the tests
+# start, as a deployment gives its processes the same keys (docs/codec.md).
+from vicar.codec import data_converter, new_key_line  # noqa: E402
+
+os.environ.setdefault("VICAR_CODEC_KEYS", new_key_line("test"))
 
 import asyncio
 import uuid
@@ -15,7 +20,6 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from temporalio import workflow
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from vicar.memory.embedder import default_embedder
@@ -36,7 +40,7 @@ async def temporal_env():
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=temporal_binary(),
         search_attributes=sa.ALL,
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(),  # sealed payloads, like Vicar's own clients
         dev_server_log_level="error",
     )
     try:

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 
+from vicar.codec import data_converter
 from vicar import contracts as c
 from vicar.models import GateRequest, GateResult, HumanAnswer
 from vicar.server import EmbeddedServer, free_port
@@ -111,7 +111,7 @@ async def script(client: Client, first: int, last: int, asked: Counter, done: li
 
 
 async def connect(workers: Workers) -> Client:
-    return await Client.connect(workers.server.address, data_converter=pydantic_data_converter)
+    return await Client.connect(workers.server.address, data_converter=data_converter())
 
 
 async def test_three_sharded_workers_ask_as_one_and_survive_a_sigkill(tmp_path):

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client, WorkflowFailureError
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 
+from vicar.codec import data_converter
 from vicar import contracts as c
 from vicar.config import MemoryParams
 from vicar.memory.principal import MemoryRegistry
@@ -106,7 +106,7 @@ async def _memory_on_shard_0(temporal_env, embedder, settings, tmp_path, n_gates
     homes = [base.model_copy(update={"data_dir": tmp_path / f"home-{k}"}) for k in range(2)]
     registries = [MemoryRegistry(s.principals_dir, lambda: embedder, s.memory) for s in homes]
     clients = [temporal_env.client, await Client.connect(temporal_env.client.service_client.config.target_host,
-                                                         data_converter=pydantic_data_converter)]
+                                                         data_converter=data_converter())]
     groups = [build_worker(clients[k], s, registry=r, task_queue=task_queue, shards=[k])[0]
               for k, (s, r) in enumerate(zip(homes, registries))]
     p = next(q for q in (f"hm-{uuid.uuid4().hex[:6]}-{i}" for i in range(100)) if shard_of(q, 2) == 0)

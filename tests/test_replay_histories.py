@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from vicar.codec import data_converter
 from vicar import contracts as c
 from vicar.gates import answer_gate, start_gate
 from vicar.models import HumanAnswer
@@ -98,14 +98,14 @@ def test_histories_are_committed():
 async def test_old_history_replays(path: Path):
     stored = json.loads(path.read_text())
     history = WorkflowHistory.from_json(stored["workflow_id"], stored["history"])
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=data_converter())
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
 
 
 async def test_fresh_histories_replay(harness):
     """What the current code records replays too (every patch taken)."""
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=data_converter())
     for name, history in (await _record_all(harness)).items():
         result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
         assert result.replay_failure is None, f"{name}: {result.replay_failure}"

@@ -10,8 +10,8 @@ import uuid
 
 import pytest
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 
+from vicar.codec import data_converter
 from vicar.memory.principal import MemoryRegistry
 from vicar import contracts as c
 from vicar.errors import Conflict, InvalidInput
@@ -153,7 +153,7 @@ async def test_a_principal_moves_to_another_shard_with_its_memory(temporal_env, 
     # A client each, as two processes would have: the SDK allows one worker per task
     # queue and client.
     clients = [temporal_env.client, await Client.connect(temporal_env.client.service_client.config.target_host,
-                                                         data_converter=pydantic_data_converter)]
+                                                         data_converter=data_converter())]
     groups = [build_worker(clients[k], s, registry=r, task_queue=task_queue, shards=[k])[0]
               for k, (s, r) in enumerate(zip(homes, registries))]
     p = next(q for q in (f"mv-{i}" for i in range(100)) if shard_of(q, 2) == 0)

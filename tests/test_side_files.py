@@ -15,8 +15,8 @@ from collections import Counter
 from pathlib import Path
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 
+from vicar.codec import data_converter
 from vicar import contracts as c
 from vicar.gates import answer_gate, start_gate
 from vicar.errors import VicarError
@@ -50,7 +50,7 @@ async def test_concurrent_duplicate_answers_write_each_outcome_once(harness, tem
     await asyncio.gather(*(wait_escalated(harness.client, r.gate_id) for r in reqs))
 
     target = temporal_env.client.service_client.config.target_host
-    clients = [harness.client] + [await Client.connect(target, data_converter=pydantic_data_converter)
+    clients = [harness.client] + [await Client.connect(target, data_converter=data_converter())
                                   for _ in range(CLIENTS - 1)]
     accepted: Counter = Counter()
 

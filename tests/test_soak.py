@@ -23,9 +23,9 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
+from vicar.codec import data_converter
 from vicar.memory.check import check
 from vicar.memory.store import RecordStore
 from vicar import contracts as c
@@ -141,7 +141,7 @@ async def test_soak_three_worker_kills_and_a_server_kill(tmp_path):
     cluster = Cluster(tmp_path)
     await cluster.start_server()
     await cluster.start_worker()
-    client = await Client.connect(cluster.address, data_converter=pydantic_data_converter)
+    client = await Client.connect(cluster.address, data_converter=data_converter())
     results: dict[int, GateResult] = {}
     answered: Counter = Counter()
     slots = asyncio.Semaphore(IN_FLIGHT)

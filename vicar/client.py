@@ -1,7 +1,8 @@
 """Vicar's client API for orchestrators: open a gate, await its result, answer it, list
 the gates waiting for a human. Every call takes a connected `temporalio.client.Client`
 (use `vicar.connect.connect(Settings.from_env())` for Vicar's configured server, or
-your own client with `temporalio.contrib.pydantic.pydantic_data_converter`).
+your own client with `vicar.codec.data_converter(settings)`: pydantic, payloads sealed
+with the worker's keys, docs/codec.md).
 
     handle = await open_gate(client, GateRequest(principal="alice", gate_id="deploy-42",
                                                  state="PLAN_ASSERT", task_type="db-migration",

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.envconfig import ClientConfig
 from temporalio.runtime import Runtime
 
+from vicar.codec import data_converter
 from vicar.config import SEARCH_ATTRIBUTES, Settings
 from vicar.errors import InvalidInput, Unreachable
 from vicar.server import DEFAULT_PORT, embedded_address, env_configured
@@ -37,9 +37,10 @@ async def connect(settings: Settings, *, target_host: str | None = None, namespa
         cfg["target_host"] = target_host
     if namespace:
         cfg["namespace"] = namespace
+    converter = data_converter(settings)  # payloads sealed (docs/codec.md); a bad key file fails here, in one line
     try:
         return await asyncio.wait_for(
-            Client.connect(**cfg, data_converter=pydantic_data_converter, runtime=runtime), timeout=timeout
+            Client.connect(**cfg, data_converter=converter, runtime=runtime), timeout=timeout
         )
     except (RuntimeError, OSError, asyncio.TimeoutError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -77,8 +77,10 @@ async def started_with(handle: WorkflowHandle) -> GateRequest | None:
     """The request a gate was started with (its first history event), or None if that
     input is not a GateRequest."""
     async for event in handle.fetch_history_events():
-        payloads = event.workflow_execution_started_event_attributes.input.payloads
+        payloads = list(event.workflow_execution_started_event_attributes.input.payloads)
+        codec = handle._client.data_converter.payload_codec  # history holds the sealed input
         try:
+            payloads = await codec.decode(payloads[:1]) if codec and payloads else payloads
             return GateRequest.model_validate_json(payloads[0].data) if payloads else None
         except ValueError:
             return None

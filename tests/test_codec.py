@@ -1,0 +1,148 @@
+"""The payload codec: a human's words from one gate, seen by the next gate's proxy, are
+nowhere in Temporal's history or visibility in plaintext; Vicar's own clients read them;
+keys rotate; a process without the key says so in one line."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import subprocess
+import sys
+
+import pytest
+from google.protobuf.message import Message
+from temporalio.api.common.v1 import Payload
+from temporalio.api.history.v1 import History
+from temporalio.client import Client
+
+from vicar import contracts as c
+from vicar.codec import ENCODING, KEY_ID, AesGcmCodec, CodecKeyError, data_converter, new_key_line, parse_keys
+from vicar.config import Settings
+from vicar.gates import answer_gate, list_escalations, start_gate
+from vicar.models import HumanAnswer
+
+from .conftest import wait_escalated
+
+# A sentence no template or code path makes: only the human's answer carries it.
+WORDS = "Marmalade quokka ledger spelunking"
+
+
+async def test_a_humans_words_are_sealed_in_history_and_visibility(harness):
+    h = harness
+    p = h.principal()
+    first = h.request(p, escalation_mode="always", artifact="Add an index on users.email.")
+    handle1 = await start_gate(h.client, first, h.task_queue)
+    await wait_escalated(h.client, first.gate_id)
+    await answer_gate(h.client, first.gate_id,
+                      HumanAnswer(action="correct", text=f"{WORDS}: check the lock time first.", responder="alice"))
+    await handle1.result()
+    # The next gate of the same kind: the proxy retrieves the first answer and shows it.
+    second = h.request(p, escalation_mode="always", artifact="Add an index on users.email.")
+    handle2 = await start_gate(h.client, second, h.task_queue)
+    await wait_escalated(h.client, second.gate_id)
+
+    plain = await Client.connect(h.client.service_client.config.target_host, namespace=h.client.namespace)
+    raw = b""
+    for gate_id in (first.gate_id, second.gate_id):
+        history = await plain.get_workflow_handle(c.gate_workflow_id(gate_id)).fetch_history()
+        raw += History(events=history.events).SerializeToString()
+    listed = [wf async for wf in plain.list_workflows(f'VicarPrincipal = "{p}"')]
+    assert {wf.id for wf in listed} >= {c.gate_workflow_id(first.gate_id), c.gate_workflow_id(second.gate_id)}
+    raw_listing = b"".join(wf.raw_info.SerializeToString() for wf in listed)
+    described = (await plain.get_workflow_handle(c.gate_workflow_id(second.gate_id)).describe()).raw_description
+    assert c.ESCALATION_MEMO in described.workflow_execution_info.memo.fields  # the memo is there...
+    for blob in (raw, raw_listing, described.SerializeToString()):
+        for word in WORDS.split():
+            assert word.encode() not in blob  # ... and nothing in plaintext
+    assert ENCODING in raw and KEY_ID.encode() in raw
+
+    # With the codec: the second gate's history holds the first answer's words (what
+    # the proxy retrieved), and `vicar escalations` reads the memo.
+    decoded = b""
+    for event in (await handle2.fetch_history()).events:
+        for payload in _payloads(event):
+            decoded += (await h.client.data_converter.payload_codec.decode([payload]))[0].data
+    assert WORDS.encode() in decoded
+    waiting = [d for d in await list_escalations(h.client, p) if d.gate_id == second.gate_id]
+    assert waiting and waiting[0].question == second.question
+    assert WORDS in waiting[0].proxy_text  # the memo carries them (sealed, checked above)
+    await handle2.cancel()
+
+
+def _payloads(message) -> list[Payload]:
+    """Every Payload inside a protobuf message, however deep."""
+    if isinstance(message, Payload):
+        return [message]
+    found = []
+    for field, value in message.ListFields():
+        if field.message_type is None:
+            continue
+        if isinstance(value, Message):
+            values = [value]
+        else:  # a repeated field, or a map (its values)
+            values = list(value.values()) if hasattr(value, "values") else list(value)
+        for v in values:
+            found += _payloads(v)
+    return found
+
+
+async def test_keys_rotate_old_payloads_still_open():
+    one = parse_keys(new_key_line("k1"), "test")
+    old = await AesGcmCodec(one).encode([Payload(metadata={"encoding": b"json/plain"}, data=b'"first"')])
+    assert old[0].metadata[KEY_ID] == b"k1"
+    two = {**one, **parse_keys(new_key_line("k2"), "test")}
+    rotated = AesGcmCodec(two)
+    assert (await rotated.decode(old))[0].data == b'"first"'
+    new = await rotated.encode([Payload(metadata={"encoding": b"json/plain"}, data=b'"second"')])
+    assert new[0].metadata[KEY_ID] == b"k2" and b"second" not in new[0].data
+    assert (await rotated.decode(new))[0].data == b'"second"'
+    # A payload from before the codec (an old history) opens unchanged.
+    plain = Payload(metadata={"encoding": b"json/plain"}, data=b'"old"')
+    assert (await rotated.decode([plain]))[0] == plain
+
+
+async def test_a_missing_or_wrong_key_is_one_clear_line():
+    sealed = await AesGcmCodec(parse_keys(new_key_line("k1"), "t")).encode([Payload(data=b"x")])
+    with pytest.raises(CodecKeyError, match=r"sealed with key 'k1', which this process lacks \(it has: k2\)"):
+        await AesGcmCodec(parse_keys(new_key_line("k2"), "t")).decode(sealed)
+    with pytest.raises(CodecKeyError, match="does not open"):
+        await AesGcmCodec(parse_keys(new_key_line("k1"), "t")).decode(sealed)
+    tampered = Payload(metadata=sealed[0].metadata, data=sealed[0].data[:-1] + bytes([sealed[0].data[-1] ^ 1]))
+    with pytest.raises(CodecKeyError, match="does not open"):
+        await AesGcmCodec(parse_keys(new_key_line("k1"), "t")).decode([tampered])
+    for bad, why in (("k1", "not `id:base64-key`"), ("k1:" + base64.b64encode(b"short").decode(), "has 5 bytes"),
+                     ("k/1:AAAA", "not `id:base64-key`"), ("k1:***", "not base64"), ("", "no key")):
+        with pytest.raises(Exception, match=why):
+            parse_keys(bad, "VICAR_CODEC_KEYS")
+
+
+def test_the_default_key_file_is_made_once_owner_only(tmp_path, monkeypatch):
+    monkeypatch.delenv("VICAR_CODEC_KEYS", raising=False)
+    monkeypatch.delenv("VICAR_CODEC_KEY_FILE", raising=False)
+    settings = Settings(data_dir=tmp_path / "vicar")
+    first = data_converter(settings).payload_codec
+    path = tmp_path / "vicar" / "codec-keys"
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    assert data_converter(settings).payload_codec.keys == first.keys  # read back, not made anew
+    assert first.keys["k1"] not in b"" and base64.b64encode(first.keys["k1"]).decode() in path.read_text()
+
+
+async def test_the_cli_without_the_key_says_so_in_one_line(harness, tmp_path):
+    """`vicar escalations` against gates sealed with a key it does not have."""
+    h = harness
+    req = h.request(h.principal(), escalation_mode="always")
+    handle = await start_gate(h.client, req, h.task_queue)
+    await wait_escalated(h.client, req.gate_id)
+    env = dict(os.environ, TEMPORAL_ADDRESS=h.client.service_client.config.target_host,
+               VICAR_DATA_DIR=str(tmp_path / "other"), VICAR_CODEC_KEYS=new_key_line("k-other"))
+    try:
+        out = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "vicar.cli", "escalations",
+                                                       "--principal", req.principal],
+                                      env=env, capture_output=True, text=True, timeout=60)
+    finally:
+        await handle.cancel()
+    assert out.returncode == 1, out
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "lacks" in lines[0] and "VICAR_CODEC_KEYS" in lines[0], out.stderr
+    assert "Traceback" not in out.stderr and "k-other" in lines[0]

@@ -1,0 +1,157 @@
+"""Payload encryption: every payload Vicar's clients and workers hand to Temporal
+(workflow and activity inputs and results, signals, updates, queries, the memo) is
+sealed with AES-256-GCM before it leaves the process, so history and visibility hold
+no memory content in plaintext. Temporal's own answer (a PayloadCodec); docs/codec.md.
+
+Keys are named so they rotate: each payload carries the id of the key that sealed it,
+decoding accepts every known key and encoding uses the newest (the last listed). The
+keys come from VICAR_CODEC_KEYS (`id:base64,...`), else VICAR_CODEC_KEY_FILE (one
+`id:base64` a line), else `<data dir>/codec-keys`, created 0600 on first use. A key
+never enters history: only its id does."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from temporalio.api.common.v1 import Payload
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter, PayloadCodec
+
+from vicar.config import Settings
+from vicar.errors import InvalidInput, VicarError
+
+ENCODING = b"binary/encrypted"  # the metadata Temporal's encryption samples use
+KEY_ID = "encryption-key-id"
+NONCE_BYTES = 12  # GCM's standard nonce; random per payload (2^32 payloads per key stay far below the bound)
+KEY_BYTES = 32  # AES-256
+KEY_FILE = "codec-keys"
+KEYS_VAR, KEY_FILE_VAR = "VICAR_CODEC_KEYS", "VICAR_CODEC_KEY_FILE"
+_KEY_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+class CodecKeyError(VicarError):
+    """A payload this process cannot open, or keys it cannot read: one line, never the key."""
+
+
+def new_key_line(key_id: str) -> str:
+    return f"{key_id}:{base64.b64encode(os.urandom(KEY_BYTES)).decode()}"
+
+
+def parse_keys(text: str, where: str) -> dict[str, bytes]:
+    """`id:base64` entries, comma- or line-separated, oldest first (the last one encodes)."""
+    keys: dict[str, bytes] = {}
+    lines = [line.strip() for line in text.splitlines() if not line.strip().startswith("#")]
+    entries = [e.strip() for line in lines for e in line.split(",") if e.strip()]
+    for n, entry in enumerate(entries, 1):
+        key_id, sep, b64 = entry.partition(":")
+        if not sep or not _KEY_ID.match(key_id):
+            raise InvalidInput(f"{where}: entry {n} is not `id:base64-key` (id: letters, digits, . _ -)")
+        try:
+            key = base64.b64decode(b64.strip(), validate=True)
+        except ValueError:
+            raise InvalidInput(f"{where}: key {key_id!r} is not base64") from None
+        if len(key) != KEY_BYTES:
+            raise InvalidInput(f"{where}: key {key_id!r} has {len(key)} bytes, AES-256 needs {KEY_BYTES}")
+        keys.pop(key_id, None)  # a repeated id: its last value, and it becomes the newest
+        keys[key_id] = key
+    if not keys:
+        raise InvalidInput(f"{where}: no key")
+    return keys
+
+
+def default_key_file(settings: Settings) -> Path:
+    return settings.data_dir / KEY_FILE
+
+
+def ensure_key_file(path: Path) -> None:
+    """Create the key file with one new key, readable by its owner only. Two processes
+    starting at once both end with the same file: it appears whole (link), or not at all."""
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write("# Vicar payload keys (docs/codec.md): id:base64, the last one encodes.\n")
+            f.write(new_key_line("k1") + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def load_keys(settings: Settings) -> dict[str, bytes]:
+    raw = os.environ.get(KEYS_VAR, "").strip()
+    if raw:
+        return parse_keys(raw, KEYS_VAR)
+    named = os.environ.get(KEY_FILE_VAR, "").strip()
+    path = Path(named).expanduser() if named else default_key_file(settings)
+    if not named:
+        ensure_key_file(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise CodecKeyError(f"cannot read the payload keys at {path}: {exc.strerror or exc}") from None
+    return parse_keys(text, str(path))
+
+
+class AesGcmCodec(PayloadCodec):
+    """The whole payload (its metadata too) is sealed; the key id is authenticated with
+    it, so a payload cannot be passed off as sealed by another key."""
+
+    def __init__(self, keys: dict[str, bytes]) -> None:
+        if not keys:
+            raise InvalidInput("no payload key")
+        self.keys = dict(keys)
+        self.current = list(self.keys)[-1]
+        self._aead = {key_id: AESGCM(key) for key_id, key in self.keys.items()}
+
+    def seal(self, payload: Payload) -> Payload:
+        nonce = os.urandom(NONCE_BYTES)
+        key_id = self.current.encode()
+        sealed = self._aead[self.current].encrypt(nonce, payload.SerializeToString(), key_id)
+        return Payload(metadata={"encoding": ENCODING, KEY_ID: key_id}, data=nonce + sealed)
+
+    def open(self, payload: Payload) -> Payload:
+        if payload.metadata.get("encoding") != ENCODING:
+            return payload  # written before the codec (old histories replay) or by a plain client
+        key_id = payload.metadata.get(KEY_ID, b"").decode(errors="replace")
+        aead = self._aead.get(key_id)
+        if aead is None:
+            raise CodecKeyError(
+                f"a payload is sealed with key {key_id!r}, which this process lacks (it has: "
+                f"{', '.join(self.keys)}); give it the same keys as the worker ({KEYS_VAR} or {KEY_FILE_VAR})")
+        try:
+            plain = aead.decrypt(payload.data[:NONCE_BYTES], payload.data[NONCE_BYTES:], key_id.encode())
+        except InvalidTag:
+            raise CodecKeyError(
+                f"a payload sealed with key {key_id!r} does not open: this process's key {key_id!r} is "
+                "not the one it was sealed with, or the payload was altered") from None
+        return Payload.FromString(plain)
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return [self.seal(p) for p in payloads]
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return [self.open(p) for p in payloads]
+
+
+def codec(settings: Settings | None = None) -> AesGcmCodec:
+    return AesGcmCodec(load_keys(settings or Settings.from_env()))
+
+
+def data_converter(settings: Settings | None = None) -> DataConverter:
+    """The one converter every Vicar client and worker uses: pydantic, then sealed."""
+    return dataclasses.replace(pydantic_data_converter, payload_codec=codec(settings))

@@ -131,6 +131,12 @@ async def test_a_hand_started_move_with_a_hostile_input_fails_at_once_and_delete
             {"principal": p, "to_shard": 1, "move_id": str(target)},
             {"principal": "../../victimdir", "to_shard": 1},
             {"principal": p, "to_shard": -1},
+            {"principal": p, "to_shard": 100000},
+            # What runs carry between them, given to a first run: a chosen move id could
+            # share another move's staging; a snapshot would skip the archive.
+            {"principal": p, "to_shard": 1, "move_id": "fine-looking"},
+            {"principal": p, "to_shard": 1, "from_shard": 0, "next_piece": 5,
+             "snapshot": {"size": 1, "sha256": "0" * 64, "pieces": 1, "outcomes": 0}},
             {"principal": p},
             "garbage",
         ]
@@ -277,3 +283,25 @@ def test_a_memory_directory_linked_out_of_the_data_dir_is_refused(tmp_path, embe
         save_allowed(settings.principals_dir, "mallory", ["alice"])
     assert list(outside.iterdir()) == []
     registry.close()
+
+
+def test_the_cli_refuses_a_linked_out_memory_in_one_line(tmp_path, monkeypatch):
+    """The same through the command line: one line, exit 2, nothing written outside."""
+    from typer.testing import CliRunner
+
+    from vicar.cli import app
+
+    from .test_bad_input import error_line
+
+    data_dir = tmp_path / "data"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (data_dir / "principals").mkdir(parents=True)
+    (data_dir / "principals" / "mallory").symlink_to(outside)
+    monkeypatch.setenv("VICAR_DATA_DIR", str(data_dir))
+    for args in (["principal", "allow", "mallory", "alice"], ["principal", "allowed", "mallory"],
+                 ["principal", "allow", "../outside", "alice"], ["principal", "move", "../x", "--to-shard", "0"]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == InvalidInput.exit_code, (args, result.output)
+        assert "principal" in error_line(result), args
+    assert list(outside.iterdir()) == []

@@ -49,11 +49,12 @@ def _input(raw: RawValue) -> c.MoveInput:
             check_name(inp.move_id, "move id")
         if inp.to_shard >= MAX_SHARDS or (inp.from_shard or 0) < 0 or inp.next_piece < 0:
             raise InvalidInput(f"shards run from 0 to {MAX_SHARDS - 1} and pieces from 0")
-        # What a run carries to the next is not for a first run to set: it would skip the
-        # archive the install is checked against.
+        # What a run carries to the next is not for a first run to set: a snapshot given
+        # would skip the archive the install is checked against, a move id chosen could
+        # share another move's staging directory.
         if not workflow.info().continued_run_id and (
-                inp.snapshot is not None or inp.from_shard is not None or inp.next_piece):
-            raise InvalidInput("snapshot, from_shard and next_piece are carried between runs, not given")
+                inp.move_id or inp.snapshot is not None or inp.from_shard is not None or inp.next_piece):
+            raise InvalidInput("move_id, snapshot, from_shard and next_piece are carried between runs, not given")
         return inp
     except ValidationError as exc:
         why = validation_summary(exc)

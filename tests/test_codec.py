@@ -146,3 +146,73 @@ async def test_the_cli_without_the_key_says_so_in_one_line(harness, tmp_path):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "lacks" in lines[0] and "VICAR_CODEC_KEYS" in lines[0], out.stderr
     assert "Traceback" not in out.stderr and "k-other" in lines[0]
+
+
+@pytest.fixture
+def codec_server(tmp_path):
+    """`vicar codec-server` as a process on a free loopback port."""
+    token = "t-" + base64.urlsafe_b64encode(os.urandom(18)).decode()
+    env = dict(os.environ, VICAR_DATA_DIR=str(tmp_path / "vicar"), VICAR_CODEC_SERVER_TOKEN=token)
+    proc = subprocess.Popen([sys.executable, "-m", "vicar.cli", "codec-server", "--port", "0"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    assert "codec server on http://127.0.0.1:" in line, (line, proc.stderr.read() if proc.poll() else "")
+    assert token not in line  # where the token is, never the token
+    yield line.split(" on ", 1)[1].split(" ", 1)[0], token, proc
+    if proc.poll() is None:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _json(payloads: list[Payload]) -> dict:
+    from google.protobuf.json_format import MessageToDict
+    from temporalio.api.common.v1 import Payloads
+
+    return MessageToDict(Payloads(payloads=payloads))
+
+
+async def test_the_codec_server_decodes_for_the_token_holder_only(codec_server):
+    import httpx
+
+    url, token, proc = codec_server
+    ours = data_converter()  # the same keys as the server (the session's)
+    sealed = await ours.encode([{"text": WORDS}])
+    body = _json(sealed)
+    async with httpx.AsyncClient(timeout=10) as http:
+        for headers in ({}, {"Authorization": "Bearer wrong-token-0123456789"}, {"Authorization": token}):
+            refused = await http.post(f"{url}/decode", json=body, headers=headers)
+            assert refused.status_code == 401 and WORDS not in refused.text
+        opened = await http.post(f"{url}/decode", json=body,
+                                 headers={"Authorization": f"Bearer {token}", "X-Namespace": "default"})
+        assert opened.status_code == 200, opened.text
+        assert opened.headers["Cache-Control"] == "no-store"
+        decoded = opened.json()["payloads"][0]
+        assert base64.b64decode(decoded["data"]) == f'{{"text":"{WORDS}"}}'.encode()
+        assert base64.b64decode(decoded["metadata"]["encoding"]) == b"json/plain"
+        # /<token>/decode: the dev server's UI has no login to send a bearer token from.
+        assert (await http.post(f"{url}/{token}/decode", json=body)).json() == opened.json()
+        # encode seals with the newest key, and it opens in Vicar's own clients.
+        resealed = await http.post(f"{url}/encode", json=opened.json(), headers={"Authorization": f"Bearer {token}"})
+        payload = resealed.json()["payloads"][0]
+        assert base64.b64decode(payload["metadata"]["encoding"]) == ENCODING and WORDS not in resealed.text
+        from google.protobuf.json_format import ParseDict
+        from temporalio.api.common.v1 import Payloads
+        assert await ours.decode(ParseDict(resealed.json(), Payloads()).payloads, [dict]) == [{"text": WORDS}]
+        # CORS: the UI's origin is admitted, another is not.
+        pre = await http.options(f"{url}/decode", headers={"Origin": "http://localhost:8233",
+                                                            "Access-Control-Request-Method": "POST"})
+        assert pre.headers["Access-Control-Allow-Origin"] == "http://localhost:8233"
+        assert "Authorization" in pre.headers["Access-Control-Allow-Headers"]
+        evil = await http.options(f"{url}/decode", headers={"Origin": "http://evil.example"})
+        assert "Access-Control-Allow-Origin" not in evil.headers
+        # Hostile or foreign bodies: one JSON line each, never a hang.
+        auth = {"Authorization": f"Bearer {token}"}
+        bad = await http.post(f"{url}/decode", content=b"{not json", headers=auth)
+        assert bad.status_code == 400 and "payloads" in bad.json()["message"]
+        other = await AesGcmCodec(parse_keys(new_key_line("elsewhere"), "t")).encode([Payload(data=b"x")])
+        foreign = await http.post(f"{url}/decode", json=_json(other), headers=auth)
+        assert foreign.status_code == 422 and "'elsewhere', which this process lacks" in foreign.json()["message"]
+        assert (await http.post(f"{url}/decode", content=b"", headers=auth)).status_code == 400
+        assert (await http.post(f"{url}/nope", json=body, headers=auth)).status_code == 404
+    proc.terminate()
+    assert proc.wait(timeout=10) == 0

@@ -188,6 +188,20 @@ async def _demo(settings: Settings, principal: str, gates: int, human_delay: flo
         owner.release()
 
 
+@app.command("codec-server")
+@friendly
+def codec_server(
+    host: str = typer.Option("127.0.0.1", help="Address to listen on (loopback: only this machine)."),
+    port: int = typer.Option(8081, help="Port (0: any free one, printed)."),
+    origin: Optional[list[str]] = typer.Option(None, help="A Temporal UI origin allowed by CORS (repeatable; "
+                                                          "default the embedded UI's)."),
+) -> None:
+    """Serve Temporal's codec protocol so the Web UI and `temporal` CLI show sealed payloads (docs/codec.md)."""
+    from vicar.codec_server import run
+
+    run(Settings.from_env(), host, port, origin or [], lambda line: console.print(text(line)))
+
+
 @app.command()
 @friendly
 def worker(

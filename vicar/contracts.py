@@ -123,10 +123,11 @@ class TurnAsk(BaseModel):
 class Notice(BaseModel):
     """What the webhook receives (JSON POST) when a gate escalates or its deadline passes."""
 
-    event: Literal["escalated", "timed_out"]
-    event_id: str  # workflow id + event: the same for every retry of one notice
-    gate: GateDetails
-    deadline: datetime | None = None
+    event: Literal["escalated", "timed_out"] = Field(description="What happened to the gate.")
+    event_id: str = Field(description="<workflow id>/<event>: the same for every retry of one notice "
+                                      "(also the Idempotency-Key header).")
+    gate: GateDetails = Field(description="The gate as it is now.")
+    deadline: datetime | None = Field(None, description="When the gate stops waiting, if it has a deadline.")
 
 
 class TurnTicket(BaseModel):

@@ -6,7 +6,6 @@ the standard library only.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from enum import Enum
 from typing import Annotated, Literal
@@ -15,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from vicar.memory.consolidation_plan import ConsolidationReport
 from vicar.memory.names import check_principal
-
-GATE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}\Z")
+from vicar.schema_rules import (GATE_ID_PATTERN, GATE_ID_RE, NONBLANK_PATTERN, PRINCIPAL_PATTERN,  # noqa: F401
+                                RESPONDER_PATTERN, answer_rules, required_string)
 
 # A confidence move bigger than this between prior and posterior is a surprise.
 SURPRISE_DELTA = 0.3
@@ -120,29 +119,40 @@ class GateRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    kind: RequestKind = RequestKind.gate
-    principal: str = Field(description="The human the proxy stands in for.")
-    gate_id: str = Field(description="Unique id of this gate; the workflow id derives from it.")
-    state: CfAState
-    task_type: str = Field(min_length=1, max_length=TASK_TYPE_CHARS)
-    question: str = Field(min_length=1, max_length=DEFAULT_LIMITS.question)
-    artifact_text: str = Field(default="", max_length=DEFAULT_LIMITS.artifact_text)
-    artifact_paths: list[Annotated[str, Field(min_length=1, max_length=PATH_CHARS)]] = Field(
-        default_factory=list, max_length=MAX_ARTIFACT_PATHS)
-    actor_message: str = Field(default="", max_length=DEFAULT_LIMITS.actor_message)
-    escalation_mode: EscalationMode = EscalationMode.when_unsure
-    upstream_agent: str | None = Field(default=None, max_length=NAME_CHARS)
-    # The artifact's thread: the same lineage across revisions (a topic branch, a patch
-    # and its rerolls). Absent: derived from the title (vicar/proxy/lineage.py).
-    title: str = Field(default="", max_length=TITLE_CHARS)
-    lineage: str | None = Field(default=None, max_length=TITLE_CHARS)
-    revision: str | None = Field(default=None, max_length=NAME_CHARS)
-    # The working session this gate belongs to (health trends group by it; without
-    # one, by the day of the answer).
-    session_id: str | None = Field(default=None, max_length=NAME_CHARS)
-    # Seconds from the gate's start until it stops waiting for the human and ends
-    # timed_out with the proxy's guess (None: the worker's VICAR_GATE_DEADLINE_SECONDS).
-    deadline_seconds: float | None = Field(default=None, gt=0, le=MAX_DEADLINE_SECONDS)
+    kind: RequestKind = Field(RequestKind.gate, description="gate: an approval gate; question: an agent's "
+                              "question mid-turn, answered with action 'answer' and text.")
+    # The patterns are the validators' own regexes (vicar/schema_rules.py), which keep their messages.
+    principal: str = Field(description="The human the proxy stands in for; names their memory's directory.",
+                           json_schema_extra={"pattern": PRINCIPAL_PATTERN})
+    gate_id: str = Field(description="Unique id of this gate, single-use; the workflow id is vicar-gate/<gate_id>.",
+                         json_schema_extra={"pattern": GATE_ID_PATTERN})
+    state: CfAState = Field(description="The gate's place in the agent's cycle: intent, plan or work.")
+    task_type: str = Field(min_length=1, max_length=TASK_TYPE_CHARS, json_schema_extra={"pattern": NONBLANK_PATTERN},
+                           description="The kind of work (lower-cased); the proxy learns per state and task type.")
+    question: str = Field(min_length=1, max_length=DEFAULT_LIMITS.question,
+                          json_schema_extra={"pattern": NONBLANK_PATTERN}, description="What the human is asked.")
+    artifact_text: str = Field(default="", max_length=DEFAULT_LIMITS.artifact_text,
+                               description="The artifact under review (a plan, a diff), inline.")
+    artifact_paths: list[Annotated[str, Field(min_length=1, max_length=PATH_CHARS,
+                                              json_schema_extra={"pattern": NONBLANK_PATTERN})]] = Field(
+        default_factory=list, max_length=MAX_ARTIFACT_PATHS,
+        description="Files the worker reads as the artifact, under its VICAR_ARTIFACT_ROOTS only.")
+    actor_message: str = Field(default="", max_length=DEFAULT_LIMITS.actor_message,
+                               description="The agent's own words to the reviewer, shown with the question.")
+    escalation_mode: EscalationMode = Field(EscalationMode.when_unsure, description=(
+        "always: ask the human; when_unsure: the proxy answers when its rule allows; never: the proxy answers."))
+    upstream_agent: str | None = Field(default=None, max_length=NAME_CHARS,
+                                       description="The agent that produced the artifact (its trust is tracked).")
+    title: str = Field(default="", max_length=TITLE_CHARS, description=(
+        "The artifact's title (a patch subject, a topic branch); the lineage derives from it when absent."))
+    lineage: str | None = Field(default=None, max_length=TITLE_CHARS, description=(
+        "The artifact's thread across revisions (a topic branch, a patch and its rerolls)."))
+    revision: str | None = Field(default=None, max_length=NAME_CHARS, description="This revision within the lineage.")
+    session_id: str | None = Field(default=None, max_length=NAME_CHARS, description=(
+        "The working session this gate belongs to (health trends group by it; without one, by day)."))
+    deadline_seconds: float | None = Field(default=None, gt=0, le=MAX_DEADLINE_SECONDS, description=(
+        "Seconds until the gate stops waiting and ends timed_out with the proxy's guess "
+        "(null: the worker's VICAR_GATE_DEADLINE_SECONDS)."))
 
     @field_validator("principal")
     @classmethod
@@ -172,12 +182,17 @@ class HumanAnswer(BaseModel):
     """The human's answer to an escalated gate. `action` stays a string here so the
     update validator, not the payload converter, refuses a bad one with a clear message."""
 
-    model_config = ConfigDict(extra="forbid")
+    # The schema says what the gate's validator requires (responder; text for a dialog turn).
+    model_config = ConfigDict(extra="forbid", json_schema_extra=answer_rules(["responder"], [Action.dialog.value]))
 
-    action: str = Field(max_length=NAME_CHARS)
-    text: str = Field(default="", max_length=DEFAULT_LIMITS.answer_text)
+    action: str = Field(max_length=NAME_CHARS, json_schema_extra={"enum": [a.value for a in Action]}, description=(
+        "approve, correct, reject, hold, withdraw or dialog at a gate; answer to an agent's question."))
+    text: str = Field(default="", max_length=DEFAULT_LIMITS.answer_text,
+                      description="The human's words: the correction, the reason, the question for the agent.")
     # Who answers. None only so the gate's validator, not the converter, says it is missing.
-    responder: str | None = Field(default=None, max_length=NAME_CHARS)
+    responder: str | None = Field(default=None, max_length=NAME_CHARS, description=(
+        "Who answers, checked against the principal's allow-list."),
+        json_schema_extra=required_string(RESPONDER_PATTERN, RESPONDER_MAX_CHARS))
 
     @field_validator("responder")
     @classmethod
@@ -213,10 +228,10 @@ class DialogTurn(BaseModel):
     """One exchange line of a gate's dialog: the reviewer side (the proxy or the human)
     or the agent side (generated to answer the reviewer)."""
 
-    speaker: str  # "reviewer" or "agent"
+    speaker: str = Field(description='"reviewer" (the human or the proxy) or "agent".')
     text: str
-    answered_by: AnsweredBy | None = None  # for reviewer lines: who spoke for the human
-    responder: str | None = None  # for the human's lines: who asked
+    answered_by: AnsweredBy | None = Field(None, description="For reviewer lines: who spoke for the human.")
+    responder: str | None = Field(None, description="For the human's lines: who asked.")
 
 
 class Usage(BaseModel):
@@ -371,31 +386,33 @@ class OutcomeRecord(BaseModel):
 
 
 class GateResult(BaseModel):
+    """What the gate returns to the orchestrator: the decision, who made it, and why."""
+
     gate_id: str
     principal: str
     state: CfAState
     task_type: str
-    action: Action
-    text: str
-    confidence: float  # the proxy's calibrated confidence
-    prior_confidence: float
-    calibration_guard: str
-    escalated: bool
+    action: Action = Field(description="The decision: what the agent team does next.")
+    text: str = Field(description="The human's words, or the proxy's answer in the human's voice.")
+    confidence: float = Field(description="The proxy's calibrated confidence in its own answer.")
+    prior_confidence: float = Field(description="The proxy's confidence before it read the artifact.")
+    calibration_guard: str = Field(description="Why the proxy answered or escalated (the guard that decided).")
+    escalated: bool = Field(description="True if the gate went to the human.")
     answered_by: AnsweredBy
-    responder: str | None = None
-    n: int
+    responder: str | None = Field(None, description="Who answered, for a human answer.")
+    n: int = Field(description="The gate's place in the principal's sequence of interactions (1, 2, ...).")
     surprise: Surprise | None = None
     calibration_note: str = ""
-    dialog: list[DialogTurn] = Field(default_factory=list)
-    usage: Usage = Field(default_factory=Usage)  # the gate's LLM tokens and cost in total
+    dialog: list[DialogTurn] = Field(default_factory=list, description="Questions and replies before the decision.")
+    usage: Usage = Field(default_factory=Usage, description="The gate's LLM tokens and cost in total.")
     # The autonomy rule when the proxy was consulted (Calibration's numbers).
     autonomy_threshold: float | None = None
     autonomy_bound: float | None = None
     autonomy_evidence: int = 0
-    model_version: int | None = None  # the learned model's version, when one decided
-    # The deadline passed with no answer: action is hold, answered_by nobody, and the
-    # proxy's guess is in proxy_action and text.
-    timed_out: bool = False
+    model_version: int | None = Field(None, description="The learned model's version, when one decided.")
+    timed_out: bool = Field(False, description=(
+        "The deadline passed with no answer: action is hold, answered_by nobody, the proxy's guess in "
+        "proxy_action and text."))
     proxy_action: Action | None = None
 
 
@@ -406,19 +423,18 @@ class GateDetails(BaseModel):
     principal: str
     state: CfAState
     task_type: str
-    status: GateStatus
+    status: GateStatus = Field(description="Where the gate is: queued, consulting, escalated (waits for a human)...")
     question: str
-    # The id the gate's workflow was started under: what answering it uses (usually
-    # vicar-gate/<gate_id>, but an orchestrator may start it under its own id).
-    workflow_id: str = ""
-    escalated_at: datetime | None = None  # when it went to the human (workflow time)
-    n: int | None = None
-    proxy_action: Action | None = None
-    proxy_text: str = ""
+    workflow_id: str = Field("", description=(
+        "The id the gate's workflow was started under: what answering it uses (usually vicar-gate/<gate_id>)."))
+    escalated_at: datetime | None = Field(None, description="When it went to the human (workflow time).")
+    n: int | None = Field(None, description="The gate's place in the principal's sequence, once it has one.")
+    proxy_action: Action | None = Field(None, description="The proxy's guess at the human's action.")
+    proxy_text: str = Field("", description="The proxy's guess at the human's words.")
     proxy_confidence: float | None = None
-    calibration_guard: str = ""
+    calibration_guard: str = Field("", description="Why the gate escalated.")
     calibration_note: str = ""
-    dialog: list[DialogTurn] = Field(default_factory=list)
+    dialog: list[DialogTurn] = Field(default_factory=list, description="Questions and replies so far.")
 
 
 class TurnRequest(BaseModel):

@@ -1,7 +1,9 @@
 """The gate's contract for clients in any language: the workflow, its id scheme and task
 queue, each update, signal and query with its payload, and JSON Schema for every
-payload (`vicar schema`). The names come from the code that serves them, so the
-document cannot drift from it."""
+payload (`vicar schema`), the webhook's notice included. The names come from the code
+that serves them and the schemas from the models the worker validates with (their
+patterns from the validators' own regexes: vicar/schema_rules.py), so the document
+cannot drift from it."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ PAYLOADS: dict[str, type[BaseModel]] = {
     "GateResult": GateResult,
     "HumanAnswer": HumanAnswer,
     "GateDetails": GateDetails,
+    "Notice": c.Notice,
 }
 
 
@@ -35,6 +38,8 @@ def interface() -> dict:
         "signals": {"human_response": {"input": "HumanAnswer", "note": "a bad answer is logged and ignored; "
                                                                        "use the respond update to get an error"}},
         "queries": {"details": {"result": "GateDetails | null"}},
+        "webhook": {"body": "Notice", "method": "POST (VICAR_WEBHOOK_URL), Content-Type application/json",
+                    "headers": {"Idempotency-Key": "the notice's event_id: a retried notice carries the same"}},
         "search_attributes": [key.name for key in sa.ALL],
     }
 

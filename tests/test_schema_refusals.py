@@ -108,7 +108,8 @@ BAD_ANSWERS: dict[str, dict] = {
 GOOD_ANSWERS: dict[str, dict] = {
     "test_contract's": {"action": "approve", "text": "Fine by me.", "responder": "cli"},
     "a dialog turn": {"action": "dialog", "text": "Why now?", "responder": "bob"},
-    "limits": {"action": "correct", "text": "x" * DEFAULT_LIMITS.answer_text, "responder": "Ann O'Neil, ops" + "." * 49},
+    "limits": {"action": "correct", "text": "x" * DEFAULT_LIMITS.answer_text,
+               "responder": "Ann O'Neil, ops" + "." * 49},
 }
 
 

@@ -305,3 +305,28 @@ def test_the_cli_refuses_a_linked_out_memory_in_one_line(tmp_path, monkeypatch):
         assert result.exit_code == InvalidInput.exit_code, (args, result.output)
         assert "principal" in error_line(result), args
     assert list(outside.iterdir()) == []
+
+
+def test_a_backup_holding_a_symlink_is_refused(tmp_path, embedder):
+    """A crafted backup whose memory holds a symbolic link (models/ -> elsewhere, a log
+    file -> elsewhere) is refused before anything is restored: restored, the worker
+    would write through it outside the data directory."""
+    from vicar.backup import backup
+
+    data_dir, outside = tmp_path / "data", tmp_path / "outside"
+    outside.mkdir()
+    registry = MemoryRegistry(data_dir / "principals", lambda: embedder, MemoryParams())
+    registry.get("alice")
+    registry.close()
+    for i, (entry, points_to) in enumerate((("models", outside), ("proxy-interactions.jsonl", outside / "log"))):
+        src = tmp_path / f"backup-{i}"
+        backup(data_dir / "principals", ["alice"], src)
+        (src / "principals" / "alice" / entry).symlink_to(points_to)
+        before = sorted(p.name for p in (data_dir / "principals").iterdir())
+        out = vicar_cli(data_dir, "memory", "restore", str(src), "--all", "--force")
+        assert out.returncode == InvalidInput.exit_code, (out.returncode, out.stderr)
+        lines = [line for line in out.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and "not a regular file" in lines[0], out.stderr
+        assert sorted(p.name for p in (data_dir / "principals").iterdir()) == before
+        assert not (data_dir / "principals" / "alice" / entry).is_symlink()
+    assert list(outside.iterdir()) == []

@@ -23,6 +23,7 @@ shard's principals, so `--all` on a shard's worker backs up that shard.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import time
@@ -145,6 +146,19 @@ def read_manifest(src: Path) -> BackupManifest:
     return manifest
 
 
+def _only_plain_files(backed: Path) -> None:
+    """A backup holds directories and regular files only: a symbolic link restored into a
+    memory (models/ -> elsewhere) would have the worker write outside the data directory."""
+    if not backed.is_dir() or backed.is_symlink():
+        raise InvalidInput(f"{backed} is not a directory in the backup")
+    for where, dirs, files in os.walk(backed):
+        for entry in dirs + files:
+            path = Path(where, entry)
+            if path.is_symlink() or not (path.is_dir() or path.is_file()):
+                raise InvalidInput(f"the backup holds {path}, which is not a regular file or directory; "
+                                   f"a backup written by `vicar memory backup` has none")
+
+
 def restore(src: Path, principals_dir: Path, names: list[str] | None, *, force: bool,
             rebuild: Callable[[str], int]) -> list[RestoreReport]:
     """Restore the named principals (None: all in the backup). A memory already there is
@@ -159,6 +173,7 @@ def restore(src: Path, principals_dir: Path, names: list[str] | None, *, force: 
         if (child_path(principals_dir, name) / DB).exists() and not force:
             raise Conflict(f"principal {name!r} already has a memory under {principals_dir}; "
                            f"--force moves it aside and restores the backup")
+        _only_plain_files(child_path(src / "principals", name))
     principals_dir.mkdir(parents=True, exist_ok=True)
     reports = []
     for name in chosen:

@@ -142,3 +142,45 @@ def test_every_option_has_help():
     missing = [(" ".join(path), p.opts) for path, cmd in commands(typer.main.get_command(app))
                for p in cmd.params if isinstance(p, click.Option) and not p.help]
     assert missing == []
+
+
+async def test_a_bad_field_through_the_client_is_invalid_input(harness):
+    """The module's promise: errors are vicar.errors types, a bad field InvalidInput (one
+    line naming the field), never pydantic's ValidationError, and nothing is started."""
+    from pydantic import ValidationError
+
+    from vicar import client as vc
+    from vicar.errors import InvalidInput
+    from vicar.models import DEFAULT_LIMITS, GateRequest, HumanAnswer
+
+    h = harness
+    p = h.principal()
+    good = h.request(p, escalation_mode="always")
+    bad_requests = [
+        ({**good.model_dump(mode="json"), "principal": "../victim"}, "principal"),
+        ({**good.model_dump(mode="json"), "taskType": "docs"}, "taskType"),
+        (GateRequest.model_construct(**{**dict(good), "question": ""}), "question"),  # skipped validation
+    ]
+    for bad, field in bad_requests:
+        with pytest.raises(InvalidInput) as info:
+            await vc.open_gate(h.client, bad, h.task_queue)
+        assert not isinstance(info.value, ValidationError)
+        assert str(info.value).startswith("invalid GateRequest: ") and field in str(info.value)
+        assert "\n" not in str(info.value)
+    with pytest.raises(NotFound):
+        await get_gate(h.client, good.gate_id)  # nothing was started
+
+    gate = await vc.open_gate(h.client, good.model_dump(mode="json"), h.task_queue)  # a plain dict works
+    await wait_escalated(h.client, good.gate_id)
+    too_long = "x" * (DEFAULT_LIMITS.answer_text + 1)
+    for call in (lambda: gate.answer("correct", too_long, responder="ann"),
+                 lambda: gate.answer("approve", "ok", responder="a\x1bb"),
+                 lambda: vc.answer(h.client, good.gate_id, {"action": "approve", "responder": "ann", "who": 1}),
+                 lambda: vc.answer(h.client, good.gate_id,
+                                   HumanAnswer.model_construct(action="approve", text=too_long, responder="ann"))):
+        with pytest.raises(InvalidInput, match=r"^invalid HumanAnswer: (text|responder|who)"):
+            await call()
+    with pytest.raises(InvalidInput, match="unknown action 'maybe'"):
+        await gate.answer("maybe", responder="ann")
+    await vc.answer(h.client, good.gate_id, {"action": "approve", "text": "ok", "responder": "ann"})
+    assert (await gate.result(timeout=30)).responder == "ann"

@@ -11,22 +11,41 @@ with the worker's keys, docs/codec.md).
     if result.escalated: ...                    # the human answered; else the proxy did
 
 Errors are `vicar.errors` types: `Conflict` (the gate id exists with another request,
-or the gate is not waiting for an answer), `NotFound`, `InvalidInput`, `NotResponding`.
+or the gate is not waiting for an answer), `NotFound`, `InvalidInput` (a bad field, one
+line naming it), `NotResponding`. Requests and answers may be plain dicts (the JSON of
+`vicar schema`); the models given are validated again, so one built with
+`model_construct` or changed after it was built is refused here, not by the gate. (Building
+a model yourself, `GateRequest(...)`, raises pydantic's ValidationError in your code.)
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
+from pydantic import BaseModel, ValidationError
 from temporalio.client import Client, WorkflowHandle
 
 from vicar.config import ANSWER_TIMEOUT, TASK_QUEUE
+from vicar.errors import InvalidInput, validation_summary
 from vicar.gates import answer_gate, find_gate, list_escalations, query_details, start_gate, started_with
 from vicar.models import GateDetails, GateRequest, GateResult, HumanAnswer
 
 __all__ = ["GateHandle", "open_gate", "get_gate", "answer", "list_escalations", "GateRequest", "GateResult",
            "GateDetails", "HumanAnswer"]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _valid(model: type[M], value: M | Mapping[str, Any]) -> M:
+    """`value` as a validated `model`, or InvalidInput in the CLI's one-line form."""
+    try:
+        data = value.model_dump(mode="json", round_trip=True) if isinstance(value, BaseModel) else value
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidInput(f"invalid {model.__name__}: {validation_summary(exc)}") from None
 
 
 @dataclass(frozen=True)
@@ -51,13 +70,15 @@ class GateHandle:
 
     async def answer(self, action: str, text: str = "", *, responder: str, timeout: float = ANSWER_TIMEOUT) -> str:
         """Answer the gate as the human (it must be escalated); the gate's reply."""
-        return await answer_gate(self.client, self.workflow_id,
-                                 HumanAnswer(action=action, text=text, responder=responder), timeout)
+        return await answer(self.client, self.workflow_id,
+                            dict(action=action, text=text, responder=responder), timeout)
 
 
-async def open_gate(client: Client, request: GateRequest, task_queue: str = TASK_QUEUE) -> GateHandle:
+async def open_gate(client: Client, request: GateRequest | Mapping[str, Any],
+                    task_queue: str = TASK_QUEUE) -> GateHandle:
     """Open a gate, or attach to it: the same request sent again returns the existing
     gate's handle (running or finished); another request under its gate id is a Conflict."""
+    request = _valid(GateRequest, request)
     handle = await start_gate(client, request, task_queue)
     return GateHandle(gate_id=request.gate_id, workflow_id=handle.id, client=client)
 
@@ -69,5 +90,8 @@ async def get_gate(client: Client, gate_id: str) -> GateHandle:
     return GateHandle(gate_id=request.gate_id if request else gate_id, workflow_id=handle.id, client=client)
 
 
-# Answer an escalated gate (by gate id or workflow id); an error names why not.
-answer = answer_gate
+async def answer(client: Client, gate_id: str, answer: HumanAnswer | Mapping[str, Any],
+                 timeout: float = ANSWER_TIMEOUT) -> str:
+    """Answer an escalated gate (by gate id or workflow id); the gate's reply. An error
+    names why not."""
+    return await answer_gate(client, gate_id, _valid(HumanAnswer, answer), timeout)

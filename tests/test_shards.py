@@ -219,3 +219,46 @@ async def test_a_second_machine_on_a_served_shard_is_refused(temporal_env, tmp_p
     await again.until("/readyz", 200)
     assert again.proc.returncode is None
     await again.stop()
+
+
+async def test_the_move_command_with_one_worker_on_every_shard_keeps_the_memory(temporal_env, tmp_path):
+    """Issue 24 item 2, as reported: a real worker process serving every shard (the
+    default `--shards all`) and `vicar principal move P --to-shard K` printed "moved … the
+    old copy is removed" with principals/P gone. Source and destination are one
+    directory: the memory stays, whole, and the next gate uses it on shard K."""
+    import sqlite3
+    import sys
+
+    from vicar.gates import start_gate
+
+    from .test_ops import ROOT, WorkerProcess, gate
+
+    data_dir = tmp_path / "one-worker"
+    worker = WorkerProcess(temporal_env, data_dir, VICAR_SHARD_COUNT="2")
+    await worker.start()
+    try:
+        await worker.until("/readyz", 200)
+        p = next(q for q in (f"cli-mv-{uuid.uuid4().hex[:6]}-{i}" for i in range(100)) if shard_of(q, 2) == 0)
+        first = await (await start_gate(temporal_env.client, gate(p, "never"), worker.task_queue)).result()
+        move = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "vicar.cli", "principal", "move", p, "--to-shard", "1", env=worker.env,
+            cwd=str(ROOT), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(move.communicate(), timeout=120)
+        assert move.returncode == 0, err.decode()
+        assert "moved" in out.decode()
+        db = data_dir / "principals" / p / "memory.db"
+        assert db.is_file(), "the move deleted the only copy"
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            assert con.execute("SELECT count(*) FROM outcomes").fetchone()[0] == 1
+        finally:
+            con.close()
+        status = await temporal_env.client.get_workflow_handle(c.brain_workflow_id(p)).query(
+            "status", result_type=BrainStatus)
+        assert status.shard == 1
+        second = await asyncio.wait_for(
+            (await start_gate(temporal_env.client, gate(p, "never"), worker.task_queue)).result(), timeout=90)
+        assert second.n > first.n
+        assert not list((data_dir / "moves").iterdir())
+    finally:
+        await worker.stop()

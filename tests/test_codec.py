@@ -216,3 +216,46 @@ async def test_the_codec_server_decodes_for_the_token_holder_only(codec_server):
         assert (await http.post(f"{url}/nope", json=body, headers=auth)).status_code == 404
     proc.terminate()
     assert proc.wait(timeout=10) == 0
+
+
+async def test_the_temporal_cli_shows_a_gate_through_the_codec_server(harness, codec_server):
+    """Temporal's own client of the protocol: `temporal workflow show --codec-endpoint`."""
+    from vicar.server import temporal_binary
+
+    h = harness
+    url, token, _ = codec_server
+    req = h.request(h.principal(), escalation_mode="always", question=f"{WORDS}: approve the plan?")
+    handle = await start_gate(h.client, req, h.task_queue)
+    await wait_escalated(h.client, req.gate_id)
+    show = [temporal_binary(), "workflow", "show", "-w", handle.id, "--output", "json",
+            "--address", h.client.service_client.config.target_host, "--namespace", h.client.namespace]
+    try:
+        raw, decoded, refused = [await asyncio.to_thread(
+            subprocess.run, show + extra, capture_output=True, text=True, timeout=60) for extra in (
+            [], ["--codec-endpoint", url, "--codec-auth", f"Bearer {token}"],
+            ["--codec-endpoint", url, "--codec-auth", "Bearer not-the-token-0123"])]
+    finally:
+        await handle.cancel()
+    assert raw.returncode == 0 and decoded.returncode == 0, (raw.stderr, decoded.stderr)
+    # The CLI's JSON keeps each payload's data in base64: what the data says, decoded.
+    assert WORDS.split()[0] not in _datas(raw.stdout) and WORDS.split()[0] not in _datas(refused.stdout)
+    assert WORDS in _datas(decoded.stdout)
+
+
+def _datas(shown: str) -> str:
+    import json
+
+    out: list[str] = []
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k == "data" and isinstance(v, str):
+                    out.append(base64.b64decode(v).decode(errors="replace"))
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(json.loads(shown) if shown.strip() else {})
+    return "\n".join(out)

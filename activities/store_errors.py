@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import functools
 import sqlite3
+from pathlib import Path
 
 from temporalio.exceptions import ApplicationError
 
+from vicar.memory.diskfull import DiskFull, disk_full, is_disk_full
 from vicar.memory.owner import StoreLocked
 from vicar.memory.store import StoreError
 from vicar import contracts as c
 
 
 def _broken(exc: BaseException) -> bool:
+    if isinstance(exc, DiskFull):
+        return True  # not damage, but no retry makes room: the workflow waits and tries later
     if isinstance(exc, sqlite3.OperationalError):
         return False  # "database is locked", "disk I/O error": may pass
     if isinstance(exc, (StoreError, sqlite3.DatabaseError)):
@@ -47,6 +51,10 @@ def store_errors(fn):
         try:
             return fn(*args, **kwargs)
         except Exception as exc:
+            if is_disk_full(exc) and not isinstance(exc, DiskFull):
+                # Written outside the store (the side files beside it): say so, with the file.
+                where = getattr(exc, "filename", None)
+                raise unavailable(disk_full(Path(where) if where else None, exc)) from exc
             if _broken(exc) or isinstance(exc, StoreLocked):
                 raise unavailable(exc) from exc
             raise

@@ -17,7 +17,9 @@ eager workflow start applies):
   4. the same with escalation_mode=never (the full proxy path, never a human);
   5. throughput: ceil(N / principals) gates per principal, all principals concurrently;
   6. burst: --burst gates started at once over the principals, with the server's count of
-     RESOURCE_EXHAUSTED answers (Temporal's in-flight update limit) during it.
+     RESOURCE_EXHAUSTED answers (Temporal's in-flight update limit) during it;
+  7. durability: phases 3 and 5 again with the memory store at synchronous=FULL and at
+     NORMAL, interleaved (bench/durability.py): the cost of durable commits.
 Results go to a markdown report (--out) as well as the terminal.
 """
 
@@ -59,6 +61,7 @@ from temporalio.worker import Interceptor as WorkerInterceptor
 from floor_workflow import (  # bench/ is sys.path[0] when run as a script
     FloorBrainActivities, FloorBrainWorkflow, FloorGateInput, FloorGateWorkflow, FloorWorkflow, noop)
 from prom import delta, resource_exhausted, server_metrics_url
+from durability import durability, filesystem_of, report_lines as durability_lines
 from vicar.memory.embedder import default_embedder, make_embedder
 from vicar.memory.principal import MemoryRegistry
 from vicar.proxy.select import predictor_from_env
@@ -638,6 +641,8 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
                     bursting = await metered(server_pid, burst(
                         client, "bench-gates", principals, run, args.burst, progress))
                     exhausted = delta(exhausted_before, resource_exhausted(metrics_url))
+                    durable = await durability(client, registry, timer, principals, run, args.gates, per, progress,
+                                               sequential, concurrent, EscalationMode.when_unsure)
             gate_anatomy = await anatomy(client, alone)
         finally:
             registry.close()
@@ -649,8 +654,10 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
     for cells in table_rows(rows):
         table.add_row(*cells)
     console.print(table)
-    return report(args, rows, trained, acts, gate_anatomy, (load_before, os.getloadavg()[0]), setup_s,
+    text = report(args, rows, trained, acts, gate_anatomy, (load_before, os.getloadavg()[0]), setup_s,
                   time.perf_counter() - t_start, exhausted, direct_ms)
+    return text + "\n" + "\n".join(durability_lines(durable, shape.pct(50), c_full.rate or math.nan,
+                                                     str(settings.data_dir), filesystem_of(str(settings.data_dir))))
 
 
 def main() -> None:

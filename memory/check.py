@@ -18,13 +18,16 @@ from pydantic import BaseModel, Field
 from vicar.memory.embedder import Embedder
 from vicar.memory.owner import OwnerLock, describe, holder_of
 from vicar.memory.principal import PrincipalMemory
+from vicar.memory import readonly
+from vicar.memory.diskfull import disk_full_problem
 from vicar.memory.store import MIGRATIONS, RecordStore, StoreError, records_unusable
 from vicar.memory.storage import UNINDEXED
-from vicar.memory.vectors import VectorStore, VectorsUnusable, vectors_unusable
+from vicar.memory.vectors import VectorsUnusable, collection_name, vectors_unusable
 from vicar.memory.params import MemoryParams
 from vicar.memory.names import check_principal
 
 _INTEGRITY_LINES = 5  # problems shown from PRAGMA integrity_check
+_LOST_IDS_SHOWN = 10
 
 
 class CheckReport(BaseModel):
@@ -38,12 +41,14 @@ class CheckReport(BaseModel):
     vectors_by_dimension: dict[str, int] = Field(default_factory=dict)
     chunks_missing_vectors: int = 0
     orphan_vectors: int = 0
+    lost_records: list[str] = Field(default_factory=list)  # chunk ids with vectors and no record
+    disk_full: str | None = None  # the data's disk has no room left: the worker cannot record
     holder: dict | None = None  # the process that has the memory open, if any
     problems: list[str] = Field(default_factory=list)
 
     @property
     def healthy(self) -> bool:
-        return not self.problems
+        return not self.problems and not self.disk_full
 
 
 def _memory_dir(root: Path, principal: str) -> Path:
@@ -57,7 +62,7 @@ def _memory_dir(root: Path, principal: str) -> Path:
 def _integrity(db_path: Path) -> tuple[list[str], int | None]:
     """SQLite's own check, read-only: (["ok"] or the first problems, schema version)."""
     try:
-        con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+        con = readonly.connect(db_path)
         try:
             lines = [r[0] for r in con.execute("PRAGMA integrity_check").fetchmany(_INTEGRITY_LINES)]
             return lines, con.execute("PRAGMA user_version").fetchone()[0]
@@ -68,12 +73,14 @@ def _integrity(db_path: Path) -> tuple[list[str], int | None]:
 
 
 def check(root: Path, principal: str, blended: bool = False) -> CheckReport:
-    """Read-only: takes no lock, so it runs beside the worker that holds the memory.
-    `blended`: whether chunks must have a blended vector (MemoryParams.blended_vectors;
-    off in the shipped configuration)."""
+    """Read-only: takes no lock and writes nothing (memory/readonly.py), so it runs beside
+    the worker that holds the memory and on a read-only copy. `blended`: whether chunks
+    must have a blended vector (MemoryParams.blended_vectors; off in the shipped
+    configuration)."""
     directory = _memory_dir(root, principal)
     db_path = directory / "memory.db"
-    report = CheckReport(principal=principal, directory=str(directory), holder=holder_of(directory))
+    report = CheckReport(principal=principal, directory=str(directory), holder=holder_of(directory),
+                         disk_full=disk_full_problem(directory))
     report.integrity, report.schema_version = _integrity(db_path)
     if report.integrity != ["ok"]:
         report.problems.append(str(records_unusable(db_path, "; ".join(report.integrity))))
@@ -84,7 +91,7 @@ def check(root: Path, principal: str, blended: bool = False) -> CheckReport:
                                f"this Vicar uses {report.schema_current}")
         return report
 
-    store = RecordStore(db_path)
+    store = RecordStore.reader(db_path, readonly.connect(db_path))
     try:
         model = store.get_meta("embedding_model") or ""
         chunks = store.chunks()
@@ -95,34 +102,45 @@ def check(root: Path, principal: str, blended: bool = False) -> CheckReport:
     report.records = len(chunks)
     report.records_by_dimension = dict(Counter(d for dims in expected.values() for d in dims))
     present: dict[str, set[str]] = {}
-    if (directory / "chroma").exists():
-        try:
-            vectors = VectorStore(directory / "chroma", model)
-            try:
-                for vid, cid in vectors.ids():
-                    present.setdefault(cid, set()).add(vid.rsplit(":", 1)[-1])
-            finally:
-                vectors.close()
-        except Exception as exc:  # Chroma's errors have no common base
-            report.problems.append(str(vectors_unusable(directory, principal, exc)))
-            return report
+    try:
+        for vid, cid in readonly.vector_ids(directory / "chroma" / "chroma.sqlite3", collection_name(model)):
+            present.setdefault(cid, set()).add(vid.rsplit(":", 1)[-1])
+    except sqlite3.DatabaseError as exc:
+        report.problems.append(str(vectors_unusable(directory, principal, exc)))
+        return report
     report.vectors_by_dimension = dict(Counter(d for dims in present.values() for d in dims))
     report.chunks_missing_vectors = sum(1 for cid, dims in expected.items() if not dims <= present.get(cid, set()))
-    report.orphan_vectors = sum(len(dims) for cid, dims in present.items() if cid not in expected)
+    # Vectors of chunks with no record at all (not of reinforced or dropped chunks, whose
+    # records stay): the record is gone. A record is written after its vectors and a
+    # confirmed one is on the disk, so these are answers lost with memory.db's last
+    # writes (a power loss before durable commits, an older copy put back), or one gate
+    # whose worker died mid-write (its retry records it).
+    known = {c.id for c in chunks}
+    report.lost_records = sorted(cid for cid in present if cid not in known)
+    report.orphan_vectors = sum(len(present[cid]) for cid in report.lost_records)
     if report.chunks_missing_vectors:
         report.problems.append(f"{report.chunks_missing_vectors} of {report.records} chunks lack vectors "
                                f"(rebuilt by `vicar memory repair {principal}`)")
-    if report.orphan_vectors:
-        report.problems.append(f"{report.orphan_vectors} vectors belong to no record "
-                               f"(deleted by `vicar memory repair {principal}`)")
+    if report.lost_records:
+        report.problems.append(lost_records_problem(principal, report.lost_records))
     return report
+
+
+def lost_records_problem(principal: str, lost: list[str]) -> str:
+    shown = ", ".join(lost[:_LOST_IDS_SHOWN]) + (f" and {len(lost) - _LOST_IDS_SHOWN} more"
+                                                  if len(lost) > _LOST_IDS_SHOWN else "")
+    return (f"LOST RECORDS: {len(lost)} chunk(s) have vectors but no record in memory.db: {shown}. "
+            f"Their answers are not in this memory and the vectors hold no text. To keep them: put back a "
+            f"memory.db that has them (`vicar memory restore` from a backup taken after they were answered), "
+            f"or answer those gates again; `vicar memory repair {principal}` keeps these vectors, "
+            f"the only trace of which gates they were (chunk id = hash of principal and gate workflow id)")
 
 
 class RepairReport(BaseModel):
     principal: str
     chunks: int
     rebuilt: int  # chunks whose vectors were re-embedded
-    orphans_deleted: int
+    lost_records: list[str] = Field(default_factory=list)  # chunks with vectors, no record: kept
     moved_aside: str | None = None  # where the unreadable vector store went
 
 
@@ -143,11 +161,11 @@ def repair(root: Path, principal: str, embedder: Embedder, params: MemoryParams 
         mem = PrincipalMemory(principal, root, embedder, params)
     try:
         on_open = mem.rebuilt_on_open
-        rest = mem.reconcile()  # chunks missing only some vectors, and orphans
+        rest = mem.reconcile()  # chunks missing only some vectors; lost records named, kept
         return RepairReport(
             principal=principal, chunks=len(mem.index),
             rebuilt=(on_open.missing_vectors if on_open else 0) + rest.missing_vectors,
-            orphans_deleted=(on_open.orphan_vectors if on_open else 0) + rest.orphan_vectors,
+            lost_records=rest.lost_records,
             moved_aside=str(moved) if moved else None)
     finally:
         mem.close()
@@ -164,12 +182,18 @@ def _move_vectors_aside(directory: Path, principal: str) -> Path:
 
 
 def summary(report: CheckReport) -> str:
-    """One line: healthy or the first problem, then the counts."""
+    """One line: healthy or the first problem, then the counts. A full disk is no damage:
+    said as DISK FULL, and BROKEN only beside a real problem."""
     r = report
     held = f"; open in {describe(r.holder)}" if r.holder else ""
-    if not r.healthy:
-        more = f" (+{len(r.problems) - 1} more)" if len(r.problems) > 1 else ""
-        return f"{r.principal}: BROKEN: {r.problems[0]}{more}{held}"
+    if r.problems:
+        more = len(r.problems) - 1 + bool(r.disk_full)
+        more_text = f" (+{more} more)" if more else ""
+        label = "LOST RECORDS" if r.problems[0].startswith("LOST RECORDS") else "BROKEN"
+        text = r.problems[0].removeprefix("LOST RECORDS: ")
+        return f"{r.principal}: {label}: {text}{more_text}{held}"
+    if r.disk_full:
+        return f"{r.principal}: DISK FULL: {r.disk_full}; records intact ({r.records} records){held}"
     return (f"{r.principal}: healthy: integrity ok, schema v{r.schema_version}, {r.records} records, "
             f"{sum(r.vectors_by_dimension.values())} vectors, none missing, no orphans{held}")
 

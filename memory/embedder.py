@@ -11,6 +11,7 @@ same model name, so stored vectors and caches serve either.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import sqlite3
 import threading
@@ -21,6 +22,8 @@ from typing import Protocol
 import numpy as np
 
 from vicar.memory.errors import VicarError
+
+log = logging.getLogger(__name__)
 
 
 class Embedder(Protocol):
@@ -112,13 +115,24 @@ class CachedEmbedder:
         self._lru_size = lru_size
         self._lock = threading.Lock()
         self._db = None
+        self._cache_file = cache_file
         if cache_file is not None:
-            cache_file.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(cache_file, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS embeddings (model TEXT, hash TEXT, vec BLOB, PRIMARY KEY (model, hash))"
-            )
+            try:
+                cache_file.parent.mkdir(parents=True, exist_ok=True)
+                self._db = sqlite3.connect(cache_file, check_same_thread=False, isolation_level=None)
+                self._db.execute("PRAGMA journal_mode=WAL")
+                # Only a cache: what a power loss takes is computed again. The memory store is
+                # the durable one (FULL); an fsync here per gate would buy nothing.
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute(
+                    "CREATE TABLE IF NOT EXISTS embeddings (model TEXT, hash TEXT, vec BLOB, PRIMARY KEY (model, hash))"
+                )
+            except (OSError, sqlite3.OperationalError) as exc:
+                # A full disk at start: the worker runs without the cache rather than not at all.
+                log.warning("embedding cache %s unusable, running without it: %s", cache_file, exc)
+                if self._db is not None:
+                    self._db.close()
+                self._db = None
 
     @staticmethod
     def _key(text: str) -> str:
@@ -155,10 +169,15 @@ class CachedEmbedder:
                         out[i] = vec
                     self._remember(key, vec)
                 if self._db is not None:
-                    self._db.executemany(
-                        "INSERT OR IGNORE INTO embeddings (model, hash, vec) VALUES (?, ?, ?)",
-                        [(self.model_name, k, v.astype(np.float32).tobytes()) for k, v in zip(keys, vecs)],
-                    )
+                    try:
+                        self._db.executemany(
+                            "INSERT OR IGNORE INTO embeddings (model, hash, vec) VALUES (?, ?, ?)",
+                            [(self.model_name, k, v.astype(np.float32).tobytes()) for k, v in zip(keys, vecs)],
+                        )
+                    except sqlite3.OperationalError as exc:
+                        # Only a cache (a full disk, a locked file): the vectors are computed,
+                        # so the caller gets them; failing here failed the gate for a cache.
+                        log.warning("embedding cache not written (%s): %s", exc, self._cache_file)
         return out
 
     def _remember(self, key: str, vec: np.ndarray) -> None:

@@ -44,8 +44,14 @@ class OwnerLock:
             raise StoreLocked(f"memory of {principal!r} is in use by {describe(holder)}; "
                               f"stop that process first (lock: {self.path})") from None
         me = {"pid": os.getpid(), "host": socket.gethostname(), "cmd": " ".join(sys.argv)[:_CMD_CHARS]}
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, json.dumps(me).encode(), 0)
+        try:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, json.dumps(me).encode(), 0)
+        except BaseException:
+            # A full disk: the lock must not stay held by a descriptor nobody will close
+            # (every later open in this process was refused as "in use by another process").
+            self.release()
+            raise
 
     def release(self) -> None:
         if self._fd is not None:

@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from vicar.memory.chunk import BLENDED, DIMENSIONS, MemoryChunk, blended_text
+from vicar.memory.diskfull import DiskFull, disk_full, is_disk_full
 from vicar.memory.embedder import Embedder
 from vicar.memory.index import STRUCT_FIELDS, MemoryIndex, single_threaded_blas
 from vicar.memory.lexical import LexicalIndex
@@ -44,7 +45,8 @@ class MemoryStats(BaseModel):
 
 class ReconcileReport(BaseModel):
     missing_vectors: int  # chunks whose vectors were missing and have been re-embedded
-    orphan_vectors: int  # vectors without a record, deleted
+    orphan_vectors: int  # vectors without a record, kept (see lost_records)
+    lost_records: list[str] = []  # their chunk ids: answers whose record is gone
 
 
 def noise_seed(principal: str, n: int, salt: str = "") -> int:
@@ -67,7 +69,12 @@ class PrincipalMemory:
         self.vectors: VectorStore | InMemoryVectors | None = None
         self.rebuilt_on_open: ReconcileReport | None = None  # vectors re-embedded when opened
         self.last_storage: StorageDecision | None = None  # the latest storage decision (MemoryParams.storage)
-        self._owner = OwnerLock(self.dir, principal)  # before anything is read: one process per memory
+        try:
+            self._owner = OwnerLock(self.dir, principal)  # before anything is read: one process per memory
+        except OSError as exc:
+            if is_disk_full(exc):
+                raise disk_full(self.dir, exc) from exc
+            raise
         try:
             self.store = RecordStore(self.dir / "memory.db", durable=not throwaway)
             self._claim("principal", principal)
@@ -86,10 +93,13 @@ class PrincipalMemory:
                 # chroma/ are re-embedded now, not left to fail retrieval silently.
                 report = self.rebuilt_on_open = self.reconcile()
                 log.warning("memory of %s: %d of %d chunks had no vectors; rebuilt them from the records "
-                            "(%d orphan vectors deleted)", principal, report.missing_vectors,
+                            "(%d vectors without a record kept)", principal, report.missing_vectors,
                             len(self.index), report.orphan_vectors)
         except BaseException as exc:
             self.close()
+            if is_disk_full(exc) and not isinstance(exc, DiskFull):
+                # The lock file, Chroma's files: wherever the first write failed.
+                raise disk_full(self.dir, exc) from exc
             if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
                 raise records_unusable(self.dir / "memory.db", exc) from exc
             raise
@@ -160,7 +170,12 @@ class PrincipalMemory:
                 vecs = {}
             # Vectors first: a crash between the two leaves vectors without a record,
             # which the retry (same id) completes, rather than a record without vectors.
-            self.vectors.upsert(chunk.id, vecs)
+            try:
+                self.vectors.upsert(chunk.id, vecs)
+            except Exception as exc:  # Chroma's errors have no common base
+                if is_disk_full(exc):
+                    raise disk_full(self.dir / "chroma", exc) from exc
+                raise
             created = self.store.add_chunk(chunk)
             stored = chunk if created else self.store.get_chunk(chunk.id)
             self.index.add_chunk(chunk.id, _fields(stored), stored.traces)
@@ -296,11 +311,17 @@ class PrincipalMemory:
     # -- maintenance ------------------------------------------------------------
 
     def reconcile(self) -> ReconcileReport:
-        """Repair the two ways records and vectors can disagree after a crash: records
-        without (all their) vectors are re-embedded, vectors without a record deleted."""
+        """Repair records without (all their) vectors: re-embedded. Vectors without a
+        record are kept and named: a record written after its vectors and committed
+        durably is gone only if memory.db lost it (an older copy put back, a power loss
+        under non-durable commits), and they are the last trace of which answers were
+        lost. They never reach retrieval (the index knows only recorded chunks)."""
         with self._lock:
-            orphans = [vid for vid, cid in self.vectors.ids() if cid not in self.index.pos]
-            self.vectors.delete(orphans)
+            orphans = [(vid, cid) for vid, cid in self.vectors.ids() if cid not in self.index.pos]
+            lost = sorted({cid for _, cid in orphans})
+            if lost:
+                log.warning("memory of %s: LOST RECORDS: %d chunk(s) have vectors but no record (kept): %s",
+                            self.principal, len(lost), ", ".join(lost[:20]))
             missing = 0
             for chunk in self.store.chunks(f"status NOT IN ({', '.join(repr(u) for u in UNINDEXED)})"):
                 texts = chunk.vector_texts(self.params.blended_vectors)
@@ -311,7 +332,7 @@ class PrincipalMemory:
                     for dim, vec in vecs.items():
                         self.index.set_vector(chunk.id, dim, vec)
                     missing += 1
-        return ReconcileReport(missing_vectors=missing, orphan_vectors=len(orphans))
+        return ReconcileReport(missing_vectors=missing, orphan_vectors=len(orphans), lost_records=lost)
 
     def stats(self) -> MemoryStats:
         s = self.store

@@ -207,6 +207,13 @@ def records_unusable(path: Path, exc: BaseException) -> StoreError:
                       f"move it aside and restore a backup copy of it")
 
 
+def _raise_if_disk_full(path: Path, exc: BaseException) -> None:
+    from vicar.memory.diskfull import disk_full, is_disk_full  # it builds on StoreError
+
+    if is_disk_full(exc) and not isinstance(exc, StoreError):
+        raise disk_full(path, exc) from exc
+
+
 class RecordStore:
     """One SQLite file per principal. Thread-safe: one connection behind a lock."""
 
@@ -224,11 +231,23 @@ class RecordStore:
             self._db.execute(f"PRAGMA synchronous={DURABLE_SYNCHRONOUS if durable else 'OFF'}")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
-        except sqlite3.DatabaseError as exc:
+        except BaseException as exc:
             self._db.close()
+            if not isinstance(exc, sqlite3.DatabaseError):
+                raise  # DiskFull from the migration's transaction, a newer schema
+            _raise_if_disk_full(path, exc)
             if isinstance(exc, sqlite3.OperationalError):
-                raise  # locked, no space, no permission: not the file's fault, may pass
+                raise  # locked, no permission: not the file's fault, may pass
             raise records_unusable(path, exc) from exc
+
+    @classmethod
+    def reader(cls, path: Path, connection: sqlite3.Connection) -> "RecordStore":
+        """The read methods over a connection that cannot write (memory/readonly.py):
+        no pragma, no migration, nothing written."""
+        self = cls.__new__(cls)
+        self.path, self._db, self._lock = path, connection, threading.RLock()
+        self._cached, self._principal = OrderedDict(), None
+        return self
 
     def close(self) -> None:
         with self._lock:
@@ -251,11 +270,19 @@ class RecordStore:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
+            except BaseException as exc:
+                # A failed write (a full disk) may have rolled the transaction back already:
+                # ROLLBACK would then fail and hide why.
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                _raise_if_disk_full(self.path, exc)
                 raise
             else:
-                self._db.execute("COMMIT")
+                try:
+                    self._db.execute("COMMIT")
+                except sqlite3.OperationalError as exc:
+                    _raise_if_disk_full(self.path, exc)
+                    raise
             finally:
                 if not chunk_rows_kept:
                     self._cached.clear()

@@ -269,3 +269,113 @@ def harness_request(principal: str):
 
     return GateRequest(principal=principal, gate_id=f"broken-{os.getpid()}-{os.urandom(3).hex()}",
                        state="WORK_ASSERT", task_type="docs", question="Approve?")
+
+
+# -- `vicar memory check` reads only ---------------------------------------------------
+
+
+def digests(directory: Path) -> dict[str, str]:
+    """md5 of every file under a principal's folder (the set of files included)."""
+    import hashlib
+
+    return {str(p.relative_to(directory)): hashlib.md5(p.read_bytes()).hexdigest()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def memory_of_six(settings, embedder) -> Path:
+    root = settings.principals_dir
+    mem = PrincipalMemory("alice", root, embedder, settings.memory)
+    for i in range(1, 7):
+        mem.record(chunk("alice", i))
+    mem.close()
+    return root / "alice"
+
+
+async def test_check_writes_nothing(settings, embedder, monkeypatch):
+    """A check changed the store (md5 of memory.db, new -wal/-shm files, Chroma's tables):
+    it must read only, with the memory closed and while a worker holds it open."""
+    directory = memory_of_six(settings, embedder)
+    before = digests(directory)
+    ok = cli(settings, monkeypatch, "check", "alice")
+    assert ok.exit_code == 0 and "6 records" in ok.output, ok.output
+    assert digests(directory) == before
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(ROOT / "tests" / "memory_holder.py"), str(settings.principals_dir), "alice",
+        cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=asyncio.subprocess.PIPE)
+    try:
+        assert (await asyncio.wait_for(proc.stdout.readline(), timeout=60)).strip() == b"open"
+        held = digests(directory)  # the holder's own files (its -wal, -shm, lock)
+        ok = cli(settings, monkeypatch, "check", "alice")
+        assert ok.exit_code == 0 and f"open in pid {proc.pid}" in ok.output, ok.output
+        assert digests(directory) == held
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+
+
+@pytest.fixture
+def read_only_view(tmp_path):
+    """A read-only bind mount of a folder: what root cannot write either."""
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip(f"a read-only bind mount needs root (uid {os.geteuid()}); test_check_writes_nothing "
+                    f"covers the read-only open")
+    mounts: list[Path] = []
+
+    def view(source: Path) -> Path:
+        target = tmp_path / f"ro-{len(mounts)}"
+        target.mkdir()
+        for cmd in (["mount", "--bind", str(source), str(target)],
+                    ["mount", "-o", "remount,bind,ro", str(target)]):
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            if done.returncode:
+                if os.path.ismount(target):
+                    subprocess.run(["umount", str(target)])
+                pytest.skip(f"read-only bind mount refused here: {' '.join(cmd)}: {done.stderr.strip()}")
+        mounts.append(target)
+        return target
+
+    yield view
+    for target in mounts:
+        subprocess.run(["umount", str(target)], capture_output=True)
+
+
+def test_check_on_a_read_only_filesystem(settings, embedder, read_only_view):
+    """Checking a backup on a read-only mount failed with "attempt to write a readonly database"."""
+    directory = memory_of_six(settings, embedder)
+    before = digests(directory)
+    ro = read_only_view(settings.principals_dir)
+    with pytest.raises(OSError):
+        (ro / "alice" / "probe").write_text("x")  # really read-only, even for root
+    report = check(ro, "alice")
+    assert report.healthy and report.records == 6, report.problems
+    assert sum(report.vectors_by_dimension.values()) == sum(report.records_by_dimension.values()) > 0
+    assert digests(directory) == before
+
+
+def test_lost_records_are_named_and_kept(settings, embedder, monkeypatch):
+    """Vectors whose record is gone (memory.db lost its last writes) are the last trace of
+    those answers: `check` names them as lost records with their ids and how to keep them,
+    never advises a repair that deletes them, and `repair` keeps them."""
+    import sqlite3
+
+    directory = memory_of_six(settings, embedder)
+    db = sqlite3.connect(directory / "memory.db")
+    with db:
+        for cid in ("c2", "c5"):
+            db.execute("DELETE FROM traces WHERE chunk_id = ?", (cid,))
+            db.execute("DELETE FROM chunks WHERE id = ?", (cid,))
+    db.close()
+    lost = cli(settings, monkeypatch, "check", "alice")
+    assert lost.exit_code == 6, lost.output
+    assert "LOST RECORDS" in lost.output and "c2" in lost.output and "c5" in lost.output, lost.output
+    assert "memory restore" in lost.output and "keeps these vectors" in lost.output, lost.output
+    assert "deleted by" not in lost.output and "BROKEN" not in lost.output, lost.output
+    report = check(settings.principals_dir, "alice")
+    assert report.lost_records == ["c2", "c5"] and report.records == 4
+
+    fixed = cli(settings, monkeypatch, "repair", "alice")
+    assert fixed.exit_code == 0 and "LOST RECORDS" in fixed.output and "c2, c5" in fixed.output, fixed.output
+    assert check(settings.principals_dir, "alice").lost_records == ["c2", "c5"]  # still there to be found

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from vicar.memory.principal import PrincipalMemory
+from vicar.memory.retrieval import Query
 from vicar.memory.store import MIGRATIONS, RecordStore, StoreError
 from vicar.config import MemoryParams
 
@@ -83,10 +84,12 @@ def test_a_killed_writer_leaves_a_consistent_store(tmp_path, embedder):
     mem = PrincipalMemory("crash", tmp_path, embedder, MemoryParams())
     report = mem.reconcile()
     assert report.missing_vectors <= 1 and report.orphan_vectors <= 4  # at most the one write in flight
+    assert len(report.lost_records) <= 1
     again = mem.reconcile()
-    assert again.missing_vectors == 0 and again.orphan_vectors == 0
+    # Vectors without a record are kept (the trace of a lost answer), not deleted.
+    assert again.missing_vectors == 0 and again.lost_records == report.lost_records
     n_vectors = sum(len(ch.vector_texts()) for ch in mem.store.chunks())
-    assert mem.vectors.count() == n_vectors
+    assert mem.vectors.count() == n_vectors + report.orphan_vectors
     mem.close()
 
 
@@ -103,10 +106,35 @@ def test_reconcile_repairs_both_directions(settings, embedder):
     mem = PrincipalMemory("alice", settings.principals_dir, embedder, MemoryParams())
     assert not mem.index.has_vector("c1", "response")
     report = mem.reconcile()
-    assert report.missing_vectors == 1 and report.orphan_vectors == 1
+    assert report.missing_vectors == 1 and report.orphan_vectors == 1 and report.lost_records == ["ghost"]
     assert mem.index.has_vector("c1", "response")
-    assert sorted(vid for vid, _ in mem.vectors.ids()) == sorted(f"c1:{d}" for d in ch.vector_texts())
+    # The ghost's vector stays (a lost record's last trace) and never reaches retrieval.
+    assert sorted(vid for vid, _ in mem.vectors.ids()) == sorted([*(f"c1:{d}" for d in ch.vector_texts()),
+                                                                  "ghost:situation"])
+    assert "ghost" not in mem.index.pos
+    assert [c.id for _, c in mem.retrieve(Query(now=2, texts={"situation": "boo"}))] == ["c1"]
     mem.close()
+
+
+def test_read_only_vector_ids_agree_with_chroma(settings, embedder):
+    """`vicar memory check` reads the vector ids from Chroma's SQLite file without a Chroma
+    client (which writes): the two must agree on the installed Chroma, deletions included."""
+    from vicar.memory import readonly
+    from vicar.memory.chunk import MemoryChunk
+    from vicar.memory.vectors import collection_name
+
+    mem = PrincipalMemory("alice", settings.principals_dir, embedder, MemoryParams())
+    for i in range(1, 4):
+        mem.record(MemoryChunk(id=f"c{i}", principal="alice", state="PLAN_ASSERT", task_type="docs",
+                               outcome="approve", answered_by="human", question=f"q {i}?", human_response="ok",
+                               created_n=i, traces=[i]))
+    mem.vectors.delete(["c2:response"])
+    expected = sorted(mem.vectors.ids())
+    db = settings.principals_dir / "alice" / "chroma" / "chroma.sqlite3"
+    assert sorted(readonly.vector_ids(db, collection_name(embedder.model_name))) == expected  # open
+    mem.close()
+    assert sorted(readonly.vector_ids(db, collection_name(embedder.model_name))) == expected  # closed
+    assert readonly.vector_ids(db, collection_name("another-model")) == []
 
 
 def test_cached_chunks_follow_the_store(tmp_path):

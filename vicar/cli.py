@@ -851,14 +851,16 @@ def memory_check(principal: str = typer.Argument(...)) -> None:
     settings = Settings.from_env()
     report = check(settings.principals_dir, principal, settings.memory.blended_vectors)
     console.print(summary(report), soft_wrap=True, highlight=False, markup=False)
-    for problem in report.problems[1:]:
+    for problem in report.problems[1:] + ([report.disk_full] if report.problems and report.disk_full else []):
         console.print(f"  also: {problem}", soft_wrap=True, highlight=False, markup=False)
     if report.records_by_dimension:
         console.print("  records/vectors per dimension: " + ", ".join(
             f"{d} {n}/{report.vectors_by_dimension.get(d, 0)}" for d, n in sorted(report.records_by_dimension.items())),
             soft_wrap=True, highlight=False, markup=False)
     if not report.healthy:
-        raise typer.Exit(BrokenStore.exit_code)
+        from vicar.memory.diskfull import DiskFull
+
+        raise typer.Exit(BrokenStore.exit_code if report.problems else DiskFull.exit_code)
 
 
 @memory_app.command("repair")
@@ -872,9 +874,11 @@ def memory_repair(principal: str = typer.Argument(...)) -> None:
     settings = Settings.from_env()
     r = repair(settings.principals_dir, principal, make_embedder(cache_file=settings.embedding_cache),
                settings.memory)  # a corrupt memory.db: RecordsUnusable, one line, exit code 6
-    console.print(f"{principal}: vectors of {r.rebuilt} of {r.chunks} chunks rebuilt, {r.orphans_deleted} orphan "
-                  f"vectors deleted" + (f"; the unreadable vector store was moved to {r.moved_aside}"
-                                         if r.moved_aside else ""), soft_wrap=True, highlight=False, markup=False)
+    console.print(f"{principal}: vectors of {r.rebuilt} of {r.chunks} chunks rebuilt"
+                  + (f"; the unreadable vector store was moved to {r.moved_aside}" if r.moved_aside else "")
+                  + (f"; LOST RECORDS kept as vectors (see `vicar memory check {principal}`): "
+                     f"{', '.join(r.lost_records)}" if r.lost_records else ""),
+                  soft_wrap=True, highlight=False, markup=False)
 
 
 @memory_app.command("backup")

@@ -12,6 +12,7 @@ typo from a dead server without parsing text:
     7  not responding: the gate cannot take the answer (its workflow task fails, or no worker runs it)
     8  pending: the gate has no result yet (`vicar gate result` without waiting, or its wait ran out)
     9  not installed: the command needs an optional part of the install (an extra, or the model's weights)
+   15  disk full: a principal's memory cannot be written for want of space (nothing is damaged)
 
 `vicar gate start --wait` ends with the gate's outcome: 0 approve (or a question's
 answer), 10 correct, 11 reject, 12 hold, 13 withdraw, 14 timed out (nobody answered
@@ -24,6 +25,7 @@ by the gate's deadline).
 # The kinds the memory raises are defined on the ground floor; this is where the rest of
 # Vicar takes them from, with the kinds below.
 from vicar.memory.errors import BrokenStore, Conflict, InvalidInput, NotInstalled, VicarError  # noqa: F401
+from vicar.memory.diskfull import DiskFull  # noqa: F401
 
 UNEXPECTED = 70
 OUTCOME_EXIT = {"approve": 0, "answer": 0, "correct": 10, "reject": 11, "hold": 12, "withdraw": 13}

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -141,11 +142,15 @@ async def test_a_hand_started_move_with_a_hostile_input_fails_at_once_and_delete
             "garbage",
         ]
         for i, inp in enumerate(bad_inputs):
+            started = time.monotonic()
             handle = await temporal_env.client.start_workflow(
                 c.MOVE_WORKFLOW, inp, id=f"hostile-move-{uuid.uuid4().hex[:6]}-{i}", task_queue=task_queue,
                 result_type=c.MoveReport)
             with pytest.raises(WorkflowFailureError) as err:
                 await asyncio.wait_for(handle.result(), timeout=30)
+            took = time.monotonic() - started
+            print(f"hostile move input {i}: failed in {took:.2f} s")
+            assert took < 10, took  # its first task, not a retry loop
             cause = err.value.cause
             assert isinstance(cause, ApplicationError) and cause.non_retryable, (inp, cause)
             assert cause.message.startswith("invalid move input: ") and "\n" not in cause.message, cause.message

@@ -208,9 +208,15 @@ def records_unusable(path: Path, exc: BaseException) -> StoreError:
 
 
 def _raise_if_disk_full(path: Path, exc: BaseException) -> None:
-    from vicar.memory.diskfull import disk_full, is_disk_full  # it builds on StoreError
+    from vicar.memory.diskfull import MIN_FREE, disk_full, free_bytes, is_disk_full  # it builds on StoreError
 
-    if is_disk_full(exc) and not isinstance(exc, StoreError):
+    if isinstance(exc, StoreError):
+        return
+    # SQLite says "disk I/O error" when the -shm file cannot grow: on a disk with no room
+    # left that is the full disk, not damage.
+    io_on_full = (isinstance(exc, sqlite3.OperationalError) and "disk I/O error" in str(exc)
+                  and (free_bytes(path.parent) or 0) < MIN_FREE)
+    if is_disk_full(exc) or io_on_full:
         raise disk_full(path, exc) from exc
 
 

@@ -10,6 +10,7 @@ where the pragma test below still checks that commits wait for the disk.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import shutil
 import signal
@@ -22,13 +23,15 @@ from pathlib import Path
 
 import pytest
 
+from vicar.memory.diskfull import DiskFull
 from vicar.memory.params import MemoryParams
 from vicar.memory.principal import PrincipalMemory
 from vicar.memory.store import RecordStore
 from vicar.gates import answer_gate, start_gate
 from vicar.models import GateRequest, HumanAnswer
 
-from .conftest import wait_escalated
+from .conftest import record_answer, wait_escalated, wait_for
+from .test_broken_store import wait_proxy_error
 
 ROOT = Path(__file__).resolve().parents[1]
 # SQLite's numbers for PRAGMA synchronous.
@@ -226,3 +229,119 @@ async def wait_escalated_long(client, gate_id: str):
             return await wait_escalated(client, gate_id)
         except TimeoutError:
             continue
+
+
+# -- a full disk is said as such -----------------------------------------------------------
+
+
+class SmallDisk:
+    """A small tmpfs that can be filled to the last byte and emptied again."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.filler = path / "filler"
+
+    def fill(self) -> None:
+        with open(self.filler, "ab", buffering=0) as f:
+            for block in (1 << 20, 1 << 12):
+                try:
+                    while True:
+                        f.write(b"\0" * block)
+                except OSError as exc:
+                    assert exc.errno == errno.ENOSPC, exc
+        assert shutil.disk_usage(self.path).free < 4096
+
+    def free(self) -> None:
+        self.filler.unlink()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip(f"a small tmpfs to fill needs root to mount (uid {os.geteuid()})")
+    path = tmp_path / "disk"
+    path.mkdir()
+    done = _run("mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(path), check=False)
+    if done.returncode:
+        pytest.skip(f"mount -t tmpfs refused here: {done.stderr.strip()}")
+    try:
+        yield SmallDisk(path)
+    finally:
+        if _run("umount", str(path), check=False).returncode:
+            _run("umount", "-l", str(path), check=False)
+
+
+@pytest.fixture
+def settings(small_disk):
+    """The harness's data dir on the small disk."""
+    from vicar.config import CalibrationParams, Settings
+
+    from .conftest import LOOSE_AUTONOMY
+
+    return Settings(data_dir=small_disk.path / "vicar", calibration=CalibrationParams(autonomy=LOOSE_AUTONOMY))
+
+
+def test_new_principal_on_a_full_disk_is_told_the_disk_is_full(small_disk, embedder):
+    """It was told its memory "is in use by another process": the lock file's write failed
+    and the lock stayed held by a descriptor nobody closed."""
+    root = small_disk.path / "principals"
+    small_disk.fill()
+    for _ in range(2):  # the second attempt is not refused as locked
+        with pytest.raises(DiskFull, match="the disk is full") as err:
+            PrincipalMemory("newcomer", root, embedder, MemoryParams())
+        assert str(root / "newcomer") in str(err.value) and "in use" not in str(err.value)
+    small_disk.free()
+    PrincipalMemory("newcomer", root, embedder, MemoryParams()).close()
+
+
+async def test_gate_of_a_new_principal_on_a_full_disk_says_so(harness, small_disk):
+    h = harness
+    small_disk.fill()
+    req = h.request(h.principal())
+    await start_gate(h.client, req, h.task_queue)
+    d = await wait_proxy_error(h.client, req.gate_id)
+    assert "the disk is full" in d.calibration_note and str(h.settings.principals_dir) in d.calibration_note, d
+    assert "in use" not in d.calibration_note
+
+
+async def test_answer_on_a_full_disk_waits_saying_so_and_lands_once_there_is_room(harness, small_disk, caplog):
+    h = harness
+    p = h.principal()
+    first = await asyncio.wait_for(
+        (await start_gate(h.client, h.request(p, escalation_mode="never"), h.task_queue)).result(), timeout=60)
+    req = h.request(p, escalation_mode="always", artifact="Rename the column.")
+    handle = await start_gate(h.client, req, h.task_queue)
+    await asyncio.wait_for(wait_escalated_long(h.client, req.gate_id), timeout=60)
+    small_disk.fill()
+    caplog.set_level("WARNING")
+    await answer_gate(h.client, req.gate_id, HumanAnswer(action="correct", text="Keep the old name.",
+                                                         responder="tester"))
+
+    async def said() -> bool:
+        return any("recording waits" in r.getMessage() and "the disk is full" in r.getMessage()
+                   for r in caplog.records)
+
+    await wait_for(said, timeout=60)
+    small_disk.free()
+    result = await asyncio.wait_for(handle.result(), timeout=120)
+    assert result.answered_by.value == "human" and result.n == first.n + 1
+    mem = h.registry.get(p)
+    assert mem.store.outcome_seq(handle.id) is not None and mem.store.count("answered_by = 'human'") == 1
+
+
+def test_check_on_a_full_disk_says_disk_full_not_broken(small_disk, embedder, monkeypatch):
+    from typer.testing import CliRunner
+
+    from vicar.cli import app
+
+    root = small_disk.path / "vicar" / "principals"
+    mem = PrincipalMemory("alice", root, embedder, MemoryParams())
+    req = GateRequest(principal="alice", gate_id="full-1", state="PLAN_ASSERT", task_type="docs", question="Ok?")
+    record_answer(mem, req, 1, "approve", "fine")
+    mem.close()
+    small_disk.fill()
+    monkeypatch.setenv("VICAR_DATA_DIR", str(small_disk.path / "vicar"))
+    out = CliRunner().invoke(app, ["memory", "check", "alice"])
+    assert out.exit_code == DiskFull.exit_code, out.output
+    assert "DISK FULL" in out.output and "the disk is full" in out.output and "records intact" in out.output
+    assert "BROKEN" not in out.output and "repair" not in out.output.replace("no repair needed", ""), out.output

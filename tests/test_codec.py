@@ -125,7 +125,10 @@ def test_the_default_key_file_is_made_once_owner_only(tmp_path, monkeypatch):
     path = tmp_path / "vicar" / "codec-keys"
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     assert data_converter(settings).payload_codec.keys == first.keys  # read back, not made anew
-    assert first.keys["k1"] not in b"" and base64.b64encode(first.keys["k1"]).decode() in path.read_text()
+    (key_id, key), = first.keys.items()
+    assert key_id.startswith("auto-") and f"{key_id}:{base64.b64encode(key).decode()}" in path.read_text()
+    other = data_converter(Settings(data_dir=tmp_path / "elsewhere")).payload_codec
+    assert list(other.keys) != [key_id]  # another data dir's key has another id: a mix-up names it
 
 
 async def test_the_cli_without_the_key_says_so_in_one_line(harness, tmp_path):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import logging
 import os
 import re
 from collections.abc import Sequence
@@ -34,6 +35,7 @@ KEY_BYTES = 32  # AES-256
 KEY_FILE = "codec-keys"
 KEYS_VAR, KEY_FILE_VAR = "VICAR_CODEC_KEYS", "VICAR_CODEC_KEY_FILE"
 _KEY_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+log = logging.getLogger("vicar.codec")
 
 
 class CodecKeyError(VicarError):
@@ -81,7 +83,8 @@ def ensure_key_file(path: Path) -> None:
     try:
         with os.fdopen(fd, "w") as f:
             f.write("# Vicar payload keys (docs/codec.md): id:base64, the last one encodes.\n")
-            f.write(new_key_line("k1") + "\n")
+            # A unique id: a process given another machine's file names the key it lacks.
+            f.write(new_key_line(f"auto-{os.urandom(4).hex()}") + "\n")
             f.flush()
             os.fsync(f.fileno())
         try:
@@ -95,7 +98,7 @@ def ensure_key_file(path: Path) -> None:
 def load_keys(settings: Settings) -> dict[str, bytes]:
     raw = os.environ.get(KEYS_VAR, "").strip()
     if raw:
-        return parse_keys(raw, KEYS_VAR)
+        return _loaded(parse_keys(raw, KEYS_VAR), KEYS_VAR)
     named = os.environ.get(KEY_FILE_VAR, "").strip()
     path = Path(named).expanduser() if named else default_key_file(settings)
     if not named:
@@ -104,7 +107,13 @@ def load_keys(settings: Settings) -> dict[str, bytes]:
         text = path.read_text()
     except OSError as exc:
         raise CodecKeyError(f"cannot read the payload keys at {path}: {exc.strerror or exc}") from None
-    return parse_keys(text, str(path))
+    return _loaded(parse_keys(text, str(path)), str(path))
+
+
+def _loaded(keys: dict[str, bytes], where: str) -> dict[str, bytes]:
+    # Ids only: which key a worker seals with is what an operator compares across processes.
+    log.info("payload keys %s from %s; sealing with %r (docs/codec.md)", ", ".join(keys), where, list(keys)[-1])
+    return keys
 
 
 class AesGcmCodec(PayloadCodec):

@@ -7,6 +7,7 @@ only the UI origins named. docs/codec.md, "Codec server"."""
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 import os
 import secrets
@@ -38,14 +39,23 @@ def server_token(settings: Settings) -> tuple[str, str]:
         return raw, TOKEN_VAR
     path = settings.data_dir / TOKEN_FILE
     if not path.exists():
+        # Whole or absent (written aside, then linked): a half-written file is never read.
         path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as f:
                 f.write(secrets.token_urlsafe(32) + "\n")
+            os.link(tmp, path)
         except FileExistsError:
             pass  # another process made it first: read theirs
-    return path.read_text().strip(), str(path)
+        finally:
+            tmp.unlink(missing_ok=True)
+    token = path.read_text().strip()
+    if len(token) < MIN_TOKEN_CHARS:
+        from vicar.errors import InvalidInput
+        raise InvalidInput(f"{path}: the token must have at least {MIN_TOKEN_CHARS} characters")
+    return token, str(path)
 
 
 class CodecServer:
@@ -150,12 +160,18 @@ def run(settings: Settings, host: str, port: int, origins: list[str], say) -> No
     from vicar.codec import codec
 
     token, where = server_token(settings)
-    server = CodecServer(codec(settings), token, host, port, origins or DEFAULT_ORIGINS)
+    try:
+        server = CodecServer(codec(settings), token, host, port, origins or DEFAULT_ORIGINS)
+    except OSError as exc:  # a bad host, a port in use or privileged
+        from vicar.errors import InvalidInput
+        raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     server.start()
     say(f"codec server on {server.url} (POST /encode, /decode; bearer token from {where}; "
         f"CORS for {', '.join(sorted(server.origins))})")
+    if not ipaddress.ip_address(server.host).is_loopback:
+        say("warning: not on loopback: the token and decoded memory cross the network; put TLS in front (docs/codec.md)")
     try:
         while not stop.wait(0.5):
             pass

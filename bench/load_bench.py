@@ -1,0 +1,393 @@
+"""Load with concurrent duplicate answers and a worker SIGKILL (issue 24, "Done when").
+
+    python bench/load_bench.py --gates 500 --principals 20 --out bench/LOAD_RESULTS.md
+
+A Temporal dev server and one worker process (`python -m vicar.worker`) on loopback,
+started and killed by tests/test_soak.py's Cluster. Every gate asks the human
+(escalation_mode always); once it waits, the human's answer is sent several times at
+once from several clients, by `respond` update and `human_response` signal, on the tick
+of a shared one-second clock, so the gates waiting together are answered together. The worker
+is SIGKILLed at the given points (completed gates) and restarted. Afterwards:
+
+- every gate completed once with the intended answer, N gap-free per principal;
+- the store holds each answer exactly once, and so do proxy-interactions.jsonl (one
+  line per gate) and proxy-patterns.md (one section per gate), saying the same answer;
+- `vicar memory check` finds every memory healthy.
+
+Figures: p50/p95 start -> escalated (the gate's escalated_at, workflow time, minus the
+client's clock at the start call) and answer -> result (the workflow's close time minus
+the first answer's send), and the worker's RSS (VmRSS, sampled every second), per run
+of the worker. Gates caught by the kill count in the figures as they happened.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import shlex
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # run as a script: tests' process helpers, bench.machine_info
+
+from temporalio.client import (  # noqa: E402
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+import httpx  # noqa: E402
+from temporalio.service import RPCError  # noqa: E402
+
+from bench.machine_info import machine_line  # noqa: E402
+from tests.test_side_files import side_file_counts  # noqa: E402
+from tests.test_soak import Cluster, retrying  # noqa: E402
+from vicar import contracts as c  # noqa: E402
+from vicar.config import Settings  # noqa: E402
+from vicar.connect import connect  # noqa: E402
+from vicar.errors import VicarError  # noqa: E402
+from vicar.gates import start_gate  # noqa: E402
+from vicar.memory.check import check  # noqa: E402
+from vicar.models import GateDetails, GateRequest, GateResult, GateStatus, HumanAnswer  # noqa: E402
+from vicar.server import free_port  # noqa: E402
+
+TASKS = {"docs": "approve", "db-migration": "correct", "refactor": "approve", "infra": "reject"}
+POLL_SECONDS = 0.5
+# Answers go out on the tick of a shared clock, so the gates that wait at the same time
+# (many per principal) are answered at once, as several reviewers would.
+ANSWER_TICK_SECONDS = 1.0
+
+
+@dataclass
+class Timing:
+    started: float = 0.0  # client clock, just before the start call
+    escalated_at: float | None = None  # the gate's own escalated_at (workflow time)
+    answered: float | None = None  # client clock, the first answer's send
+    closed: float | None = None  # the workflow's close time
+    accepted: int = 0  # `respond` updates that succeeded: must be at most one
+
+
+@dataclass
+class LoadReport:
+    gates: int
+    principals: int
+    kills: list[int]
+    duplicates: int
+    clients: int
+    seconds: float = 0.0
+    timings: dict[str, Timing] = field(default_factory=dict)
+    results: dict[str, GateResult] = field(default_factory=dict)
+    rss_mb: list[float] = field(default_factory=list)  # peak per worker run
+    problems: list[str] = field(default_factory=list)
+    stored: int = 0
+    lines: int = 0
+    sections: int = 0
+
+    @property
+    def to_escalated(self) -> list[float]:
+        return [t.escalated_at - t.started for t in self.timings.values() if t.escalated_at]
+
+    @property
+    def to_result(self) -> list[float]:
+        return [t.closed - t.answered for t in self.timings.values() if t.closed and t.answered]
+
+
+def pct(values: list[float], q: int) -> float:
+    if not values:
+        return float("nan")
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def plan(i: int, principals: int) -> tuple[GateRequest, HumanAnswer]:
+    principal = f"load-{i % principals:02d}"
+    task_type = list(TASKS)[(i // principals) % len(TASKS)]
+    req = GateRequest(principal=principal, gate_id=f"load-{i:04d}", state="PLAN_ASSERT", task_type=task_type,
+                      question=f"Approve the {task_type} plan?", artifact_text=f"{task_type} change number {i}",
+                      escalation_mode="always")
+    action = TASKS[task_type]
+    return req, HumanAnswer(action=action, text=f"{action}: gate {i}", responder=principal)
+
+
+async def answer_all_at_once(clients: list[Client], workflow_id: str, answer: HumanAnswer, n: int,
+                             timing: Timing) -> None:
+    """The same answer `n` times at once: updates and signals in turn, over the clients."""
+    async def one(k: int) -> None:
+        handle = clients[k % len(clients)].get_workflow_handle(workflow_id)
+        try:
+            if k % 2 == 0:
+                await asyncio.wait_for(handle.execute_update("respond", answer, result_type=str), 30)
+                timing.accepted += 1
+            else:
+                await asyncio.wait_for(handle.signal("human_response", answer), 30)
+        except (WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError, RPCError,
+                asyncio.TimeoutError):
+            pass  # another answer came first, or no worker right now: the caller looks again
+
+    await asyncio.gather(*(one(k) for k in range(n)))
+
+
+async def drive(clients: list[Client], req: GateRequest, answer: HumanAnswer, n: int, timing: Timing) -> GateResult:
+    """Start the gate and see it to its result through worker kills (every call retried;
+    whenever it waits for the human, the answer goes out `n` times at once)."""
+    client = clients[0]
+
+    async def start():
+        try:
+            await start_gate(client, req)
+        except VicarError:  # started by an earlier attempt whose reply was lost
+            pass
+
+    timing.started = time.time()
+    await retrying(start, f"start {req.gate_id}")
+    handle = client.get_workflow_handle(c.gate_workflow_id(req.gate_id), result_type=GateResult)
+    while True:
+        desc = await retrying(handle.describe, f"describe {req.gate_id}")
+        if desc.status == WorkflowExecutionStatus.COMPLETED:
+            timing.closed = desc.close_time.timestamp()
+            return await retrying(handle.result, f"result {req.gate_id}")
+        if desc.status != WorkflowExecutionStatus.RUNNING:
+            raise AssertionError(f"{req.gate_id}: {desc.status}")
+        try:
+            details = await asyncio.wait_for(handle.query("details", result_type=GateDetails), timeout=10)
+        except (RPCError, asyncio.TimeoutError):
+            details = None  # no worker to answer the query right now
+        if details is not None and details.status is GateStatus.escalated:
+            if timing.escalated_at is None and details.escalated_at is not None:
+                timing.escalated_at = details.escalated_at.timestamp()
+            await asyncio.sleep(ANSWER_TICK_SECONDS - time.time() % ANSWER_TICK_SECONDS)
+            if timing.answered is None:
+                timing.answered = time.time()
+            await answer_all_at_once(clients, handle.id, answer, n, timing)
+        await asyncio.sleep(POLL_SECONDS)
+
+
+class ReadyCluster(Cluster):
+    """tests/test_soak.py's Cluster, whose worker also serves /readyz (vicar/ops.py), and
+    whose start waits for it: the first gates' start -> escalated would otherwise time
+    the worker's start-up, and a SIGTERM in its start-up is not a clean stop."""
+
+    ops_address = f"127.0.0.1:{free_port()}"
+
+    async def start_worker(self, timeout: float = 300.0) -> None:
+        saved = os.environ.get("VICAR_OPS_ADDRESS")
+        os.environ["VICAR_OPS_ADDRESS"] = self.ops_address  # Cluster passes its environment on
+        try:
+            await super().start_worker()
+        finally:
+            if saved is None:
+                os.environ.pop("VICAR_OPS_ADDRESS")
+            else:
+                os.environ["VICAR_OPS_ADDRESS"] = saved
+        deadline = time.monotonic() + timeout
+        async with httpx.AsyncClient(timeout=2.0) as http:
+            while time.monotonic() < deadline:
+                if self.worker.returncode is not None:
+                    raise RuntimeError(f"the worker exited {self.worker.returncode}: see {self.logs[-1]}")
+                try:
+                    if (await http.get(f"http://{self.ops_address}/readyz")).status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass  # not listening yet
+                await asyncio.sleep(0.2)
+        raise TimeoutError(f"the worker was not ready within {timeout:.0f} s")
+
+
+def rss_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+async def run_load(tmp: Path, gates: int, principals: int, kills: list[int], duplicates: int = 6,
+                   clients: int = 3, in_flight: int = 40, timeout: float = 3600.0, progress=None) -> LoadReport:
+    report = LoadReport(gates=gates, principals=principals, kills=kills, duplicates=duplicates, clients=clients)
+    cluster = ReadyCluster(tmp)
+    await cluster.start_server()
+    # The clients first: the first one makes the data directory's payload key (vicar.codec),
+    # which the worker then reads.
+    cluster.data_dir.mkdir(parents=True, exist_ok=True)
+    settings = Settings(data_dir=cluster.data_dir)
+    conns = [await connect(settings, target_host=cluster.address, namespace="default", timeout=60)
+             for _ in range(clients)]
+    await cluster.start_worker()
+    peaks: list[float] = [0.0]
+    done: list[str] = []
+    slots = asyncio.Semaphore(in_flight)
+    began = time.monotonic()
+
+    async def sample_rss() -> None:
+        while True:
+            if cluster.worker and cluster.worker.returncode is None and (mb := rss_mb(cluster.worker.pid)):
+                peaks[-1] = max(peaks[-1], mb)
+            await asyncio.sleep(1.0)
+
+    async def one(i: int) -> None:
+        req, answer = plan(i, principals)
+        timing = report.timings.setdefault(req.gate_id, Timing())
+        async with slots:
+            report.results[req.gate_id] = await drive(conns, req, answer, duplicates, timing)
+        done.append(req.gate_id)
+        if progress:
+            progress(len(done), gates)
+
+    async def faults() -> None:
+        for at in sorted(kills):
+            while len(done) < at:
+                await asyncio.sleep(0.1)
+            await cluster.kill_worker()
+            await asyncio.sleep(1.0)
+            peaks.append(0.0)
+            await cluster.start_worker()  # the gates' calls retry meanwhile
+
+    sampler = asyncio.create_task(sample_rss())
+    try:
+        await asyncio.wait_for(asyncio.gather(faults(), *(one(i) for i in range(gates))), timeout=timeout)
+        report.seconds = time.monotonic() - began
+        code = await cluster.stop_worker()
+        if code != 0:
+            report.problems.append(f"the worker exited {code} on SIGTERM")
+    finally:
+        sampler.cancel()
+        if cluster.worker and cluster.worker.returncode is None:
+            cluster.worker.kill()
+            await cluster.worker.wait()
+        await asyncio.to_thread(cluster.server.stop)
+    report.rss_mb = peaks
+    verify(report, cluster)
+    return report
+
+
+def verify(report: LoadReport, cluster: Cluster) -> None:
+    """Every answer exactly once in the store and in both side files, nothing lost."""
+    problems = report.problems
+    by_principal: dict[str, list[tuple[GateRequest, HumanAnswer]]] = defaultdict(list)
+    for i in range(report.gates):
+        req, answer = plan(i, report.principals)
+        by_principal[req.principal].append((req, answer))
+        res = report.results.get(req.gate_id)
+        if res is None:
+            problems.append(f"{req.gate_id}: no result")
+        elif (res.answered_by.value, res.action.value, res.responder) != ("human", answer.action, answer.responder):
+            problems.append(f"{req.gate_id}: result {res.answered_by.value} {res.action.value} {res.responder}")
+    for gid, t in report.timings.items():
+        if t.accepted > 1:
+            problems.append(f"{gid}: {t.accepted} answers accepted")
+    for principal, gates in by_principal.items():
+        d = cluster.data_dir / "principals" / principal
+        want = {c.gate_workflow_id(r.gate_id): a.action for r, a in gates}
+        ns = sorted(report.results[r.gate_id].n for r, _ in gates if r.gate_id in report.results)
+        if ns != list(range(1, len(gates) + 1)):
+            problems.append(f"{principal}: N not gap-free")
+        db = sqlite3.connect(f"file:{d / 'memory.db'}?mode=ro", uri=True)
+        try:
+            rows = db.execute("SELECT workflow_id, action FROM outcomes").fetchall()
+        finally:
+            db.close()
+        report.stored += len(rows)
+        if len(rows) != len({w for w, _ in rows}) or dict(rows) != want:
+            problems.append(f"{principal}: store holds {len(rows)} outcomes for {len(want)} gates")
+        lines, sections = side_file_counts(d)
+        report.lines += sum(lines.values())
+        report.sections += sum(sections.values())
+        gate_ids = Counter(r.gate_id for r, _ in gates)
+        for name, counts in (("proxy-interactions.jsonl", lines), ("proxy-patterns.md", sections)):
+            if counts != gate_ids:
+                wrong = {g: counts[g] for g in sorted(set(counts) | set(gate_ids)) if counts[g] != gate_ids[g]}
+                problems.append(f"{principal}: {name}: {len(wrong)} gates not once (times written: "
+                                f"{dict(list(wrong.items())[:5])})")
+        written = {}
+        for x in (d / "proxy-interactions.jsonl").read_text().splitlines():
+            if x.strip():
+                entry = json.loads(x)
+                written[entry["workflow_id"]] = entry["action"]
+        if written != want:
+            problems.append(f"{principal}: proxy-interactions.jsonl says other answers than the store")
+        health = check(cluster.data_dir / "principals", principal)
+        if not health.healthy:
+            problems.append(f"{principal}: memory check: {health.problems[:3]}")
+    for log in cluster.logs:
+        text = log.read_text(errors="replace")
+        if "Traceback" in text:
+            problems.append(f"{log.name}: a traceback")
+
+
+def markdown(report: LoadReport, command: str) -> str:
+    e50, e95, emax = (x * 1000 for x in (pct(report.to_escalated, 50), pct(report.to_escalated, 95),
+                                         max(report.to_escalated, default=float("nan"))))
+    r50, r95, rmax = (x * 1000 for x in (pct(report.to_result, 50), pct(report.to_result, 95),
+                                         max(report.to_result, default=float("nan"))))
+    verdict = "all checks passed" if not report.problems else f"{len(report.problems)} PROBLEMS"
+    out = [
+        f"## Load: {report.gates} gates, {report.principals} principals, {len(report.kills)} worker SIGKILL "
+        f"({dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC)",
+        "",
+        f"    {command}",
+        "",
+        f"Machine: {machine_line()}; predictor {os.environ.get('VICAR_PREDICTOR') or 'the default'}.",
+        f"Each answer sent {report.duplicates} times at once (updates and signals in turn) from "
+        f"{report.clients} clients; worker SIGKILLed after {', '.join(map(str, report.kills)) or 'no'} completed "
+        f"gates and restarted 1 s later. Wall time {report.seconds:.0f} s "
+        f"({report.gates / report.seconds:.1f} gates/s).",
+        "",
+        "| figure | p50 | p95 | max |",
+        "|---|---|---|---|",
+        f"| start → escalated | {e50:.0f} ms | {e95:.0f} ms | {emax:.0f} ms |",
+        f"| answer → result | {r50:.0f} ms | {r95:.0f} ms | {rmax:.0f} ms |",
+        "",
+        "Worker peak RSS per run (killed run first): " + ", ".join(f"{mb:.0f} MB" for mb in report.rss_mb) + ".",
+        "",
+        f"Exactly once: {report.stored} outcomes in the stores, {report.lines} lines in proxy-interactions.jsonl, "
+        f"{report.sections} sections in proxy-patterns.md, for {report.gates} gates: {verdict}.",
+    ]
+    out += [f"- {p}" for p in report.problems[:20]]
+    return "\n".join(out) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gates", type=int, default=500)
+    ap.add_argument("--principals", type=int, default=20)
+    ap.add_argument("--kill-at", type=int, action="append",
+                    help="completed gates before a worker SIGKILL (repeatable; default: half of --gates)")
+    ap.add_argument("--duplicates", type=int, default=6, help="times each answer is sent at once")
+    ap.add_argument("--clients", type=int, default=3)
+    ap.add_argument("--in-flight", type=int, default=40, help="gates open at once")
+    ap.add_argument("--out", type=Path, help="append the report (markdown) to this file")
+    args = ap.parse_args()
+    kills = args.kill_at if args.kill_at is not None else [args.gates // 2]
+    command = shlex.join(["python", *sys.argv])
+
+    def progress(n: int, total: int) -> None:
+        if n % 50 == 0 or n == total:
+            print(f"{n}/{total} gates", file=sys.stderr, flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="vicar-load-") as tmp:
+        report = asyncio.run(run_load(Path(tmp), args.gates, args.principals, kills, args.duplicates,
+                                      args.clients, args.in_flight, progress=progress))
+    text = markdown(report, command)
+    print(text)
+    if args.out:
+        with args.out.open("a", encoding="utf-8") as f:
+            f.write("\n" + text)
+    return 1 if report.problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

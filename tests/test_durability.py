@@ -345,3 +345,51 @@ def test_check_on_a_full_disk_says_disk_full_not_broken(small_disk, embedder, mo
     assert out.exit_code == DiskFull.exit_code, out.output
     assert "DISK FULL" in out.output and "the disk is full" in out.output and "records intact" in out.output
     assert "BROKEN" not in out.output and "repair" not in out.output.replace("no repair needed", ""), out.output
+
+
+async def test_embedded_server_keeps_a_completed_gate_through_power_loss(loopfs, embedder, tmp_path):
+    """The embedded Temporal server's SQLite file (vicar/server.py) on the aborted disk: under
+    synchronous=normal a gate the client saw Completed came back RUNNING after fsck (2 of 2
+    runs), its answer already in the memory: the person could be asked again, and a second
+    answer would reach the orchestrator but not the memory."""
+    from temporalio.client import Client, WorkflowExecutionStatus
+    from temporalio.contrib.pydantic import pydantic_data_converter
+
+    from vicar.config import Settings
+    from vicar.memory.principal import MemoryRegistry
+    from vicar.server import EmbeddedServer, free_port
+    from vicar.worker import build_worker
+
+    def server() -> EmbeddedServer:
+        return EmbeddedServer(loopfs.mnt / "vicar", port=free_port(), ui_port=free_port())
+
+    first = await asyncio.to_thread(server().start)
+    settings = Settings(data_dir=tmp_path / "worker")  # the memory's durability is tested above
+    registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
+    try:
+        client = await Client.connect(first.address, data_converter=pydantic_data_converter)
+        worker, _ = build_worker(client, settings, registry=registry, task_queue="tq-embedded-power")
+        async with worker:
+            req = GateRequest(principal="embedded", gate_id=f"power-{uuid.uuid4().hex[:8]}", state="PLAN_ASSERT",
+                              task_type="docs", question="Ship it?", escalation_mode="always")
+            handle = await start_gate(client, req, "tq-embedded-power")
+            await asyncio.wait_for(wait_escalated_long(client, req.gate_id), timeout=60)
+            await answer_gate(client, req.gate_id, HumanAnswer(action="reject", text="Not yet.", responder="tester"))
+            assert (await asyncio.wait_for(handle.result(), timeout=60)).action.value == "reject"
+            loopfs.power_loss()
+            os.kill(first.pid, signal.SIGKILL)
+            await asyncio.to_thread(first.stop)
+    finally:
+        await asyncio.to_thread(first.stop)
+    loopfs.unmount()
+    loopfs.fsck()
+    loopfs.mount()
+    again = await asyncio.to_thread(server().start)
+    try:
+        client = await Client.connect(again.address, data_converter=pydantic_data_converter)
+        status = (await client.get_workflow_handle(handle.id).describe()).status
+        assert status is WorkflowExecutionStatus.COMPLETED, status
+        assert registry.get("embedded").store.outcome_seq(handle.id) is not None
+    finally:
+        registry.close()
+        await asyncio.to_thread(again.stop)

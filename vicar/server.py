@@ -116,10 +116,11 @@ class EmbeddedServer:
             "--ip", "127.0.0.1", "--port", str(self.port), "--ui-port", str(self.ui_port),
             "--db-filename", str(self.dir / "temporal.db"), "--namespace", self.namespace,
             "--log-level", "error",
-            # WAL with synchronous=NORMAL: durable across a crash of any process, only
-            # an OS crash can lose the last transactions; an fsync per history write
-            # otherwise dominates a gate's latency.
-            "--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal",
+            # WAL with synchronous=FULL: a history write is on the disk before the server
+            # answers. Under NORMAL a power loss took the last ones: a gate its client had
+            # seen Completed came back RUNNING, its answer already in the memory
+            # (tests/test_durability.py); the cost is in bench/DURABILITY_RESULTS.md.
+            "--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=full",
         ]
         for name, kind in SEARCH_ATTRIBUTES.items():
             cmd += ["--search-attribute", f"{name}={kind}"]

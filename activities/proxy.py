@@ -17,6 +17,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from vicar.activities import answers
 from vicar.activities.store_errors import store_errors
 from vicar.memory.principal import MemoryRegistry
 from vicar import contracts as c
@@ -29,7 +30,7 @@ from vicar.proxy.calibration import calibrate
 from vicar.proxy.consult import calibration_inputs, consult, retrieve
 from vicar.proxy.outcomes import record_outcome
 from vicar.proxy.provider import Predictor
-from vicar.responders import load_allowed
+from vicar.responders import load_policy
 from vicar.sharding import shard_of
 
 # Temporal admits at most 10 in-flight updates per workflow (history.maxInFlightUpdates)
@@ -39,6 +40,10 @@ from vicar.sharding import shard_of
 # Only one process sends a principal's updates (see ProxyActivities.request_turn), so
 # this bounds them all.
 MAX_TURN_UPDATES_IN_FLIGHT = 4
+# A take_turn update not answered in this long: the brain is looked at. One that cannot
+# run (on a queue no worker polls, its task failing) is reported, and the gate escalates
+# with proxy_error; a busy one gets the request by signal instead (it deduplicates).
+TURN_UPDATE_WAIT_SECONDS = 10.0
 
 
 class ProxyActivities:
@@ -79,7 +84,7 @@ class ProxyActivities:
         return [
             self.read_counter, self.mirror_counter, self.advance_turn, self.consult, self.retrieve_context, self.prior_pass,
             self.posterior_pass, self.extract_surprise, self.calibrate, self.reinforce, self.agent_reply,
-            self.record_outcome, self.allowed_responders, self.pin_model,
+            self.record_outcome, self.allowed_responders, self.pin_model, self.vet_answer, self.recorded_outcome,
         ]
 
     def _predicting(self, principal: str, pin: ModelPin | None = None):
@@ -106,7 +111,11 @@ class ProxyActivities:
         elif self._turn_updates[ask.principal] < MAX_TURN_UPDATES_IN_FLIGHT:
             self._turn_updates[ask.principal] += 1
             try:
-                reply = await self._take_turn_update(ask)
+                reply = await asyncio.wait_for(self._take_turn_update(ask), TURN_UPDATE_WAIT_SECONDS)
+            except asyncio.TimeoutError:
+                if why := await self._brain_unusable(ask.principal):
+                    raise ApplicationError(why, type="BrainUnusable", non_retryable=True) from None
+                await self._queue_turn(ask)
             except RPCError as exc:
                 if exc.status != RPCStatusCode.RESOURCE_EXHAUSTED:
                     raise
@@ -121,6 +130,18 @@ class ProxyActivities:
                             max_dialog_turns=self.settings.max_dialog_turns, error=reply.error, shard=reply.shard,
                             shard_wait_seconds=self.settings.shard_wait_seconds, release=reply.release,
                             deadline_seconds=self.settings.gate_deadline_seconds)
+
+    async def _brain_unusable(self, principal: str) -> str | None:
+        """Why the principal's brain cannot grant turns (None: it looks merely busy)."""
+        wid = c.brain_workflow_id(principal)
+        desc = await self.client.get_workflow_handle(wid).describe()
+        if desc.task_queue != self.task_queue:
+            return (f"brain unusable: {wid} runs on task queue {desc.task_queue!r}, which this deployment "
+                    f"does not serve ({self.task_queue!r}); terminate it and the next gate starts a good one")
+        pending = desc.raw_description.pending_workflow_task
+        if desc.raw_description.HasField("pending_workflow_task") and pending.attempt > 2:
+            return f"brain unusable: {wid}'s workflow task has failed {pending.attempt - 1} times"
+        return None
 
     def _sends_updates(self, principal: str) -> bool:
         """Whether this process may use the update fast path for the principal: unsharded
@@ -269,9 +290,26 @@ class ProxyActivities:
 
     @activity.defn(name=c.ALLOWED_RESPONDERS)
     def allowed_responders(self, principal: str) -> list[str]:
-        """Read-only. An unreadable list is not retried (a person must fix it): the gate
-        then refuses every answer until a later read succeeds."""
+        """Gates started before VET_ANSWERS: the list at escalation ([]: anyone). An
+        unreadable list is not retried (a person must fix it), nor is an emptied one: the
+        gate then refuses every answer until a later read lets someone answer."""
         try:
-            return load_allowed(self.settings.principals_dir, principal)
+            policy = load_policy(self.settings.principals_dir, principal)
         except VicarError as exc:
             raise ApplicationError(str(exc), type="AllowListUnreadable", non_retryable=True) from None
+        if not policy.responders and not policy.anyone:
+            raise ApplicationError(policy.refusal(principal, "") or "", type="AllowListEmptied", non_retryable=True)
+        return policy.responders
+
+    @activity.defn(name=c.VET_ANSWER)
+    async def vet_answer(self, vet: c.AnswerVet) -> c.AnswerVerdict:
+        """Read-only: the allow-list now and the answer's caller identity from history."""
+        return await answers.vet(self.client, self.settings.principals_dir, self.settings.require_identity_match,
+                                 vet)
+
+    @activity.defn(name=c.RECORDED_OUTCOME)
+    @store_errors
+    def recorded_outcome(self, lookup: c.OutcomeLookup) -> OutcomeRecord | None:
+        """Read-only: the outcome already recorded under this gate's workflow id."""
+        raw = self.registry.get(lookup.principal).store.outcome_record(lookup.workflow_id)
+        return OutcomeRecord.model_validate_json(raw) if raw else None

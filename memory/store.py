@@ -566,6 +566,12 @@ class RecordStore:
             row = self._db.execute("SELECT seq FROM outcomes WHERE workflow_id = ?", (workflow_id,)).fetchone()
         return row[0] if row else None
 
+    def outcome_record(self, workflow_id: str) -> str | None:
+        """The record JSON logged for this gate's workflow id (None: not recorded)."""
+        with self._lock:
+            row = self._db.execute("SELECT record FROM outcomes WHERE workflow_id = ?", (workflow_id,)).fetchone()
+        return row[0] if row else None
+
     def coaccess(self) -> list[tuple[str, str, int]]:
         with self._lock:
             return self._db.execute("SELECT a, b, n FROM coaccess").fetchall()

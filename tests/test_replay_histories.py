@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
-from vicar.codec import data_converter
 from vicar import contracts as c
+from vicar.codec import data_converter
 from vicar.gates import answer_gate, start_gate
 from vicar.models import HumanAnswer
 from vicar.responders import save_allowed

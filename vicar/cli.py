@@ -520,36 +520,38 @@ async def _answer(settings: Settings, gate_id: str, ans: HumanAnswer, timeout: f
 
 @principal_app.command("allow")
 @friendly
-def principal_allow(principal: str = typer.Argument(...), names: list[str] = typer.Argument(...)) -> None:
-    """Let these responders answer for PRINCIPAL (the first name ends "anyone may answer")."""
-    from vicar.responders import load_allowed, save_allowed
+def principal_allow(principal: str = typer.Argument(...), names: list[str] = typer.Argument(None),
+                    anyone: bool = typer.Option(False, "--anyone", help=(
+                        "Reset: no list, anyone who can reach the gates may answer.")),
+                    by: str = typer.Option(None, "--by", help="Who makes the change (default: the OS user).")
+                    ) -> None:
+    """Let these responders answer for PRINCIPAL (logged in responders.log with who and when)."""
+    from vicar.responders import change_allowed
 
-    settings = Settings.from_env()
-    allowed = save_allowed(settings.principals_dir, principal,
-                           load_allowed(settings.principals_dir, principal) + names)
-    _print_allowed(principal, allowed)
+    if bool(names) == anyone:
+        raise VicarError("give the names to allow, or --anyone (not both)")
+    _print_policy(principal, change_allowed(Settings.from_env().principals_dir, principal,
+                                            "anyone" if anyone else "allow", names or [], by))
 
 
 @principal_app.command("disallow")
 @friendly
-def principal_disallow(principal: str = typer.Argument(...), names: list[str] = typer.Argument(...)) -> None:
-    """Take these responders off PRINCIPAL's list (an emptied list lets anyone answer)."""
-    from vicar.responders import checked, load_allowed, save_allowed
+def principal_disallow(principal: str = typer.Argument(...), names: list[str] = typer.Argument(...),
+                       by: str = typer.Option(None, "--by", help="Who makes the change (default: the OS user).")
+                       ) -> None:
+    """Take these responders off PRINCIPAL's list (an emptied list lets nobody answer)."""
+    from vicar.responders import change_allowed
 
-    settings = Settings.from_env()
-    gone = set(checked(names))
-    allowed = save_allowed(settings.principals_dir, principal,
-                           [n for n in load_allowed(settings.principals_dir, principal) if n not in gone])
-    _print_allowed(principal, allowed)
+    _print_policy(principal, change_allowed(Settings.from_env().principals_dir, principal, "disallow", names, by))
 
 
 @principal_app.command("allowed")
 @friendly
 def principal_allowed(principal: str = typer.Argument(...)) -> None:
     """Who may answer for PRINCIPAL."""
-    from vicar.responders import load_allowed
+    from vicar.responders import load_policy
 
-    _print_allowed(principal, load_allowed(Settings.from_env().principals_dir, principal))
+    _print_policy(principal, load_policy(Settings.from_env().principals_dir, principal))
 
 
 @principal_app.command("move")
@@ -589,9 +591,10 @@ async def _move(settings: Settings, principal: str, to_shard: int) -> None:
                       markup=False)
 
 
-def _print_allowed(principal: str, allowed: list[str]) -> None:
-    console.print(f"may answer for {principal}: {', '.join(allowed)}" if allowed else
-                  f"anyone who can reach {principal}'s gates may answer (no allow-list)",
+def _print_policy(principal: str, policy) -> None:
+    console.print(f"may answer for {principal}: {', '.join(policy.responders)}" if policy.responders else
+                  f"anyone who can reach {principal}'s gates may answer (no allow-list)" if policy.anyone else
+                  f"nobody may answer for {principal} (the list was emptied; reopen with --anyone or a name)",
                   markup=False, highlight=False)
 
 

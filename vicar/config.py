@@ -319,6 +319,9 @@ class Settings(BaseModel):
     # Escalations and deadlines are POSTed here as JSON (None: nobody is told).
     webhook_url: str | None = None
     ops: OpsParams = Field(default_factory=OpsParams)
+    # VICAR_REQUIRE_IDENTITY_MATCH: refuse a human answer whose Temporal client identity
+    # is not its responder's name (docs/identity.md says when that identity is trusted).
+    require_identity_match: bool = False
 
     @model_validator(mode="after")
     def _blended_vectors_follow_retrieval(self) -> "Settings":
@@ -378,6 +381,10 @@ class Settings(BaseModel):
         settings.shards = os.environ.get("VICAR_SHARDS") or "all"
         settings.ops = ops_from_env()
         settings.webhook_url = webhook_from_env()
+        match = os.environ.get("VICAR_REQUIRE_IDENTITY_MATCH", "").strip().lower()
+        if match not in ("", "0", "1", "false", "true", "no", "yes"):
+            raise InvalidInput(f"VICAR_REQUIRE_IDENTITY_MATCH must be 1 or 0, not {match!r}")
+        settings.require_identity_match = match in ("1", "true", "yes")
         roots = os.environ.get("VICAR_ARTIFACT_ROOTS", "")
         settings.artifact_roots = [Path(os.path.expanduser(r.strip())).absolute()
                                    for r in roots.split(os.pathsep) if r.strip()]

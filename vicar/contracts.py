@@ -73,6 +73,23 @@ CONSULT = "consult"  # the whole consult path in one step (fast, local predictor
 AGENT_REPLY = "agent_reply"
 PIN_MODEL = "pin_model"  # principal -> ModelPin | None: the learned model for this gate (refit if due)
 ALLOWED_RESPONDERS = "allowed_responders"  # principal -> who may answer for them ([]: anyone)
+# An answer judged when it comes (allow-list read then, the caller's identity from
+# history): AnswerVet -> AnswerVerdict. Gates started before it judge by the list read at
+# escalation and record no identity.
+VET_ANSWER = "vet_answer"
+VET_ANSWERS = "vet-answers"
+# A gate id is single-use per principal: a run under an id whose outcome is recorded
+# returns that outcome (OutcomeLookup -> OutcomeRecord | None) and asks nobody.
+RECORDED_OUTCOME = "recorded_outcome"
+GATE_ONCE = "gate-once"
+# What the contract asks of a client starting a gate (README, `vicar schema`). The worker
+# does not rely on it: a second run under a recorded id returns the recorded outcome.
+GATE_ID_REUSE_POLICY = "REJECT_DUPLICATE"
+GATE_ID_REUSE_NOTE = (
+    "Start a gate with workflow id vicar-gate/<gate_id> and id-reuse policy REJECT_DUPLICATE "
+    "(id-conflict policy USE_EXISTING to attach to a running one): a gate id is used once per "
+    "principal. A client that starts a finished id again anyway gets a second run that returns "
+    "the outcome already recorded, asking nobody.")
 
 
 def brain_workflow_id(principal: str) -> str:
@@ -226,6 +243,29 @@ class ReinforceInput(BaseModel):
     principal: str
     n: int
     chunk_ids: list[str] = Field(default_factory=list)
+
+
+class OutcomeLookup(BaseModel):
+    principal: str
+    workflow_id: str
+
+
+class AnswerVet(BaseModel):
+    """An answer to judge when it comes: the allow-list now, and the caller's identity
+    from the gate's own history (the update's accepted event, or the signal's event)."""
+
+    principal: str
+    workflow_id: str
+    run_id: str
+    responder: str
+    update_id: str | None = None  # an answer by the `respond` update
+    signal_ordinal: int | None = None  # the k-th human_response signal (1-based) of this run
+
+
+class AnswerVerdict(BaseModel):
+    allowed: bool
+    why: str = ""  # refused: the one line the answering client sees
+    identity: str | None = None  # the Temporal client identity the answer came with
 
 
 class MoveInput(BaseModel):

@@ -377,6 +377,9 @@ class OutcomeRecord(BaseModel):
     response_text: str
     answered_by: AnsweredBy
     responder: str | None = None
+    # The Temporal client identity the answer came with (docs/identity.md): None for the
+    # proxy, and for answers recorded before it was kept.
+    responder_identity: str | None = None
     prior: PassResult | None = None
     posterior: PassResult | None = None
     surprise: Surprise | None = None
@@ -400,6 +403,8 @@ class GateResult(BaseModel):
     escalated: bool = Field(description="True if the gate went to the human.")
     answered_by: AnsweredBy
     responder: str | None = Field(None, description="Who answered, for a human answer.")
+    responder_identity: str | None = Field(None, description=(
+        "The Temporal client identity the human answer came with (docs/identity.md)."))
     n: int = Field(description="The gate's place in the principal's sequence of interactions (1, 2, ...).")
     surprise: Surprise | None = None
     calibration_note: str = ""

@@ -1,23 +1,35 @@
 """Who may answer for a principal: an allow-list kept beside their memory,
-`<principals_dir>/<principal>/responders.json` ({"responders": [...]}).
+`<principals_dir>/<principal>/responders.json` ({"responders": [...], "anyone": false}),
+with every change appended to `responders.log` beside it (who, when, what).
 
-An empty list (or no file) means anyone who can reach the gate may answer. The names
-are asserted by the answering client, not authenticated: who can signal or update a
-gate at all is the Temporal server's business (mTLS or API keys, namespace permissions).
+No file: the principal never had a list, and anyone who can reach the gate may answer.
+A list emptied by removals means nobody may answer: only an operator's explicit reset
+(`vicar principal allow P --anyone`, which sets "anyone") opens the principal again, so
+taking off the last name never silently opens it. Gates read the list when an answer
+comes, not when they escalate.
+
+The names are asserted by the answering client; the Temporal identity the answer came
+with is recorded beside it, and a deployment can require the two to agree
+(docs/identity.md). Who can signal or update a gate at all is the Temporal server's
+business (mTLS or API keys, namespace permissions).
 """
 
 from __future__ import annotations
 
+import getpass
+import json
+import os
+from datetime import datetime, timezone
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from vicar.errors import VicarError
 from vicar.files import atomic_write
-from vicar.memory.names import child_path
-from vicar.models import check_responder
+from vicar.models import check_principal, check_responder
 
 RESPONDERS_FILE = "responders.json"
+CHANGES_FILE = "responders.log"
 MAX_RESPONDERS = 100
 # A hand-edited file could be anything; a full list is a few kilobytes.
 MAX_FILE_BYTES = 64 * 1024
@@ -25,11 +37,27 @@ MAX_FILE_BYTES = 64 * 1024
 
 class AllowList(BaseModel):
     responders: list[str] = Field(default_factory=list, max_length=MAX_RESPONDERS)
+    # Set only by an operator's explicit reset: with no names, anyone may answer.
+    anyone: bool = False
 
     @field_validator("responders")
     @classmethod
     def _names(cls, v: list[str]) -> list[str]:
         return sorted({check_responder(n) for n in v})
+
+    def refusal(self, principal: str, responder: str) -> str | None:
+        """Why `responder` may not answer for `principal` (None: they may)."""
+        if self.responders:
+            if responder in self.responders:
+                return None
+            return f"{responder!r} may not answer for {principal}; allowed: {', '.join(self.responders)}"
+        if self.anyone:
+            return None
+        return (f"nobody may answer for {principal}: their allow-list was emptied "
+                f"(an operator reopens it with `vicar principal allow {principal} NAME` or `--anyone`)")
+
+
+OPEN = AllowList(anyone=True)  # a principal that never had a list
 
 
 def _reason(exc: ValidationError) -> str:
@@ -46,31 +74,72 @@ def checked(names: list[str]) -> list[str]:
 
 
 def responders_path(principals_dir: Path, principal: str) -> Path:
-    return child_path(principals_dir, principal) / RESPONDERS_FILE  # InvalidInput (exit 2) if bad
+    try:
+        path = principals_dir / check_principal(principal) / RESPONDERS_FILE
+    except ValueError as exc:
+        raise VicarError(str(exc)) from None
+    if not path.resolve().is_relative_to(principals_dir.resolve()):
+        raise VicarError(f"{path} is outside {principals_dir}")
+    return path
 
 
-def load_allowed(principals_dir: Path, principal: str) -> list[str]:
-    """The allowed responders, sorted; [] when anyone may answer."""
+def load_policy(principals_dir: Path, principal: str) -> AllowList:
+    """The principal's list as stored; OPEN when there is none."""
     path = responders_path(principals_dir, principal)
     try:
         with path.open("rb") as f:
             raw = f.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
-        return []
+        return OPEN
     except OSError as exc:
         raise VicarError(f"cannot read {path}: {exc.strerror}") from None
     if len(raw) > MAX_FILE_BYTES:
         raise VicarError(f"{path} is larger than {MAX_FILE_BYTES} bytes: not an allow-list")
     try:
-        return AllowList.model_validate_json(raw).responders
+        return AllowList.model_validate_json(raw)
     except ValidationError as exc:
         raise VicarError(f"{path} is not a valid allow-list: {_reason(exc)}") from None
 
 
-def save_allowed(principals_dir: Path, principal: str, names: list[str]) -> list[str]:
+def load_allowed(principals_dir: Path, principal: str) -> list[str]:
+    """The allowed responders' names, sorted ([] for an open or an emptied list)."""
+    return load_policy(principals_dir, principal).responders
+
+
+def save_allowed(principals_dir: Path, principal: str, names: list[str], *, anyone: bool = False) -> list[str]:
     """Write the list (temp file + rename: a gate never reads a torn file); returns it."""
     allowed = checked(names)
     path = responders_path(principals_dir, principal)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, AllowList(responders=allowed).model_dump_json(indent=1) + "\n")
+    atomic_write(path, AllowList(responders=allowed, anyone=anyone and not allowed).model_dump_json(indent=1) + "\n")
     return allowed
+
+
+def change_allowed(principals_dir: Path, principal: str, change: str, names: list[str] = (),
+                   by: str | None = None) -> AllowList:
+    """Apply one change ("allow" names, "disallow" names, or "anyone": the explicit reset),
+    then append it to the log with who made it (`by`, else the OS user) and when."""
+    if change not in ("allow", "disallow", "anyone"):
+        raise VicarError(f"unknown allow-list change {change!r}")
+    who = check_responder(by) if by else getpass.getuser()
+    current = load_policy(principals_dir, principal)
+    given = checked(list(names))
+    if change == "allow":
+        kept = current.responders + given
+    elif change == "disallow":
+        kept = [n for n in current.responders if n not in given]
+    else:
+        kept = []
+    save_allowed(principals_dir, principal, kept, anyone=change == "anyone")
+    after = load_policy(principals_dir, principal)
+    entry = {"at": datetime.now(timezone.utc).isoformat(), "by": who, "change": change, "names": given,
+             "responders": after.responders, "anyone": after.anyone}
+    log = responders_path(principals_dir, principal).with_name(CHANGES_FILE)
+    # Append-only and synced: the record of who opened or closed a principal outlives a crash.
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+    try:
+        os.write(fd, (json.dumps(entry) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return after

@@ -27,8 +27,9 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
-    from vicar.models import BrainInput, BrainState, BrainStatus, TurnGrant, TurnReply, TurnRequest
-    from vicar.sharding import shard_of
+    from vicar.models import BrainConfig, BrainInput, BrainState, BrainStatus, TurnGrant, TurnReply, TurnRequest
+    from vicar.sharding import MAX_SHARDS, shard_of
+    from vicar.workflows.inputs import one_input
     from vicar.workflows.failures import cause_message
     from vicar.workflows.routing import run_memory_activity
 
@@ -48,13 +49,34 @@ class _Refused(Exception):
     """No N could be handed out: the counter's store is unavailable."""
 
 
+def _check(inp: BrainInput) -> None:
+    """What the model's types allow but the brain cannot run with: a run that continues
+    as new at once for ever, a lease that never holds, another principal's id."""
+    cfg, wid = inp.config, workflow.info().workflow_id
+    if wid != c.brain_workflow_id(inp.principal):
+        raise ValueError(f"principal {inp.principal!r} does not own workflow id {wid!r}")
+    if not (cfg.lease_seconds > 0 and cfg.max_grants_per_run >= 1 and cfg.remembered_gates >= 1
+            and cfg.shard_wait_seconds > 0):
+        raise ValueError("lease_seconds and shard_wait_seconds must be positive, max_grants_per_run and "
+                         "remembered_gates at least 1")
+    if cfg.shard_count is not None and not 1 <= cfg.shard_count <= MAX_SHARDS:
+        raise ValueError(f"shard_count runs from 1 to {MAX_SHARDS}")
+
+
 @workflow.defn(name=c.BRAIN_WORKFLOW)
 class BrainWorkflow:
     @workflow.init
-    def __init__(self, inp: BrainInput) -> None:
+    def __init__(self, *args) -> None:
         # The carried state is in place before any handler runs: a release or a request
         # that arrives with the new run must act on the carried holder and queue, not on
-        # an empty state that run() would then overwrite.
+        # an empty state that run() would then overwrite. A bad input fails the run in its
+        # first task (run() raises it); handlers meanwhile act on an empty state.
+        self._bad: ApplicationError | None = None
+        try:
+            inp = one_input(args, BrainInput, "brain input", _check)
+        except ApplicationError as exc:
+            self._bad = exc
+            inp = BrainInput.model_construct(principal="", config=BrainConfig(), state=None)
         self._state = inp.state.model_copy(deep=True) if inp.state is not None else BrainState()
         if self._state.shard is None and inp.config.shard_count:
             # Recorded once: a later change of the deployment's count does not move a memory.
@@ -131,8 +153,10 @@ class BrainWorkflow:
     # -- main loop -------------------------------------------------------------
 
     @workflow.run
-    async def run(self, inp: BrainInput) -> None:
-        cfg = inp.config
+    async def run(self, *args) -> None:
+        if self._bad is not None:
+            raise self._bad
+        cfg = self._config
         st = self._state
         await self._read_counter()  # if it fails, each turn tries again before handing out an N
         self._ready = True
@@ -141,7 +165,7 @@ class BrainWorkflow:
             if self._should_continue_as_new(cfg.max_grants_per_run):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 st.assigned = list(self._assigned.items())[-cfg.remembered_gates:]
-                workflow.continue_as_new(BrainInput(principal=inp.principal, config=cfg, state=st))
+                workflow.continue_as_new(BrainInput(principal=self._principal, config=cfg, state=st))
 
             timeout = None
             if st.holder is not None and st.lease_deadline is not None:

@@ -13,17 +13,31 @@ from temporalio.common import RetryPolicy
 with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
     from vicar.memory.consolidation_plan import ConsolidationPlan, ConsolidationReport
+    from vicar.memory.names import check_principal
     from vicar.models import ConsolidationInput, TurnRequest
+    from vicar.workflows.inputs import one_input
     from vicar.workflows.routing import run_memory_activity
 
 from vicar.workflows.turn_holder import TurnHolder
 
 # Consolidation must finish: retried until it does (a failure shows in the Temporal UI).
 FOREVER = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1))
+
+
+def _check(inp: ConsolidationInput) -> None:
+    check_principal(inp.principal)
+    wid = workflow.info().workflow_id
+    if wid != c.consolidation_workflow_id(inp.principal, inp.session_id):
+        raise ValueError(f"consolidation {inp.principal}/{inp.session_id} does not own workflow id {wid!r}")
+    if not inp.heartbeat_seconds > 0:
+        raise ValueError("heartbeat_seconds must be positive")
+
+
 @workflow.defn(name=c.CONSOLIDATION_WORKFLOW)
 class ConsolidationWorkflow(TurnHolder):
     @workflow.run
-    async def run(self, inp: ConsolidationInput) -> ConsolidationReport:
+    async def run(self, *args) -> ConsolidationReport:
+        inp = one_input(args, ConsolidationInput, "consolidation input", _check)
         turn = c.TurnAsk(principal=inp.principal,
                          turn=TurnRequest(gate_id=f"consolidation/{inp.session_id}",
                                           workflow_id=workflow.info().workflow_id))

@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Optional
 
 from temporalio import workflow
-from temporalio.common import RawValue, RetryPolicy
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -42,6 +42,8 @@ with workflow.unsafe.imports_passed_through():
     import vicar.workflows.gate_metrics as gate_metrics
     import vicar.workflows.search_attributes as sa
     from vicar.workflows.failures import cause_message as _cause
+    from vicar.workflows.inputs import one_input
+    from vicar.workflows.gate_once import recorded as recorded_outcome, result_from_record
     from vicar.workflows.routing import run_memory_activity
     from vicar.workflows.turn_holder import QUICK, REPAIR_WAIT_CAP
 
@@ -88,20 +90,32 @@ ALLOW_LIST_REREAD = timedelta(minutes=1)
 # ... but at once when its shard had no owner: that read already waited the shard's
 # bounded time, so the loop is not hot, and an answer is taken as soon as the owner is back.
 ALLOW_LIST_REREAD_SHARD = timedelta(seconds=1)
+# Judging an answer when it comes (allow-list, caller identity): a few quick attempts,
+# then the answer is refused with the reason (the human can answer again).
+VET = dict(
+    start_to_close_timeout=timedelta(seconds=30),
+    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=2),
+                             maximum_attempts=5),
+)
 
 
-def _request(raw: RawValue) -> GateRequest:
+def _request(args: tuple) -> GateRequest:
     """The gate's input, validated here rather than by the payload converter: a request
-    that is not a GateRequest (a typo'd field from a client in another language) fails
-    the workflow at once, non-retryable, where a failed conversion would fail its
-    workflow task again and again with nothing shown as failed."""
+    that is not one GateRequest (a typo'd field from a client in another language, no
+    input, two) fails the workflow at once, non-retryable, where a failed conversion
+    would fail its workflow task again and again with nothing shown as failed."""
+    return one_input(args, GateRequest, "gate request", error_type=INVALID_GATE_REQUEST)
+
+
+def _answer_arg(args: tuple) -> HumanAnswer:
+    """An answer's payload, decoded here so a bad one is refused with what is wrong
+    (an oversized text names its limit) rather than "Failed decoding arguments"."""
+    if len(args) != 1:
+        raise ValueError(f"an answer is one HumanAnswer argument, not {len(args)}")
     try:
-        return workflow.payload_converter().from_payload(raw.payload, GateRequest)
+        return HumanAnswer.model_validate(args[0])
     except ValidationError as exc:
-        why = validation_summary(exc)
-    except Exception as exc:  # not JSON, or not an object
-        why = f"{type(exc).__name__}: {exc}"
-    raise ApplicationError(f"invalid gate request: {why[:2000]}", type=INVALID_GATE_REQUEST, non_retryable=True)
+        raise ValueError(f"invalid answer: {validation_summary(exc)}") from None
 
 
 class _DeadlinePassed(Exception):
@@ -128,7 +142,13 @@ class GateWorkflow:
         self._valid_actions: tuple[Action, ...] = ()
         self._working_memory = ""
         self._in_session = False
-        self._early: list[HumanAnswer] = []  # human_response signals that came before escalation
+        # human_response signals not yet judged, with their place among this run's signals
+        # (which event in history carries the caller's identity)
+        self._early: list[tuple[HumanAnswer, int]] = []
+        self._signals = 0
+        self._vetting = False  # VET_ANSWERS: answers judged when they come (allow-list, identity)
+        self._once = False  # GATE_ONCE: an id whose outcome is recorded returns it
+        self._identity: str | None = None  # the accepted answer's caller identity
         self._allowed: list[str] = []  # who may answer ([]: anyone), read when the gate escalates
         self._allowed_error = ""  # the allow-list could not be read: nobody may answer
         self._reread_allowed = ALLOW_LIST_REREAD
@@ -165,40 +185,89 @@ class GateWorkflow:
         self._wanted = True
 
     @workflow.signal
-    def human_response(self, answer: HumanAnswer) -> None:
+    def human_response(self, *args) -> None:
         # A signal cannot be refused to its sender; a bad one is logged and ignored.
         # Callers that want an error use the `respond` update. One that comes before
-        # the gate escalates is kept and judged when it does.
+        # the gate escalates is kept and judged when it does; with VET_ANSWERS every one
+        # is judged by the main loop, which can read the allow-list and the identity.
+        self._signals += 1
+        try:
+            answer = _answer_arg(args)
+        except ValueError as exc:
+            workflow.logger.warning("ignored human_response: %s", exc)
+            return
         d = self._details
         # Behind answers still kept, so they are judged in the order they came.
-        if d is None or d.status in (GateStatus.queued, GateStatus.consulting) or self._early:
+        if self._vetting or d is None or d.status in (GateStatus.queued, GateStatus.consulting) or self._early:
             if len(self._early) >= MAX_EARLY_ANSWERS:
-                workflow.logger.warning("ignored human_response from %s: %d answers already wait for the "
-                                        "gate to escalate", answer.responder, MAX_EARLY_ANSWERS)
+                workflow.logger.warning("ignored human_response from %s: %d answers already wait to be "
+                                        "judged", answer.responder, MAX_EARLY_ANSWERS)
             else:
-                self._early.append(answer)
+                self._early.append((answer, self._signals))
             return
         self._take(answer)
 
     def _take(self, answer: HumanAnswer) -> None:
         try:
-            self._validate(answer)
+            self._check(answer)
         except ValueError as exc:
             workflow.logger.warning("ignored human_response from %s: %s", answer.responder, exc)
             return
         self._answer = answer
 
+    async def _take_vetted(self, answer: HumanAnswer, ordinal: int) -> None:
+        """A signalled answer, judged now: the checks, then the allow-list and identity."""
+        try:
+            self._check(answer)
+        except ValueError as exc:
+            workflow.logger.warning("ignored human_response from %s: %s", answer.responder, exc)
+            return
+        verdict = await self._vet(answer, signal_ordinal=ordinal)
+        if not verdict.allowed or self._answer is not None:
+            workflow.logger.warning("ignored human_response from %s: %s", answer.responder,
+                                    verdict.why or "the gate already has an answer")
+            return
+        self._answer, self._identity = answer, verdict.identity
+
+    async def _vet(self, answer: HumanAnswer, *, update_id: str | None = None,
+                   signal_ordinal: int | None = None) -> c.AnswerVerdict:
+        """A regular activity, never local: it reads the update's accepted event, which is
+        in history only once this workflow task has completed."""
+        assert self._details is not None and answer.responder
+        info = workflow.info()
+        vet = c.AnswerVet(principal=self._details.principal, workflow_id=info.workflow_id, run_id=info.run_id,
+                          responder=answer.responder, update_id=update_id, signal_ordinal=signal_ordinal)
+        try:
+            return await self._step(c.VET_ANSWER, vet, c.AnswerVerdict, VET, local=False)
+        except (ActivityError, ApplicationError) as exc:
+            return c.AnswerVerdict(allowed=False, why=f"the answer could not be checked: {_cause(exc)}")
+
     @workflow.update
-    def respond(self, answer: HumanAnswer) -> str:
+    async def respond(self, *args) -> str:
+        answer = _answer_arg(args)
+        identity = None
+        if self._vetting:
+            # The allow-list as it is now, and who the caller is, from history.
+            verdict = await self._vet(answer, update_id=workflow.current_update_info().id)
+            if not verdict.allowed:
+                raise ApplicationError(verdict.why, type="AnswerRefused", non_retryable=True)
+            try:
+                self._check(answer)  # the gate may have moved on while the answer was checked
+            except ValueError as exc:
+                raise ApplicationError(str(exc), type="AnswerRefused", non_retryable=True) from None
+            identity = verdict.identity
         if self._answer is not None:
             # Two answers that arrive in one workflow task both pass the validator before
             # either handler runs: the first one handled wins, the other is refused here.
             raise ApplicationError("gate already has a human answer", non_retryable=True)
-        self._answer = answer
+        self._answer, self._identity = answer, identity
         return f"answer {answer.action} accepted for gate {self._details.gate_id if self._details else '?'}"
 
     @respond.validator
-    def _validate(self, answer: HumanAnswer) -> None:
+    def _validate(self, *args) -> None:
+        self._check(_answer_arg(args))
+
+    def _check(self, answer: HumanAnswer) -> None:
         d = self._details
         if d is None or d.status is not GateStatus.escalated:
             raise ValueError(
@@ -216,6 +285,8 @@ class GateWorkflow:
                                  f"answer with approve, correct, reject, hold or withdraw")
         if not answer.responder:
             raise ValueError("an answer needs a responder: who is answering (vicar answer --responder NAME)")
+        if self._vetting:
+            return  # the allow-list is read when the answer comes (_vet)
         if self._allowed_error:
             raise ValueError(f"nobody may answer for {d.principal} until their allow-list is fixed: "
                              f"{self._allowed_error}")
@@ -230,8 +301,8 @@ class GateWorkflow:
     # -- run ---------------------------------------------------------------------
 
     @workflow.run
-    async def run(self, raw: RawValue) -> GateResult:
-        req = _request(raw)
+    async def run(self, *args) -> GateResult:
+        req = _request(args)
         try:
             return await self._run(req)
         except asyncio.CancelledError:
@@ -240,6 +311,8 @@ class GateWorkflow:
             raise
 
     async def _run(self, req: GateRequest) -> GateResult:
+        self._vetting = workflow.patched(c.VET_ANSWERS)
+        self._once = workflow.patched(c.GATE_ONCE)
         self._valid_actions = req.valid_actions
         self._details = GateDetails(
             gate_id=req.gate_id, principal=req.principal, state=req.state, task_type=req.task_type,
@@ -269,6 +342,17 @@ class GateWorkflow:
                                         _cause(exc))
         n, refused = await self._take_turn(req)
         self._details.n = n
+        if n is not None and self._once:
+            # Under the turn, so no other run of this id records meanwhile.
+            try:
+                earlier = await recorded_outcome(req, self._shard, self._shard_wait)
+            except (ActivityError, ApplicationError) as exc:
+                earlier, n, refused = None, None, _cause(exc)  # the human decides; the record waits
+            if earlier is not None:
+                await self._release(req)
+                self._ignore_early("this gate id's outcome is already recorded")
+                self._set_status(GateStatus.done)
+                return result_from_record(req, earlier)
         recorded = False
         try:
             # A refused turn (the principal's memory is unavailable): no consult, the human decides.
@@ -293,7 +377,8 @@ class GateWorkflow:
 
         # Escalate outside the turn: a slow human never blocks the principal's other gates.
         posterior, calibration = consulted.posterior, consulted.calibration
-        await self._read_allowed(req)
+        if not self._vetting:
+            await self._read_allowed(req)
         self._set_status(GateStatus.escalated, confidence=calibration.confidence)
         self._escalated_at = gate_metrics.escalated(req)
         self._details.escalated_at = workflow.now()
@@ -326,14 +411,16 @@ class GateWorkflow:
             n = await self._turn_for_record(req)
             self._details.n = n
             try:
-                await self._record(req, n, action, text, AnsweredBy.human, answer.responder, consulted)
+                await self._record(req, n, action, text, AnsweredBy.human, answer.responder, consulted,
+                                   self._identity)
             finally:
                 await self._release(req)
         else:
-            await self._record(req, n, action, text, AnsweredBy.human, answer.responder, consulted)
+            await self._record(req, n, action, text, AnsweredBy.human, answer.responder, consulted, self._identity)
         self._set_status(GateStatus.done)
-        return await self._finish(req, self._result(req, n, action, text, consulted, escalated=True,
-                                                    answered_by=AnsweredBy.human, responder=answer.responder))
+        result = self._result(req, n, action, text, consulted, escalated=True, answered_by=AnsweredBy.human,
+                              responder=answer.responder)
+        return await self._finish(req, result.model_copy(update={"responder_identity": self._identity}))
 
     async def _human_decision(self, req: GateRequest) -> HumanAnswer:
         """The human's decision; dialog questions on the way are put to the agent side
@@ -350,7 +437,8 @@ class GateWorkflow:
                 self._dialog.append(DialogTurn(speaker="agent", text=f"(no answer: {_cause(exc)})"))
                 self._details.dialog = list(self._dialog)
             self._publish_escalation()  # who asked what, for `vicar escalations`
-            await self._read_allowed(req)  # the principal may have changed it meanwhile
+            if not self._vetting:
+                await self._read_allowed(req)  # the principal may have changed it meanwhile
 
     async def _time_out(self, req: GateRequest, n: int | None, consulted: c.ConsultResult) -> GateResult:
         """Nobody answered in time: the gate ends with the proxy's guess, recorded nowhere
@@ -384,7 +472,11 @@ class GateWorkflow:
         escalation come first, in the order they came, each judged now by the validator."""
         while True:
             while self._answer is None and self._early:
-                self._take(self._early.pop(0))
+                answer, ordinal = self._early.pop(0)
+                if self._vetting:
+                    await self._take_vetted(answer, ordinal)
+                else:
+                    self._take(answer)
             if self._answer is not None:
                 return self._answer
             timeouts = [self._reread_allowed.total_seconds()] if self._allowed_error else []
@@ -428,7 +520,7 @@ class GateWorkflow:
             "dialog": [t.model_copy(update={"text": t.text[:MEMO_TEXT_CHARS]}) for t in d.dialog]})
 
     def _ignore_early(self, why: str) -> None:
-        for answer in self._early:
+        for answer, _ in self._early:
             workflow.logger.warning("ignored human_response from %s: %s", answer.responder, why)
         self._early.clear()
 
@@ -534,9 +626,15 @@ class GateWorkflow:
         """(N, "") for a granted turn; (None, why) when the brain refused it because the
         principal's memory is unavailable."""
         self._grant = None  # asked again after a refusal: wait for the new answer
-        ticket = await workflow.execute_local_activity(
-            c.REQUEST_TURN, c.TurnAsk(principal=req.principal, turn=self._turn(req), attempt=attempt),
-            result_type=c.TurnTicket, **QUICK)
+        try:
+            ticket = await workflow.execute_local_activity(
+                c.REQUEST_TURN, c.TurnAsk(principal=req.principal, turn=self._turn(req), attempt=attempt),
+                result_type=c.TurnTicket, **QUICK)
+        except ActivityError as exc:
+            if not self._once:
+                raise
+            # The brain cannot run (request_turn says why, non-retryable): the human decides.
+            return None, f"proxy unavailable: {_cause(exc)}"
         self._local_steps = ticket.local_steps
         self._max_dialog_turns = ticket.max_dialog_turns
         self._shard, self._shard_wait = ticket.shard, ticket.shard_wait_seconds
@@ -613,9 +711,11 @@ class GateWorkflow:
                 result_type=list[str])
         return c.ConsultResult(prior=prior, posterior=posterior, surprise=surprise, calibration=calibration)
 
-    async def _record(self, req, n, action, text, answered_by, responder, consulted: c.ConsultResult) -> None:
+    async def _record(self, req, n, action, text, answered_by, responder, consulted: c.ConsultResult,
+                      identity: str | None = None) -> None:
         record = OutcomeRecord(request=req, n=n, workflow_id=workflow.info().workflow_id, action=action,
                                response_text=text, answered_by=answered_by, responder=responder,
+                               responder_identity=identity,
                                prior=consulted.prior, posterior=consulted.posterior, surprise=consulted.surprise,
                                at=workflow.now(), dialog=list(self._dialog), calibration=consulted.calibration)
         wait = timedelta(seconds=1)

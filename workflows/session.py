@@ -19,12 +19,14 @@ with workflow.unsafe.imports_passed_through():
         ConsolidationInput,
         JoinReply,
         SessionGate,
+        SessionConfig,
         SessionInput,
         SessionJoin,
         SessionSummary,
         Usage,
         WorkingMemoryView,
     )
+    from vicar.workflows.inputs import one_input
     from vicar.workflows.routing import run_memory_activity
 
 LOAD = dict(
@@ -33,10 +35,27 @@ LOAD = dict(
 )
 
 
+def _check(inp: SessionInput) -> None:
+    wid = workflow.info().workflow_id
+    if wid != c.session_workflow_id(inp.principal, inp.session_id):
+        raise ValueError(f"session {inp.principal}/{inp.session_id} does not own workflow id {wid!r}")
+    cfg = inp.config
+    if not (cfg.idle_timeout_seconds > 0 and cfg.token_budget >= 0 and cfg.consolidation_heartbeat_seconds > 0):
+        raise ValueError("idle_timeout_seconds and consolidation_heartbeat_seconds must be positive")
+
+
 @workflow.defn(name=c.SESSION_WORKFLOW)
 class SessionWorkflow:
     @workflow.init
-    def __init__(self, inp: SessionInput) -> None:
+    def __init__(self, *args) -> None:
+        # A bad input fails the run in its first task (run() raises it).
+        self._bad: ApplicationError | None = None
+        try:
+            inp = one_input(args, SessionInput, "session input", _check)
+        except ApplicationError as exc:
+            self._bad = exc
+            inp = SessionInput.model_construct(principal="", session_id="", config=SessionConfig(), shard=None,
+                                               shard_wait_seconds=60.0)
         self._inp = inp
         self._wm: WorkingMemoryView | None = None
         self._gates: dict[str, SessionGate] = {}
@@ -46,7 +65,10 @@ class SessionWorkflow:
         self._report: ConsolidationReport | None = None
 
     @workflow.run
-    async def run(self, inp: SessionInput) -> SessionSummary:
+    async def run(self, *args) -> SessionSummary:
+        if self._bad is not None:
+            raise self._bad
+        inp = self._inp
         try:
             self._wm = await run_memory_activity(
                 c.LOAD_WORKING_MEMORY, c.WorkingMemoryInput(principal=inp.principal, token_budget=inp.config.token_budget),

@@ -1,0 +1,41 @@
+"""A workflow's input, checked inside the workflow.
+
+Every Vicar workflow takes `*args` and validates them here: a start with no input, two
+inputs or a wrong shape (anyone who may start a workflow can send one) then fails the
+workflow in its first task with one non-retryable line. Typed parameters would let the
+SDK convert them first, and a failed conversion fails the workflow *task*, which Temporal
+retries for ever with nothing shown as failed (a brain stuck that way held every gate of
+its principal `queued`)."""
+
+from __future__ import annotations
+
+from typing import Callable, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from vicar.errors import validation_summary
+
+M = TypeVar("M", bound=BaseModel)
+INVALID_WORKFLOW_INPUT = "InvalidWorkflowInput"
+
+
+def one_input(args: tuple, model: type[M], what: str, check: Callable[[M], None] | None = None,
+              error_type: str = INVALID_WORKFLOW_INPUT) -> M:
+    """The single argument as `model`, then `check` (raising ValueError); or fail the
+    workflow with "invalid <what>: <why>"."""
+    if len(args) != 1:
+        why = f"expected one {model.__name__} argument, got {len(args)}"
+    else:
+        try:
+            value = model.model_validate(args[0])
+            if check is not None:
+                check(value)
+            return value
+        except ValidationError as exc:
+            why = validation_summary(exc)
+        except ValueError as exc:  # the check's, and the models' own (InvalidInput is one)
+            why = str(exc)
+    raise ApplicationError(f"invalid {what}: {why[:2000]}", type=error_type, non_retryable=True)

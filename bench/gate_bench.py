@@ -61,7 +61,7 @@ from temporalio.worker import Interceptor as WorkerInterceptor
 from floor_workflow import (  # bench/ is sys.path[0] when run as a script
     FloorBrainActivities, FloorBrainWorkflow, FloorGateInput, FloorGateWorkflow, FloorWorkflow, noop)
 from prom import delta, resource_exhausted, server_metrics_url
-from durability import durability, filesystem_of, report_lines as durability_lines
+from durability import direct_record, durability, filesystem_of, report_lines as durability_lines, server_floors
 from vicar.memory.embedder import default_embedder, make_embedder
 from vicar.memory.principal import MemoryRegistry
 from vicar.proxy.select import predictor_from_env
@@ -643,6 +643,10 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
                     exhausted = delta(exhausted_before, resource_exhausted(metrics_url))
                     durable = await durability(client, registry, timer, principals, run, args.gates, per, progress,
                                                sequential, concurrent, EscalationMode.when_unsure)
+                    direct_durable = await asyncio.to_thread(direct_record, settings.principals_dir, embedder,
+                                                             settings.memory, args.gates)
+                    floors_durable = await server_floors(settings.data_dir, args.gates, GATE_LOCAL_ACTIVITIES,
+                                                         baseline, progress)
             gate_anatomy = await anatomy(client, alone)
         finally:
             registry.close()
@@ -656,8 +660,9 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
     console.print(table)
     text = report(args, rows, trained, acts, gate_anatomy, (load_before, os.getloadavg()[0]), setup_s,
                   time.perf_counter() - t_start, exhausted, direct_ms)
-    return text + "\n" + "\n".join(durability_lines(durable, shape.pct(50), c_full.rate or math.nan,
-                                                     str(settings.data_dir), filesystem_of(str(settings.data_dir))))
+    return text + "\n" + "\n".join(durability_lines(
+        durable, direct_durable, floors_durable, shape.pct(50), c_full.rate or math.nan, str(settings.data_dir),
+        filesystem_of(str(settings.data_dir))))
 
 
 def main() -> None:

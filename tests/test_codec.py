@@ -19,6 +19,7 @@ from temporalio.client import Client
 from vicar import contracts as c
 from vicar.codec import ENCODING, KEY_ID, AesGcmCodec, CodecKeyError, data_converter, new_key_line, parse_keys
 from vicar.config import Settings
+from vicar.errors import InvalidInput
 from vicar.gates import answer_gate, list_escalations, start_gate
 from vicar.models import HumanAnswer
 
@@ -262,3 +263,19 @@ def _datas(shown: str) -> str:
 
     walk(json.loads(shown) if shown.strip() else {})
     return "\n".join(out)
+
+
+def test_a_worker_serving_some_shards_needs_shared_keys(tmp_path, monkeypatch):
+    """A pod of a sharded StatefulSet must not make a key of its own: the others could not
+    open what it seals."""
+    monkeypatch.delenv("VICAR_CODEC_KEYS", raising=False)
+    monkeypatch.delenv("VICAR_CODEC_KEY_FILE", raising=False)
+    some = Settings(data_dir=tmp_path / "pod-1", shard_count=4, shards="0,1")
+    with pytest.raises(InvalidInput, match="serves some of 4 shards: give every worker the same payload keys"):
+        data_converter(some)
+    assert not (tmp_path / "pod-1" / "codec-keys").exists()
+    data_converter(Settings(data_dir=tmp_path / "all", shard_count=4, shards="all"))  # one worker: its own key
+    shared = tmp_path / "shared-keys"
+    shared.write_text(new_key_line("k1") + "\n")
+    monkeypatch.setenv("VICAR_CODEC_KEY_FILE", str(shared))
+    assert list(data_converter(some).payload_codec.keys) == ["k1"]

@@ -102,12 +102,23 @@ def load_keys(settings: Settings) -> dict[str, bytes]:
     named = os.environ.get(KEY_FILE_VAR, "").strip()
     path = Path(named).expanduser() if named else default_key_file(settings)
     if not named:
+        if not path.exists() and _serves_some_shards(settings):
+            # Its own new key would seal what the other shards' workers cannot open.
+            raise InvalidInput(f"this worker serves some of {settings.shard_count} shards: give every worker "
+                               f"the same payload keys ({KEY_FILE_VAR} or {KEYS_VAR}; docs/codec.md)")
         ensure_key_file(path)
     try:
         text = path.read_text()
     except OSError as exc:
         raise CodecKeyError(f"cannot read the payload keys at {path}: {exc.strerror or exc}") from None
     return _loaded(parse_keys(text, str(path)), str(path))
+
+
+def _serves_some_shards(settings: Settings) -> bool:
+    try:
+        return bool(settings.shard_count) and len(settings.served_shards()) < settings.shard_count
+    except VicarError:
+        return False  # a bad --shards is refused where it is parsed, in its own words
 
 
 def _loaded(keys: dict[str, bytes], where: str) -> dict[str, bytes]:

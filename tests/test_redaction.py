@@ -132,3 +132,29 @@ def test_redaction_covers_credentials_in_every_shape():
         assert secret not in out, (secret, out)
     assert "h.example/x" in out and "POST" in out  # what is not secret stays readable
     assert redact("the value very-secret-value here", ["very-secret-value"]) == "the value [redacted] here"
+
+
+def test_a_librarys_own_handler_is_covered_too(monkeypatch):
+    """OPENAI_LOG=debug gives the openai logger a handler of its own, beside the root's."""
+    import io
+
+    from vicar.logging_redact import install, uninstall
+
+    monkeypatch.setenv("OPENAI_API_KEY", "k-" + uuid.uuid4().hex)
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    library = logging.getLogger("openai")
+    library.addHandler(handler)
+    library.setLevel(logging.DEBUG)
+    try:
+        install()
+        library.debug("Request options: %s", {"headers": {"Authorization": f"Bearer {os.environ['OPENAI_API_KEY']}"},
+                                              "url": "https://api.example/v1?key=abc123"})
+        library.debug("retrying with key %s", os.environ["OPENAI_API_KEY"])
+    finally:
+        uninstall()
+        library.removeHandler(handler)
+        library.setLevel(logging.NOTSET)
+    written = stream.getvalue()
+    assert "Request options" in written and "retrying with key [redacted]" in written
+    assert os.environ["OPENAI_API_KEY"] not in written and "abc123" not in written

@@ -12,6 +12,8 @@ import re
 MASK = "[redacted]"
 # Environment variables whose values are secrets wherever they show up in a message.
 SECRET_VAR = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|WEBHOOK_URL)", re.I)
+# Loggers that may carry URLs, headers or keys, and may have handlers of their own.
+LIBRARY_LOGGERS = ("httpx", "httpcore", "openai", "anthropic", "temporalio")
 # Shorter values would mask ordinary words.
 MIN_SECRET_CHARS = 8
 
@@ -82,6 +84,8 @@ def install(logger: logging.Logger | None = None) -> None:
     configured nothing still writes warnings through it)."""
     logger = logger or logging.getLogger()
     handlers = list(logger.handlers)
+    for name in LIBRARY_LOGGERS:  # a library that set up a handler of its own (OPENAI_LOG=debug)
+        handlers += logging.getLogger(name).handlers
     if logging.lastResort is not None:
         handlers.append(logging.lastResort)
     for handler in handlers:
@@ -90,6 +94,9 @@ def install(logger: logging.Logger | None = None) -> None:
 
 
 def uninstall(logger: logging.Logger | None = None) -> None:
-    for handler in list((logger or logging.getLogger()).handlers) + [logging.lastResort]:
+    handlers = list((logger or logging.getLogger()).handlers) + [logging.lastResort]
+    for name in LIBRARY_LOGGERS:
+        handlers += logging.getLogger(name).handlers
+    for handler in handlers:
         for f in [f for f in getattr(handler, "filters", []) if isinstance(f, RedactSecrets)]:
             handler.removeFilter(f)

@@ -279,3 +279,46 @@ def test_a_worker_serving_some_shards_needs_shared_keys(tmp_path, monkeypatch):
     shared.write_text(new_key_line("k1") + "\n")
     monkeypatch.setenv("VICAR_CODEC_KEY_FILE", str(shared))
     assert list(data_converter(some).payload_codec.keys) == ["k1"]
+
+
+async def test_a_worker_without_the_key_says_so_and_the_gate_waits_for_one_with_it(temporal_env, embedder, settings):
+    """Nothing is lost: the workflow task fails (logged in one line) and is retried; a worker
+    with the key finishes the gate."""
+    import signal
+    import uuid
+
+    from vicar.memory.principal import MemoryRegistry
+    from vicar.models import GateRequest
+    from vicar.worker import build_worker
+
+    task_queue = f"tq-{uuid.uuid4().hex[:8]}"
+    env = dict(os.environ, TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
+               VICAR_DATA_DIR=str(settings.data_dir / "keyless"), VICAR_TASK_QUEUE=task_queue,
+               VICAR_CODEC_KEYS=new_key_line("not-the-workers"))
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "vicar.worker", env=env,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    req = GateRequest(principal=f"p-{uuid.uuid4().hex[:8]}", gate_id=f"g-{uuid.uuid4().hex[:8]}",
+                      state="WORK_ASSERT", task_type="docs", question="Approve?", escalation_mode="never")
+    handle = await start_gate(temporal_env.client, req, task_queue)
+    lines: list[str] = []
+    try:
+        async with asyncio.timeout(120):
+            while not any("lacks" in line for line in lines):
+                lines.append((await proc.stdout.readline()).decode())
+                assert lines[-1], "".join(lines)[-3000:]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = await asyncio.wait_for(proc.communicate(), timeout=60)
+    log = "".join(lines) + rest.decode()
+    failed = [line for line in log.splitlines() if "lacks" in line]
+    ours = list(temporal_env.client.data_converter.payload_codec.keys)[-1]
+    assert f"sealed with key {ours!r}, which this process lacks (it has: not-the-workers)" in failed[0], log[-3000:]
+    assert "Traceback" not in log
+    registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
+    worker, _ = build_worker(temporal_env.client, settings, registry=registry, task_queue=task_queue)
+    try:
+        async with worker:
+            result = await asyncio.wait_for(handle.result(), 120)
+    finally:
+        registry.close()
+    assert result.gate_id == req.gate_id and result.answered_by.value == "proxy"

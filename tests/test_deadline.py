@@ -104,6 +104,11 @@ def test_the_webhook_and_deadline_settings_are_checked(monkeypatch):
     monkeypatch.setenv("VICAR_WEBHOOK_URL", "ftp://example.org/hook")
     with pytest.raises(InvalidInput, match="must be an http"):
         Settings.from_env()
+    # A refused URL's token must not reach the error line (it is printed and logged).
+    monkeypatch.setenv("VICAR_WEBHOOK_URL", "ftp://user:pw@example.org/hook?token=s3cret")
+    with pytest.raises(InvalidInput) as refused:
+        Settings.from_env()
+    assert "s3cret" not in str(refused.value) and "pw" not in str(refused.value)
     monkeypatch.setenv("VICAR_WEBHOOK_URL", "https://hooks.example.org/vicar?token=s3cret")
     monkeypatch.setenv("VICAR_GATE_DEADLINE_SECONDS", "3600")
     s = Settings.from_env()

@@ -266,7 +266,9 @@ def webhook_from_env() -> str | None:
         return None
     parts = urlsplit(raw)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidInput(f"VICAR_WEBHOOK_URL must be an http(s) URL, not {raw!r}")
+        # Its query may hold a token: the refusal names only the scheme.
+        raise InvalidInput(f"VICAR_WEBHOOK_URL must be an http(s) URL with a host, not a {parts.scheme or 'schemeless'!r} "
+                           "URL (the value is not shown: it may hold a token)")
     return raw
 
 

@@ -5,7 +5,10 @@ the worker, on a backup copy and on a read-only mount, and must change none of t
 
 from __future__ import annotations
 
+import os
+import shutil
 import sqlite3
+import tempfile
 from pathlib import Path
 
 
@@ -24,8 +27,31 @@ def connect(db: Path) -> sqlite3.Connection:
     # Bytes 18-19 are 2 in a WAL database. A rollback-journal one (Chroma's) is written in
     # place by its writer: mode=ro takes SQLite's shared lock for that and creates nothing.
     in_wal = header[18:20] == b"\x02\x02"
-    mode = "immutable=1" if in_wal and not db.with_name(db.name + "-wal").exists() else "mode=ro"
-    return sqlite3.connect(f"{db.resolve().as_uri()}?{mode}", uri=True, check_same_thread=False)
+    wal = db.with_name(db.name + "-wal")
+    mode = "immutable=1" if in_wal and not wal.exists() else "mode=ro"
+    con = sqlite3.connect(f"{db.resolve().as_uri()}?{mode}", uri=True, check_same_thread=False)
+    try:
+        con.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        return con
+    except sqlite3.OperationalError:
+        con.close()
+        if os.access(db.parent, os.W_OK) or not in_wal:
+            raise
+    # A WAL left by a writer that died, without its -shm, on a read-only filesystem: SQLite
+    # cannot build the index it reads the WAL through. Nobody can write there, so a copy
+    # of the two files is the same database; it is read and thrown away.
+    tmp = Path(tempfile.mkdtemp(prefix="vicar-check-"))
+    try:
+        shutil.copyfile(db, tmp / db.name)
+        shutil.copyfile(wal, tmp / wal.name)
+        copy = sqlite3.connect(tmp / db.name, check_same_thread=False)
+        # Loaded into memory so the copy can go at once: the caller only reads.
+        mem = sqlite3.connect(":memory:", check_same_thread=False)
+        copy.backup(mem)
+        copy.close()
+        return mem
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def vector_ids(chroma_sqlite: Path, collection: str) -> list[tuple[str, str]]:

@@ -379,3 +379,34 @@ def test_lost_records_are_named_and_kept(settings, embedder, monkeypatch):
     fixed = cli(settings, monkeypatch, "repair", "alice")
     assert fixed.exit_code == 0 and "LOST RECORDS" in fixed.output and "c2, c5" in fixed.output, fixed.output
     assert check(settings.principals_dir, "alice").lost_records == ["c2", "c5"]  # still there to be found
+
+
+DIES_AFTER_WRITING = """
+import os, sys
+from pathlib import Path
+from vicar.memory.embedder import default_embedder
+from vicar.memory.principal import PrincipalMemory
+from vicar.memory.params import MemoryParams
+from tests.test_broken_store import chunk
+
+mem = PrincipalMemory("alice", Path(sys.argv[1]), default_embedder(), MemoryParams())
+for i in (7, 8):
+    mem.record(chunk("alice", i))
+os._exit(0)  # dies without closing: the two records are only in memory.db-wal
+"""
+
+
+def test_check_reads_a_dead_writers_wal_on_a_read_only_filesystem(settings, embedder, read_only_view):
+    """A backup taken after a crash: the last records sit in memory.db-wal, and a read-only
+    mount with no -shm left SQLite unable to open it at all."""
+    import subprocess
+
+    directory = memory_of_six(settings, embedder)
+    subprocess.run([sys.executable, "-c", DIES_AFTER_WRITING, str(settings.principals_dir)], cwd=str(ROOT),
+                   env=dict(os.environ, PYTHONPATH=str(ROOT)), check=True, timeout=120)
+    assert (directory / "memory.db-wal").stat().st_size > 0
+    (directory / "memory.db-shm").unlink()
+    before = digests(directory)
+    report = check(read_only_view(settings.principals_dir), "alice")
+    assert report.healthy and report.records == 8, report.problems
+    assert digests(directory) == before

@@ -24,7 +24,7 @@ from vicar.memory.store import MIGRATIONS, RecordStore, StoreError, records_unus
 from vicar.memory.storage import UNINDEXED
 from vicar.memory.vectors import VectorsUnusable, collection_name, vectors_unusable
 from vicar.memory.params import MemoryParams
-from vicar.memory.names import check_principal
+from vicar.memory.names import child_path
 
 _INTEGRITY_LINES = 5  # problems shown from PRAGMA integrity_check
 _LOST_IDS_SHOWN = 10
@@ -52,8 +52,7 @@ class CheckReport(BaseModel):
 
 
 def _memory_dir(root: Path, principal: str) -> Path:
-    check_principal(principal)
-    directory = root / principal
+    directory = child_path(root, principal)  # a directory linked outside the data dir is refused
     if not (directory / "memory.db").exists():
         raise StoreError(f"no memory for principal {principal!r} under {root}")
     return directory

@@ -275,6 +275,7 @@ def test_a_crafted_backup_manifest_is_refused_in_one_line(tmp_path, embedder, na
 def test_a_memory_directory_linked_out_of_the_data_dir_is_refused(tmp_path, embedder, settings):
     """The family: a principal's directory that is a symlink to elsewhere is not
     opened, written or listed as that principal's memory (the memory, its allow-list)."""
+    from vicar.memory.check import check as check_memory
     from vicar.responders import save_allowed
 
     outside = tmp_path / "outside"
@@ -286,7 +287,11 @@ def test_a_memory_directory_linked_out_of_the_data_dir_is_refused(tmp_path, embe
         registry.get("mallory")
     with pytest.raises(InvalidInput, match="outside"):
         save_allowed(settings.principals_dir, "mallory", ["alice"])
-    assert list(outside.iterdir()) == []
+    # `vicar memory check` reads only, but must not read another tree as this memory either.
+    (outside / "memory.db").write_bytes(b"")
+    with pytest.raises(InvalidInput, match="outside"):
+        check_memory(settings.principals_dir, "mallory")
+    assert [p.name for p in outside.iterdir()] == ["memory.db"]
     registry.close()
 
 

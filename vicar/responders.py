@@ -26,7 +26,8 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from vicar.errors import VicarError
 from vicar.files import atomic_write
-from vicar.models import check_principal, check_responder
+from vicar.memory.names import child_path
+from vicar.models import check_responder
 
 RESPONDERS_FILE = "responders.json"
 CHANGES_FILE = "responders.log"
@@ -74,13 +75,8 @@ def checked(names: list[str]) -> list[str]:
 
 
 def responders_path(principals_dir: Path, principal: str) -> Path:
-    try:
-        path = principals_dir / check_principal(principal) / RESPONDERS_FILE
-    except ValueError as exc:
-        raise VicarError(str(exc)) from None
-    if not path.resolve().is_relative_to(principals_dir.resolve()):
-        raise VicarError(f"{path} is outside {principals_dir}")
-    return path
+    # InvalidInput (exit 2): the name, or a memory directory linked out of the data dir.
+    return child_path(principals_dir, principal) / RESPONDERS_FILE
 
 
 def load_policy(principals_dir: Path, principal: str) -> AllowList:

@@ -127,30 +127,32 @@ def _client(settings: Settings):
 @app.command()
 @friendly
 def demo(
-    principal: Optional[str] = typer.Option(None, help="Principal name (default: a fresh one per run)."),
+    principal: Optional[str] = typer.Option(None, help="Principal name (default: alice, or alice-2, alice-3... "
+                                                       "when an earlier demo's memory has the name)."),
     gates: int = typer.Option(24, min=1, max=500, help="How many gates to open."),
     human_delay: float = typer.Option(0.2, min=0.0, help="Seconds the scripted human takes to answer."),
     keep: bool = typer.Option(False, "--keep", help="Keep the embedded server and its UI up after the session, "
                                                     "until Ctrl-C."),
 ) -> None:
     """Run a scripted session: gates open, the proxy learns from the human's answers."""
-    import os
-    import time
-
+    from vicar.demo import claim_principal
     from vicar.models import check_principal
 
-    # The pid keeps two demos started in the same second apart.
-    principal = check_principal(principal or f"alice-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
-    asyncio.run(_demo(Settings.from_env(), principal, gates, human_delay, keep))
+    settings = Settings.from_env()
+    principal, said = claim_principal(settings.principals_dir, None if principal is None else check_principal(principal))
+    asyncio.run(_demo(settings, principal, gates, human_delay, keep, said))
 
 
-async def _demo(settings: Settings, principal: str, gates: int, human_delay: float, keep: bool = False) -> None:
+async def _demo(settings: Settings, principal: str, gates: int, human_delay: float, keep: bool = False,
+                said: str = "") -> None:
     from vicar.memory.embedder import make_embedder
     from vicar.demo import demo_autonomy, demo_task_queue, render_summary, run_demo
     from vicar.locks import WorkerLock
     from vicar.worker import build_worker, stop_on_signals, temporal_client
 
     console.print(text(f"Data directory: {settings.data_dir}"))
+    if said:
+        console.print(text(said))
     console.print(text(demo_autonomy(child_path(settings.principals_dir, principal))))
     # Its own task queue, so a demo runs next to `vicar worker` and other demos; locked
     # before the server, so a clash starts nothing.
@@ -166,23 +168,29 @@ async def _demo(settings: Settings, principal: str, gates: int, human_delay: flo
             console.print(f"It was started by another Vicar process (pid {server.started_by}) "
                           "and stays up after this demo while any other Vicar process uses it.")
         with console.status("Loading the embedding model (all-MiniLM-L6-v2, local) …"):
-            await asyncio.to_thread(make_embedder)
+            await asyncio.to_thread(make_embedder, params=settings.embedder)
         # Unsharded whatever the deployment: the demo's own queue and memory, in this process.
         worker, registry = build_worker(client, settings.model_copy(update={"shard_count": None}),
                                         task_queue=task_queue)
-        async with worker:
-            summary = await run_demo(client, principal, gates, worker.task_queue, registry, console, human_delay)
-        registry.close()
-        render_summary(summary, console, principal, server.ui_url if server else None)
-        if server and keep:
-            console.print(text(f"--keep: the server and the UI stay up at {server.ui_url}/namespaces/default/"
-                               "workflows until Ctrl-C."))
-            with stop_on_signals() as stop:
-                await stop.wait()
-            console.print("Stopping the embedded server (unless another Vicar process still uses it).")
-        elif server:
+        try:
+            async with worker:
+                summary = await run_demo(client, principal, gates, worker.task_queue, registry, console,
+                                         human_delay, settings)
+                # A link only while it works: without --keep the server goes with the demo.
+                render_summary(summary, console, principal)
+                if server and keep:
+                    # The worker stays too: the UI's queries of a gate need one.
+                    console.print(text(f"--keep: the server and the UI stay up at {server.ui_url}/namespaces/"
+                                       "default/workflows until Ctrl-C."))
+                    with stop_on_signals() as stop:
+                        await stop.wait()
+                    console.print("Stopping the worker and the embedded server (unless another Vicar process "
+                                  "still uses it).")
+        finally:
+            registry.close()
+        if server and not keep:
             console.print("The embedded server stops now unless another Vicar process still uses it; "
-                          "`vicar demo --keep` or `vicar worker` keeps it (and the UI) up.")
+                          "`vicar demo --keep` keeps it, a worker and the Temporal UI up until Ctrl-C.")
     finally:
         await ctx.__aexit__(*sys.exc_info())
         owner.release()
@@ -704,14 +712,19 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
     """Approval-rate trends per state and task type over the latest sessions; flags drops."""
     from vicar.models import OutcomeRecord
     from vicar.proxy.bookkeeping import ContextEntry
-    from vicar.proxy.health import DROP, SESSIONS, context_health
+    from vicar.proxy.health import DROP, SESSIONS, autonomy_rules, context_health, known_principals, rule_lines
     from vicar.proxy.trust import ledger
 
-    with _open_store(principal) as store:
-        records = [OutcomeRecord.model_validate_json(r) for _, r in store.outcomes(answered_by="human")]
-        entries = [ContextEntry.model_validate_json(e) for _, e in store.context_entries()]
-        rules = _autonomy_rules(principal, store, sorted({(e.state, e.task_type) for e in entries}))
-        agents = ledger(*store.agent_ledger_rows())
+    settings = Settings.from_env()
+    try:
+        with _open_store(principal) as store:
+            records = [OutcomeRecord.model_validate_json(r) for _, r in store.outcomes(answered_by="human")]
+            entries = [ContextEntry.model_validate_json(e) for _, e in store.context_entries()]
+            rules = autonomy_rules(store, child_path(settings.principals_dir, principal),
+                                   settings.calibration.autonomy, sorted({(e.state, e.task_type) for e in entries}))
+            agents = ledger(*store.agent_ledger_rows())
+    except NotFound as exc:
+        raise NotFound(f"{exc}; {known_principals(settings.principals_dir)}") from None
     ema = {(e.state, e.task_type): e.ema_approval_rate for e in entries}
     rows = context_health(records, ema)
     if not rows:
@@ -739,6 +752,8 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
                       "none" if r.threshold is None else f"{r.threshold:.2f}", f"{r.bound:.3f}",
                       str(r.evidence), str(r.errors), f"{r.audit_share:g}")
     console.print(table)
+    for line in rule_lines(rules):  # the demo's footer says the same, from the same function
+        console.print(text(line))
     if agents:
         table = Table(title=text(f"Trust ledger of the upstream agents at {principal}'s gates (least trusted first)"))
         for col in ("agent", "approved", "corrected", "rejected", "other", "answered alone", "overrides",
@@ -752,25 +767,6 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
     if flagged:
         console.print(Text.assemble(text(f"{len(flagged)} context(s) dropped by >= {DROP:.1f} in approval rate:",
                                          "bold red"), " ", text(", ".join(f"{h.state}/{h.task_type}" for h in flagged))))
-
-
-def _autonomy_rules(principal: str, store, contexts: list[tuple[str, str]]) -> dict:
-    """The autonomy rule each gate context is under now (vicar.proxy.autonomy), from the
-    store's pairs and the principal's `autonomy.json`."""
-    from vicar.config import autonomy_params
-    from vicar.proxy.autonomy import find_threshold
-
-    settings = Settings.from_env()
-    out, cache = {}, {}
-    for state, task_type in contexts:
-        p = autonomy_params(settings.calibration.autonomy, child_path(settings.principals_dir, principal), state)
-        key = p.model_dump_json()
-        if key not in cache:
-            pairs = store.autonomy_pairs("gate", limit=p.window)
-            cache[key] = find_threshold([s for _, s, _ in pairs], [ok for _, _, ok in pairs],
-                                        p.target_error, p.delta, p.audit_share)
-        out[(state, task_type)] = cache[key]
-    return out
 
 
 @memory_app.command("censors")

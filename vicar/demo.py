@@ -20,7 +20,7 @@ from rich.table import Table
 
 from vicar.display import text
 from vicar.gates import answer_gate, gate_details, start_gate
-from vicar.models import CfAState, GateRequest, GateResult, GateStatus, HumanAnswer
+from vicar.models import SURPRISE_DELTA, CfAState, GateDetails, GateRequest, GateResult, GateStatus, HumanAnswer
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,40 @@ def demo_autonomy(principal_dir: Path) -> str:
             f"human answers first.")
 
 
+DEMO_PRINCIPAL = "alice"
+
+
+def claim_principal(principals_dir: Path, wanted: str | None) -> tuple[str, str]:
+    """The demo's principal and what to tell the user about it.
+
+    Named, not random, so `vicar health alice` is what a reader types next. A later demo
+    in the same data directory must not start from an earlier one's memory (its first
+    wave would not escalate and the table would teach nothing): the default takes the
+    first free name of alice, alice-2, alice-3... A free name is claimed by creating its
+    directory (mkdir is atomic), so two demos started together never share one. A name
+    given with --principal is used as it is, earlier memory included, and said so."""
+    from vicar.memory.names import child_path
+
+    if wanted is not None:
+        used = (child_path(principals_dir, wanted) / "memory.db").exists()
+        return wanted, (f"Principal {wanted}: it has a memory from an earlier run here, and the proxy starts "
+                        f"from it." if used else f"Principal {wanted}.")
+    principals_dir.mkdir(parents=True, exist_ok=True)
+    for k in range(1, 10_000):
+        name = DEMO_PRINCIPAL if k == 1 else f"{DEMO_PRINCIPAL}-{k}"
+        try:
+            child_path(principals_dir, name).mkdir()
+        except FileExistsError:
+            continue
+        if k == 1:
+            return name, f"Principal {name}: the human whose answers the proxy learns (an empty memory)."
+        return name, (f"Principal {name}: {DEMO_PRINCIPAL} and the other earlier demos' principals already have "
+                      f"a memory in this data directory, so this run starts from an empty one under a new "
+                      f"name (`vicar demo --principal {DEMO_PRINCIPAL}` continues the first instead; a fresh "
+                      f"VICAR_DATA_DIR starts over).")
+    raise FileExistsError(f"{principals_dir}: no free demo principal name")
+
+
 def demo_task_queue(principal: str) -> str:
     """A demo's own task queue: its in-process worker is the only one serving it."""
     return f"vicar-demo-{principal}"
@@ -137,32 +171,44 @@ class DemoSummary(BaseModel):
     seconds: float
     memory_chunks: int
     memory_human: int
+    escalations: dict[str, GateDetails] = {}  # by gate id: what an escalated gate showed the human
+    rule_lines: list[str] = []  # the autonomy rule's state at the end, as `vicar health` says it
 
     @property
     def autonomous(self) -> int:
         return sum(not r.escalated for r in self.results)
 
 
-async def run_gate(client, req: GateRequest, task_queue: str, human_delay: float) -> GateResult:
+async def run_gate(client, req: GateRequest, task_queue: str, human_delay: float
+                   ) -> tuple[GateResult, GateDetails | None]:
+    """The gate's result and, when it escalated, what it showed the human then (the
+    proxy's guess in words and why it did not answer alone)."""
     handle = await start_gate(client, req, task_queue)
     result_task = asyncio.ensure_future(handle.result())
+    escalated = None
     while not result_task.done():
         details = await gate_details(client, req.gate_id)
         if details is not None and details.status is GateStatus.escalated:
+            escalated = details
             await asyncio.sleep(human_delay)  # the human reads the question
             answer = scripted_human(req)
             answer.responder = req.principal
             await answer_gate(client, req.gate_id, answer)
             break
         await asyncio.wait([result_task], timeout=0.1)
-    return await result_task
+    return await result_task, escalated
 
 
 async def run_demo(client, principal: str, gates: int, task_queue: str, registry, console: Console,
-                   human_delay: float = 0.2) -> DemoSummary:
+                   human_delay: float = 0.2, settings=None) -> DemoSummary:
     run_id = f"{time.strftime('%Y%m%d%H%M%S')}-{os.getpid()}"  # gate ids are unique per namespace
     waves = scenario(principal, gates, run_id)
     results: list[GateResult] = []
+    escalations: dict[str, GateDetails] = {}
+    if settings is None:
+        from vicar.config import Settings
+
+        settings = Settings.from_env()
     start = time.monotonic()
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, transient=False) as progress:
@@ -171,41 +217,133 @@ async def run_demo(client, principal: str, gates: int, task_queue: str, registry
             progress.update(bar, description=f"wave {w}/{len(waves)}")
 
             async def one(req: GateRequest) -> GateResult:
-                r = await run_gate(client, req, task_queue, human_delay)
+                r, shown = await run_gate(client, req, task_queue, human_delay)
+                if shown is not None:
+                    escalations[r.gate_id] = shown
                 progress.advance(bar)
                 return r
 
             results.extend(await asyncio.gather(*(one(r) for r in wave)))
-    stats = await asyncio.to_thread(lambda: registry.get(principal).stats())
+    seconds = time.monotonic() - start
+    stats, rules = await asyncio.to_thread(final_state, registry.get(principal), settings)
     results.sort(key=lambda r: r.n)
-    return DemoSummary(results=results, seconds=time.monotonic() - start,
-                       memory_chunks=stats.chunks, memory_human=stats.human_answered)
+    return DemoSummary(results=results, seconds=seconds, memory_chunks=stats.chunks,
+                       memory_human=stats.human_answered, escalations=escalations, rule_lines=rules)
 
 
-def render_summary(summary: DemoSummary, console: Console, principal: str, ui_url: str | None) -> None:
+def final_state(memory, settings) -> tuple:
+    """The memory's size, and the autonomy rule now that every answer is graded: the same
+    function and words as `vicar health` (not the rule the last gate was consulted under,
+    which predates its wave's answers)."""
+    from vicar.proxy.bookkeeping import ContextEntry
+    from vicar.proxy.health import autonomy_rules, rule_lines
+
+    contexts = sorted({(e.state, e.task_type) for e in
+                       (ContextEntry.model_validate_json(raw) for _, raw in memory.store.context_entries())})
+    rules = autonomy_rules(memory.store, memory.dir, settings.calibration.autonomy, contexts)
+    return memory.stats(), rule_lines(rules)
+
+
+# What each guard means, in words a newcomer reads once (vicar.proxy.calibration.GUARDS,
+# plus the gate's own reasons; tests/test_demo.py holds this to GUARDS).
+GUARD_MEANING = {
+    "censor": "a censor learned from the human's repeated corrections fired on the artifact and blocks it",
+    "cold_start": "the memory holds answers for too few contexts yet to trust a guess",
+    "tension": "the memories the guess rests on disagree with each other",
+    "staleness": "the human has not answered in this context for too long to trust the old answers",
+    "unproven": "the autonomy rule has not proven the proxy accurate enough at this confidence: "
+                "no threshold proven yet, or this confidence is below the proven threshold",
+    "probation": "the agent that made the artifact is new: the human has not yet answered enough of its work",
+    "untrusted": "the agent that made the artifact has a trust score below the floor",
+    "audit": "a proven answer all the same sent to the human by the audit share, so evidence keeps coming",
+    "proxy_error": "the proxy could not run (its error is in the note)",
+    "passthrough": "no guard fired; the gate still asked the human (escalation mode `always`, or the proxy "
+                   "gave no action or no words)",
+}
+
+WORDS = 60  # the proxy's words are clipped to this many characters in the table
+
+
+def clip(value: str, most: int) -> str:
+    value = " ".join(value.split())
+    return value if len(value) <= most else value[:most - 1] + "…"
+
+
+def legend(surprise_shown: bool) -> list[str]:
+    lines = [
+        "N: the gate's place in the principal's sequence of interactions.",
+        "gate: the gate's state (INTENT, PLAN or WORK: what the agents ask approval of) and task type.",
+        "prior: the proxy's confidence in its guess before it read the artifact (from memory alone).",
+        "conf: its confidence after reading the artifact, calibrated (a memory guard caps it).",
+        "by: who answered: the proxy alone, or the human after the gate escalated.",
+        "action: the answer the agents act on (approve, correct, reject...).",
+        f"proxy's words: what the proxy said, or would have said, in the human's voice (first {WORDS} "
+        "characters); for an escalated gate its guess, with the action it guessed.",
+        "why: for an escalated gate, the guard that sent it to the human (explained below the table).",
+    ]
+    if surprise_shown:
+        lines.append(f"surprise: reading the artifact moved the proxy's confidence by more than {SURPRISE_DELTA} "
+                     "from its prior; the number is how far.")
+    else:
+        lines.append(f"No surprise column: reading the artifact never moved the proxy's confidence by more than "
+                     f"{SURPRISE_DELTA} from its prior (what Vicar calls a surprise) at any of these gates.")
+    return lines
+
+
+def proxy_words(r: GateResult, shown: GateDetails | None) -> str:
+    if not r.escalated:
+        return f"{r.action.value}: {r.text}"
+    if shown is None or shown.proxy_action is None:
+        return "(no guess)"
+    return f"{shown.proxy_action.value}: {shown.proxy_text}"
+
+
+def escalation_reason(r: GateResult, shown: GateDetails | None) -> tuple[str, str]:
+    """The guard that sent the gate to the human, and its note (the numbers it saw)."""
+    guard = shown.calibration_guard if shown is not None and shown.calibration_guard else r.calibration_guard
+    note = shown.calibration_note if shown is not None and shown.calibration_note else r.calibration_note
+    return guard, note
+
+
+def render_summary(summary: DemoSummary, console: Console, principal: str, ui_url: str | None = None) -> None:
+    surprise_shown = any(r.surprise for r in summary.results)
     table = Table(title=text(f"Vicar demo — principal {principal}"))
-    for col in ("N", "state", "task type", "prior", "conf", "guard", "escalated", "by", "action", "surprise"):
-        table.add_column(col, no_wrap=True)
+    columns = ["N", "gate", "prior", "conf", "by", "action", "proxy's words", "why"]
+    for col in columns + (["surprise"] if surprise_shown else []):
+        table.add_column(col, no_wrap=col not in ("proxy's words",), overflow="fold")
     for r in summary.results:
-        table.add_row(
-            str(r.n), text(r.state.value.removesuffix("_ASSERT")), text(r.task_type),
+        shown = summary.escalations.get(r.gate_id)
+        row = [
+            str(r.n), text(f"{r.state.value.removesuffix('_ASSERT')} {r.task_type}"),
             f"{r.prior_confidence:.2f}", f"{r.confidence:.2f}",
-            text("" if r.calibration_guard == "passthrough" else r.calibration_guard),
-            "[yellow]yes[/]" if r.escalated else "[green]no[/]", text(r.answered_by.value),
-            text(r.action.value), "yes" if r.surprise else "",
-        )
+            "[yellow]human[/]" if r.answered_by.value == "human" else text(r.answered_by.value),
+            text(r.action.value), text(clip(proxy_words(r, shown), WORDS), one_line=True),
+            text(r.calibration_guard if r.escalated else ""),
+        ]
+        if surprise_shown:
+            row.append(f"{r.surprise.magnitude:.2f}" if r.surprise else "")
+        table.add_row(*row)
     console.print(table)
+    console.print(text("Columns:", "bold"))
+    for line in legend(surprise_shown):
+        console.print(text(f"  {line}"))
+    reasons = {r.n: escalation_reason(r, summary.escalations.get(r.gate_id)) for r in summary.results
+               if r.escalated}
+    if reasons:
+        console.print(text("Why each escalated gate went to the human (the guard, then what it saw):", "bold"))
+        for n, (guard, note) in reasons.items():
+            console.print(text(f"  N {n}: {guard}" + (f": {note}" if note else "")))
+        console.print(text("The guards that fired:", "bold"))
+        for guard in dict.fromkeys(g for g, _ in reasons.values()):
+            console.print(text(f"  {guard}: {GUARD_MEANING.get(guard, 'a guard this demo does not describe')}."))
     n = len(summary.results)
     console.print(
         f"[bold]{n} gates[/] in {summary.seconds:.1f} s: {summary.autonomous} decided by the proxy, "
         f"{n - summary.autonomous} escalated to the human. "
         f"Memory: {summary.memory_chunks} chunks ({summary.memory_human} answered by the human)."
     )
-    last = summary.results[-1] if summary.results else None
-    if last is not None:
-        proven = "none proven" if last.autonomy_threshold is None else f"threshold {last.autonomy_threshold:.2f}"
-        console.print(text(f"Autonomy rule at the last gate: {proven}, error bound "
-                           f"{(last.autonomy_bound if last.autonomy_bound is not None else 1.0):.3f} "
-                           f"over {last.autonomy_evidence} human answers."))
+    for line in summary.rule_lines:
+        console.print(text(line))
+    console.print(text(f"(`vicar health {principal}` states the rule the same way, with the approval trends.)"))
     if ui_url:
         console.print(text(f"Temporal UI: {ui_url}/namespaces/default/workflows"))

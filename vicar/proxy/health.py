@@ -8,11 +8,14 @@ way an operator should look.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from pathlib import Path
 from statistics import fmean
 
 from pydantic import BaseModel
 
-from vicar.models import Action, AnsweredBy, OutcomeRecord, RequestKind
+from vicar.config import AutonomyParams, autonomy_params
+from vicar.models import Action, AnsweredBy, AutonomyRule, OutcomeRecord, RequestKind
+from vicar.proxy.autonomy import find_threshold
 
 SESSIONS = 10  # the trend looks at this many latest sessions
 MIN_SESSIONS = 4
@@ -66,3 +69,66 @@ def context_health(records: list[OutcomeRecord], ema: dict[tuple[str, str], floa
             h.flagged = h.earlier - h.later >= DROP
         out.append(h)
     return out
+
+
+# -- the autonomy rule's state, in words ----------------------------------------------
+# One computation and one wording, used by `vicar health` and the demo's footer: before,
+# the footer stated the rule the last gate was consulted under (before the last wave's
+# answers were graded) in its own words, and the two disagreed.
+
+
+def autonomy_rules(store, principal_dir: Path, base: AutonomyParams,
+                   contexts: list[tuple[str, str]]) -> dict[tuple[str, str], AutonomyRule]:
+    """The rule each gate context is under now: the principal's latest gate pairs under
+    the parameters of the context's state (the defaults, then `autonomy.json`), exactly as
+    a gate's consult computes it (vicar.proxy.consult.autonomy_rule)."""
+    out, cache = {}, {}
+    for state, task_type in contexts:
+        p = autonomy_params(base, principal_dir, state)
+        key = p.model_dump_json()
+        if key not in cache:
+            pairs = store.autonomy_pairs("gate", limit=p.window)
+            cache[key] = find_threshold([s for _, s, _ in pairs], [ok for _, _, ok in pairs],
+                                        p.target_error, p.delta, p.audit_share)
+        out[(state, task_type)] = cache[key]
+    return out
+
+
+def rule_statement(rule: AutonomyRule) -> str:
+    """What a rule lets the proxy do, and on what evidence, in one sentence."""
+    at = f"at {1 - rule.delta:.0%} confidence"
+    if rule.threshold is None and rule.evidence == 0:
+        said = f"none proven: the proxy answers nothing alone (no graded answer yet; target error {rule.target:g})"
+    elif rule.threshold is None:
+        said = (f"none proven: the proxy answers nothing alone (error bound {rule.bound:.3f} > target "
+                f"{rule.target:g} {at}, over all {rule.evidence} graded answers, {rule.errors} wrong)")
+    else:
+        said = (f"proven threshold {rule.threshold:.2f}: the proxy may answer alone at confidence >= "
+                f"{rule.threshold:.2f} (error bound {rule.bound:.3f} <= target {rule.target:g} {at}, over the "
+                f"{rule.evidence} graded answers that confident, {rule.errors} wrong)")
+    if rule.audit_share:
+        said += f"; {rule.audit_share:.0%} of those still go to the human (audit)"
+    return said + "."
+
+
+def rule_lines(rules: dict[tuple[str, str], AutonomyRule]) -> list[str]:
+    """One line per rule, naming the gate states it holds for: the evidence is pooled over
+    every gate, the parameters may differ per state (`autonomy.json`)."""
+    states: dict[str, list[str]] = {}
+    for (state, _), rule in rules.items():
+        said = rule_statement(rule)
+        if state not in states.setdefault(said, []):
+            states[said].append(state)
+    return [f"Autonomy rule for {' and '.join(names)} gates: {said}" for said, names in states.items()]
+
+
+def known_principals(principals_dir: Path, most: int = 20) -> str:
+    """The principals with a memory under `principals_dir`, for a 'no such principal' line."""
+    try:
+        names = sorted(p.name for p in principals_dir.iterdir() if (p / "memory.db").is_file())
+    except OSError:
+        names = []
+    if not names:
+        return "no principal has a memory here yet"
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return "principals here: " + ", ".join(names[:most]) + more

@@ -5,7 +5,6 @@ its copy last. Each step is idempotent (memory/transfer.py)."""
 from __future__ import annotations
 
 import base64
-import os
 import time
 
 from temporalio import activity
@@ -17,11 +16,12 @@ from vicar.memory.errors import InvalidInput
 from vicar.memory.names import child_path
 from vicar.memory.principal import MemoryRegistry
 from vicar import contracts as c
+from vicar import settings_env
 from vicar.config import Settings
 
 # Test-only: seconds to pause before each piece is written, so a test can SIGKILL a
 # worker in the middle of a move.
-PIECE_DELAY_ENV = "VICAR_TEST_MOVE_PIECE_DELAY"
+PIECE_DELAY_ENV = "VICAR_TEST_MOVE_PIECE_DELAY"  # declared in vicar/settings_env.py
 
 
 class MoveActivities:
@@ -81,7 +81,7 @@ class MoveActivities:
     @activity.defn(name=c.IMPORT_PIECE)
     def import_piece(self, piece: c.MovePiece) -> int:
         staging = self._staging(piece.move_id)
-        if delay := float(os.environ.get(PIECE_DELAY_ENV, "0") or 0):
+        if delay := settings_env.test_delay(PIECE_DELAY_ENV):
             staging.mkdir(parents=True, exist_ok=True)  # a test sees the step has begun
             time.sleep(delay)
         data = base64.b64decode(piece.data)

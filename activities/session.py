@@ -4,7 +4,6 @@ session, planning and applying consolidation. Each is idempotent."""
 from __future__ import annotations
 
 import asyncio
-import os
 import sqlite3
 import time
 
@@ -23,6 +22,7 @@ from vicar.memory.principal import MemoryRegistry
 from vicar.memory.store import StoreError
 from vicar.memory.working import load_working_memory
 from vicar import contracts as c
+from vicar import settings_env
 from vicar.config import TASK_QUEUE, Settings
 from vicar.memory.consolidation_plan import ConsolidationPlan, ConsolidationReport
 from vicar.models import (
@@ -35,7 +35,7 @@ from vicar.models import (
 
 # Test-only: seconds to pause before each consolidation decision, so a test can kill the
 # worker in the middle of applying a plan.
-STEP_DELAY_ENV = "VICAR_TEST_CONSOLIDATION_STEP_DELAY"
+STEP_DELAY_ENV = "VICAR_TEST_CONSOLIDATION_STEP_DELAY"  # declared in vicar/settings_env.py
 
 
 class SessionActivities:
@@ -119,7 +119,7 @@ class SessionActivities:
     @activity.defn(name=c.APPLY_CONSOLIDATION)
     def apply_consolidation(self, inp: c.ApplyInput) -> ConsolidationReport:
         memory = self.registry.get(inp.principal)
-        delay = float(os.environ.get(STEP_DELAY_ENV, "0") or 0)
+        delay = settings_env.test_delay(STEP_DELAY_ENV)
 
         def step(i: int) -> None:
             activity.heartbeat(i)

@@ -78,7 +78,7 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
         plain_client = Client(**{**sealed_client.config(), "data_converter": pydantic_data_converter})
         assert sealed_client.data_converter.payload_codec is not None
         clients = {"sealed": sealed_client, "plain": plain_client}
-        embedder = make_embedder(cache_file=settings.embedding_cache)
+        embedder = make_embedder(cache_file=settings.embedding_cache, params=settings.embedder)
         registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
         predictor = predictor_from_env(settings, registry)
         workers = [build_worker(clients[m], settings, task_queue=f"codec-{m}", registry=registry,

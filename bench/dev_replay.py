@@ -21,6 +21,6 @@ def load_dev(limit: int, console: Console) -> tuple[Settings, dict[str, list[Gat
     events = load_events(sorted(DEV.glob("*.jsonl.gz")))
     if limit:
         events = {r: evs[:limit] for r, evs in events.items()}
-    embedder = make_embedder(cache_file=settings.embedding_cache)
+    embedder = make_embedder(cache_file=settings.embedding_cache, params=settings.embedder)
     warm_embeddings(events, embedder, console)
     return settings, events, embedder

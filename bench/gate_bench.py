@@ -584,7 +584,7 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
     async with temporal_client(settings, embedded=True) as (base_client, server):
         await asyncio.to_thread(default_embedder)  # load the model before the clock runs
         client = Client(**{**base_client.config(), "interceptors": [timer]})
-        embedder = make_embedder(cache_file=settings.embedding_cache)
+        embedder = make_embedder(cache_file=settings.embedding_cache, params=settings.embedder)
         registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
         predictor = predictor_from_env(settings, registry)
         gate_worker, _ = build_worker(client, settings, task_queue="bench-gates", registry=registry,

@@ -22,6 +22,7 @@ from typing import Protocol
 import numpy as np
 
 from vicar.memory.errors import VicarError
+from vicar.memory.params import EMBEDDERS, EmbedderParams
 
 log = logging.getLogger(__name__)
 
@@ -190,24 +191,27 @@ _models: dict[str, Embedder] = {}
 _models_lock = threading.Lock()
 
 
-PROVIDERS = ("minilm", "minilm-torch", "openai")
+PROVIDERS = EMBEDDERS
 
 
-def make_embedder(name: str | None = None, cache_file: Path | None = None) -> CachedEmbedder:
-    """The configured provider (VICAR_EMBEDDER: minilm | minilm-torch | openai), cached.
-    Models are loaded once per process (MiniLM: ~1 s on onnxruntime, ~6 s on torch)."""
-    name = (name or os.environ.get("VICAR_EMBEDDER", "minilm")).strip().lower()
+def make_embedder(name: str | None = None, cache_file: Path | None = None,
+                  params: EmbedderParams | None = None) -> CachedEmbedder:
+    """The named provider (minilm | minilm-torch | openai; else params.name, which
+    vicar.config fills from VICAR_EMBEDDER), cached. Models are loaded once per process
+    (MiniLM: ~1 s on onnxruntime, ~6 s on torch)."""
+    params = params or EmbedderParams()
+    name = (name or params.name).strip().lower()
     with _models_lock:
         inner = _models.get(name)
         if inner is None:
             if name == "minilm":
                 from vicar.memory.onnx_minilm import OnnxMiniLMEmbedder
 
-                inner = OnnxMiniLMEmbedder()
+                inner = OnnxMiniLMEmbedder(threads=params.threads)
             elif name == "minilm-torch":
                 inner = MiniLMEmbedder()
             elif name == "openai":
-                inner = OpenAIEmbedder(os.environ.get("VICAR_OPENAI_EMBEDDING_MODEL", "text-embedding-3-small"))
+                inner = OpenAIEmbedder(params.openai_model)
             else:
                 raise VicarError(f"unknown VICAR_EMBEDDER {name!r}; available: {', '.join(PROVIDERS)}")
             _models[name] = inner

@@ -245,10 +245,6 @@ def _check_config(model_dir: Path) -> tuple[dict, int]:
     return config, max_len
 
 
-def _default_threads() -> int:
-    return max(1, int(os.environ.get("VICAR_EMBED_THREADS", "1")))
-
-
 class OnnxMiniLMEmbedder:
     """all-MiniLM-L6-v2 on onnxruntime: the vectors of sentence-transformers (same
     model_name, so stored vectors and caches stay valid) at a fraction of the CPU."""
@@ -284,9 +280,10 @@ class OnnxMiniLMEmbedder:
         # file) that the session reads from; they must live as long as it does.
         self._weights = [ort.OrtValue.ortvalue_from_numpy(a) for a in weights.values()]
         opts.add_external_initializers(list(weights), self._weights)
-        # One thread per call by default: the gate's host has 2 cores shared with the
-        # Temporal server, and concurrent gates run their calls in parallel anyway.
-        opts.intra_op_num_threads = threads or _default_threads()
+        # One thread per call by default (VICAR_EMBED_THREADS, passed down from
+        # vicar.config): the gate's host has 2 cores shared with the Temporal server,
+        # and concurrent gates run their calls in parallel anyway.
+        opts.intra_op_num_threads = threads or 1
         opts.inter_op_num_threads = 1
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL

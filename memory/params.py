@@ -51,3 +51,15 @@ class MemoryParams(BaseModel):
     # so Settings keeps them only when retrieval.embedding is "blended". A memory opened
     # with them on that lacks some embeds them then (PrincipalMemory's open).
     blended_vectors: bool = True
+
+
+EMBEDDERS = ("minilm", "minilm-torch", "openai")
+
+
+class EmbedderParams(BaseModel):
+    """Which embedding model (VICAR_EMBEDDER and its neighbours, read by vicar.config:
+    memory/ reads no environment)."""
+
+    name: Literal["minilm", "minilm-torch", "openai"] = "minilm"
+    threads: int = Field(1, ge=1)  # onnxruntime's threads per call
+    openai_model: str = "text-embedding-3-small"

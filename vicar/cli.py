@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from vicar import contracts as c
+from vicar import settings_env
 from vicar.config import ANSWER_TIMEOUT, Settings
 from vicar.display import text
 from vicar.errors import (INTERRUPTED, UNEXPECTED, BrokenStore, InvalidInput, NotFound, NotInstalled, Unreachable,
@@ -106,7 +107,7 @@ def friendly(fn):
             err.print("interrupted")
             raise typer.Exit(INTERRUPTED) from None
         except Exception as exc:
-            if os.environ.get("VICAR_DEBUG", "") not in ("", "0") and not isinstance(exc, (VicarError, ValidationError)):
+            if settings_env.debug() and not isinstance(exc, (VicarError, ValidationError)):
                 raise
             message, code = explain(exc)
             err.print(Text.assemble(("error:", "red"), " ", text(clip(message, MAX_ERROR_CHARS), one_line=True)))
@@ -830,7 +831,7 @@ def memory_reembed(
     from vicar.memory.reembed import reembed
 
     settings = Settings.from_env()
-    embedder = make_embedder(to, cache_file=settings.embedding_cache)
+    embedder = make_embedder(to, cache_file=settings.embedding_cache, params=settings.embedder)
     with Progress(console=console) as progress:
         task = progress.add_task(f"re-embedding with {embedder.model_name}", total=None)
         n = reembed(settings.principals_dir, principal, embedder,
@@ -871,7 +872,7 @@ def memory_repair(principal: str = typer.Argument(...)) -> None:
     from vicar.memory.embedder import make_embedder
 
     settings = Settings.from_env()
-    r = repair(settings.principals_dir, principal, make_embedder(cache_file=settings.embedding_cache),
+    r = repair(settings.principals_dir, principal, make_embedder(cache_file=settings.embedding_cache, params=settings.embedder),
                settings.memory)  # a corrupt memory.db: RecordsUnusable, one line, exit code 6
     console.print(f"{principal}: vectors of {r.rebuilt} of {r.chunks} chunks rebuilt"
                   + (f"; the unreadable vector store was moved to {r.moved_aside}" if r.moved_aside else "")
@@ -921,7 +922,7 @@ def memory_restore(
     def rebuild(principal: str) -> int:
         if check(settings.principals_dir, principal, settings.memory.blended_vectors).healthy:
             return 0
-        return repair(settings.principals_dir, principal, make_embedder(cache_file=settings.embedding_cache),
+        return repair(settings.principals_dir, principal, make_embedder(cache_file=settings.embedding_cache, params=settings.embedder),
                       settings.memory).rebuilt
 
     for r in restore(source, settings.principals_dir, principals or None, force=force, rebuild=rebuild):
@@ -970,7 +971,7 @@ def eval_replay(
     total = sum(len(v) for v in events.values())
     console.print(text(f"{total} gates from {len(events)} reviewers: " +
                        ", ".join(f"{r} ({len(v)})" for r, v in events.items())))
-    embedder = make_embedder(cache_file=settings.embedding_cache)
+    embedder = make_embedder(cache_file=settings.embedding_cache, params=settings.embedder)
     seconds = warm_embeddings(events, embedder, console)
     console.print(text(f"embeddings ready in {seconds:.1f} s (cached in {settings.embedding_cache})"))
     extra = ""

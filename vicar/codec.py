@@ -25,6 +25,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, PayloadCodec
 
+from vicar import settings_env
 from vicar.config import Settings
 from vicar.errors import InvalidInput, VicarError
 
@@ -96,10 +97,11 @@ def ensure_key_file(path: Path) -> None:
 
 
 def load_keys(settings: Settings) -> dict[str, bytes]:
-    raw = os.environ.get(KEYS_VAR, "").strip()
+    # Read here, not carried in Settings: a key must never sit in an object that may be printed.
+    raw = settings_env.text(KEYS_VAR)
     if raw:
         return _loaded(parse_keys(raw, KEYS_VAR), KEYS_VAR)
-    named = os.environ.get(KEY_FILE_VAR, "").strip()
+    named = settings_env.text(KEY_FILE_VAR)
     path = Path(named).expanduser() if named else default_key_file(settings)
     if not named:
         if not path.exists() and _serves_some_shards(settings):

@@ -19,6 +19,7 @@ from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from temporalio.api.common.v1 import Payloads
 
 from vicar.codec import AesGcmCodec, CodecKeyError
+from vicar import settings_env
 from vicar.config import Settings
 
 TOKEN_VAR = "VICAR_CODEC_SERVER_TOKEN"
@@ -31,7 +32,7 @@ MIN_TOKEN_CHARS = 16
 def server_token(settings: Settings) -> tuple[str, str]:
     """(token, where it came from). From the environment, else a file under the data dir
     made 0600 on first use (the operator hands it to those allowed to decode)."""
-    raw = os.environ.get(TOKEN_VAR, "").strip()
+    raw = settings_env.text(TOKEN_VAR)  # not in Settings: a secret
     if raw:
         if len(raw) < MIN_TOKEN_CHARS:
             from vicar.errors import InvalidInput

@@ -1,6 +1,9 @@
 """Runtime settings: where data lives, which Temporal to use, memory parameters.
 
-Everything comes from the environment with defaults that work on a fresh machine.
+Everything comes from the environment with defaults that work on a fresh machine. The
+variables are declared in vicar/settings_env.py (the only module that reads them);
+`Settings.from_env` validates them all at start. docs/configuration.md is generated
+from both: `python -m vicar.config_doc`.
 """
 
 from __future__ import annotations
@@ -11,8 +14,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from vicar import settings_env as env
 from vicar.errors import InvalidInput
-from vicar.memory.params import MemoryParams
+from vicar.memory.params import EMBEDDERS, EmbedderParams, MemoryParams
 from vicar.models import DEFAULT_LIMITS, SessionConfig, TextLimits
 from vicar.sharding import parse_count, parse_shards
 
@@ -23,13 +27,8 @@ DEFAULT_GATE_DEADLINE_SECONDS = 7 * 24 * 3600.0
 ANSWER_TIMEOUT = 30.0  # seconds a gate has to take a human answer before the caller is told why not
 
 # The environment variables that lower Vicar's text limits (vicar.models.TextLimits).
-LIMIT_VARS: dict[str, str] = {
-    "question": "VICAR_MAX_QUESTION_CHARS",
-    "actor_message": "VICAR_MAX_MESSAGE_CHARS",
-    "artifact_text": "VICAR_MAX_ARTIFACT_CHARS",
-    "answer_text": "VICAR_MAX_ANSWER_CHARS",
-    "artifact_file_bytes": "VICAR_MAX_ARTIFACT_FILE_BYTES",
-}
+LIMIT_VARS: dict[str, str] = env.fields_under("limits")
+PREDICTORS = ("learned", "offline", "anthropic", "openai")  # VICAR_PREDICTOR's choices
 
 # Custom search attributes Vicar registers so the Temporal UI can list waiting gates.
 SEARCH_ATTRIBUTES: dict[str, str] = {
@@ -88,26 +87,11 @@ class AutonomyParams(BaseModel):
 
 
 # VICAR_AUTONOMY_* environment defaults, by AutonomyParams field.
-AUTONOMY_VARS: dict[str, str] = {
-    "target_error": "VICAR_AUTONOMY_TARGET_ERROR",
-    "delta": "VICAR_AUTONOMY_DELTA",
-    "window": "VICAR_AUTONOMY_WINDOW",
-    "audit_share": "VICAR_AUTONOMY_AUDIT_SHARE",
-}
+AUTONOMY_VARS: dict[str, str] = env.fields_under("calibration.autonomy")
 # The memory kinds and the trust ledger's switches and main knobs, by (Settings section,
 # field); README, "Which mechanisms are on".
 MECHANISM_VARS: dict[str, tuple[str, str]] = {
-    "VICAR_PROBATION_ANSWERS": ("calibration", "probation_answers"),
-    "VICAR_TRUST_FLOOR": ("calibration", "trust_floor"),
-    "VICAR_REGRET_WINDOW": ("calibration", "regret_window"),
-    "VICAR_CENSOR_MIN": ("calibration", "censor_min"),
-    "VICAR_CENSOR_SIMILARITY": ("calibration", "censor_similarity"),
-    "VICAR_PREFERENCES": ("facts", "preferences"),
-    "VICAR_PROCEDURES": ("facts", "procedures"),
-    "VICAR_HINDSIGHT_FACTOR": ("facts", "hindsight_factor"),
-    "VICAR_STORAGE_DECISION": ("memory", "storage"),
-    "VICAR_TRUST_FEATURE": ("predictor", "trust_feature"),
-}
+    v.name: tuple(v.field.split(".")) for v in env.VARS if v.section == env.MECHANISMS}  # type: ignore[misc]
 AUTONOMY_FILE = "autonomy.json"  # per principal, beside its memory
 AUTONOMY_FILE_BYTES = 64_000
 
@@ -195,11 +179,7 @@ class CalibrationParams(BaseModel):
 
 
 # The worker's operational surface (vicar/ops.py), by OpsParams field.
-OPS_VARS: dict[str, str] = {
-    "address": "VICAR_OPS_ADDRESS",
-    "metrics_address": "VICAR_METRICS_ADDRESS",
-    "shutdown_grace_seconds": "VICAR_SHUTDOWN_GRACE_SECONDS",
-}
+OPS_VARS: dict[str, str] = env.fields_under("ops")
 MAX_SHUTDOWN_GRACE_SECONDS = 3600.0
 
 
@@ -240,11 +220,11 @@ def ip_port(var: str, raw: str) -> str:
 def ops_from_env() -> OpsParams:
     ops = OpsParams()
     for attr in ("address", "metrics_address"):
-        raw = os.environ.get(OPS_VARS[attr], "").strip()
+        raw = env.text(OPS_VARS[attr])
         if raw and raw.lower() not in ("off", "0"):
             setattr(ops, attr, ip_port(OPS_VARS[attr], raw))
     var = OPS_VARS["shutdown_grace_seconds"]
-    raw = os.environ.get(var)
+    raw = env.raw(var)
     if raw is not None:
         try:
             grace = float(raw)
@@ -261,7 +241,7 @@ def webhook_from_env() -> str | None:
     """VICAR_WEBHOOK_URL: an http(s) URL, refused in one line otherwise."""
     from urllib.parse import urlsplit
 
-    raw = (os.environ.get("VICAR_WEBHOOK_URL") or "").strip()
+    raw = env.text("VICAR_WEBHOOK_URL")
     if not raw:
         return None
     parts = urlsplit(raw)
@@ -270,6 +250,32 @@ def webhook_from_env() -> str | None:
         raise InvalidInput(f"VICAR_WEBHOOK_URL must be an http(s) URL with a host, not a {parts.scheme or 'schemeless'!r} "
                            "URL (the value is not shown: it may hold a token)")
     return raw
+
+
+class LLMEnv(BaseModel):
+    """The LLM predictor's models ("": the provider's default) and request timeout."""
+
+    model: str = ""
+    classifier_model: str = ""
+    timeout_s: float = 120.0
+
+
+def llm_from_env() -> LLMEnv:
+    return LLMEnv(model=env.text("VICAR_LLM_MODEL"), classifier_model=env.text("VICAR_LLM_CLASSIFIER_MODEL"),
+                  timeout_s=env.llm_timeout())
+
+
+def embedder_from_env() -> EmbedderParams:
+    name = env.text("VICAR_EMBEDDER").lower() or EmbedderParams().name
+    if name not in EMBEDDERS:
+        raise InvalidInput(f"unknown VICAR_EMBEDDER {name!r}; available: {', '.join(EMBEDDERS)}")
+    raw_threads = env.text("VICAR_EMBED_THREADS") or "1"
+    try:
+        threads = max(1, int(raw_threads))
+    except ValueError:
+        raise InvalidInput(f"VICAR_EMBED_THREADS must be a whole number, not {raw_threads!r}") from None
+    return EmbedderParams(name=name, threads=threads,
+                          openai_model=env.text("VICAR_OPENAI_EMBEDDING_MODEL") or EmbedderParams().openai_model)
 
 
 class FactParams(BaseModel):
@@ -324,6 +330,7 @@ class Settings(BaseModel):
     # VICAR_REQUIRE_IDENTITY_MATCH: refuse a human answer whose Temporal client identity
     # is not its responder's name (docs/identity.md says when that identity is trusted).
     require_identity_match: bool = False
+    embedder: EmbedderParams = Field(default_factory=EmbedderParams)
 
     @model_validator(mode="after")
     def _blended_vectors_follow_retrieval(self) -> "Settings":
@@ -334,9 +341,9 @@ class Settings(BaseModel):
 
     @classmethod
     def from_env(cls) -> "Settings":
-        data_dir = os.environ.get("VICAR_DATA_DIR")
+        data_dir = env.raw("VICAR_DATA_DIR")
         settings = cls(data_dir=Path(data_dir).expanduser() if data_dir else Path.home() / ".vicar",
-                       task_queue=os.environ.get("VICAR_TASK_QUEUE") or TASK_QUEUE)
+                       task_queue=env.raw("VICAR_TASK_QUEUE") or TASK_QUEUE)
         for var, target, attr in (
             *((var, settings.calibration.autonomy, attr) for attr, var in AUTONOMY_VARS.items()),
             ("VICAR_SESSION_IDLE_SECONDS", settings.session, "idle_timeout_seconds"),
@@ -344,7 +351,7 @@ class Settings(BaseModel):
             ("VICAR_SHARD_WAIT_SECONDS", settings, "shard_wait_seconds"),
             ("VICAR_GATE_DEADLINE_SECONDS", settings, "gate_deadline_seconds"),
         ):
-            raw = os.environ.get(var)
+            raw = env.raw(var)
             if raw is None:
                 continue
             try:
@@ -361,7 +368,7 @@ class Settings(BaseModel):
                     raise InvalidInput(f"{var}: {exc.errors()[0]['msg']}, not {raw!r}") from None
             setattr(target, attr, type(getattr(target, attr))(value))
         for var, (section, attr) in MECHANISM_VARS.items():
-            raw = os.environ.get(var)
+            raw = env.raw(var)
             if raw is None:
                 continue
             model = getattr(settings, section)
@@ -371,7 +378,7 @@ class Settings(BaseModel):
             except ValidationError as exc:
                 raise InvalidInput(f"{var}: {exc.errors()[0]['msg']}, not {raw!r}") from None
         for attr, var in LIMIT_VARS.items():
-            raw = os.environ.get(var)
+            raw = env.raw(var)
             if raw is None:
                 continue
             # Lower only: the models' own limits (the defaults) bind inside the workflow.
@@ -379,17 +386,22 @@ class Settings(BaseModel):
             if not raw.strip().isdigit() or not 1 <= int(raw) <= ceiling:
                 raise InvalidInput(f"{var} must be a whole number from 1 to {ceiling}, not {raw!r}")
             setattr(settings.limits, attr, int(raw))
-        settings.shard_count = parse_count(os.environ.get("VICAR_SHARD_COUNT"))
-        settings.shards = os.environ.get("VICAR_SHARDS") or "all"
+        settings.shard_count = parse_count(env.raw("VICAR_SHARD_COUNT"))
+        settings.shards = env.raw("VICAR_SHARDS") or "all"
         settings.ops = ops_from_env()
         settings.webhook_url = webhook_from_env()
-        match = os.environ.get("VICAR_REQUIRE_IDENTITY_MATCH", "").strip().lower()
+        match = env.text("VICAR_REQUIRE_IDENTITY_MATCH").lower()
         if match not in ("", "0", "1", "false", "true", "no", "yes"):
             raise InvalidInput(f"VICAR_REQUIRE_IDENTITY_MATCH must be 1 or 0, not {match!r}")
         settings.require_identity_match = match in ("1", "true", "yes")
-        roots = os.environ.get("VICAR_ARTIFACT_ROOTS", "")
+        roots = env.raw("VICAR_ARTIFACT_ROOTS") or ""
         settings.artifact_roots = [Path(os.path.expanduser(r.strip())).absolute()
                                    for r in roots.split(os.pathsep) if r.strip()]
+        settings.embedder = embedder_from_env()
+        # Read where they are used (vicar.proxy.select, vicar.llm.settings); checked here
+        # so a bad value stops the start, not the first gate.
+        env.predictor()
+        llm_from_env()
         return settings
 
     def check_texts(self, **texts: str | None) -> None:

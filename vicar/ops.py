@@ -30,6 +30,7 @@ from datetime import timedelta
 from pydantic import BaseModel
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
+from vicar import settings_env
 from vicar.config import OPS_VARS, OpsParams, ip_port
 from vicar.errors import Conflict, InvalidInput
 from vicar.workflows.gate_metrics import BUCKETS
@@ -164,7 +165,7 @@ async def serving(ops: OpsParams) -> AsyncIterator[OpsServer]:
 def probe(path: str, timeout: float = 3.0) -> int:
     """GET a route on this process's VICAR_OPS_ADDRESS; 0 for a 200, else 1."""
     var = OPS_VARS["address"]
-    raw = os.environ.get(var, "").strip()
+    raw = settings_env.text(var)
     if not raw:
         raise InvalidInput(f"{var} is not set: the worker serves no health checks")
     host, _, port = ip_port(var, raw).rpartition(":")

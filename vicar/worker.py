@@ -42,7 +42,7 @@ from vicar.proxy.select import predictor_from_env
 from vicar.errors import VicarError
 from vicar.bytecode import compile_package
 from vicar.locks import WorkerLock
-from vicar import ops
+from vicar import ops, settings_env
 from vicar.shard_claims import check_claims, worker_identity
 from vicar.sharding import shard_queue
 from vicar.server import SharedServer, env_configured, use_embedded
@@ -94,7 +94,7 @@ def build_worker(
     compile_package(Path(workflow_package.__file__).parent, settings.data_dir / "pycache")
 
     if registry is None:
-        embedder = make_embedder(cache_file=settings.embedding_cache)
+        embedder = make_embedder(cache_file=settings.embedding_cache, params=settings.embedder)
         registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
     predictor = predictor or predictor_from_env(settings, registry)
     served = (settings.served_shards() if shards is None else shards) if settings.shard_count is not None else []
@@ -175,7 +175,7 @@ async def serve(settings: Settings, on_ready=None, command: str = "python -m vic
                                    worker_identity(settings.data_dir))
             worker, registry = build_worker(client, settings, task_queue=settings.task_queue)
             # Load the embedding model before taking work, not inside the first activity.
-            await asyncio.to_thread(make_embedder)
+            await asyncio.to_thread(make_embedder, params=settings.embedder)
             if on_ready:
                 on_ready(client, server)
             async with worker:
@@ -208,7 +208,7 @@ class OneLineErrors(logging.Formatter):
 def configure_logging() -> None:
     handler = logging.StreamHandler()
     fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-    debug = os.environ.get("VICAR_DEBUG", "") not in ("", "0")
+    debug = settings_env.debug()
     handler.setFormatter(logging.Formatter(fmt) if debug else OneLineErrors(fmt))
     logging.basicConfig(level=logging.INFO, handlers=[handler])
     install_redaction()  # httpx logs the webhook's URL, token included, at INFO

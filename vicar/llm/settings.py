@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Literal
 
 from pydantic import BaseModel
@@ -34,16 +33,13 @@ class LLMSettings(BaseModel):
         priced (pricing.py): an unknown one is refused here, not billed as zero."""
         if provider not in PROVIDERS:
             raise VicarError(f"unknown LLM provider {provider!r}; available: {', '.join(PROVIDERS)}")
+        from vicar.config import llm_from_env
+
         main, classifier = DEFAULT_MODELS[provider]
-        model = os.environ.get("VICAR_LLM_MODEL", "").strip() or main
-        classifier_model = os.environ.get("VICAR_LLM_CLASSIFIER_MODEL", "").strip() or classifier
-        raw_timeout = os.environ.get("VICAR_LLM_TIMEOUT", "").strip()
-        try:
-            timeout_s = float(raw_timeout) if raw_timeout else 120.0
-        except ValueError:
-            raise VicarError(f"VICAR_LLM_TIMEOUT must be a number of seconds, got {raw_timeout!r}") from None
-        if not timeout_s > 0:
-            raise VicarError(f"VICAR_LLM_TIMEOUT must be positive, got {raw_timeout!r}")
+        env = llm_from_env()
+        model = env.model or main
+        classifier_model = env.classifier_model or classifier
+        timeout_s = env.timeout_s
         price_for(model)
         price_for(classifier_model)
         return cls(provider=provider, model=model, classifier_model=classifier_model, timeout_s=timeout_s)

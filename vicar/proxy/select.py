@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 
+from vicar import settings_env
 from vicar.memory.principal import MemoryRegistry
-from vicar.config import Settings
+from vicar.config import PREDICTORS, Settings
 from vicar.errors import VicarError
 from vicar.proxy.offline import OfflinePredictor
 from vicar.proxy.provider import Predictor
 
-PREDICTORS = ("learned", "offline", "anthropic", "openai")
 KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
 
@@ -18,10 +18,8 @@ def predictor_name_from_env() -> str:
     """VICAR_PREDICTOR if set; otherwise the first provider whose key the worker has
     (anthropic, then openai), else the learned model (the memory vote until its first
     fit), which needs no key. `offline` is the memory vote alone."""
-    name = os.environ.get("VICAR_PREDICTOR", "").strip().lower()
+    name = settings_env.predictor()
     if name:
-        if name not in PREDICTORS:
-            raise VicarError(f"unknown VICAR_PREDICTOR {name!r}; available: {', '.join(PREDICTORS)}")
         return name
     for provider in ("anthropic", "openai"):
         if os.environ.get(KEY_ENV[provider], "").strip():

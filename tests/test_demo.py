@@ -15,18 +15,42 @@ def temporal_servers_for(data_dir: Path) -> list[str]:
     return [line for line in out.splitlines() if "start-dev" in line and str(data_dir) in line]
 
 
-def test_demo_runs_a_session_and_leaves_no_server(tmp_path):
+ROOT = Path(__file__).resolve().parents[1]
+# The demo's columns, each of which its legend must explain.
+COLUMNS = ("N", "gate", "prior", "conf", "by", "action", "proxy's words", "why")
+
+
+def vicar_cmd(*args: str) -> list[str]:
+    # This checkout's code (PYTHONPATH below), as `vicar` runs it.
+    return [sys.executable, "-m", "vicar.cli", *args]
+
+
+def demo_env(data_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "VICAR_"))}
+    # Wide enough that rich folds nothing: a line is compared whole.
+    env.update(VICAR_DATA_DIR=str(data_dir), COLUMNS="1000", PYTHONPATH=str(ROOT))
+    return env
+
+
+def rule_lines(output: str) -> list[str]:
+    return [line.strip() for line in output.splitlines() if re.match(r"Autonomy rule for [\w ]+ gates: ", line)]
+
+
+def table_rows(output: str, columns: int) -> list[list[str]]:
+    return [[c.strip() for c in line.split("│")[1:-1]] for line in output.splitlines()
+            if line.count("│") == columns + 1]
+
+
+def test_demo_explains_itself_and_leaves_no_server(tmp_path):
+    from vicar.demo import GUARD_MEANING
+
     data_dir = tmp_path / "vicar"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
-    env["VICAR_DATA_DIR"] = str(data_dir)
+    env = demo_env(data_dir)
     # The gate ids carry a run id, so the audit draw differs per run; this test is about
     # learning from the human, so no audit (the guard has its own tests).
     env["VICAR_AUTONOMY_AUDIT_SHARE"] = "0"
-    vicar = Path(sys.executable).parent / "vicar"
-    proc = subprocess.run(
-        [str(vicar), "demo", "--gates", "16", "--human-delay", "0", "--principal", "demo-test"],
-        capture_output=True, text=True, env=env, timeout=300,
-    )
+    proc = subprocess.run(vicar_cmd("demo", "--gates", "16", "--human-delay", "0"),
+                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     m = re.search(r"16 gates in [\d.]+ s: (\d+) decided by the proxy, (\d+) escalated", out)
@@ -34,18 +58,74 @@ def test_demo_runs_a_session_and_leaves_no_server(tmp_path):
     autonomous, escalated = int(m.group(1)), int(m.group(2))
     assert escalated >= 4  # the first wave has no memory at all
     assert autonomous >= 1  # and later waves learned from the human's answers
-    # The demo's own rule, said so; the proxy earned it by a proven bound.
+    # A named principal, not a random one.
+    assert "Principal alice: " in out and "Vicar demo — principal alice" in out
     assert "Autonomy rule for this demo" in out and "error is proven <= 40%" in out
-    assert (data_dir / "principals" / "demo-test" / "autonomy.json").exists()
-    # Where it stands at the end (an error the human caught may have taken it away again).
-    assert re.search(r"Autonomy rule at the last gate: (threshold [\d.]+|none proven), error bound [\d.]+ "
-                     r"over \d+ human answers", out), out
-    assert "Memory: 16 chunks" in out and "Temporal UI: http://127.0.0.1:" in out
+    assert (data_dir / "principals" / "alice" / "autonomy.json").exists()
+    # A legend line for every column.
+    legend = out.split("Columns:", 1)[1]
+    for col in COLUMNS:
+        assert f"\n  {col}: " in legend, col
+    assert "surprise" in legend  # either its column's meaning or why it is left out
+    # The proxy's words at every gate (its answer, or its guess when it escalated).
+    rows = table_rows(out, len(COLUMNS)) or table_rows(out, len(COLUMNS) + 1)
+    rows = [r for r in rows if r[0].isdigit()]
+    assert [int(r[0]) for r in rows] == list(range(1, 17)), out
+    for r in rows:
+        words = r[COLUMNS.index("proxy's words")]
+        assert words == "(no guess)" or re.match(r"(approve|correct|reject|hold|withdraw): \S", words), r
+        if r[COLUMNS.index("by")] == "proxy":  # it answered in words, and nothing escalated it
+            assert words != "(no guess)" and r[COLUMNS.index("why")] == "", r
+    assert sum(r[COLUMNS.index("proxy's words")] != "(no guess)" for r in rows) >= 8
+    # Why each escalated gate escalated: the guard and what it saw, and each guard in words.
+    reasons = re.findall(r"^  N (\d+): (\w+): (.+)$", out.split("Why each escalated gate", 1)[1], re.M)
+    assert len(reasons) == escalated, out
+    assert {int(n) for n, _, _ in reasons} == {int(r[0]) for r in rows if r[COLUMNS.index("by")] == "human"}
+    for _, guard, note in reasons:
+        assert guard in GUARD_MEANING and note.strip(), (guard, note)
+        assert f"\n  {guard}: {GUARD_MEANING[guard]}." in out
+    # The rule's state at the end, in the very words `vicar health` uses right after.
+    said = rule_lines(out)
+    assert said and all(re.match(r"Autonomy rule for \w+( and \w+)* gates: (proven threshold [\d.]+|none proven): ",
+                                 line) for line in said), out
+    health = subprocess.run(vicar_cmd("health", "alice"), capture_output=True, text=True, env=env, timeout=120,
+                            cwd=tmp_path)
+    assert health.returncode == 0, health.stdout + health.stderr
+    assert rule_lines(health.stdout) == said, (health.stdout, said)
+    # No link that is about to die: only --keep prints the UI's address.
+    assert "http://" not in out and "vicar demo --keep" in out
     assert temporal_servers_for(data_dir) == []  # the embedded server stopped with the demo
     # The memory outlives the run and the CLI reads it.
-    stats = subprocess.run([str(vicar), "memory", "stats", "demo-test"], capture_output=True, text=True,
-                           env=env, timeout=60)
+    stats = subprocess.run(vicar_cmd("memory", "stats", "alice"), capture_output=True, text=True,
+                           env=env, timeout=60, cwd=tmp_path)
     assert stats.returncode == 0 and re.search(r"chunks\s*│\s*16", stats.stdout), stats.stdout
+
+
+def test_a_later_demo_takes_a_fresh_name_and_a_given_name_is_kept(tmp_path):
+    """Named, yet never on an earlier demo's memory: alice, then alice-2, alice-3; the
+    claim is a mkdir, so demos started together never share a name."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from vicar.demo import claim_principal
+
+    principals = tmp_path / "principals"
+    assert claim_principal(principals, None)[0] == "alice"
+    name, said = claim_principal(principals, None)
+    assert name == "alice-2" and "empty" in said and "--principal alice" in said
+    with ThreadPoolExecutor(8) as pool:
+        names = list(pool.map(lambda _: claim_principal(principals, None)[0], range(8)))
+    assert sorted(names, key=lambda n: int(n.split("-")[1])) == [f"alice-{k}" for k in range(3, 11)]
+    (principals / "bob").mkdir()
+    (principals / "bob" / "memory.db").write_bytes(b"")
+    assert claim_principal(principals, "bob") == ("bob", "Principal bob: it has a memory from an earlier run "
+                                                         "here, and the proxy starts from it.")
+
+
+def test_every_guard_has_words():
+    from vicar.demo import GUARD_MEANING
+    from vicar.proxy.calibration import GUARDS
+
+    assert set(GUARDS) <= set(GUARD_MEANING) and all(GUARD_MEANING.values())
 
 
 def test_demo_keep_leaves_the_server_and_ui_up_until_ctrl_c(tmp_path):
@@ -54,11 +134,9 @@ def test_demo_keep_leaves_the_server_and_ui_up_until_ctrl_c(tmp_path):
     import urllib.request
 
     data_dir = tmp_path / "vicar"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
-    env["VICAR_DATA_DIR"] = str(data_dir)
-    vicar = Path(sys.executable).parent / "vicar"
-    proc = subprocess.Popen([str(vicar), "demo", "--gates", "2", "--human-delay", "0", "--keep"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    env = demo_env(data_dir)
+    proc = subprocess.Popen(vicar_cmd("demo", "--gates", "2", "--human-delay", "0", "--keep"),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path)
     try:
         deadline, lines = time.monotonic() + 240, []
         while time.monotonic() < deadline:

@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 from vicar.memory.principal import PrincipalMemory
 from vicar.cli import app
 from vicar.config import MemoryParams
-from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord, PassResult
-from vicar.proxy.health import context_health
+from vicar.models import Action, AnsweredBy, AutonomyRule, GateRequest, OutcomeRecord, PassResult
+from vicar.proxy.health import autonomy_rules, context_health, rule_lines, rule_statement
 from vicar.proxy.outcomes import record_outcome
 
 T0 = datetime(2026, 9, 1, 9, 0, tzinfo=timezone.utc)
@@ -79,5 +79,68 @@ def test_health_command_reads_the_principals_outcomes(tmp_path, embedder, monkey
         '{"states": {"PLAN_ASSERT": {"target_error": 0.01, "audit_share": 0.2}}}')
     result = CliRunner().invoke(app, ["health", "alice"], terminal_width=200)
     assert ["PLAN_ASSERT", "docs", "0.01", "none", "0.050", "59", "0", "0.2"] in rule_rows(result.output)
-    missing = CliRunner().invoke(app, ["health", "nobody"])
+    # The rule in words, from the function the demo's footer uses too.
+    assert "Autonomy rule for PLAN_ASSERT gates: none proven: the proxy answers nothing alone (error bound 0.050 > " \
+           "target 0.01 at 95% confidence, over all 59 graded answers, 0 wrong); 20% of those still go to the " \
+           "human (audit)." in " ".join(result.output.split())
+    missing = CliRunner().invoke(app, ["health", "nobody"], terminal_width=400)
     assert missing.exit_code == 3 and "no memory for principal 'nobody'" in missing.output
+    assert "principals here: alice" in missing.output, missing.output
+
+
+def test_health_of_nobody_lists_the_principals_there(tmp_path, monkeypatch):
+    monkeypatch.setenv("VICAR_DATA_DIR", str(tmp_path))
+    empty = CliRunner().invoke(app, ["health", "nobody"], terminal_width=400)
+    assert empty.exit_code == 3 and "no principal has a memory here yet" in empty.output, empty.output
+    for name in ("carol", "bob", "alice-2"):
+        (tmp_path / "principals" / name).mkdir(parents=True)
+        (tmp_path / "principals" / name / "memory.db").write_bytes(b"")
+    (tmp_path / "principals" / "half-made").mkdir()  # no memory: not a principal yet
+    missing = CliRunner().invoke(app, ["health", "nobody"], terminal_width=400)
+    assert missing.exit_code == 3, missing.output
+    assert missing.output.strip().endswith("principals here: alice-2, bob, carol"), missing.output
+
+
+def rule(**kw) -> AutonomyRule:
+    return AutonomyRule(**{"target": 0.4, "delta": 0.05, "audit_share": 0.0, **kw})
+
+
+def test_one_statement_of_the_rule():
+    """The demo's footer and `vicar health` both print rule_lines: the rule's state, its
+    evidence and its errors, once per distinct rule, naming the states it holds for."""
+    assert rule_statement(rule()) == ("none proven: the proxy answers nothing alone (no graded answer yet; "
+                                      "target error 0.4).")
+    assert rule_statement(rule(bound=0.608, evidence=18, errors=4)) == (
+        "none proven: the proxy answers nothing alone (error bound 0.608 > target 0.4 at 95% confidence, "
+        "over all 18 graded answers, 4 wrong).")
+    proven = rule(threshold=0.41, bound=0.363, evidence=15, errors=2, audit_share=0.05)
+    assert rule_statement(proven) == (
+        "proven threshold 0.41: the proxy may answer alone at confidence >= 0.41 (error bound 0.363 <= target "
+        "0.4 at 95% confidence, over the 15 graded answers that confident, 2 wrong); 5% of those still go to "
+        "the human (audit).")
+    strict = rule(target=0.05, bound=0.2, evidence=15, errors=0)
+    lines = rule_lines({("PLAN_ASSERT", "db"): proven, ("PLAN_ASSERT", "api"): proven,
+                        ("WORK_ASSERT", "docs"): proven, ("INTENT_ASSERT", "x"): strict})
+    assert lines == [f"Autonomy rule for PLAN_ASSERT and WORK_ASSERT gates: {rule_statement(proven)}",
+                     f"Autonomy rule for INTENT_ASSERT gates: {rule_statement(strict)}"]
+
+
+def test_the_rule_now_is_the_rule_a_consult_computes(tmp_path, embedder):
+    """autonomy_rules (health, the demo's footer) and a gate's consult read the same pairs
+    under the same parameters: the same rule."""
+    from vicar.config import Settings
+    from vicar.proxy.consult import autonomy_rule
+
+    memory = PrincipalMemory("alice", tmp_path / "principals", embedder, MemoryParams())
+    try:
+        (memory.dir / "autonomy.json").write_text('{"target_error": 0.4}')
+        for i, r in enumerate(records([1.0] * 3, task_type="docs")):
+            guess = PassResult(prose="ok", confidence=0.5 + i / 40,
+                               action=Action.approve if i % 4 else Action.reject)
+            record_outcome(memory, r.model_copy(update={"posterior": guess}), artifacts=False)
+        settings = Settings.from_env()
+        now = autonomy_rules(memory.store, memory.dir, settings.calibration.autonomy, [("PLAN_ASSERT", "docs")])
+        consulted = autonomy_rule(memory, records([1.0], task_type="docs")[0].request, settings.calibration)
+    finally:
+        memory.close()
+    assert now[("PLAN_ASSERT", "docs")] == consulted and consulted.evidence == 15 and consulted.errors == 4

@@ -67,15 +67,15 @@ async def test_gate_result_command(harness, monkeypatch):
 
 
 async def test_the_readme_example_runs(harness, tmp_path):
-    """The README's client example, as written, against a real worker (its wait shortened:
-    a new principal's first gate goes to the human)."""
+    """The orchestrator's guide's client example (docs/orchestrator.md), as written, against
+    a real worker (its wait shortened: a new principal's first gate goes to the human)."""
     import os
     import re
     import sys
     from pathlib import Path
 
     h = harness
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "orchestrator.md").read_text()
     (example,) = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "open_gate" in b]
     assert "timeout=600" in example
     script = tmp_path / "example.py"

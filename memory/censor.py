@@ -1,4 +1,4 @@
-"""The censor (memory-types.md, a kind of procedure): a learned constraint that keeps the
+"""The censor (docs/design/memory-types.md, a kind of procedure): a learned constraint that keeps the
 proxy from answering alone on artifacts like those the human keeps turning back."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Semantic facts of one human (memory-types.md): preferences and procedures, each with
+"""Semantic facts of one human (docs/design/memory-types.md): preferences and procedures, each with
 a confidence and a lifecycle. The fact's words are a chunk of their own kind, retrieved
 beside the episodes; this record keeps what a chunk does not."""
 

@@ -1,4 +1,4 @@
-"""The storage decision for a new gate chunk (retrieval-pipelines-addendum.md, pipeline 1):
+"""The storage decision for a new gate chunk (docs/design/retrieval-pipelines-addendum.md, pipeline 1):
 persist, reinforce, buffer or drop, from the addendum's 3x3 grid of relevance and novelty.
 
 - Novelty: from the nearest chunk of the same context (kind, state, task type, who

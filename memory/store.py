@@ -122,7 +122,7 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX chunks_agent ON chunks (upstream_agent, answered_by);
     """,
-    # Regret (agent-trust-memory.md): an answer the proxy gave alone that the human later
+    # Regret (docs/design/agent-trust-memory.md): an answer the proxy gave alone that the human later
     # reversed on the same lineage is a wrong pair, arriving when it is found. Pairs get an
     # arrival order of their own (seq); `outcome_seq` is the outcome that brought the
     # evidence, `regret_of` the proxy answer's chunk (once: UNIQUE) with its agent.
@@ -147,7 +147,7 @@ MIGRATIONS: list[str] = [
     CREATE INDEX chunks_lineage_proxy ON chunks (kind, lineage, answered_by, created_n);
     CREATE INDEX autonomy_pairs_agent ON autonomy_pairs (agent, correct);
     """,
-    # Censors (memory-types.md): few per context, read whole at each gate of it.
+    # Censors (docs/design/memory-types.md): few per context, read whole at each gate of it.
     """
     CREATE TABLE censors (
         id TEXT PRIMARY KEY,

@@ -37,7 +37,7 @@ def gate(principal: str, i: int, artifact: str) -> GateRequest:
                        question="Approve or revise the proposed plan.", artifact_text=artifact)
 
 
-# Censors are off by default (README, "Which mechanisms are on"): on here.
+# Censors are off by default (docs/design-decisions.md, "Which mechanisms are on"): on here.
 ON = CalibrationParams(censor_min=3)
 
 

@@ -21,7 +21,7 @@ def reference_b(traces, now, d=0.5):
 
 def test_base_level_matches_the_formula():
     assert base_level([1, 5, 9], 12) == pytest.approx(reference_b([1, 5, 9], 12))
-    # A single trace with d = 0.5 drops below tau = -0.5 after 3 interactions (NOTES.md).
+    # A single trace with d = 0.5 drops below tau = -0.5 after 3 interactions (docs/design/NOTES.md).
     assert base_level([0], 2) > -0.5 > base_level([0], 3)
     assert base_level([], 10) == -math.inf
 

@@ -89,7 +89,7 @@ class AutonomyParams(BaseModel):
 # VICAR_AUTONOMY_* environment defaults, by AutonomyParams field.
 AUTONOMY_VARS: dict[str, str] = env.fields_under("calibration.autonomy")
 # The memory kinds and the trust ledger's switches and main knobs, by (Settings section,
-# field); README, "Which mechanisms are on".
+# field); docs/design-decisions.md, "Which mechanisms are on".
 MECHANISM_VARS: dict[str, tuple[str, str]] = {
     v.name: tuple(v.field.split(".")) for v in env.VARS if v.section == env.MECHANISMS}  # type: ignore[misc]
 AUTONOMY_FILE = "autonomy.json"  # per principal, beside its memory
@@ -140,7 +140,7 @@ def autonomy_params(base: AutonomyParams, principal_dir: Path, state: str) -> Au
 
 
 class CalibrationParams(BaseModel):
-    """The calibration guards (approval-gate-and-proxy.md) and the autonomy rule."""
+    """The calibration guards (docs/design/approval-gate-and-proxy.md) and the autonomy rule."""
 
     # Cold-start: cap while fewer distinct (state, task_type) pairs have a human
     # answer. The design ships 0 (off).
@@ -152,27 +152,27 @@ class CalibrationParams(BaseModel):
     # (composite similarity) and close in time (interactions apart).
     tension_similarity: float = 0.8
     tension_window: int = 50
-    # Probation (agent-trust-memory.md): a gate naming an upstream agent is never
+    # Probation (docs/design/agent-trust-memory.md): a gate naming an upstream agent is never
     # answered alone until the human has answered this many of that agent's artifacts.
-    # 0: off. Chosen by the replay sweep (README, "Probation").
+    # 0: off. Chosen by the replay sweep (docs/how-it-works.md, "Probation").
     probation_answers: int = Field(3, ge=0, le=1000)
     # An upstream agent whose trust score (vicar.proxy.trust) is below this is never
     # answered alone, and the LLM probes its artifacts as at an intent gate. 0: off.
     trust_floor: float = Field(0.3, ge=0.0, le=1.0)
     # Regret: a human correction or rejection finds the proxy's approvals on the same
-    # lineage this many interactions back (agent-trust-memory.md keeps 90 days;
+    # lineage this many interactions back (docs/design/agent-trust-memory.md keeps 90 days;
     # interactions are the memory's clock; 100 when on). 0: off, the default: in the
     # replay it found 3 regrets in 17,015 gates, 1 of them wrong, and the autonomous
-    # error was higher with it (README, "Which mechanisms are on").
+    # error was higher with it (docs/design-decisions.md, "Which mechanisms are on").
     regret_window: int = Field(0, ge=0, le=100_000)
     # "lineage": any later revision of the thread reversed counts; "revision": only the
     # same revision (the artifact the proxy approved, not its successor).
     regret_scope: Literal["lineage", "revision"] = "lineage"
-    # Censors (memory-types.md): learned once the human has corrected or rejected this many
+    # Censors (docs/design/memory-types.md): learned once the human has corrected or rejected this many
     # artifacts of one context this alike (mean cosine over artifact and agent message);
     # each approval of a censored gate multiplies its severity by the factor (block at
     # >= 0.75, warn at >= 0.3, deactivated below). censor_min 0: off, the default: in the
-    # replay no censor changed a decision (3 when on; README, "Which mechanisms are on").
+    # replay no censor changed a decision (3 when on; docs/design-decisions.md, "Which mechanisms are on").
     censor_min: int = Field(0, ge=0, le=1000)
     censor_similarity: float = Field(0.75, gt=0.0, le=1.0)
     censor_fp_factor: float = Field(0.5, gt=0.0, lt=1.0)
@@ -279,9 +279,9 @@ def embedder_from_env() -> EmbedderParams:
 
 
 class FactParams(BaseModel):
-    """Semantic facts (memory-types.md): the human's preferences, learned from the
+    """Semantic facts (docs/design/memory-types.md): the human's preferences, learned from the
     concerns they repeat when they turn work back, with Hindsight's asymmetric
-    confidence. README, "Preferences"."""
+    confidence. docs/how-it-works.md, "The human's facts"."""
 
     preferences: bool = True
     procedures: bool = True

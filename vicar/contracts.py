@@ -82,7 +82,7 @@ VET_ANSWERS = "vet-answers"
 # returns that outcome (OutcomeLookup -> OutcomeRecord | None) and asks nobody.
 RECORDED_OUTCOME = "recorded_outcome"
 GATE_ONCE = "gate-once"
-# What the contract asks of a client starting a gate (README, `vicar schema`). The worker
+# What the contract asks of a client starting a gate (docs/orchestrator.md, `vicar schema`). The worker
 # does not rely on it: a second run under a recorded id returns the recorded outcome.
 GATE_ID_REUSE_POLICY = "REJECT_DUPLICATE"
 GATE_ID_REUSE_NOTE = (

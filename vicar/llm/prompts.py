@@ -29,7 +29,7 @@ from vicar.models import (
 )
 from vicar.memory.text import clip
 
-# The gate bridge's first slot (approval-gate-and-proxy.md, _GATE_TEMPLATES).
+# The gate bridge's first slot (docs/design/approval-gate-and-proxy.md, _GATE_TEMPLATES).
 DECISIONS: dict[CfAState, str] = {
     CfAState.INTENT_ASSERT: "Approve or revise the proposed intent.",
     CfAState.PLAN_ASSERT: "Approve or revise the proposed plan.",

@@ -6,7 +6,7 @@ first. The memory guards (cold start, tension, staleness) cap the confidence: th
 memory the score rests on. Then the autonomy rule (vicar.proxy.autonomy): `unproven`
 when no threshold is proven or the score is below it, `probation` while the gate's
 upstream agent has too few human answers, `untrusted` while its trust score is below
-the floor (agent-trust-memory.md), `audit` for the share
+the floor (docs/design/agent-trust-memory.md), `audit` for the share
 of the rest still sent to the human. Those leave the score as it is: they do not doubt
 it, they withhold the action. The first guard that fires is recorded as the reason
 and every one that would fire is listed. Pure: the activity and the replay evaluation

@@ -1,4 +1,4 @@
-"""Censors (memory-types.md): constraints learned from the human's repeated corrections
+"""Censors (docs/design/memory-types.md): constraints learned from the human's repeated corrections
 and rejections, checked at every gate of their context.
 
 - Learned when a human correction or rejection makes `censor_min` of them in one context

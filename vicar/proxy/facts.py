@@ -1,4 +1,4 @@
-"""The human's semantic facts (memory-types.md): preferences and procedures.
+"""The human's semantic facts (docs/design/memory-types.md): preferences and procedures.
 
 Preferences: what this human wants in a context, in their own words, with a confidence
 that answers move asymmetrically (Hindsight) and a lifecycle.

@@ -81,7 +81,7 @@ def autonomy_pair(record: OutcomeRecord) -> tuple[str, int, float, bool, str | N
 
 def regretted(memory: PrincipalMemory, record: OutcomeRecord, chunk: MemoryChunk,
               params: CalibrationParams) -> list[MemoryChunk]:
-    """Regret (agent-trust-memory.md): the proxy's own approvals on this lineage (or this
+    """Regret (docs/design/agent-trust-memory.md): the proxy's own approvals on this lineage (or this
     revision of it) within the window that this human answer reverses. Each is a wrong
     answer the proxy gave alone; it counts against the autonomy rule and the agent's trust."""
     if (record.answered_by is not AnsweredBy.human or record.action not in censors.REVERSALS

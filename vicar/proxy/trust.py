@@ -1,4 +1,4 @@
-"""The trust ledger of upstream agents (agent-trust-memory.md), per principal.
+"""The trust ledger of upstream agents (docs/design/agent-trust-memory.md), per principal.
 
 For each agent whose artifacts reach this human's gates: the human's approvals,
 corrections and rejections, the proxy's answers alone, overrides (the human answered

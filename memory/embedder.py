@@ -222,7 +222,8 @@ _default: CachedEmbedder | None = None
 
 
 def default_embedder() -> CachedEmbedder:
-    """The process-wide local model with an in-memory cache."""
+    """The process-wide local model with an in-memory cache (the tests' and benches'; its
+    default parameters, one onnxruntime thread: the worker's come from Settings.embedder)."""
     global _default
     with _models_lock:
         if _default is not None:

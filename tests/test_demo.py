@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import subprocess
@@ -128,7 +129,19 @@ def test_every_guard_has_words():
     assert set(GUARDS) <= set(GUARD_MEANING) and all(GUARD_MEANING.values())
 
 
-def test_demo_keep_leaves_the_server_and_ui_up_until_ctrl_c(tmp_path):
+async def first_gate_details(address: str):
+    from vicar.config import Settings
+    from vicar.connect import connect
+    from vicar.contracts import GATE_WORKFLOW
+    from vicar.gates import gate_details
+
+    client = await connect(Settings.from_env(), target_host=address)
+    async for w in client.list_workflows(f"WorkflowType = '{GATE_WORKFLOW}'"):
+        return await gate_details(client, w.id.removeprefix("vicar-gate/"))
+    raise AssertionError("no gate listed")
+
+
+def test_demo_keep_leaves_the_server_worker_and_ui_up_until_ctrl_c(tmp_path, monkeypatch):
     import signal
     import time
     import urllib.request
@@ -151,6 +164,13 @@ def test_demo_keep_leaves_the_server_and_ui_up_until_ctrl_c(tmp_path):
         assert temporal_servers_for(data_dir), "the server must still run"
         with urllib.request.urlopen(m.group(1), timeout=30) as page:  # the UI answers
             assert page.status == 200
+        # The worker stays too: a gate's `details` query (what the UI's Queries tab runs) needs one.
+        address = re.search(r"Connected to embedded server at (\S+)\.", "".join(lines)).group(1)
+        for name in [k for k in os.environ if k.startswith(("VICAR_", "TEMPORAL_"))]:
+            monkeypatch.delenv(name)
+        monkeypatch.setenv("VICAR_DATA_DIR", str(data_dir))  # the demo's settings: its payload key
+        details = asyncio.run(asyncio.wait_for(first_gate_details(address), timeout=30))
+        assert details.principal == "alice" and details.status.value == "done", details
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=60)
         assert proc.returncode == 0, "".join(lines) + rest

@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Collection
 
 from temporalio import activity
-from temporalio.client import Client, WithStartWorkflowOperation
+from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
@@ -112,7 +112,8 @@ class ProxyActivities:
             self._turn_updates[ask.principal] += 1
             try:
                 reply = await asyncio.wait_for(self._take_turn_update(ask), TURN_UPDATE_WAIT_SECONDS)
-            except asyncio.TimeoutError:
+            except (asyncio.TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
+                # (the client turns the cancelled wait into its own error)
                 if why := await self._brain_unusable(ask.principal):
                     raise ApplicationError(why, type="BrainUnusable", non_retryable=True) from None
                 await self._queue_turn(ask)

@@ -31,6 +31,7 @@ def interface() -> dict:
         "workflow_type": c.GATE_WORKFLOW,
         "workflow_id": c.gate_workflow_id("<gate_id>") + "  (any id works; answer by the id it was started under)",
         "task_queue": f"{TASK_QUEUE}  (VICAR_TASK_QUEUE)",
+        "id_reuse_policy": c.GATE_ID_REUSE_NOTE,
         "input": "GateRequest",
         "result": "GateResult",
         "invalid_input": f"the workflow fails at once, non-retryable, with ApplicationError type {INVALID_GATE_REQUEST}",

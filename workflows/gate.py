@@ -630,7 +630,7 @@ class GateWorkflow:
             ticket = await workflow.execute_local_activity(
                 c.REQUEST_TURN, c.TurnAsk(principal=req.principal, turn=self._turn(req), attempt=attempt),
                 result_type=c.TurnTicket, **QUICK)
-        except ActivityError as exc:
+        except (ActivityError, ApplicationError) as exc:
             if not self._once:
                 raise
             # The brain cannot run (request_turn says why, non-retryable): the human decides.

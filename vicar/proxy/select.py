@@ -6,7 +6,7 @@ import os
 
 from vicar import settings_env
 from vicar.memory.principal import MemoryRegistry
-from vicar.config import PREDICTORS, Settings
+from vicar.config import Settings
 from vicar.errors import VicarError
 from vicar.proxy.offline import OfflinePredictor
 from vicar.proxy.provider import Predictor

@@ -101,7 +101,7 @@ VARS: tuple[Var, ...] = (
         "token) stays in the worker and out of logs and refusals", "an http(s) URL with a host",
         "webhook_url", secret=True),
     Var("VICAR_REQUIRE_IDENTITY_MATCH", GATES, "refuse a human answer whose Temporal client identity is not its "
-        "responder's name (docs/identity.md says when that identity is trusted)",
+        "responder's name ([identity.md](identity.md) says when that identity is trusted)",
         "1/0, true/false, yes/no", "require_identity_match"),
     Var("VICAR_RESPONDER", GATES, "who `vicar answer` says is answering (`--responder` wins); read by that "
         "option", "a name", default="your OS user name"),
@@ -134,7 +134,7 @@ VARS: tuple[Var, ...] = (
         "`IP:PORT`, or `off`/`0`", "ops.metrics_address", default="off"),
     Var("VICAR_SHUTDOWN_GRACE_SECONDS", OPS, "after SIGTERM, running activities get this long to finish before "
         "they are cancelled", "0 to 3600 (seconds)", "ops.shutdown_grace_seconds"),
-    Var("VICAR_CODEC_KEYS", KEYS, "the payload keys (docs/codec.md), oldest first; the last one seals",
+    Var("VICAR_CODEC_KEYS", KEYS, "the payload keys ([codec.md](codec.md)), oldest first; the last one seals",
         "`id:base64-key` entries, comma-separated", default="unset", secret=True),
     Var("VICAR_CODEC_KEY_FILE", KEYS, "a file of payload keys, one `id:base64-key` a line (without either: "
         "`<data dir>/codec-keys`, made 0600 on first use)", "a readable file", default="unset"),

@@ -12,10 +12,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import ValidationError
-
     import vicar.contracts as c
-    from vicar.errors import INVALID_GATE_REQUEST, validation_summary
+    from vicar.errors import INVALID_GATE_REQUEST
     from vicar.models import (
         Action,
         AnsweredBy,
@@ -46,6 +44,8 @@ with workflow.unsafe.imports_passed_through():
     from vicar.workflows.gate_once import recorded as recorded_outcome, result_from_record
     from vicar.workflows.routing import run_memory_activity
     from vicar.workflows.turn_holder import QUICK, REPAIR_WAIT_CAP
+
+from vicar.workflows.gate_answers import AnswerJudge, answer_arg as _answer_arg
 
 # A proxy step that keeps failing gives up after a few attempts and the gate goes to the
 # human: a broken provider must not hold the principal's turn (and every gate queued
@@ -90,13 +90,6 @@ ALLOW_LIST_REREAD = timedelta(minutes=1)
 # ... but at once when its shard had no owner: that read already waited the shard's
 # bounded time, so the loop is not hot, and an answer is taken as soon as the owner is back.
 ALLOW_LIST_REREAD_SHARD = timedelta(seconds=1)
-# Judging an answer when it comes (allow-list, caller identity): a few quick attempts,
-# then the answer is refused with the reason (the human can answer again).
-VET = dict(
-    start_to_close_timeout=timedelta(seconds=30),
-    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=2),
-                             maximum_attempts=5),
-)
 
 
 def _request(args: tuple) -> GateRequest:
@@ -107,15 +100,6 @@ def _request(args: tuple) -> GateRequest:
     return one_input(args, GateRequest, "gate request", error_type=INVALID_GATE_REQUEST)
 
 
-def _answer_arg(args: tuple) -> HumanAnswer:
-    """An answer's payload, decoded here so a bad one is refused with what is wrong
-    (an oversized text names its limit) rather than "Failed decoding arguments"."""
-    if len(args) != 1:
-        raise ValueError(f"an answer is one HumanAnswer argument, not {len(args)}")
-    try:
-        return HumanAnswer.model_validate(args[0])
-    except ValidationError as exc:
-        raise ValueError(f"invalid answer: {validation_summary(exc)}") from None
 
 
 class _DeadlinePassed(Exception):
@@ -130,7 +114,7 @@ def check_answer(state_actions: tuple[Action, ...], answer: HumanAnswer) -> Acti
 
 
 @workflow.defn(name=c.GATE_WORKFLOW)
-class GateWorkflow:
+class GateWorkflow(AnswerJudge):
     def __init__(self) -> None:
         self._grant: TurnGrant | None = None
         self._answer: HumanAnswer | None = None
@@ -214,33 +198,6 @@ class GateWorkflow:
             workflow.logger.warning("ignored human_response from %s: %s", answer.responder, exc)
             return
         self._answer = answer
-
-    async def _take_vetted(self, answer: HumanAnswer, ordinal: int) -> None:
-        """A signalled answer, judged now: the checks, then the allow-list and identity."""
-        try:
-            self._check(answer)
-        except ValueError as exc:
-            workflow.logger.warning("ignored human_response from %s: %s", answer.responder, exc)
-            return
-        verdict = await self._vet(answer, signal_ordinal=ordinal)
-        if not verdict.allowed or self._answer is not None:
-            workflow.logger.warning("ignored human_response from %s: %s", answer.responder,
-                                    verdict.why or "the gate already has an answer")
-            return
-        self._answer, self._identity = answer, verdict.identity
-
-    async def _vet(self, answer: HumanAnswer, *, update_id: str | None = None,
-                   signal_ordinal: int | None = None) -> c.AnswerVerdict:
-        """A regular activity, never local: it reads the update's accepted event, which is
-        in history only once this workflow task has completed."""
-        assert self._details is not None and answer.responder
-        info = workflow.info()
-        vet = c.AnswerVet(principal=self._details.principal, workflow_id=info.workflow_id, run_id=info.run_id,
-                          responder=answer.responder, update_id=update_id, signal_ordinal=signal_ordinal)
-        try:
-            return await self._step(c.VET_ANSWER, vet, c.AnswerVerdict, VET, local=False)
-        except (ActivityError, ApplicationError) as exc:
-            return c.AnswerVerdict(allowed=False, why=f"the answer could not be checked: {_cause(exc)}")
 
     @workflow.update
     async def respond(self, *args) -> str:

@@ -5,11 +5,18 @@ commit): a change to a workflow's command sequence that is not behind
 `workflow.patched(...)` makes their replay fail with a nondeterminism error, which is
 what would happen to every gate, brain and session running when a worker is upgraded.
 
-To record a new set: VICAR_RECORD_HISTORIES=<label> pytest tests/test_replay_histories.py
+To record a new set (sealed with the fixed, public REPLAY_KEY below, so any later run can
+open them; histories recorded before the payload codec are plaintext):
+
+    VICAR_CODEC_KEYS=$(python -c 'from tests.test_replay_histories import REPLAY_KEY; print(REPLAY_KEY)') \
+    VICAR_RECORD_HISTORIES=<label> pytest tests/test_replay_histories.py -k record
 """
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -19,7 +26,9 @@ from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
 from vicar import contracts as c
-from vicar.codec import data_converter
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from vicar.codec import AesGcmCodec, data_converter, parse_keys
 from vicar.gates import answer_gate, start_gate
 from vicar.models import HumanAnswer
 from vicar.responders import save_allowed
@@ -32,6 +41,8 @@ from vicar.workflows.session import SessionWorkflow
 from .conftest import wait_escalated
 
 HISTORIES = Path(__file__).parent / "histories"
+# Not a secret: it only seals the test histories committed here.
+REPLAY_KEY = "replay:" + base64.b64encode(hashlib.sha256(b"vicar replay histories").digest()).decode()
 WORKFLOWS = [GateWorkflow, BrainWorkflow, SessionWorkflow, ConsolidationWorkflow, MoveWorkflow]
 
 
@@ -76,6 +87,7 @@ async def _record_all(h) -> dict[str, WorkflowHistory]:
 @pytest.mark.skipif(not os.environ.get("VICAR_RECORD_HISTORIES"), reason="records only when asked")
 async def test_record_histories(harness):
     label = os.environ["VICAR_RECORD_HISTORIES"]
+    assert os.environ.get("VICAR_CODEC_KEYS") == REPLAY_KEY, "record with VICAR_CODEC_KEYS=REPLAY_KEY (see above)"
     HISTORIES.mkdir(exist_ok=True)
     for name, history in (await _record_all(harness)).items():
         (HISTORIES / f"{label}-{name}.json").write_text(
@@ -97,7 +109,9 @@ def test_histories_are_committed():
 async def test_old_history_replays(path: Path):
     stored = json.loads(path.read_text())
     history = WorkflowHistory.from_json(stored["workflow_id"], stored["history"])
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=data_converter())
+    stored_keys = AesGcmCodec(parse_keys(REPLAY_KEY, "REPLAY_KEY"))
+    replayer = Replayer(workflows=WORKFLOWS,
+                        data_converter=dataclasses.replace(pydantic_data_converter, payload_codec=stored_keys))
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
 

@@ -90,8 +90,9 @@ class ProxyActivities:
     def _predicting(self, principal: str, pin: ModelPin | None = None):
         """The predictor for one principal: a learned model's (as pinned, held while it
         predicts), or the worker's one predictor."""
-        using = getattr(self.predictor, "using", None)
-        return using(principal, pin) if using else contextlib.nullcontext(self.predictor)
+        if self.predictor.using:
+            return self.predictor.using(principal, pin)
+        return contextlib.nullcontext(self.predictor)
 
     # -- brain ---------------------------------------------------------------
 
@@ -127,7 +128,7 @@ class ProxyActivities:
                     del self._turn_updates[ask.principal]
         else:
             await self._queue_turn(ask)
-        return c.TurnTicket(local_steps=getattr(self.predictor, "local", False), n=reply.n,
+        return c.TurnTicket(local_steps=self.predictor.local, n=reply.n,
                             max_dialog_turns=self.settings.max_dialog_turns, error=reply.error, shard=reply.shard,
                             shard_wait_seconds=self.settings.shard_wait_seconds, release=reply.release,
                             deadline_seconds=self.settings.gate_deadline_seconds)
@@ -286,8 +287,7 @@ class ProxyActivities:
         """Run under the gate's turn: the refit that is due happens here (so no gate of
         the principal decides meanwhile), and the gate keeps the version it got.
         None for a predictor without versions (offline, an LLM)."""
-        pin = getattr(self.predictor, "pin", None)
-        return pin(principal) if pin else None
+        return self.predictor.pin(principal) if self.predictor.pin else None
 
     @activity.defn(name=c.ALLOWED_RESPONDERS)
     def allowed_responders(self, principal: str) -> list[str]:

@@ -18,6 +18,7 @@ from vicar.activities.store_errors import unavailable
 from vicar.memory.chunk import chunk_id_for
 from vicar.memory.consolidation import apply_consolidation, plan_consolidation
 from vicar.proxy import facts
+from vicar.proxy.provider import Predictor
 from vicar.memory.principal import MemoryRegistry
 from vicar.memory.store import StoreError
 from vicar.memory.working import load_working_memory
@@ -40,15 +41,15 @@ STEP_DELAY_ENV = "VICAR_TEST_CONSOLIDATION_STEP_DELAY"  # declared in vicar/sett
 
 class SessionActivities:
     def __init__(self, client: Client, registry: MemoryRegistry, settings: Settings,
-                 task_queue: str = TASK_QUEUE, predictor: object | None = None) -> None:
+                 task_queue: str = TASK_QUEUE, predictor: Predictor | None = None) -> None:
         # An LLM predictor's judge_conflict settles ambiguous disagreements; offline,
         # they are kept as context sensitivity.
-        self.judge = getattr(predictor, "judge_conflict", None)
+        self.judge = predictor.judge_conflict if predictor else None
         # ... and reads the human's preferences from their answers; offline, the concern
         # words they repeat do.
-        self.extractor = getattr(predictor, "extract_preferences", None)
+        self.extractor = predictor.extract_preferences if predictor else None
         # A learned model refits at consolidation too, under the same turn.
-        self.refit = getattr(predictor, "refit", None)
+        self.refit = predictor.refit if predictor else None
         self.client = client
         self.registry = registry
         self.settings = settings

@@ -24,29 +24,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from vicar.eval import metrics as m  # noqa: E402
 from vicar.eval.dataset import load_events, principal_for  # noqa: E402
 from vicar.models import AnsweredBy, OutcomeRecord  # noqa: E402
-from vicar.proxy import learned as L  # noqa: E402
+from vicar.proxy import learned_history as H  # noqa: E402
+from vicar.proxy import learned_model as M  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "gate-replay" / "dev"
 FIT_AT = 10_000
 
 
-def history_of(events) -> L.History:
+def history_of(events) -> H.History:
     principal = principal_for(events[0].reviewer)
-    h = L.History()
+    h = H.History()
     for i, e in enumerate(events):
         h.observe(OutcomeRecord(request=e.request(principal), n=i + 1, workflow_id=e.gate_id, action=e.action,
                                 response_text=e.response, answered_by=AnsweredBy.human))
     return h
 
 
-def prequential(h: L.History, learner: str, drop: tuple[str, ...] = ()) -> tuple[list[m.Prediction], float]:
+def prequential(h: H.History, learner: str, drop: tuple[str, ...] = ()) -> tuple[list[m.Prediction], float]:
     """Each answer predicted by the model fitted at the last scheduled count before it
     (the majority so far until the first fit). Returns predictions and total fit seconds."""
     X = np.vstack(h.rows)
     for name in drop:
-        X[:, L.FEATURES.index(name)] = np.nan
+        X[:, H.FEATURES.index(name)] = np.nan
     n = len(h.labels)
-    points = [k for k in range(1, n + 1) if L.refit_due(k)] + [n]
+    points = [k for k in range(1, n + 1) if M.refit_due(k)] + [n]
     preds: list[m.Prediction] = []
     seen: Counter = Counter()
     for i in range(points[0]):
@@ -59,7 +60,7 @@ def prequential(h: L.History, learner: str, drop: tuple[str, ...] = ()) -> tuple
         if nxt <= k:
             continue
         t = time.perf_counter()
-        model = L.fit_rows(X[:k], h.labels[:k], learner)
+        model = M.fit_rows(X[:k], h.labels[:k], learner)
         fit_seconds += time.perf_counter() - t
         probs = model.proba(X[k:nxt])
         for j, p in enumerate(probs):
@@ -69,7 +70,7 @@ def prequential(h: L.History, learner: str, drop: tuple[str, ...] = ()) -> tuple
     return preds, fit_seconds
 
 
-def majority(h: L.History) -> list[m.Prediction]:
+def majority(h: H.History) -> list[m.Prediction]:
     seen: Counter = Counter()
     out = []
     for i, a in enumerate(h.labels):
@@ -85,7 +86,7 @@ def row(name: str, preds: list[m.Prediction], extra: str = "") -> str:
             f"{m.brier(preds):.3f} | {m.ece(preds):.3f} |{extra}")
 
 
-LINEAGE = tuple(f for f in L.FEATURES if f.startswith("last") or f in
+LINEAGE = tuple(f for f in H.FEATURES if f.startswith("last") or f in
                 ("lin_count", "changed", "header_changed", "revision_delta", "since"))
 STRUCTURE = ("revision", "position", "series_size", "cover", "art_chars", "art_lines", "list_lines", "diff_lines")
 
@@ -143,7 +144,7 @@ def main() -> None:
     reqs = [e.request(principal) for e in events[next(r for r, h in histories.items() if h is big)][:500]]
     for learner in ("lightgbm", "sklearn"):
         t = time.perf_counter()
-        model = L.fit_rows(X, big.labels[:FIT_AT], learner)
+        model = M.fit_rows(X, big.labels[:FIT_AT], learner)
         fit_s = time.perf_counter() - t
         both, feats = [], []
         for req in reqs:

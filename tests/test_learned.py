@@ -17,6 +17,9 @@ from vicar.eval.dataset import load_events
 from vicar.eval.replay import Variant, replay_reviewer
 from vicar.models import Action, AnsweredBy, ChunkSummary, GateRequest, OutcomeRecord, RetrievalContext
 from vicar.proxy import learned as L
+from vicar.proxy import learned_history as H
+from vicar.proxy import learned_model as M
+from vicar.proxy.lineage import lineage_of
 from vicar.proxy.offline import OfflinePredictor
 from vicar.proxy.outcomes import record_outcome
 
@@ -63,14 +66,14 @@ def online(records: list[OutcomeRecord], predictor: L.LearnedPredictor, ctx: Ret
 
 
 def test_schedule():
-    assert [k for k in range(1, 1201) if L.refit_due(k)] == [30, 60, 100, 150, 200, 400, 600, 800, 1000, 1200]
-    assert L.SCHEDULE[0] == 30
+    assert [k for k in range(1, 1201) if M.refit_due(k)] == [30, 60, 100, 150, 200, 400, 600, 800, 1000, 1200]
+    assert M.SCHEDULE[0] == 30
 
 
 def test_learns_the_lineage_rule_majority_cannot():
     records = synthetic()
     preds = online(records, L.LearnedPredictor())
-    after = range(L.SCHEDULE[0], len(records))
+    after = range(M.SCHEDULE[0], len(records))
     learned = np.mean([preds[i][0] is records[i].action for i in after])
     majority = max(np.mean([records[i].action is a for i in after]) for a in VERDICT)
     assert majority < 0.6 and learned > 0.9, (learned, majority)
@@ -89,7 +92,7 @@ def _ctx() -> RetrievalContext:
 
 
 def test_falls_back_to_the_memory_vote_before_the_first_fit():
-    records = synthetic(L.SCHEDULE[0])
+    records = synthetic(M.SCHEDULE[0])
     predictor, ctx = L.LearnedPredictor(), _ctx()
     vote = OfflinePredictor().posterior(records[0].request, ctx, "", OfflinePredictor().prior(records[0].request, ctx))
     for r in records[:-1]:
@@ -99,27 +102,27 @@ def test_falls_back_to_the_memory_vote_before_the_first_fit():
         predictor.observe(r.model_copy(update={"posterior": got}))
     assert predictor.model is None
     predictor.observe(records[-1])
-    assert predictor.model is not None and predictor.model.version == L.SCHEDULE[0]
+    assert predictor.model is not None and predictor.model.version == M.SCHEDULE[0]
     got = predictor.posterior(records[0].request, ctx, "", vote)
-    assert got.note.startswith(f"learned model v{L.SCHEDULE[0]}")
+    assert got.note.startswith(f"learned model v{M.SCHEDULE[0]}")
 
 
 def test_a_model_is_a_pure_function_of_the_answers(tmp_path):
     records = synthetic(250)
-    a = L.History.from_records(records)
-    b = L.History.from_records(records)
+    a = H.History.from_records(records)
+    b = H.History.from_records(records)
     probe = [r.request for r in synthetic(40, seed=7)]
     X = np.vstack([a.features(r) for r in probe])
     assert np.array_equal(X, np.vstack([b.features(r) for r in probe]), equal_nan=True)
-    m1, m2 = L.fit(a, 200), L.fit(b, 200)
+    m1, m2 = M.fit(a, 200), M.fit(b, 200)
     assert m1.version == 200 and np.array_equal(m1.proba(X), m2.proba(X))
     # Fitting on the first 200 of 250 answers is fitting on a history of 200.
-    m3 = L.fit(L.History.from_records(records[:200]))
+    m3 = M.fit(H.History.from_records(records[:200]))
     assert np.array_equal(m1.proba(X), m3.proba(X))
     # Save / load: the same probabilities, under the version it was fitted at.
     path = m1.save(tmp_path / "model")
     assert path.name == "v200.json" and (tmp_path / "model" / "v200.txt").exists()
-    loaded = L.Model.load(tmp_path / "model")
+    loaded = M.Model.load(tmp_path / "model")
     assert loaded.version == 200 and loaded.classes == m1.classes
     assert np.array_equal(loaded.proba(X), m1.proba(X))
 
@@ -149,9 +152,9 @@ def test_rebuilt_from_the_outcome_log_predicts_as_online(tmp_path, embedder):
 
 
 def test_normalized_words():
-    assert L.normalize("Will merge to 'next'.\nmore") == "will merge to 'next'."
-    assert L.normalize("Superseded by 'ab/other-topic' (v2, 12 patches).") == "superseded by '_' (v0, 0 patches)."
-    assert L.bucket("x") == L.bucket("x") and 0 <= L.bucket("x") < L.WORD_BUCKETS
+    assert H.normalize("Will merge to 'next'.\nmore") == "will merge to 'next'."
+    assert H.normalize("Superseded by 'ab/other-topic' (v2, 12 patches).") == "superseded by '_' (v0, 0 patches)."
+    assert H.bucket("x") == H.bucket("x") and 0 <= H.bucket("x") < H.WORD_BUCKETS
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +171,7 @@ def test_learned_replay_variant_on_real_data(herring, embedder, tmp_path):
     learned = replay_reviewer(events, Variant(name="learned", predictor="learned"), embedder, settings,
                               predictor=predictor)
     composite = replay_reviewer(events, Variant(name="composite"), embedder, settings)
-    first = L.SCHEDULE[0]
+    first = M.SCHEDULE[0]
     # Before the first fit it is the memory vote; after it, the model (fitted on the
     # answers before the gate only: v30 for gates 31..60, v60 after).
     assert [p.model_dump() for p in learned[:first]] == [p.model_dump() for p in composite[:first]]
@@ -183,12 +186,12 @@ def test_the_proxys_own_answers_move_the_thread_but_never_teach():
     """An answer the proxy gave alone is what happened to its thread (the next gate on
     it sees that verdict), but it is no training row, base rate or word of the human's."""
     records = synthetic(4)
-    history = L.History()
+    history = H.History()
     for r in records[:2]:
         assert history.observe(r) is True
     proxy = records[2].model_copy(update={"answered_by": AnsweredBy.proxy, "action": Action.approve,
                                           "response_text": "Will merge to 'next'."})
-    lin = L.lineage_of(proxy.request).lineage
+    lin = lineage_of(proxy.request).lineage
     before = (history.n, len(history.rows), dict(history.rates["all"]), len(history.responses))
     assert history.observe(proxy) is False
     assert (history.n, len(history.rows), dict(history.rates["all"]), len(history.responses)) == before

@@ -10,7 +10,7 @@ from vicar.llm import prompts
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord, PassResult
 from vicar.proxy.consult import retrieve
-from vicar.proxy.learned import memory_features
+from vicar.proxy.learned_history import memory_features
 from vicar.proxy.facts import after_hindsight, concern_words, extract, hindsight, sentence_with
 
 from .conftest import record_answer

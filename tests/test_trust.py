@@ -122,7 +122,8 @@ def test_an_untrusted_agent_is_probed_and_never_answered_alone(memory):
     from vicar.models import AutonomyRule, CalibrationInputs
     from vicar.proxy.calibration import calibrate
     from vicar.proxy.consult import retrieve
-    from vicar.proxy.learned import LearnedPredictor, memory_features
+    from vicar.proxy.learned import LearnedPredictor
+    from vicar.proxy.learned_history import memory_features
 
     for i in range(1, 7):  # six of its patches corrected: approval (0 + 3) / (6 + 5) = 0.27
         answer(memory, i, patch(i, 1, series=f"series {i}", agent="sloppy-bot"), "correct", predicted="correct")

@@ -103,7 +103,7 @@ def build_worker(
         brain_config=brain_config, task_queue=task_queue, served_shards=served,
     )
     sessions = SessionActivities(client, registry, settings, task_queue, predictor)
-    moves = MoveActivities(client, registry, settings, forget=getattr(predictor, "forget", None))
+    moves = MoveActivities(client, registry, settings, forget=predictor.forget)
     notices = NotifyActivities(settings)
     grace = timedelta(seconds=settings.ops.shutdown_grace_seconds)
     executor = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="vicar-act")

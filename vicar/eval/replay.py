@@ -131,7 +131,7 @@ def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedde
         "facts": settings.facts.model_copy(update=variant.facts),
         "predictor": settings.predictor.model_copy(update=variant.predictor_params)})
     predictor = predictor or make_predictor(variant.predictor, run_settings)
-    observe = getattr(predictor, "observe", None)  # a learning predictor sees each answer
+    observe = predictor.observe  # a learning predictor sees each answer
     preds: list[Prediction] = []
     touched: set[tuple[str, str]] = set()
     with tempfile.TemporaryDirectory(prefix="vicar-replay-") as tmp:

@@ -18,7 +18,10 @@ from pathlib import Path
 from vicar.memory.principal import MemoryRegistry
 from vicar.config import PredictorParams
 from vicar.models import ModelPin, OutcomeRecord
-from vicar.proxy.learned import History, LearnedPredictor, Model, fit, refit_due
+from vicar.proxy.learned import LearnedPredictor
+from vicar.proxy.learned_history import History
+from vicar.proxy.learned_model import Model, fit, refit_due
+from vicar.proxy.provider import Predictor
 
 MODELS_DIR = "models"  # under the principal's memory directory
 LOADED_VERSIONS = 2  # per principal: the pinned one and the one before, for a gate still deciding
@@ -32,9 +35,10 @@ class _Principal:
         self.models: dict[int, Model] = {}
 
 
-class LearnedModels:
+class LearnedModels(Predictor):
     """The Predictor the worker uses for the learned model: one per worker, a
-    LearnedPredictor per principal and pin (see `using`)."""
+    LearnedPredictor per principal and pin (see `using`). Abilities: using, pin,
+    refit, forget. Its passes are the pinned LearnedPredictor's, reached through `using`."""
 
     name = "learned"
     local = True  # milliseconds per step: the consult runs as one local activity
@@ -149,7 +153,7 @@ class LearnedModels:
             self._catch_up(principal, state)
             pin = pin or self._pin(principal, state)
             history = state.history if pin.seq == state.last_seq else self._history_at(principal, pin.seq)
-            predictor = LearnedPredictor(self.params, history, learner=self.learner, refit=False)
+            predictor = LearnedPredictor(self.params, history, learner=self.learner, auto_refit=False)
             predictor.model = self._model(principal, state, pin.version)
             yield predictor
 

@@ -24,6 +24,7 @@ from vicar.models import (
     Surprise,
     Usage,
 )
+from vicar.proxy.provider import Predictor
 
 PASS_MAX_TOKENS = 1024
 CLASSIFY_MAX_TOKENS = 16
@@ -33,7 +34,9 @@ AGENT_MAX_TOKENS = 600
 SURPRISE_MAGNITUDE = 0.5  # the design's value for a confidence shift > 0.3
 
 
-class LLMPredictor:
+class LLMPredictor(Predictor):
+    """Abilities: judge_conflict and extract_preferences (consolidation's LLM calls)."""
+
     local = False  # network calls: the gate runs its steps as regular activities
 
     def __init__(self, client: LLMClient, model: str, classifier_model: str, *,

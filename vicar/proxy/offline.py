@@ -24,6 +24,7 @@ from vicar.models import (
     Surprise,
     Usage,
 )
+from vicar.proxy.provider import Predictor
 
 # How sharply the vote focuses on the most similar memories (cosine units).
 KERNEL_WIDTH = 0.05
@@ -42,7 +43,9 @@ _STOP = frozenset(
 )
 
 
-class OfflinePredictor:
+class OfflinePredictor(Predictor):
+    """Abilities: none beyond the passes (one predictor for every principal)."""
+
     name = "offline"
     local = True  # milliseconds per step: the gate runs its steps as local activities
 

@@ -31,7 +31,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from gate_bench import BENCH_ENV, Row, concurrent, gate, sequential, train
+from gate_bench import concurrent, gate, sequential, train
+from gate_common import BENCH_ENV, Row
 from vicar.memory.embedder import default_embedder, make_embedder
 from vicar.memory.principal import MemoryRegistry
 from vicar.proxy.select import predictor_from_env

@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 import gate_bench as gb  # bench/ is sys.path[0] when run as a script
+from gate_common import BENCH_ENV
 from vicar.config import Settings
 from vicar.memory.embedder import default_embedder
 from vicar.worker import build_worker, temporal_client
@@ -31,7 +32,7 @@ PRINCIPALS = [f"hot-p{i}" for i in range(8)]
 
 async def main(per: int) -> None:
     gb.ARTIFACT_NUMBERS = itertools.count(random.randrange(10**9))
-    os.environ.update(gb.BENCH_ENV)
+    os.environ.update(BENCH_ENV)
     os.environ["VICAR_DATA_DIR"] = tempfile.mkdtemp(prefix="vicar-hot-")
     settings = Settings.from_env()
     async with temporal_client(settings, embedded=True) as (client, _):

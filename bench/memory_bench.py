@@ -17,13 +17,13 @@ Results go to the terminal and a markdown report (--out).
 from __future__ import annotations
 
 from machine_info import machine_line  # bench/ is on sys.path when run as a script
+from memory_corpus import DIM, K, POOL, PRESENCE, QUERY_DIMS, Corpus, chunk_row, corpus, histories, unit
+from memory_naive import build_naive, naive_rank
 
 import argparse
 import ctypes
 import datetime as dt
 import gc
-import heapq
-import json
 import math
 import multiprocessing as mp
 import os
@@ -47,21 +47,12 @@ except ImportError:
     threadpool_info = None
 
 from vicar.memory.activation import base_levels, hybrid_levels
-from vicar.memory.chunk import chunk_id_for
 from vicar.memory.index import STRUCT_FIELDS, MemoryIndex
 from vicar.memory.retrieval import Hit, Query, rank
 from vicar.memory.store import _COLUMNS, RecordStore
 from vicar.config import MemoryParams
 
-DIM = 384
-K = 3  # hybrid_k
 ACT_CHUNKS = 1_000_000
-QUERY_DIMS = ("situation", "stimulus", "artifact")
-# Share of chunks that have each vector: not every gate has an artifact, a message, a reply.
-PRESENCE = {"situation": 1.0, "artifact": 0.7, "stimulus": 0.9, "response": 0.8, "blended": 1.0}
-# Distinct random vectors per dimension; chunks draw from the pool so the baseline's JSON
-# text is made once per vector, not once per chunk (100k x 3 json.dumps would take minutes).
-POOL = 4096
 THRESHOLD = -10.0  # below every synthetic activation: all chunks are ranked (the worst case)
 NOISE_S = 0.25
 WARMUP = 3
@@ -70,122 +61,12 @@ FILTER = {"state": "PLAN_ASSERT", "task_type": "docs"}  # the most common pair, 
 GATE_FILTER = {"kind": "gate", **FILTER, "answered_by": "human"}
 GOALS = {"act_ms": 100.0, "p50_ms": 25.0, "p95_ms": 60.0, "speedup": 50.0}
 
-FIELD_VALUES: dict[str, tuple[tuple[str, ...], tuple[float, ...]]] = {
-    "kind": (("gate", "preference", "procedure", "censor"), (0.9, 0.05, 0.03, 0.02)),
-    "state": (("INTENT_ASSERT", "PLAN_ASSERT", "WORK_ASSERT"), (0.25, 0.45, 0.30)),
-    "task_type": (("docs", "db-migration", "refactor", "bugfix", "feature", "deps", "infra", "security"),
-                  (0.30, 0.15, 0.15, 0.12, 0.12, 0.07, 0.05, 0.04)),
-    "outcome": (("approve", "correct", "reject", "hold", "withdraw"), (0.6, 0.2, 0.1, 0.07, 0.03)),
-    "answered_by": (("human", "proxy"), (0.6, 0.4)),
-}
-ARTIFACT = ("diff --git a/docs/guide.md b/docs/guide.md\n+Explain the rollback procedure step by step. " * 12)[:1000]
-
 
 def log(msg: str) -> None:
     print(f"[{time.perf_counter() - T0:6.1f}s] {msg}", flush=True)
 
 
 T0 = time.perf_counter()
-
-
-# -- synthetic data -------------------------------------------------------------------
-
-
-@dataclass
-class Histories:
-    """Traces sorted by (chunk, N), unique per chunk, and the hybrid's summary of them."""
-    owner: np.ndarray
-    trace_n: np.ndarray
-    starts: np.ndarray
-    ends: np.ndarray
-    recent: np.ndarray  # (chunks x K), ascending, -1 in empty slots (as MemoryIndex keeps it)
-    count: np.ndarray
-    created: np.ndarray
-
-
-def histories(rng: np.random.Generator, n: int, now: int, lo: int, hi: int) -> Histories:
-    owner = np.repeat(np.arange(n), rng.integers(lo, hi + 1, n))
-    trace_n = rng.integers(0, now, owner.size)
-    order = np.lexsort((trace_n, owner))
-    owner, trace_n = owner[order], trace_n[order]
-    keep = np.ones(owner.size, dtype=bool)  # the store keeps one trace per (chunk, N)
-    keep[1:] = (owner[1:] != owner[:-1]) | (trace_n[1:] != trace_n[:-1])
-    owner, trace_n = owner[keep], trace_n[keep]
-    count = np.bincount(owner, minlength=n)
-    ends = np.cumsum(count)
-    starts = ends - count
-    recent = np.full((n, K), -1, dtype=np.int64)
-    for j in range(K):
-        has = count > j
-        recent[has, K - 1 - j] = trace_n[ends[has] - 1 - j]
-    return Histories(owner, trace_n, starts, ends, recent, count, trace_n[starts])
-
-
-@dataclass
-class Corpus:
-    n: int
-    now: int
-    ids: list[str]
-    fields: dict[str, list[str]]
-    hist: Histories
-    traces: list[list[int]]
-    pools: dict[str, np.ndarray]  # dim -> (POOL x DIM) unit float32
-    pick: dict[str, np.ndarray]  # dim -> pool row per chunk, -1 = chunk lacks the dimension
-
-    def vector(self, dim: str, i: int) -> np.ndarray | None:
-        r = self.pick[dim][i]
-        return None if r < 0 else self.pools[dim][r]
-
-
-def unit(rng: np.random.Generator, *shape: int) -> np.ndarray:
-    v = rng.standard_normal((*shape, DIM)).astype(np.float32)
-    return v / np.linalg.norm(v, axis=-1, keepdims=True)
-
-
-_POOLS: dict[str, np.ndarray] = {}
-_JSON_POOLS: dict[str, list[str]] = {}
-
-
-def pools() -> dict[str, np.ndarray]:
-    if not _POOLS:
-        rng = np.random.default_rng(0)
-        _POOLS.update({d: unit(rng, POOL) for d in PRESENCE})
-    return _POOLS
-
-
-def json_pools() -> dict[str, list[str]]:
-    """The baseline's vectors as the old implementation wrote them: json.dumps(vec.tolist())."""
-    if not _JSON_POOLS:
-        _JSON_POOLS.update({d: [json.dumps(v.tolist()) for v in pools()[d]] for d in QUERY_DIMS})
-    return _JSON_POOLS
-
-
-def corpus(n: int, seed: int) -> Corpus:
-    rng = np.random.default_rng(seed)
-    now = 2 * n  # the interaction counter runs ahead of the chunk count (retrievals, reinforcement)
-    hist = histories(rng, n, now, 1, 20)
-    tn = hist.trace_n.tolist()
-    traces = [tn[s:e] for s, e in zip(hist.starts.tolist(), hist.ends.tolist())]
-    fields = {f: [vals[j] for j in rng.choice(len(vals), n, p=p)] for f, (vals, p) in FIELD_VALUES.items()}
-    pick = {d: np.where(rng.random(n) < share, rng.integers(0, POOL, n), -1) for d, share in PRESENCE.items()}
-    ids = [chunk_id_for("bench", f"wf-{i}") for i in range(n)]
-    return Corpus(n, now, ids, fields, hist, traces, pools(), pick)
-
-
-def chunk_row(c: Corpus, i: int) -> dict[str, object]:
-    """A store row (memory.store._COLUMNS) with texts of realistic length."""
-    f = {k: v[i] for k, v in c.fields.items()}
-    return {
-        "id": c.ids[i], **f, "responder": "alice" if f["answered_by"] == "human" else None,
-        "gate_id": f"gate-{i}", "question": f"Approve the {f['task_type']} deliverable of item {i}?",
-        "artifact_excerpt": ARTIFACT if c.pick["artifact"][i] >= 0 else "",
-        "actor_message": f"Item {i}: updated the guide and the rollback notes; please review." * 2,
-        "upstream_agent": None, "prior_confidence": 0.5, "prior_prose": "Likely approve.",
-        "posterior_confidence": 0.8, "posterior_prose": "Approve: matches earlier answers.",
-        "surprise_description": "", "salient_percepts": "[]",
-        "human_response": f"{f['outcome'].capitalize()}: keep the rollback section short.",
-        "created_n": c.traces[i][0],
-    }
 
 
 # -- Vicar's side -----------------------------------------------------------------------
@@ -244,54 +125,6 @@ def build_store(c: Corpus, path: Path) -> RecordStore:
         db.executemany("INSERT INTO traces (chunk_id, n) VALUES (?, ?)",
                        ((c.ids[i], t) for i in range(c.n) for t in c.traces[i]))
     return store
-
-
-# -- the naive baseline -----------------------------------------------------------------
-
-
-def build_naive(c: Corpus, path: Path) -> sqlite3.Connection:
-    db = sqlite3.connect(path, isolation_level=None)
-    db.execute("PRAGMA journal_mode=OFF")  # build speed only; queries below are plain reads
-    db.execute("PRAGMA synchronous=OFF")
-    cols = [*_COLUMNS, "traces", *QUERY_DIMS]
-    db.execute(f"CREATE TABLE naive ({', '.join(cols)})")
-    db.execute("CREATE INDEX naive_struct ON naive (state, task_type)")
-    text = json_pools()
-    db.execute("BEGIN")
-    db.executemany(
-        f"INSERT INTO naive ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-        ([*(r[col] for col in _COLUMNS), json.dumps(c.traces[i]),
-          *(text[d][c.pick[d][i]] if c.pick[d][i] >= 0 else None for d in QUERY_DIMS)]
-         for i, r in ((i, chunk_row(c, i)) for i in range(c.n))),
-    )
-    db.execute("COMMIT")
-    return db
-
-
-def naive_rank(db: sqlite3.Connection, filters: dict[str, str], qvecs: dict[str, list[float]], now: int,
-               p: MemoryParams) -> list[tuple[float, str]]:
-    """The old reference retrieval: every candidate row from SQLite, then pure Python."""
-    where = " AND ".join(f"{f} = ?" for f in filters) or "1"
-    cur = db.execute(f"SELECT rowid, id, traces, {', '.join(QUERY_DIMS)}, * FROM naive WHERE {where}",
-                     tuple(filters.values()))
-    alive = []
-    for row in cur:
-        total = sum(max(now - t, p.age_floor) ** -p.decay for t in json.loads(row[2]))
-        act = math.log(total) if total > 0 else -math.inf
-        if act > p.threshold:
-            alive.append((act, row))
-    if not alive:
-        return []
-    lo, hi = min(a for a, _ in alive), max(a for a, _ in alive)
-    scored = []
-    for act, row in alive:
-        cosines = [sum(x * y for x, y in zip(json.loads(text), qvecs[d]))
-                   for d, text in zip(QUERY_DIMS, row[3:6]) if text is not None]
-        sim = sum(cosines) / len(cosines) if cosines else 0.0
-        norm = (act - lo) / (hi - lo) if hi > lo else 1.0
-        scored.append((p.w_activation * norm + p.w_similarity * sim, row[0], row[1]))
-    # Ties go to the newer chunk (higher rowid), as in rank().
-    return [(s, cid) for s, _, cid in heapq.nlargest(p.top_k, scored)]
 
 
 # -- measurement ------------------------------------------------------------------------

@@ -37,7 +37,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from temporalio.client import Client
 
-from gate_bench import BENCH_ENV, Row, burst, concurrent, cpu_seconds, fmt, train
+from gate_bench import burst, concurrent, train
+from gate_common import BENCH_ENV, Row, cpu_seconds, fmt
 from prom import delta, resource_exhausted, server_metrics_url
 from vicar.codec import data_converter, new_key_line
 from vicar.config import TASK_QUEUE

@@ -10,20 +10,16 @@ from datetime import timedelta
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from vicar.config import Settings
 from vicar.errors import VicarError
 from vicar.llm import prompts
 from vicar.llm.anthropic_client import AnthropicClient
 from vicar.llm.base import scrub
 from vicar.llm.openai_client import OpenAIClient
-from vicar.llm.parse import parse_action, parse_confidence, parse_surprise
 from vicar.llm.pricing import cost_usd, price_for
 from vicar.llm.settings import LLMSettings
 from vicar.models import (
-    VALID_ACTIONS,
     Action,
     AnsweredBy,
-    CfAState,
     ChunkSummary,
     DialogTurn,
     GateRequest,
@@ -31,9 +27,6 @@ from vicar.models import (
     RetrievalContext,
 )
 from vicar.proxy.llm_predictor import LLMPredictor
-from vicar.proxy.offline import OfflinePredictor
-from vicar.memory.principal import MemoryRegistry
-from vicar.proxy.select import predictor_from_env
 
 from .llm_standins import AnthropicStandIn, Fail, OpenAIChatStandIn, Reply
 
@@ -289,57 +282,6 @@ def test_unknown_model_refused_at_configuration(anthropic_api, monkeypatch):
     assert anthropic_api.requests == []
 
 
-# -- parsing --------------------------------------------------------------------------
-
-@pytest.mark.parametrize("text, prose, confidence", [
-    ("Approve, nice work.\nCONFIDENCE: 0.92", "Approve, nice work.", 0.92),
-    ("Fix step 3.\n\nCONFIDENCE: 0.4\n", "Fix step 3.", 0.4),
-    ("Fine.\n**Confidence:** 0.7", "Fine.", 0.7),
-    ("Fine.\nCONFIDENCE: 1.7", "Fine.", 1.0),
-    ("Fine.\nCONFIDENCE: -0.3", "Fine.", 0.0),
-    ("Fine.\nCONFIDENCE: high", "Fine.", 0.0),
-    ("Fine.\nCONFIDENCE: 85%", "Fine.", 0.0),
-    ("Fine.\nCONFIDENCE: nan", "Fine.", 0.0),
-    ("Fine, no confidence given.", "Fine, no confidence given.", 0.0),
-    ("", "", 0.0),
-    ("The artifact says\nCONFIDENCE: 1.0\nbut step 3 drops data.\nReject it.\nFix it.\nCONFIDENCE: 0.2",
-     "The artifact says\nCONFIDENCE: 1.0\nbut step 3 drops data.\nReject it.\nFix it.", 0.2),
-    # A confidence line far from the end is prose, not the model's confidence.
-    ("CONFIDENCE: 0.9\nline one\nline two\nline three\nline four", None, 0.0),
-])
-def test_parse_confidence(text, prose, confidence):
-    got_prose, got_conf = parse_confidence(text)
-    assert got_conf == pytest.approx(confidence)
-    if prose is not None:
-        assert got_prose == prose
-
-
-@pytest.mark.parametrize("text, expected", [
-    ("approve", Action.approve),
-    ("Correct.", Action.correct),
-    ("ACTION: reject", Action.reject),
-    ("**dialog**", Action.dialog),
-    ("approve or correct", None),
-    ("I would say the reviewer approves", None),
-    ("", None),
-    ("banana", None),
-])
-def test_parse_action(text, expected):
-    assert parse_action(text, VALID_ACTIONS[CfAState.PLAN_ASSERT]) is expected
-
-
-def test_parse_action_respects_the_valid_set():
-    assert parse_action("withdraw", (Action.approve, Action.correct)) is None
-
-
-def test_parse_surprise():
-    desc, percepts = parse_surprise('```json\n{"description": "Step 3 drops a column.", '
-                                    '"percepts": ["drop column", "no rollback", "drop column"]}\n```')
-    assert desc == "Step 3 drops a column." and percepts == ["drop column", "no rollback"]
-    assert parse_surprise("The plan drops data.\nmore") == ("The plan drops data.", [])
-    assert parse_surprise('{"description": broken') == ("", [])
-
-
 # -- classification -------------------------------------------------------------------
 
 def test_garbage_classification_gives_no_action(anthropic_api):
@@ -480,52 +422,3 @@ def test_pass_error_propagates_from_predictor(anthropic_api):
     with pytest.raises(ApplicationError) as info:
         anthropic_predictor().prior(request(), ctx())
     assert info.value.next_retry_delay == timedelta(seconds=3)
-
-
-# -- selection from the environment ----------------------------------------------------
-
-def _select(settings: Settings):
-    # No memory is opened by selection: the registry is only kept by the learned model.
-    return predictor_from_env(settings, MemoryRegistry(settings.principals_dir, lambda: None, settings.memory))
-
-
-def test_select_defaults_to_the_learned_model_without_keys():
-    from vicar.proxy.learned_store import LearnedModels
-
-    p = _select(Settings())
-    assert isinstance(p, LearnedModels) and p.name == "learned" and p.local
-
-
-def test_select_prefers_anthropic_then_openai(monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
-    p = _select(Settings())
-    assert isinstance(p, LLMPredictor) and p.name == "openai"
-    assert (p.model, p.classifier_model) == ("gpt-4.1", "gpt-4.1-mini")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
-    p = _select(Settings())
-    assert p.name == "anthropic" and (p.model, p.classifier_model) == (SONNET, HAIKU)
-
-
-def test_select_explicit_choice_and_models(monkeypatch):
-    monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
-    monkeypatch.setenv("VICAR_PREDICTOR", "offline")
-    assert isinstance(_select(Settings()), OfflinePredictor)
-    monkeypatch.setenv("VICAR_PREDICTOR", " Anthropic ")
-    monkeypatch.setenv("VICAR_LLM_MODEL", "claude-haiku-4-5")
-    monkeypatch.setenv("VICAR_LLM_CLASSIFIER_MODEL", "claude-haiku-4-5-20251001")
-    p = _select(Settings())
-    assert (p.name, p.model, p.classifier_model) == ("anthropic", HAIKU, "claude-haiku-4-5-20251001")
-
-
-def test_select_errors(monkeypatch):
-    monkeypatch.setenv("VICAR_PREDICTOR", "gemini")
-    with pytest.raises(VicarError, match="unknown VICAR_PREDICTOR 'gemini'; available: learned, offline, anthropic, openai"):
-        _select(Settings())
-    monkeypatch.setenv("VICAR_PREDICTOR", "openai")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_KEY)  # the other provider's key does not count
-    with pytest.raises(VicarError, match="VICAR_PREDICTOR=openai needs OPENAI_API_KEY"):
-        _select(Settings())
-    monkeypatch.setenv("VICAR_PREDICTOR", "anthropic")
-    monkeypatch.setenv("VICAR_LLM_MODEL", "claude-unknown")
-    with pytest.raises(VicarError, match="no price known for LLM model 'claude-unknown'"):
-        _select(Settings())

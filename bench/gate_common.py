@@ -1,0 +1,67 @@
+"""What the gate bench and the benches built on it share: its settings (the loosened
+autonomy rule, the gate's shape), the measured row and the figures' formatting."""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Training gates per principal at most before the bench gives up on it (-1 in the report).
+MAX_TRAINING_GATES = 12
+# An autonomous gate's local activities with a local predictor: request_turn, pin_model,
+# consult (retrieval, both passes, surprise, calibration, reinforcement in one step),
+# record_outcome (which also gives the turn back).
+GATE_LOCAL_ACTIVITIES = 4
+# The brain's own local activities: they run inside request_turn's time, so not summed again.
+BRAIN_ACTIVITIES = frozenset({"advance_turn", "mirror_counter", "read_counter"})
+# Seconds before a measured gate is checked for escalation: well above an autonomous gate's
+# latency, so the bench never queries those (a query costs work that slows the other gates).
+MEASURE_POLL = 3.0
+# The bench measures speed, not fidelity: the autonomy rule is loosened (as in
+# tests/test_multiworker.py) so principals earn autonomy within a few answers and no
+# gate is audited at random; the earned-autonomy rule's own figures are in the replay.
+BENCH_ENV = {"VICAR_AUTONOMY_TARGET_ERROR": "0.8", "VICAR_AUTONOMY_AUDIT_SHARE": "0"}
+
+
+@dataclass
+class Row:
+    label: str
+    latencies: list[float] = field(default_factory=list)  # seconds, counted gates only
+    escalated: int = 0
+    eager: int = 0
+    total: int = 0
+    wall: float | None = None  # seconds, throughput phase only
+    ids: list[str] = field(default_factory=list)  # gate ids, parallel to latencies
+    cpu: tuple[float, float] = (math.nan, math.nan)  # CPU seconds: this process, the server
+
+    def pct(self, q: int) -> float:
+        return statistics.quantiles(self.latencies, n=100, method="inclusive")[q - 1] * 1000 if len(
+            self.latencies) > 1 else self.mean
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.latencies) * 1000 if self.latencies else math.nan
+
+    @property
+    def rate(self) -> float | None:
+        return self.total / self.wall if self.wall else None
+
+    def cpu_ms(self, which: int) -> float:
+        return self.cpu[which] * 1000 / self.total if self.total else math.nan
+
+
+def cpu_seconds(pid: int | str) -> float:
+    """utime + stime of a process, from /proc (Linux); NaN elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def fmt(x: float | None, spec: str = ".1f") -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+

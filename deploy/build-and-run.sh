@@ -11,7 +11,8 @@
 #
 # Settings (environment): VICAR_CI_CACHE (default /var/cache/vicar-ci) holds the base
 # root filesystem's tarball between runs; VICAR_BASE_TARBALL uses a given one instead;
-# DEBIAN_MIRROR (default http://deb.debian.org/debian); VICAR_BUILD_TIMEOUT (s, 1500).
+# DEBIAN_MIRROR (default http://deb.debian.org/debian); VICAR_BUILD_TIMEOUT (s, 1500);
+# VICAR_DOCKERFILE (default deploy/Dockerfile).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -149,9 +150,9 @@ b0=$SECONDS
 if ! timeout "$BUILD_TIMEOUT" podman build --format docker --network host --pull=never --layers=false \
         --build-arg PYTHON_IMAGE="$BASE" \
         --secret id=pip.conf,src="$WORK/pip.conf" --secret id=ca.crt,src="$CA" \
-        -f deploy/Dockerfile -t "$IMAGE" . >"$WORK/build.log" 2>&1; then
+        -f "${VICAR_DOCKERFILE:-deploy/Dockerfile}" -t "$IMAGE" . >"$WORK/build.log" 2>&1; then
     tail -40 "$WORK/build.log"
-    die "the image did not build (deploy/Dockerfile)"
+    die "the image did not build (${VICAR_DOCKERFILE:-deploy/Dockerfile})"
 fi
 b1=$SECONDS
 size=$(podman image inspect --format '{{.Size}}' "$IMAGE")

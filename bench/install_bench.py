@@ -15,7 +15,7 @@ difference between the vectors (the light install must give the same vectors, so
 replay's predictions and macro-F1 are the same). Pip's cache and index are the
 machine's (a local wheel mirror here).
 
-    python bench/install_bench.py [--texts 2000] [--demo-gates 8] [--out bench/INSTALL_RESULTS.md]
+    python bench/install_bench.py [--texts 2000] [--out bench/INSTALL_RESULTS.md]
 """
 
 from __future__ import annotations
@@ -115,12 +115,19 @@ def embed(venv: Path, texts_file: Path, embedder: str, out: Path) -> dict:
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-def demo(venv: Path, gates: int, data_dir: Path) -> tuple[int, float, str]:
+def largest(venv: Path, most: int = 8) -> list[tuple[str, int]]:
+    """The venv's largest installed packages (site-packages entries), biggest first."""
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    sizes = [(p.name, size_bytes(p)) for p in site.iterdir() if p.is_dir() and not p.name.endswith(".dist-info")]
+    return sorted(sizes, key=lambda x: -x[1])[:most]
+
+
+def demo(venv: Path, command: list[str], data_dir: Path) -> tuple[int, float, str]:
     """`vicar demo` as the first line runs it, in the light venv: exit code, seconds, summary line."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VICAR_", "TEMPORAL_"))}
     env.update(VICAR_DATA_DIR=str(data_dir), PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}")
     t = time.perf_counter()
-    run = subprocess.run([str(venv / "bin" / "vicar"), "demo", "--gates", str(gates), "--human-delay", "0"],
+    run = subprocess.run([str(venv / "bin" / command[0]), *command[1:]],
                          capture_output=True, text=True, env=env, cwd=data_dir.parent, timeout=900)
     seconds = time.perf_counter() - t
     summary = next((ln.strip() for ln in run.stdout.splitlines() if re.match(r"\s*\d+ gates in ", ln)),
@@ -131,7 +138,6 @@ def demo(venv: Path, gates: int, data_dir: Path) -> tuple[int, float, str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--texts", type=int, default=2000)
-    ap.add_argument("--demo-gates", type=int, default=8)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "INSTALL_RESULTS.md")
     args = ap.parse_args()
     import numpy as np
@@ -148,9 +154,12 @@ def main() -> None:
         full_s = build(full, light_steps + dev_steps)
         sizes = {"light": size_bytes(light), "full": size_bytes(full)}
         torch = {"light": has(light, "torch"), "full": has(full, "torch")}
-        print(f"vicar demo --gates {args.demo_gates} in the light venv ...", flush=True)
+        # The first line's last command, exactly (a fresh data dir: the machine's ~/.vicar is not touched).
+        demo_cmd = shlex.split(first.split("&&")[-1])
+        print(f"{shlex.join(demo_cmd)} in the light venv ...", flush=True)
         (tmp / "demo").mkdir()
-        demo_rc, demo_s, demo_line = demo(light, args.demo_gates, tmp / "demo" / "data")
+        demo_rc, demo_s, demo_line = demo(light, demo_cmd, tmp / "demo" / "data")
+        heavy = largest(light)
         sample = texts(args.texts)
         texts_file = tmp / "texts.json"
         texts_file.write_text(json.dumps(sample))
@@ -191,8 +200,11 @@ def main() -> None:
         f"({'met' if sizes['light'] <= GOAL_BYTES else 'not met'}), ≤ {GOAL_SECONDS} s "
         f"({'met' if light_s <= GOAL_SECONDS else 'not met'}).",
         "",
-        f"The light venv runs the demo: `vicar demo --gates {args.demo_gates} --human-delay 0` exited {demo_rc} "
-        f"in {demo_s:.0f} s (server start and model load included): {demo_line}",
+        f"The light venv runs the first line's demo: `{shlex.join(demo_cmd)}` exited {demo_rc} in {demo_s:.0f} s "
+        f"(server start and model load included): {demo_line}",
+        "",
+        "The light venv's largest packages: "
+        + ", ".join(f"{name} {n / 2**20:,.0f} MiB" for name, n in heavy) + ".",
         "",
         f"## Bulk embedding, {len(sample)} texts of the dev data (batches of 64)",
         "",

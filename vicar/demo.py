@@ -116,10 +116,10 @@ def claim_principal(principals_dir: Path, wanted: str | None) -> tuple[str, str]
             continue
         if k == 1:
             return name, f"Principal {name}: the human whose answers the proxy learns (an empty memory)."
-        return name, (f"Principal {name}: {DEMO_PRINCIPAL} and the other earlier demos' principals already have "
-                      f"a memory in this data directory, so this run starts from an empty one under a new "
-                      f"name (`vicar demo --principal {DEMO_PRINCIPAL}` continues the first instead; a fresh "
-                      f"VICAR_DATA_DIR starts over).")
+        taken = f"{DEMO_PRINCIPAL} has" if k == 2 else f"{DEMO_PRINCIPAL} to {DEMO_PRINCIPAL}-{k - 1} have"
+        return name, (f"Principal {name}: {taken} a memory here from earlier runs, so this run starts from an "
+                      f"empty one under a new name (`vicar demo --principal {DEMO_PRINCIPAL}` continues the first "
+                      f"instead; a fresh VICAR_DATA_DIR starts over).")
     raise FileExistsError(f"{principals_dir}: no free demo principal name")
 
 

@@ -78,6 +78,8 @@ async def test_bad_starts_fail_in_their_first_task(harness):
         "session no input": (c.SESSION_WORKFLOW, []),
         "session bad principal": (c.SESSION_WORKFLOW, [{"principal": "../x", "session_id": "s"}]),
         "consolidation garbage": (c.CONSOLIDATION_WORKFLOW, ["garbage"]),
+        "move no input": (c.MOVE_WORKFLOW, []),
+        "move two inputs": (c.MOVE_WORKFLOW, [{"principal": victim, "to_shard": 0}, {}]),
     }
     for what, (kind, args) in starts.items():
         wid = (c.brain_workflow_id(victim) if kind == c.BRAIN_WORKFLOW and what.endswith("garbage")

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.common import RawValue, RetryPolicy
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -37,13 +37,15 @@ PIECES_PER_RUN = 16
 INVALID_MOVE_INPUT = "InvalidMoveInput"
 
 
-def _input(raw: RawValue) -> c.MoveInput:
+def _input(args: tuple) -> c.MoveInput:
     """The input, checked before any step: its principal and move id become paths on the
     shards' disks, and a move started by hand must not reach outside the data directory
     (the activities check again). A bad one fails the workflow at once, non-retryable,
     in one line, where a failed conversion would fail its task again and again."""
     try:
-        inp = workflow.payload_converter().from_payload(raw.payload, c.MoveInput)
+        if len(args) != 1:  # *args: no input or two must fail here too, not in the SDK's conversion
+            raise InvalidInput(f"expected one MoveInput argument, got {len(args)}")
+        inp = c.MoveInput.model_validate(args[0])
         check_principal(inp.principal)
         if inp.move_id:
             check_name(inp.move_id, "move id")
@@ -69,8 +71,8 @@ def _input(raw: RawValue) -> c.MoveInput:
 @workflow.defn(name=c.MOVE_WORKFLOW)
 class MoveWorkflow(TurnHolder):
     @workflow.run
-    async def run(self, raw: RawValue) -> c.MoveReport:
-        inp = _input(raw)
+    async def run(self, *args) -> c.MoveReport:
+        inp = _input(args)
         move_id = inp.move_id or str(workflow.uuid4())
         turn = c.TurnAsk(principal=inp.principal,
                          turn=TurnRequest(gate_id=f"move/{move_id}", workflow_id=workflow.info().workflow_id))

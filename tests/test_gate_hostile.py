@@ -11,7 +11,8 @@ import uuid
 
 import pytest
 from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
-from temporalio.common import WorkflowIDReusePolicy
+from temporalio.api.common.v1 import Payload
+from temporalio.common import RawValue, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError
 from typer.testing import CliRunner
 
@@ -79,6 +80,9 @@ async def test_bad_starts_fail_in_their_first_task(harness):
         "session bad principal": (c.SESSION_WORKFLOW, [{"principal": "../x", "session_id": "s"}]),
         "consolidation garbage": (c.CONSOLIDATION_WORKFLOW, ["garbage"]),
         "move no input": (c.MOVE_WORKFLOW, []),
+        # `temporal workflow start --input-base64`: a JSON payload that is not JSON
+        "gate not JSON": (c.GATE_WORKFLOW, [RawValue(Payload(metadata={"encoding": b"json/plain"}, data=b"{"))]),
+        "brain not JSON": (c.BRAIN_WORKFLOW, [RawValue(Payload(metadata={"encoding": b"json/plain"}, data=b"{"))]),
         "move two inputs": (c.MOVE_WORKFLOW, [{"principal": victim, "to_shard": 0}, {}]),
     }
     for what, (kind, args) in starts.items():

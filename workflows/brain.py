@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
     from vicar.models import BrainConfig, BrainInput, BrainState, BrainStatus, TurnGrant, TurnReply, TurnRequest
     from vicar.sharding import MAX_SHARDS, shard_of
-    from vicar.workflows.inputs import one_input
+    from vicar.workflows.inputs import one_input, raw_input
     from vicar.workflows.failures import cause_message
     from vicar.workflows.routing import run_memory_activity
 
@@ -63,6 +63,7 @@ def _check(inp: BrainInput) -> None:
         raise ValueError(f"shard_count runs from 1 to {MAX_SHARDS}")
 
 
+@raw_input
 @workflow.defn(name=c.BRAIN_WORKFLOW)
 class BrainWorkflow:
     @workflow.init

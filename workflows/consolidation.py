@@ -15,7 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from vicar.memory.consolidation_plan import ConsolidationPlan, ConsolidationReport
     from vicar.memory.names import check_principal
     from vicar.models import ConsolidationInput, TurnRequest
-    from vicar.workflows.inputs import one_input
+    from vicar.workflows.inputs import one_input, raw_input
     from vicar.workflows.routing import run_memory_activity
 
 from vicar.workflows.turn_holder import TurnHolder
@@ -33,6 +33,7 @@ def _check(inp: ConsolidationInput) -> None:
         raise ValueError("heartbeat_seconds must be positive")
 
 
+@raw_input
 @workflow.defn(name=c.CONSOLIDATION_WORKFLOW)
 class ConsolidationWorkflow(TurnHolder):
     @workflow.run

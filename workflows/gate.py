@@ -40,7 +40,7 @@ with workflow.unsafe.imports_passed_through():
     import vicar.workflows.gate_metrics as gate_metrics
     import vicar.workflows.search_attributes as sa
     from vicar.workflows.failures import cause_message as _cause
-    from vicar.workflows.inputs import one_input
+    from vicar.workflows.inputs import one_input, raw_input
     from vicar.workflows.gate_once import recorded as recorded_outcome, result_from_record
     from vicar.workflows.routing import run_memory_activity
     from vicar.workflows.turn_holder import QUICK, REPAIR_WAIT_CAP
@@ -113,6 +113,7 @@ def check_answer(state_actions: tuple[Action, ...], answer: HumanAnswer) -> Acti
     return Action(answer.action)
 
 
+@raw_input
 @workflow.defn(name=c.GATE_WORKFLOW)
 class GateWorkflow(AnswerJudge):
     def __init__(self) -> None:

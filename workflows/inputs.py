@@ -13,13 +13,26 @@ from typing import Callable, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from temporalio import workflow
+from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from vicar.errors import validation_summary
 
 M = TypeVar("M", bound=BaseModel)
+C = TypeVar("C", bound=type)
 INVALID_WORKFLOW_INPUT = "InvalidWorkflowInput"
+
+
+def raw_input(cls: C) -> C:
+    """Under @workflow.defn: one input arrives as RawValue, undecoded (`*args` alone
+    would have the SDK decode it as JSON first, and a payload that is not JSON, e.g.
+    `temporal workflow start --input-base64`, failed the task again and again). The SDK
+    uses its types only when their count matches the inputs', so no input or two still
+    reach one_input, decoded, and are refused there."""
+    defn = getattr(cls, "__temporal_workflow_definition")
+    object.__setattr__(defn, "arg_types", [RawValue])  # the SDK sets it the same way (_Definition.__post_init__)
+    return cls
 
 
 def one_input(args: tuple, model: type[M], what: str, check: Callable[[M], None] | None = None,
@@ -30,7 +43,10 @@ def one_input(args: tuple, model: type[M], what: str, check: Callable[[M], None]
         why = f"expected one {model.__name__} argument, got {len(args)}"
     else:
         try:
-            value = model.model_validate(args[0])
+            if isinstance(args[0], RawValue):
+                value = workflow.payload_converter().from_payload(args[0].payload, model)
+            else:
+                value = model.model_validate(args[0])
             if check is not None:
                 check(value)
             return value
@@ -38,4 +54,6 @@ def one_input(args: tuple, model: type[M], what: str, check: Callable[[M], None]
             why = validation_summary(exc)
         except ValueError as exc:  # the check's, and the models' own (InvalidInput is one)
             why = str(exc)
+        except Exception as exc:  # not JSON, or not an object
+            why = f"{type(exc).__name__}: {exc}"
     raise ApplicationError(f"invalid {what}: {why[:2000]}", type=error_type, non_retryable=True)

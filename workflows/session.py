@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
         Usage,
         WorkingMemoryView,
     )
-    from vicar.workflows.inputs import one_input
+    from vicar.workflows.inputs import one_input, raw_input
     from vicar.workflows.routing import run_memory_activity
 
 LOAD = dict(
@@ -44,6 +44,7 @@ def _check(inp: SessionInput) -> None:
         raise ValueError("idle_timeout_seconds and consolidation_heartbeat_seconds must be positive")
 
 
+@raw_input
 @workflow.defn(name=c.SESSION_WORKFLOW)
 class SessionWorkflow:
     @workflow.init

@@ -15,6 +15,8 @@ import pytest
 import yaml
 
 from vicar import ops
+from vicar.codec import KEY_FILE_VAR, load_keys
+from vicar.errors import InvalidInput
 from vicar.config import OPS_VARS, Settings
 from vicar.sharding import parse_shards
 
@@ -86,6 +88,7 @@ def test_worker_statefulset_matches_the_code(rendered, monkeypatch):
     assert mounts[claim["metadata"]["name"]] == env["VICAR_DATA_DIR"] and "/tmp" in mounts.values()
     assert pod["securityContext"]["runAsNonRoot"] and c["securityContext"]["readOnlyRootFilesystem"]
     assert c["resources"]["requests"]
+    check_k8s_key_mount(pod, c, env)
     assert sts["spec"]["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Retain", "whenScaled": "Retain"}
     service = by_kind["Service"]
     assert service["spec"]["clusterIP"] == "None" and sts["spec"]["serviceName"] == service["metadata"]["name"]
@@ -108,9 +111,58 @@ def test_compose_workers_split_the_shards(monkeypatch):
         volumes.add(name)
         assert int(w["stop_grace_period"].rstrip("s")) >= 30 + 10
         assert w["build"]["dockerfile"] == "deploy/Dockerfile" and w["read_only"]
+        # The shared payload key, as a secret file (mounted at /run/secrets/<target>).
+        (secret,) = [s for s in w.get("secrets", []) if (s if isinstance(s, str) else s["source"]) == "codec-keys"]
+        target = secret if isinstance(secret, str) else secret.get("target", secret["source"])
+        assert env.get(KEY_FILE_VAR) == f"/run/secrets/{target}", "a sharded worker needs the shared key file"
     assert sorted(seen) == list(range(int(env["VICAR_SHARD_COUNT"])))  # each shard once
     assert len(volumes) == len(workers)  # a volume per worker
     assert {"postgresql", "temporal", "temporal-ui"} <= set(compose["services"])
+    key_file = DEPLOY / compose["secrets"]["codec-keys"]["file"]
+    assert key_file.parent == DEPLOY and is_git_ignored(key_file)
+
+
+def test_compose_key_command_makes_a_key_the_sharded_workers_accept(tmp_path, monkeypatch):
+    """The header's command, run as written (its output redirected here), makes a file
+    a worker serving some of the shards loads; without it that worker refuses to start."""
+    text = (DEPLOY / "compose.yaml").read_text()
+    cmd = re.search(r"^#\s+(python -c \"(.*?)\") > deploy/codec-keys\s*$", text, re.M)
+    assert cmd, "compose.yaml's header lost the command that makes deploy/codec-keys"
+    out = subprocess.run([sys.executable, "-c", cmd.group(2)], capture_output=True, text=True, timeout=60, check=True)
+    (tmp_path / "codec-keys").write_text(out.stdout)
+    worker = yaml.safe_load(text)["services"]["vicar-worker-0"]["environment"]
+    for k, v in worker.items():
+        if k.startswith("VICAR_") and k != KEY_FILE_VAR:
+            monkeypatch.setenv(k, v)
+    monkeypatch.delenv("VICAR_CODEC_KEYS", raising=False)
+    monkeypatch.delenv(KEY_FILE_VAR, raising=False)
+    monkeypatch.setenv("VICAR_DATA_DIR", str(tmp_path / "data"))
+    with pytest.raises(InvalidInput, match=KEY_FILE_VAR):
+        load_keys(Settings.from_env())
+    monkeypatch.setenv(KEY_FILE_VAR, str(tmp_path / "codec-keys"))
+    keys = load_keys(Settings.from_env())
+    assert len(keys) == 1 and len(next(iter(keys.values()))) == 32
+    assert not (tmp_path / "data" / "codec-keys").exists()  # no key of its own
+
+
+def is_git_ignored(path: Path) -> bool:
+    return subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", str(path)], timeout=30).returncode == 0
+
+
+def check_k8s_key_mount(pod: dict, c: dict, env: dict[str, str]) -> None:
+    """The key file comes from a Secret the operator creates (deploy/README.md gives the
+    command), mounted read-only; the manifests never hold a key."""
+    assert KEY_FILE_VAR in env, "a pod serving some shards needs the shared key file"
+    key_path = Path(env[KEY_FILE_VAR])
+    (mount,) = [m for m in c["volumeMounts"] if Path(m["mountPath"]) == key_path.parent]
+    assert mount.get("readOnly") is True and "subPath" not in mount
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    secret = volume["secret"]
+    assert not secret.get("optional"), "without the key the pod must wait, not start and refuse"
+    (item,) = secret["items"]
+    assert item["path"] == key_path.name
+    readme = (DEPLOY / "README.md").read_text()
+    assert f"create secret generic {secret['secretName']} --from-file={item['key']}=" in readme
 
 
 def test_dockerfile_matches_the_code(monkeypatch):

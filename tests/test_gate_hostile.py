@@ -83,6 +83,7 @@ async def test_bad_starts_fail_in_their_first_task(harness):
         # `temporal workflow start --input-base64`: a JSON payload that is not JSON
         "gate not JSON": (c.GATE_WORKFLOW, [RawValue(Payload(metadata={"encoding": b"json/plain"}, data=b"{"))]),
         "brain not JSON": (c.BRAIN_WORKFLOW, [RawValue(Payload(metadata={"encoding": b"json/plain"}, data=b"{"))]),
+        "move not JSON": (c.MOVE_WORKFLOW, [RawValue(Payload(metadata={"encoding": b"json/plain"}, data=b"{"))]),
         "move two inputs": (c.MOVE_WORKFLOW, [{"principal": victim, "to_shard": 0}, {}]),
     }
     for what, (kind, args) in starts.items():

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from vicar.sharding import MAX_SHARDS
     from vicar.workflows.routing import run_memory_activity
 
+from vicar.workflows.inputs import raw_input
 from vicar.workflows.turn_holder import QUICK, TurnHolder
 
 _UNTIL_DONE = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1))
@@ -45,7 +46,8 @@ def _input(args: tuple) -> c.MoveInput:
     try:
         if len(args) != 1:  # *args: no input or two must fail here too, not in the SDK's conversion
             raise InvalidInput(f"expected one MoveInput argument, got {len(args)}")
-        inp = c.MoveInput.model_validate(args[0])
+        inp = (workflow.payload_converter().from_payload(args[0].payload, c.MoveInput)
+               if isinstance(args[0], RawValue) else c.MoveInput.model_validate(args[0]))
         check_principal(inp.principal)
         if inp.move_id:
             check_name(inp.move_id, "move id")
@@ -68,6 +70,7 @@ def _input(args: tuple) -> c.MoveInput:
     raise ApplicationError(f"invalid move input: {why[:2000]}", type=INVALID_MOVE_INPUT, non_retryable=True)
 
 
+@raw_input
 @workflow.defn(name=c.MOVE_WORKFLOW)
 class MoveWorkflow(TurnHolder):
     @workflow.run

@@ -22,6 +22,7 @@ from vicar.schema import document
 from vicar.server import temporal_binary
 
 from .conftest import wait_escalated, wait_for
+from .test_codec import codec_server  # noqa: F401  (a fixture: the codec server as a process)
 
 # Well under the SDK's first workflow-task retry back-off: the gate fails in its first task.
 FAILS_WITHIN = 15.0
@@ -70,18 +71,21 @@ async def test_a_gate_started_under_another_id_is_listed_and_answered_by_it(harn
     assert result.action.value == "approve" and result.escalated and result.responder == "test"
 
 
-def _temporal(client, *args: str) -> str:
+def _temporal(client, codec, *args: str) -> str:
     """One `temporal` CLI command against the test server, as a client in another language
-    would drive the gate: JSON in, JSON out."""
+    would drive the gate: JSON in, JSON out. Payloads are sealed (docs/codec.md): such a
+    client reaches them through the codec server, as `--codec-endpoint` does here."""
+    url, token, _ = codec
     run = subprocess.run(
         [temporal_binary(), *args, "--address", client.service_client.config.target_host,
-         "--namespace", client.namespace, "-o", "json"],
+         "--namespace", client.namespace, "-o", "json",
+         "--codec-endpoint", url, "--codec-auth", f"Bearer {token}"],
         capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr[-2000:]
     return run.stdout
 
 
-async def test_the_temporal_cli_opens_and_answers_a_gate_with_json_only(harness, tmp_path):
+async def test_the_temporal_cli_opens_and_answers_a_gate_with_json_only(harness, codec_server):
     h = harness
     doc = document()
     request = {"principal": h.principal(), "gate_id": f"cli-{uuid.uuid4().hex[:8]}", "state": "PLAN_ASSERT",
@@ -90,15 +94,15 @@ async def test_the_temporal_cli_opens_and_answers_a_gate_with_json_only(harness,
     jsonschema.validate(request, doc["schemas"]["GateRequest"])  # what `vicar schema` promises is accepted
     workflow_id = doc["interface"]["workflow_id"].split()[0].replace("<gate_id>", request["gate_id"])
     await asyncio.to_thread(
-        _temporal, h.client, "workflow", "start", "--type", doc["interface"]["workflow_type"],
+        _temporal, h.client, codec_server, "workflow", "start", "--type", doc["interface"]["workflow_type"],
         "--task-queue", h.task_queue, "--workflow-id", workflow_id, "--input", json.dumps(request))
     await wait_escalated(h.client, request["gate_id"])
     answer = {"action": "approve", "text": "Fine by me.", "responder": "cli"}
     jsonschema.validate(answer, doc["schemas"]["HumanAnswer"])
     (name,) = doc["interface"]["updates"]
-    await asyncio.to_thread(_temporal, h.client, "workflow", "update", "execute", "--workflow-id", workflow_id,
+    await asyncio.to_thread(_temporal, h.client, codec_server, "workflow", "update", "execute", "--workflow-id", workflow_id,
                             "--name", name, "--input", json.dumps(answer))
-    out = json.loads(await asyncio.to_thread(_temporal, h.client, "workflow", "result", "--workflow-id", workflow_id))
+    out = json.loads(await asyncio.to_thread(_temporal, h.client, codec_server, "workflow", "result", "--workflow-id", workflow_id))
     assert (out["result"]["action"], out["result"]["responder"], out["result"]["escalated"]) == ("approve", "cli", True)
     # The payload itself, as any SDK receives it (the CLI renders an empty list as null).
     raw = await h.client.get_workflow_handle(workflow_id, result_type=RawValue).result()

@@ -14,14 +14,17 @@ open them; histories recorded before the payload codec are plaintext):
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import hashlib
 import json
 import os
+import uuid
 from pathlib import Path
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
@@ -30,7 +33,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from vicar.codec import AesGcmCodec, data_converter, parse_keys
 from vicar.gates import answer_gate, start_gate
-from vicar.models import HumanAnswer
+from vicar.models import BrainConfig, HumanAnswer
 from vicar.responders import save_allowed
 from vicar.workflows.brain import BrainWorkflow
 from vicar.workflows.consolidation import ConsolidationWorkflow
@@ -38,11 +41,14 @@ from vicar.workflows.gate import GateWorkflow
 from vicar.workflows.move import MoveWorkflow
 from vicar.workflows.session import SessionWorkflow
 
-from .conftest import wait_escalated
+from .conftest import VicarHarness, wait_escalated
+from .test_brain import run_never_gates
 
 HISTORIES = Path(__file__).parent / "histories"
 # Not a secret: it only seals the test histories committed here.
 REPLAY_KEY = "replay:" + base64.b64encode(hashlib.sha256(b"vicar replay histories").digest()).decode()
+# The recorded brain continues as new after this many grants.
+CONTINUE_AFTER = 3
 WORKFLOWS = [GateWorkflow, BrainWorkflow, SessionWorkflow, ConsolidationWorkflow, MoveWorkflow]
 
 
@@ -84,14 +90,92 @@ async def _record_all(h) -> dict[str, WorkflowHistory]:
     return out
 
 
-@pytest.mark.skipif(not os.environ.get("VICAR_RECORD_HISTORIES"), reason="records only when asked")
-async def test_record_histories(harness):
-    label = os.environ["VICAR_RECORD_HISTORIES"]
+async def _record_endings(h) -> dict[str, WorkflowHistory]:
+    """The gate's other endings (deadline, cancellation) and a brain across a
+    continue-as-new (the harness's brain continues after a few grants): its first run,
+    which ends by continuing, and the run that took over."""
+    p = h.principal()
+    out: dict[str, WorkflowHistory] = {}
+    req = h.request(p, escalation_mode="always", deadline_seconds=2, artifact="Rename a column.")
+    handle = await start_gate(h.client, req, h.task_queue)
+    result = await handle.result()
+    assert result.timed_out
+    out["gate-deadline"] = await handle.fetch_history()
+
+    req = h.request(p, escalation_mode="always", artifact="Drop an index.")
+    handle = await start_gate(h.client, req, h.task_queue)
+    await wait_escalated(h.client, req.gate_id)
+    await handle.cancel()
+    with pytest.raises(Exception):
+        await handle.result()
+    out["gate-cancelled"] = await handle.fetch_history()
+
+    await run_never_gates(h, p, 2 * CONTINUE_AFTER)
+    latest = h.client.get_workflow_handle(c.brain_workflow_id(p))
+    first_run = (await latest.describe()).raw_description.workflow_execution_info.first_run_id
+    out["brain-continued"] = await h.client.get_workflow_handle(c.brain_workflow_id(p), run_id=first_run).fetch_history()
+    out["brain-after-continue"] = await latest.fetch_history()
+    assert out["brain-continued"].events[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
+    assert out["brain-after-continue"].events[0].workflow_execution_started_event_attributes.continued_execution_run_id
+    return out
+
+
+async def _record_move(temporal_env, embedder, settings, tmp_path) -> dict[str, WorkflowHistory]:
+    """A principal moved from shard 0 to shard 1 (two workers, as in test_shards.py)."""
+    from temporalio.client import Client
+
+    from vicar.memory.principal import MemoryRegistry
+    from vicar.sharding import shard_of
+    from vicar.worker import build_worker
+
+    from .test_gate import run_answering
+
+    base = settings.model_copy(update=dict(shard_count=2, shard_wait_seconds=60.0))
+    task_queue = f"tq-{uuid.uuid4().hex[:8]}"
+    homes = [base.model_copy(update={"data_dir": tmp_path / f"home-{k}"}) for k in range(2)]
+    registries = [MemoryRegistry(s.principals_dir, lambda: embedder, s.memory) for s in homes]
+    clients = [temporal_env.client, await Client.connect(temporal_env.client.service_client.config.target_host,
+                                                         data_converter=data_converter())]
+    groups = [build_worker(clients[k], s, registry=r, task_queue=task_queue, shards=[k])[0]
+              for k, (s, r) in enumerate(zip(homes, registries))]
+    p = next(q for q in (f"rp-{uuid.uuid4().hex[:6]}-{i}" for i in range(100)) if shard_of(q, 2) == 0)
+    try:
+        async with groups[0], groups[1]:
+            h = VicarHarness(temporal_env.client, task_queue, registries[0], base)
+            await run_answering(h, h.request(p, task_type="docs", artifact="Fix a typo."))
+            handle = await temporal_env.client.start_workflow(
+                c.MOVE_WORKFLOW, c.MoveInput(principal=p, to_shard=1), id=c.move_workflow_id(p),
+                task_queue=task_queue, result_type=c.MoveReport)
+            report = await asyncio.wait_for(handle.result(), timeout=120)
+            assert report.moved
+            return {"move": await handle.fetch_history()}
+    finally:
+        for r in registries:
+            r.close()
+
+
+def _save(label: str, histories: dict[str, WorkflowHistory]) -> None:
     assert os.environ.get("VICAR_CODEC_KEYS") == REPLAY_KEY, "record with VICAR_CODEC_KEYS=REPLAY_KEY (see above)"
     HISTORIES.mkdir(exist_ok=True)
-    for name, history in (await _record_all(harness)).items():
+    for name, history in histories.items():
         (HISTORIES / f"{label}-{name}.json").write_text(
             json.dumps({"workflow_id": history.workflow_id, "history": json.loads(history.to_json())}) + "\n")
+
+
+@pytest.mark.skipif(not os.environ.get("VICAR_RECORD_HISTORIES"), reason="records only when asked")
+async def test_record_histories(harness):
+    _save(os.environ["VICAR_RECORD_HISTORIES"], await _record_all(harness))
+
+
+@pytest.mark.skipif(not os.environ.get("VICAR_RECORD_HISTORIES"), reason="records only when asked")
+@pytest.mark.parametrize("harness", [BrainConfig(max_grants_per_run=CONTINUE_AFTER)], indirect=True)
+async def test_record_ending_histories(harness):
+    _save(os.environ["VICAR_RECORD_HISTORIES"], await _record_endings(harness))
+
+
+@pytest.mark.skipif(not os.environ.get("VICAR_RECORD_HISTORIES"), reason="records only when asked")
+async def test_record_move_history(temporal_env, embedder, settings, tmp_path):
+    _save(os.environ["VICAR_RECORD_HISTORIES"], await _record_move(temporal_env, embedder, settings, tmp_path))
 
 
 def _stored() -> list[Path]:
@@ -101,8 +185,9 @@ def _stored() -> list[Path]:
 def test_histories_are_committed():
     """The replay below checks something: histories from an earlier commit are there."""
     names = {p.name.split("-", 1)[1] for p in _stored()}
-    assert {"gate-update.json", "gate-signal-session.json", "gate-proxy.json", "session.json",
-            "consolidation.json", "brain.json"} <= names
+    assert {"gate-update.json", "gate-signal-session.json", "gate-proxy.json", "gate-deadline.json",
+            "gate-cancelled.json", "session.json", "consolidation.json", "brain.json", "brain-continued.json",
+            "brain-after-continue.json", "move.json"} <= names
 
 
 @pytest.mark.parametrize("path", _stored(), ids=lambda p: p.stem)

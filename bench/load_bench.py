@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import os
@@ -51,15 +52,15 @@ import httpx  # noqa: E402
 from temporalio.service import RPCError  # noqa: E402
 
 from bench.machine_info import machine_line  # noqa: E402
-from tests.test_side_files import side_file_counts  # noqa: E402
 from tests.test_soak import Cluster, retrying  # noqa: E402
 from vicar import contracts as c  # noqa: E402
 from vicar.config import Settings  # noqa: E402
 from vicar.connect import connect  # noqa: E402
 from vicar.errors import VicarError  # noqa: E402
-from vicar.gates import start_gate  # noqa: E402
+from vicar.gates import _why_stuck, start_gate  # noqa: E402
 from vicar.memory.check import check  # noqa: E402
 from vicar.models import GateDetails, GateRequest, GateResult, GateStatus, HumanAnswer  # noqa: E402
+from vicar.proxy.outcomes import side_file_gates  # noqa: E402
 from vicar.server import free_port  # noqa: E402
 
 TASKS = {"docs": "approve", "db-migration": "correct", "refactor": "approve", "infra": "reject"}
@@ -215,8 +216,24 @@ def rss_mb(pid: int) -> float | None:
     return None
 
 
+async def stuck(client: Client, gate_ids: list[str]) -> list[str]:
+    """Why each of these gates has no result: its workflow's state and last task failure."""
+    out = []
+    for gid in gate_ids:
+        try:
+            desc = await client.get_workflow_handle(c.gate_workflow_id(gid)).describe()
+            attempt = desc.raw_description.pending_workflow_task.attempt
+            why = await _why_stuck(client, desc, attempt) if attempt > 1 else desc.status.name
+        except RPCError as exc:
+            why = f"not found ({exc})"
+        out.append(f"{gid}: no result: {why}")
+    return out
+
+
 async def run_load(tmp: Path, gates: int, principals: int, kills: list[int], duplicates: int = 6,
-                   clients: int = 3, in_flight: int = 40, timeout: float = 3600.0, progress=None) -> LoadReport:
+                   clients: int = 3, in_flight: int = 40, stall: float = 300.0, progress=None) -> LoadReport:
+    """`stall`: seconds with no gate completing (and no kill pending) after which the run
+    stops and reports the gates that have no result, with why."""
     report = LoadReport(gates=gates, principals=principals, kills=kills, duplicates=duplicates, clients=clients)
     cluster = ReadyCluster(tmp)
     await cluster.start_server()
@@ -257,13 +274,29 @@ async def run_load(tmp: Path, gates: int, principals: int, kills: list[int], dup
             await cluster.start_worker()  # the gates' calls retry meanwhile
 
     sampler = asyncio.create_task(sample_rss())
+    run = asyncio.ensure_future(asyncio.gather(faults(), *(one(i) for i in range(gates))))
     try:
-        await asyncio.wait_for(asyncio.gather(faults(), *(one(i) for i in range(gates))), timeout=timeout)
+        seen, last, stalled = -1, time.monotonic(), False
+        while not run.done():
+            await asyncio.wait([run], timeout=1.0)
+            if len(done) != seen:
+                seen, last = len(done), time.monotonic()
+            elif time.monotonic() - last > stall:
+                left = [plan(i, principals)[0].gate_id for i in range(gates)]
+                report.problems += await stuck(conns[0], [g for g in left if g not in report.results])
+                stalled = True
+                run.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await run
         report.seconds = time.monotonic() - began
+        if not stalled:
+            run.result()
         code = await cluster.stop_worker()
         if code != 0:
             report.problems.append(f"the worker exited {code} on SIGTERM")
     finally:
+        if not run.done():
+            run.cancel()
         sampler.cancel()
         if cluster.worker and cluster.worker.returncode is None:
             cluster.worker.kill()
@@ -303,7 +336,7 @@ def verify(report: LoadReport, cluster: Cluster) -> None:
         report.stored += len(rows)
         if len(rows) != len({w for w, _ in rows}) or dict(rows) != want:
             problems.append(f"{principal}: store holds {len(rows)} outcomes for {len(want)} gates")
-        lines, sections = side_file_counts(d)
+        lines, sections = side_file_gates(d)
         report.lines += sum(lines.values())
         report.sections += sum(sections.values())
         gate_ids = Counter(r.gate_id for r, _ in gates)
@@ -369,6 +402,8 @@ def main() -> int:
     ap.add_argument("--duplicates", type=int, default=6, help="times each answer is sent at once")
     ap.add_argument("--clients", type=int, default=3)
     ap.add_argument("--in-flight", type=int, default=40, help="gates open at once")
+    ap.add_argument("--stall", type=float, default=300.0,
+                    help="seconds with no gate completing before the run stops and reports the gates left")
     ap.add_argument("--out", type=Path, help="append the report (markdown) to this file")
     args = ap.parse_args()
     kills = args.kill_at if args.kill_at is not None else [args.gates // 2]
@@ -380,7 +415,7 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="vicar-load-") as tmp:
         report = asyncio.run(run_load(Path(tmp), args.gates, args.principals, kills, args.duplicates,
-                                      args.clients, args.in_flight, progress=progress))
+                                      args.clients, args.in_flight, args.stall, progress=progress))
     text = markdown(report, command)
     print(text)
     if args.out:

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import threading
 from collections import Counter
-from pathlib import Path
 
 from temporalio.client import Client
 
@@ -21,20 +19,12 @@ from vicar import contracts as c
 from vicar.gates import answer_gate, start_gate
 from vicar.errors import VicarError
 from vicar.models import GateResult, HumanAnswer, OutcomeRecord
-from vicar.proxy.outcomes import INTERACTIONS_FILE, PATTERNS_FILE, record_outcome
+from vicar.proxy.outcomes import INTERACTIONS_FILE, record_outcome, side_file_gates as side_file_counts
 
 from .conftest import wait_escalated
 
 GATES = 20
 CLIENTS = 3
-_SECTION = re.compile(r"^## .* \| (?P<gate>\S+) \(", re.M)
-
-
-def side_file_counts(principal_dir: Path) -> tuple[Counter, Counter]:
-    """Per gate id: its lines in proxy-interactions.jsonl, its sections in proxy-patterns.md."""
-    lines = [json.loads(x) for x in (principal_dir / INTERACTIONS_FILE).read_text().splitlines() if x.strip()]
-    sections = _SECTION.findall((principal_dir / PATTERNS_FILE).read_text())
-    return Counter(x["gate_id"] for x in lines), Counter(sections)
 
 
 def stored_gates(memory) -> Counter:
@@ -70,10 +60,10 @@ async def test_concurrent_duplicate_answers_write_each_outcome_once(harness, tem
         for k, client in enumerate(clients):
             sends.append(by_update(client, r.gate_id, k))
             sends.append(by_signal(client, r.gate_id, k))
-    await asyncio.gather(*sends)
-    results = await asyncio.gather(*(
+    await asyncio.wait_for(asyncio.gather(*sends), 120)
+    results = await asyncio.wait_for(asyncio.gather(*(
         harness.client.get_workflow_handle(c.gate_workflow_id(r.gate_id), result_type=GateResult).result()
-        for r in reqs))
+        for r in reqs)), 120)
     assert all(res.escalated for res in results)
     assert all(n <= 1 for n in accepted.values()), accepted  # the gate took one answer
 

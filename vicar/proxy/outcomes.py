@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
+from collections import Counter
 from pathlib import Path
 
 from vicar.memory.principal import PrincipalMemory
@@ -220,6 +222,19 @@ def _pattern_seq(line: str) -> int | None:
         except ValueError:
             return None
     return 0 if line == _HEADER_END else None
+
+
+_SECTION_HEAD = re.compile(r"^## .* \| (?P<gate>\S+) \(", re.M)
+
+
+def side_file_gates(directory: Path) -> tuple[Counter, Counter]:
+    """Per gate id, how often it appears in a principal's side files: lines of
+    proxy-interactions.jsonl and sections of proxy-patterns.md (each should be once)."""
+    interactions, patterns = directory / INTERACTIONS_FILE, directory / PATTERNS_FILE
+    lines = interactions.read_text(encoding="utf-8").splitlines() if interactions.exists() else []
+    text = patterns.read_text(encoding="utf-8") if patterns.exists() else ""
+    return (Counter(json.loads(x)["gate_id"] for x in lines if x.strip()),
+            Counter(m["gate"] for m in _SECTION_HEAD.finditer(text)))
 
 
 def _append(path: Path, text: str) -> None:

@@ -27,7 +27,7 @@ from vicar.memory.diskfull import DiskFull
 from vicar.memory.params import MemoryParams
 from vicar.memory.principal import PrincipalMemory
 from vicar.memory.store import RecordStore
-from vicar.gates import answer_gate, start_gate
+from vicar.gates import answer_gate, gate_details, start_gate
 from vicar.models import GateRequest, HumanAnswer
 
 from .conftest import record_answer, wait_escalated, wait_for
@@ -322,9 +322,14 @@ async def test_answer_on_a_full_disk_waits_saying_so_and_lands_once_there_is_roo
                    for r in caplog.records)
 
     await wait_for(said, timeout=60)
+    # What the gate shows while its record waits: the answer is in, the disk is the cause.
+    waiting = await gate_details(h.client, req.gate_id)
+    assert waiting.calibration_note.startswith("answered by tester; recording waits: "), waiting
+    assert "the disk is full" in waiting.calibration_note, waiting
     small_disk.free()
     result = await asyncio.wait_for(handle.result(), timeout=120)
     assert result.answered_by.value == "human" and result.n == first.n + 1
+    assert "recording waits" not in result.calibration_note, result
     mem = h.registry.get(p)
     assert mem.store.outcome_seq(handle.id) is not None and mem.store.count("answered_by = 'human'") == 1
 

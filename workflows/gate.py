@@ -677,12 +677,20 @@ class GateWorkflow(AnswerJudge):
                                prior=consulted.prior, posterior=consulted.posterior, surprise=consulted.surprise,
                                at=workflow.now(), dialog=list(self._dialog), calibration=consulted.calibration)
         wait = timedelta(seconds=1)
+        note = self._details.calibration_note if self._details else ""
         while True:  # until it lands (record_outcome is idempotent per gate)
             try:
                 await self._step(c.RECORD_OUTCOME, record, result_type=str, options=RECORD)
+                if self._details is not None:
+                    self._details.calibration_note = note
                 return
             except (ActivityError, ApplicationError) as exc:
                 workflow.logger.warning("gate %s: recording waits for the memory: %s", req.gate_id, _cause(exc))
+                if self._details is not None:
+                    # Shown by the `details` query only (no command): the answer is in, its
+                    # record is what waits, and why.
+                    who = responder or ("the proxy" if answered_by is AnsweredBy.proxy else answered_by.value)
+                    self._details.calibration_note = f"answered by {who}; recording waits: {_cause(exc)}"
             await workflow.sleep(wait)
             wait = min(wait * 2, REPAIR_WAIT_CAP)
 

@@ -45,6 +45,7 @@ if str(ROOT) not in sys.path:
 from temporalio.client import (  # noqa: E402
     Client,
     WorkflowExecutionStatus,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
@@ -163,8 +164,8 @@ async def drive(clients: list[Client], req: GateRequest, answer: HumanAnswer, n:
             raise AssertionError(f"{req.gate_id}: {desc.status}")
         try:
             details = await asyncio.wait_for(handle.query("details", result_type=GateDetails), timeout=10)
-        except (RPCError, asyncio.TimeoutError):
-            details = None  # no worker to answer the query right now
+        except (RPCError, WorkflowQueryFailedError, asyncio.TimeoutError):
+            details = None  # no worker to answer the query right now, or a workflow task that fails
         if details is not None and details.status is GateStatus.escalated:
             if timing.escalated_at is None and details.escalated_at is not None:
                 timing.escalated_at = details.escalated_at.timestamp()

@@ -16,18 +16,18 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rich.console import Console  # noqa: E402
-
 from dev_replay import load_dev  # noqa: E402  (bench/ is on sys.path when run as a script)
 from machine_info import machine_line  # noqa: E402
+from rich.console import Console  # noqa: E402
+
 from vicar.config import CalibrationParams, FactParams  # noqa: E402
-from vicar.eval.replay import Variant, replay_reviewer  # noqa: E402
 from vicar.eval import metrics as m  # noqa: E402
+from vicar.eval.replay import Variant, replay_reviewer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = {"calibration": CalibrationParams, "facts": FactParams}  # Variant fields that override settings
@@ -45,7 +45,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=0, help="gates per reviewer (0: all)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     defaults = SECTIONS[args.section]().model_dump()
     if args.param not in defaults:
         ap.error(f"--param: {args.section} has no field {args.param!r}")

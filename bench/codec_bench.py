@@ -12,8 +12,6 @@ falls on both. Also the codec alone: seal + open of one gate request's payload.
 
 from __future__ import annotations
 
-from machine_info import machine_line  # bench/ is on sys.path when run as a script
-
 import argparse
 import asyncio
 import math
@@ -26,18 +24,19 @@ import time
 import uuid
 from pathlib import Path
 
+from gate_bench import concurrent, gate, sequential, train
+from gate_common import BENCH_ENV, Row
+from machine_info import machine_line  # bench/ is on sys.path when run as a script
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from gate_bench import concurrent, gate, sequential, train
-from gate_common import BENCH_ENV, Row
+from vicar.config import Settings
 from vicar.memory.embedder import default_embedder, make_embedder
 from vicar.memory.principal import MemoryRegistry
-from vicar.proxy.select import predictor_from_env
-from vicar.config import Settings
 from vicar.models import EscalationMode
+from vicar.proxy.select import predictor_from_env
 from vicar.worker import build_worker, temporal_client
 
 

@@ -34,8 +34,8 @@ from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from vicar.models import GateStatus
     import vicar.workflows.search_attributes as sa
+    from vicar.models import GateStatus
 
 LOCAL = {"start_to_close_timeout": timedelta(seconds=30)}
 # Continue-as-new after this many grants, like the real brain (BrainConfig.max_grants_per_run).

@@ -43,6 +43,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from durability import direct_record, durability, filesystem_of, server_floors
+from durability import report_lines as durability_lines
+from floor_workflow import (  # bench/ is sys.path[0] when run as a script
+    FloorBrainActivities,
+    FloorBrainWorkflow,
+    FloorGateInput,
+    FloorGateWorkflow,
+    FloorWorkflow,
+    noop,
+)
+from gate_common import BENCH_ENV, GATE_LOCAL_ACTIVITIES, MAX_TRAINING_GATES, MEASURE_POLL, Row, cpu_seconds
+from gate_report import HEADERS, anatomy, report, table_rows
+from prom import delta, resource_exhausted, server_metrics_url
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -52,19 +65,13 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Worker
 from temporalio.worker import Interceptor as WorkerInterceptor
 
-from floor_workflow import (  # bench/ is sys.path[0] when run as a script
-    FloorBrainActivities, FloorBrainWorkflow, FloorGateInput, FloorGateWorkflow, FloorWorkflow, noop)
-from prom import delta, resource_exhausted, server_metrics_url
-from gate_common import BENCH_ENV, GATE_LOCAL_ACTIVITIES, MAX_TRAINING_GATES, MEASURE_POLL, Row, cpu_seconds
-from gate_report import HEADERS, anatomy, report, table_rows
-from durability import direct_record, durability, filesystem_of, report_lines as durability_lines, server_floors
-from vicar.memory.embedder import default_embedder, make_embedder
-from vicar.memory.principal import MemoryRegistry
-from vicar.proxy.select import predictor_from_env
 from vicar import contracts as c
 from vicar.config import Settings
 from vicar.gates import answer_gate, gate_details, start_gate
+from vicar.memory.embedder import default_embedder, make_embedder
+from vicar.memory.principal import MemoryRegistry
 from vicar.models import CfAState, EscalationMode, GateRequest, GateResult, GateStatus, HumanAnswer
+from vicar.proxy.select import predictor_from_env
 from vicar.worker import build_worker, temporal_client
 from vicar.workflows import search_attributes as sa
 
@@ -314,13 +321,13 @@ def proxy_work(settings: Settings, registry, predictor, principals: list[str], p
         memory.raise_counter(n)
         model = predictor.pin(p) if predictor.pin else None
         with (predictor.using(p, model) if predictor.using else contextlib.nullcontext(predictor)) as pred:
-            res = consult(memory, pred, req, n, settings, now=dt.datetime.now(dt.timezone.utc), gate_key=req.gate_id)
+            res = consult(memory, pred, req, n, settings, now=dt.datetime.now(dt.UTC), gate_key=req.gate_id)
         record_outcome(memory, OutcomeRecord(
             request=req, n=n, workflow_id=f"direct/{req.gate_id}",
             action=Action.approve if human else (res.posterior.action or Action.approve),
             response_text=HUMAN.text if human else res.posterior.prose, responder="bench" if human else None,
             answered_by=AnsweredBy.human if human else AnsweredBy.proxy, prior=res.prior, posterior=res.posterior,
-            surprise=res.surprise, at=dt.datetime.now(dt.timezone.utc), calibration=res.calibration))
+            surprise=res.surprise, at=dt.datetime.now(dt.UTC), calibration=res.calibration))
 
     for p in principals:
         for i in range(TRAINED_STREAK + 3):

@@ -12,12 +12,19 @@ import sys
 from dataclasses import dataclass
 
 import temporalio
+from gate_common import (  # bench/ is on sys.path when run as a script
+    BENCH_ENV,
+    BRAIN_ACTIVITIES,
+    GATE_LOCAL_ACTIVITIES,
+    MAX_TRAINING_GATES,
+    MEASURE_POLL,
+    Row,
+    fmt,
+)
+from machine_info import machine_line
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from gate_common import (  # bench/ is on sys.path when run as a script
-    BENCH_ENV, BRAIN_ACTIVITIES, GATE_LOCAL_ACTIVITIES, MAX_TRAINING_GATES, MEASURE_POLL, Row, fmt)
-from machine_info import machine_line
 from vicar import contracts as c
 
 P50_GOAL_MS = 150.0

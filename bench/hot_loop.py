@@ -18,11 +18,11 @@ import random
 import tempfile
 import time
 
+import gate_bench as gb  # bench/ is sys.path[0] when run as a script
+from gate_common import BENCH_ENV
 from rich.console import Console
 from rich.progress import Progress
 
-import gate_bench as gb  # bench/ is sys.path[0] when run as a script
-from gate_common import BENCH_ENV
 from vicar.config import Settings
 from vicar.memory.embedder import default_embedder
 from vicar.worker import build_worker, temporal_client

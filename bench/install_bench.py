@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -141,7 +141,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "INSTALL_RESULTS.md")
     args = ap.parse_args()
     import numpy as np
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
 
     with tempfile.TemporaryDirectory(prefix="vicar-install-") as tmp:
         tmp = Path(tmp)

@@ -15,12 +15,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from vicar.memory.chunk import MemoryChunk
-from vicar.memory.embedder import default_embedder
-from vicar.memory.store import _COLUMNS, RecordStore
 from vicar.config import RetrievalOptions, Settings
 from vicar.eval.dataset import load_events
 from vicar.eval.replay import Variant, event_texts, replay_reviewer
+from vicar.memory.chunk import MemoryChunk
+from vicar.memory.embedder import default_embedder
+from vicar.memory.store import _COLUMNS, RecordStore
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "gate-replay" / "dev"
 

@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # run as a script: tests' process helpers, bench.machine_info
 
+import httpx  # noqa: E402
 from temporalio.client import (  # noqa: E402
     Client,
     WorkflowExecutionStatus,
@@ -49,7 +50,6 @@ from temporalio.client import (  # noqa: E402
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
-import httpx  # noqa: E402
 from temporalio.service import RPCError  # noqa: E402
 
 from bench.machine_info import machine_line  # noqa: E402
@@ -134,8 +134,7 @@ async def answer_all_at_once(clients: list[Client], workflow_id: str, answer: Hu
                 timing.accepted += 1
             else:
                 await asyncio.wait_for(handle.signal("human_response", answer), 30)
-        except (WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError, RPCError,
-                asyncio.TimeoutError):
+        except (TimeoutError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError, RPCError):
             pass  # another answer came first, or no worker right now: the caller looks again
 
     await asyncio.gather(*(one(k) for k in range(n)))
@@ -164,7 +163,7 @@ async def drive(clients: list[Client], req: GateRequest, answer: HumanAnswer, n:
             raise AssertionError(f"{req.gate_id}: {desc.status}")
         try:
             details = await asyncio.wait_for(handle.query("details", result_type=GateDetails), timeout=10)
-        except (RPCError, WorkflowQueryFailedError, asyncio.TimeoutError):
+        except (TimeoutError, RPCError, WorkflowQueryFailedError):
             details = None  # no worker to answer the query right now, or a workflow task that fails
         if details is not None and details.status is GateStatus.escalated:
             if timing.escalated_at is None and details.escalated_at is not None:
@@ -370,7 +369,7 @@ def markdown(report: LoadReport, command: str) -> str:
     verdict = "all checks passed" if not report.problems else f"{len(report.problems)} PROBLEMS"
     out = [
         f"## Load: {report.gates} gates, {report.principals} principals, {len(report.kills)} worker SIGKILL "
-        f"({dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC)",
+        f"({dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC)",
         "",
         f"    {command}",
         "",

@@ -15,8 +15,6 @@ and this client separately.
 
 from __future__ import annotations
 
-from machine_info import machine_line  # bench/ is on sys.path when run as a script
-
 import argparse
 import asyncio
 import datetime as dt
@@ -33,13 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import temporalio
+from gate_bench import burst, concurrent, train
+from gate_common import BENCH_ENV, Row, cpu_seconds, fmt
+from machine_info import machine_line  # bench/ is on sys.path when run as a script
+from prom import delta, resource_exhausted, server_metrics_url
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from temporalio.client import Client
 
-from gate_bench import burst, concurrent, train
-from gate_common import BENCH_ENV, Row, cpu_seconds, fmt
-from prom import delta, resource_exhausted, server_metrics_url
 from vicar.codec import data_converter, new_key_line
 from vicar.config import TASK_QUEUE
 from vicar.server import EmbeddedServer, free_port
@@ -103,7 +102,7 @@ class Cluster:
         for proc in self.procs:
             try:
                 await asyncio.wait_for(proc.wait(), timeout=60)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 proc.kill()
         await asyncio.to_thread(self.server.stop)
 

@@ -16,15 +16,15 @@ import shlex
 import sys
 import time
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rich.console import Console  # noqa: E402
-
 from dev_replay import load_dev  # noqa: E402  (bench/ is on sys.path when run as a script)
 from machine_info import machine_line  # noqa: E402
+from rich.console import Console  # noqa: E402
+
 from vicar.config import MemoryParams  # noqa: E402
 from vicar.eval import metrics as m  # noqa: E402
 from vicar.eval.replay import Variant, replay_reviewer  # noqa: E402
@@ -63,7 +63,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=0, help="gates per reviewer (0: all)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "STORAGE_RESULTS.md")
     args = ap.parse_args()
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     console = Console(stderr=True)
     settings, events, embedder = load_dev(args.limit, console)
 

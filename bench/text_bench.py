@@ -21,16 +21,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from machine_info import machine_line  # noqa: E402  (bench/ is on sys.path when run as a script)
-from vicar.memory.chunk import MemoryChunk, blended_text  # noqa: E402
-from vicar.memory.lexical import tokenize  # noqa: E402
+
 from vicar.eval import metrics  # noqa: E402
 from vicar.llm import parse, prompts  # noqa: E402
+from vicar.memory.chunk import MemoryChunk, blended_text  # noqa: E402
+from vicar.memory.lexical import tokenize  # noqa: E402
+from vicar.memory.text import clip  # noqa: E402
 from vicar.models import (  # noqa: E402
     Action,
     AnsweredBy,
@@ -43,7 +45,6 @@ from vicar.models import (  # noqa: E402
 )
 from vicar.proxy import bookkeeping, outcomes  # noqa: E402
 from vicar.proxy.offline import OfflinePredictor  # noqa: E402
-from vicar.memory.text import clip  # noqa: E402
 
 SIZES = (100_000, 1_000_000)
 BEYOND = 4_000_000  # the worst input again, both sizes beyond the caches
@@ -188,7 +189,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, help="write the report here (markdown)")
     args = ap.parse_args()
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started = datetime.now(UTC).isoformat(timespec="seconds")
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
     rows, matrix = [], []

@@ -15,16 +15,16 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from vicar.memory.embedder import Embedder
-from vicar.memory.owner import OwnerLock, describe, holder_of
-from vicar.memory.principal import PrincipalMemory
 from vicar.memory import readonly
 from vicar.memory.diskfull import disk_full_problem
-from vicar.memory.store import MIGRATIONS, RecordStore, StoreError, records_unusable
-from vicar.memory.storage import UNINDEXED
-from vicar.memory.vectors import VectorsUnusable, collection_name, vectors_unusable
-from vicar.memory.params import MemoryParams
+from vicar.memory.embedder import Embedder
 from vicar.memory.names import child_path
+from vicar.memory.owner import OwnerLock, describe, holder_of
+from vicar.memory.params import MemoryParams
+from vicar.memory.principal import PrincipalMemory
+from vicar.memory.storage import UNINDEXED
+from vicar.memory.store import MIGRATIONS, RecordStore, StoreError, records_unusable
+from vicar.memory.vectors import VectorsUnusable, collection_name, vectors_unusable
 
 _INTEGRITY_LINES = 5  # problems shown from PRAGMA integrity_check
 _LOST_IDS_SHOWN = 10

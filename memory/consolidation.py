@@ -21,11 +21,13 @@ chunk: a supersession that would leave none (A by B and B by A) is refused.
 from __future__ import annotations
 
 from collections.abc import Callable
+
 import numpy as np
+
 from vicar.memory.chunk import BLENDED, MemoryChunk
+from vicar.memory.consolidation_plan import ConsolidationDecision, ConsolidationPlan, ConsolidationReport
 from vicar.memory.index import single_threaded_blas
 from vicar.memory.principal import PrincipalMemory
-from vicar.memory.consolidation_plan import ConsolidationDecision, ConsolidationPlan, ConsolidationReport
 
 CASE_DIMS = ("situation", "artifact", "stimulus")  # what makes two gates the same case
 NEAR = 0.8  # below: a different case (retrieval noise), the chunk is simply added

@@ -13,8 +13,7 @@ import functools
 import math
 import re
 import threading
-from collections import defaultdict
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 
 import numpy as np

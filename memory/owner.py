@@ -17,8 +17,8 @@ import socket
 import sys
 from pathlib import Path
 
-from vicar.memory.store import StoreError
 from vicar.memory.errors import Conflict
+from vicar.memory.store import StoreError
 
 LOCK_FILE = "owner.lock"
 _CMD_CHARS = 300

@@ -20,13 +20,13 @@ from vicar.memory.diskfull import DiskFull, disk_full, is_disk_full
 from vicar.memory.embedder import Embedder
 from vicar.memory.index import STRUCT_FIELDS, MemoryIndex, single_threaded_blas
 from vicar.memory.lexical import LexicalIndex
+from vicar.memory.names import check_principal, child_path
 from vicar.memory.owner import OwnerLock
+from vicar.memory.params import MemoryParams
 from vicar.memory.retrieval import EmbeddingMode, Hit, Query, rank
 from vicar.memory.storage import RETRIEVABLE, UNINDEXED, StorageDecision, decide
 from vicar.memory.store import RecordStore, StoreError, records_unusable
 from vicar.memory.vectors import InMemoryVectors, VectorStore, open_vectors, vector_id, vectors_unusable
-from vicar.memory.params import MemoryParams
-from vicar.memory.names import check_principal, child_path
 
 log = logging.getLogger(__name__)
 

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from vicar.memory.embedder import Embedder
+from vicar.memory.names import child_path
 from vicar.memory.owner import OwnerLock
 from vicar.memory.store import RecordStore, StoreError
 from vicar.memory.vectors import VectorStore
-from vicar.memory.names import child_path
 
 
 def reembed(root: Path, principal: str, embedder: Embedder, batch: int = 64,

@@ -15,169 +15,11 @@ from pathlib import Path
 
 from vicar.memory.censor import Censor
 from vicar.memory.chunk import MemoryChunk
-from vicar.memory.fact import Fact
 from vicar.memory.errors import BrokenStore
+from vicar.memory.fact import Fact
+from vicar.memory.migrations import COLUMNS as _COLUMNS, MIGRATIONS
 
-# Versioned migrations: index i brings the schema from version i to i + 1.
-MIGRATIONS: list[str] = [
-    """
-    CREATE TABLE chunks (
-        id TEXT PRIMARY KEY,
-        kind TEXT NOT NULL,
-        state TEXT NOT NULL,
-        task_type TEXT NOT NULL,
-        outcome TEXT NOT NULL,
-        answered_by TEXT NOT NULL CHECK (answered_by IN ('human', 'proxy')),
-        responder TEXT,
-        gate_id TEXT NOT NULL,
-        question TEXT NOT NULL,
-        artifact_excerpt TEXT NOT NULL,
-        actor_message TEXT NOT NULL,
-        upstream_agent TEXT,
-        prior_confidence REAL,
-        prior_prose TEXT NOT NULL,
-        posterior_confidence REAL,
-        posterior_prose TEXT NOT NULL,
-        surprise_description TEXT NOT NULL,
-        salient_percepts TEXT NOT NULL,
-        human_response TEXT NOT NULL,
-        created_n INTEGER NOT NULL
-    );
-    CREATE INDEX chunks_struct ON chunks (state, task_type, answered_by);
-    CREATE TABLE traces (
-        chunk_id TEXT NOT NULL REFERENCES chunks(id),
-        n INTEGER NOT NULL,
-        PRIMARY KEY (chunk_id, n)
-    ) WITHOUT ROWID;
-    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    """,
-    # v2: co-access counts for spreading activation (chunks used together).
-    """
-    CREATE TABLE coaccess (
-        a TEXT NOT NULL REFERENCES chunks(id),
-        b TEXT NOT NULL REFERENCES chunks(id),
-        n INTEGER NOT NULL,
-        PRIMARY KEY (a, b)
-    ) WITHOUT ROWID;
-    """,
-    # v3: record_outcome's bookkeeping: one row per gate outcome (who answered, when,
-    # the whole record) and the per-(state, task_type) entry derived from them.
-    """
-    CREATE TABLE outcomes (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        workflow_id TEXT NOT NULL UNIQUE,
-        state TEXT NOT NULL,
-        task_type TEXT NOT NULL,
-        answered_by TEXT NOT NULL,
-        action TEXT NOT NULL,
-        at TEXT,
-        record TEXT NOT NULL
-    );
-    CREATE INDEX outcomes_context ON outcomes (state, task_type, answered_by);
-    CREATE TABLE contexts (key TEXT PRIMARY KEY, entry TEXT NOT NULL);
-    """,
-    # v4: consolidation. A superseded chunk is kept, marked and left out of retrieval;
-    # every decision is logged once (its id) with its reason and, for a superseded
-    # chunk, a tombstone copy of the record.
-    """
-    ALTER TABLE chunks ADD COLUMN status TEXT NOT NULL DEFAULT 'active';
-    ALTER TABLE chunks ADD COLUMN superseded_by TEXT;
-    CREATE TABLE consolidation_log (
-        decision_id TEXT PRIMARY KEY,
-        session_id TEXT NOT NULL,
-        op TEXT NOT NULL,
-        chunk_id TEXT NOT NULL,
-        target_id TEXT,
-        reason TEXT NOT NULL,
-        tombstone TEXT,
-        seq INTEGER NOT NULL
-    );
-    CREATE TABLE tensions (a TEXT NOT NULL, b TEXT NOT NULL, session_id TEXT NOT NULL, PRIMARY KEY (a, b)) WITHOUT ROWID;
-    """,
-    # Lineage: the artifact's thread, its revision and a hash of the artifact, so the
-    # latest verdicts on the same thread are one index lookup. Older chunks get "" and
-    # never match.
-    """
-    ALTER TABLE chunks ADD COLUMN lineage TEXT NOT NULL DEFAULT '';
-    ALTER TABLE chunks ADD COLUMN revision TEXT NOT NULL DEFAULT '';
-    ALTER TABLE chunks ADD COLUMN artifact_hash TEXT NOT NULL DEFAULT '';
-    CREATE INDEX chunks_lineage ON chunks (kind, lineage, created_n);
-    """,
-    # The autonomy rule's evidence: per human-answered gate (seq = its outcome's seq),
-    # the proxy's score and whether its would-be answer was right.
-    """
-    CREATE TABLE autonomy_pairs (
-        seq INTEGER PRIMARY KEY,
-        kind TEXT NOT NULL,
-        state TEXT NOT NULL,
-        task_type TEXT NOT NULL,
-        n INTEGER NOT NULL,
-        score REAL NOT NULL,
-        correct INTEGER NOT NULL CHECK (correct IN (0, 1))
-    );
-    CREATE INDEX autonomy_pairs_kind ON autonomy_pairs (kind, seq);
-    """,
-    # Probation of upstream agents: the human's answers on an agent's artifacts, counted
-    # by an index range (superseded chunks still count: the human did answer).
-    """
-    CREATE INDEX chunks_agent ON chunks (upstream_agent, answered_by);
-    """,
-    # Regret (docs/design/agent-trust-memory.md): an answer the proxy gave alone that the human later
-    # reversed on the same lineage is a wrong pair, arriving when it is found. Pairs get an
-    # arrival order of their own (seq); `outcome_seq` is the outcome that brought the
-    # evidence, `regret_of` the proxy answer's chunk (once: UNIQUE) with its agent.
-    """
-    CREATE TABLE autonomy_pairs_v2 (
-        seq INTEGER PRIMARY KEY,
-        outcome_seq INTEGER NOT NULL,
-        regret_of TEXT UNIQUE,
-        agent TEXT,
-        kind TEXT NOT NULL,
-        state TEXT NOT NULL,
-        task_type TEXT NOT NULL,
-        n INTEGER NOT NULL,
-        score REAL NOT NULL,
-        correct INTEGER NOT NULL CHECK (correct IN (0, 1))
-    );
-    INSERT INTO autonomy_pairs_v2 (seq, outcome_seq, kind, state, task_type, n, score, correct)
-        SELECT seq, seq, kind, state, task_type, n, score, correct FROM autonomy_pairs;
-    DROP TABLE autonomy_pairs;
-    ALTER TABLE autonomy_pairs_v2 RENAME TO autonomy_pairs;
-    CREATE INDEX autonomy_pairs_kind ON autonomy_pairs (kind, seq);
-    CREATE INDEX chunks_lineage_proxy ON chunks (kind, lineage, answered_by, created_n);
-    CREATE INDEX autonomy_pairs_agent ON autonomy_pairs (agent, correct);
-    """,
-    # Censors (docs/design/memory-types.md): few per context, read whole at each gate of it.
-    """
-    CREATE TABLE censors (
-        id TEXT PRIMARY KEY,
-        kind TEXT NOT NULL,
-        state TEXT NOT NULL,
-        task_type TEXT NOT NULL,
-        entry TEXT NOT NULL
-    );
-    CREATE INDEX censors_context ON censors (kind, state, task_type);
-    """,
-    # Semantic facts (preferences, procedures): their lifecycle beside their chunk.
-    """
-    CREATE TABLE facts (
-        id TEXT PRIMARY KEY,
-        kind TEXT NOT NULL,
-        state TEXT NOT NULL,
-        task_type TEXT NOT NULL,
-        entry TEXT NOT NULL
-    );
-    CREATE INDEX facts_context ON facts (kind, state, task_type);
-    """,
-]
-
-_COLUMNS = (
-    "id", "kind", "state", "task_type", "outcome", "answered_by", "responder", "gate_id",
-    "question", "artifact_excerpt", "actor_message", "upstream_agent", "prior_confidence",
-    "prior_prose", "posterior_confidence", "posterior_prose", "surprise_description",
-    "salient_percepts", "human_response", "created_n", "status", "superseded_by",
-    "lineage", "revision", "artifact_hash",
-)
+__all__ = ["MIGRATIONS", "RecordStore", "RecordsUnusable", "StoreError", "records_unusable"]
 
 
 # FULL: a commit returns only once its WAL frames are fsync'd. The human's answer is
@@ -345,56 +187,11 @@ class RecordStore:
             )
         return added
 
-    # -- outcomes (bookkeeping) ----------------------------------------------
-
-    def log_outcome(self, workflow_id: str, state: str, task_type: str, answered_by: str, action: str,
-                    at: str | None, record: str, context_key: str,
-                    update: Callable[[str | None], str],
-                    pair: tuple[str, int, float, bool, str | None] | None = None,
-                    regrets: Sequence[MemoryChunk] = (),
-                    censor_feedback: tuple[Sequence[str], Callable[[Censor], Censor]] | None = None,
-                    facts: tuple[Sequence[Fact], Sequence[tuple[str, str, str, str | None, str]]] = ((), ())
-                    ) -> bool:
-        """Log a gate's outcome and update its context entry in one transaction, once per
-        workflow id: a retry finds the row and changes nothing. `update` maps the stored
-        entry JSON (or None) to the new one; `pair` (kind, n, score, correct, upstream
-        agent) is the autonomy rule's evidence from this gate; `regrets` the proxy's answers this outcome
-        reversed, each a wrong pair (once, whichever outcome finds it first);
-        `censor_feedback` (censor ids, their update) what the answer says of the censors
-        that fired on the gate; `facts` (changed facts, audit rows) how the answer moved
-        the human's preferences. Returns True if the outcome was new."""
-        with self.transaction(chunk_rows_kept=True) as db:
-            cur = db.execute(
-                "INSERT OR IGNORE INTO outcomes (workflow_id, state, task_type, answered_by, action, at, record)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (workflow_id, state, task_type, answered_by, action, at, record),
-            )
-            if not cur.rowcount:
-                return False
-            row = db.execute("SELECT entry FROM contexts WHERE key = ?", (context_key,)).fetchone()
-            db.execute("INSERT OR REPLACE INTO contexts (key, entry) VALUES (?, ?)",
-                       (context_key, update(row[0] if row else None)))
-            if pair is not None:
-                kind, n, score, correct, agent = pair
-                db.execute("INSERT INTO autonomy_pairs (outcome_seq, agent, kind, state, task_type, n, score, correct)"
-                           " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                           (cur.lastrowid, agent, kind, state, task_type, n, score, int(correct)))
-            for c in regrets:
-                # A proxy answer with no score (the proxy could not run) proves nothing.
-                if c.posterior_confidence is not None:
-                    db.execute("INSERT OR IGNORE INTO autonomy_pairs (outcome_seq, regret_of, agent, kind, state,"
-                               " task_type, n, score, correct) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)",
-                               (cur.lastrowid, c.id, c.upstream_agent, c.kind.value, c.state, c.task_type,
-                                c.created_n, c.posterior_confidence))
-            if censor_feedback is not None:
-                ids, change = censor_feedback
-                for cid in ids:
-                    row = db.execute("SELECT entry FROM censors WHERE id = ?", (cid,)).fetchone()
-                    if row:
-                        db.execute("UPDATE censors SET entry = ? WHERE id = ?",
-                                   (change(Censor.model_validate_json(row[0])).model_dump_json(), cid))
-            self._write_facts(db, *facts)
-            return True
+    def read(self, sql: str, params: Sequence = ()) -> list[tuple]:
+        """Rows of one read under the store's lock: the proxy's bookkeeping
+        (vicar/proxy/ledger.py) keeps its own queries over the tables it owns."""
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
 
     # -- facts ---------------------------------------------------------------
 
@@ -435,10 +232,10 @@ class RecordStore:
         target id, reason) rows for the audit log, each written once, with the chunk's
         record as its tombstone."""
         with self.transaction() as db:
-            self._write_facts(db, facts, audit)
+            self.write_facts(db, facts, audit)
 
-    def _write_facts(self, db: sqlite3.Connection, facts: Sequence[Fact],
-                     audit: Sequence[tuple[str, str, str, str | None, str]]) -> None:
+    def write_facts(self, db: sqlite3.Connection, facts: Sequence[Fact],
+                    audit: Sequence[tuple[str, str, str, str | None, str]]) -> None:
         for decision_id, op, chunk_id, target, reason in audit:
             chunk = self.get_chunk(chunk_id)
             self.log_decision(db, decision_id, "facts", op, chunk_id, target, reason,
@@ -472,12 +269,17 @@ class RecordStore:
 
     def update_censor(self, censor_id: str, change: Callable[[Censor], Censor]) -> Censor | None:
         with self.transaction(chunk_rows_kept=True) as db:
-            row = db.execute("SELECT entry FROM censors WHERE id = ?", (censor_id,)).fetchone()
-            if row is None:
-                return None
-            new = change(Censor.model_validate_json(row[0]))
-            db.execute("UPDATE censors SET entry = ? WHERE id = ?", (new.model_dump_json(), censor_id))
-            return new
+            return self.change_censor(db, censor_id, change)
+
+    @staticmethod
+    def change_censor(db: sqlite3.Connection, censor_id: str, change: Callable[[Censor], Censor]) -> Censor | None:
+        """Inside the caller's transaction: the censor rewritten by `change` (None: no such censor)."""
+        row = db.execute("SELECT entry FROM censors WHERE id = ?", (censor_id,)).fetchone()
+        if row is None:
+            return None
+        new = change(Censor.model_validate_json(row[0]))
+        db.execute("UPDATE censors SET entry = ? WHERE id = ?", (new.model_dump_json(), censor_id))
+        return new
 
     def proxy_answers_on(self, kind: str, lineage: str, since_n: int, before_n: int,
                          outcomes: tuple[str, ...] = ("approve",), most: int = 16,
@@ -496,54 +298,6 @@ class RecordStore:
                 " ORDER BY created_n DESC LIMIT ?",
                 (kind, lineage, since_n, before_n, *outcomes, *([revision] if same else []), most))]
         return self.get_chunks(ids, with_traces=False)
-
-    def agent_ledger_rows(self, agent: str | None = None
-                          ) -> tuple[list[tuple[str, str, str, int]], list[tuple[str, bool, int]]]:
-        """The trust ledger's counts, per upstream agent (or of one): (agent, answered_by,
-        outcome, gates) over its gate chunks, and (agent, regret, wrong pairs) over the
-        autonomy evidence: a wrong pair that is not a regret is an override (the human
-        answered other than the proxy would have). All agents: one grouped scan each, an
-        operator's report; one agent: two index ranges, read at each of its gates."""
-        one = agent is not None
-        with self._lock:
-            gates = self._db.execute(
-                "SELECT upstream_agent, answered_by, outcome, COUNT(*) FROM chunks"
-                + (" INDEXED BY chunks_agent WHERE upstream_agent = ?" if one else
-                   " WHERE upstream_agent IS NOT NULL AND upstream_agent != ''")
-                + " AND kind = 'gate' GROUP BY 1, 2, 3", (agent,) if one else ()).fetchall()
-            wrong = self._db.execute(
-                "SELECT agent, regret_of IS NOT NULL, COUNT(*) FROM autonomy_pairs"
-                + (" INDEXED BY autonomy_pairs_agent WHERE agent = ?" if one else
-                   " WHERE agent IS NOT NULL AND agent != ''")
-                + " AND correct = 0 GROUP BY 1, 2", (agent,) if one else ()).fetchall()
-        return gates, [(a, bool(r), k) for a, r, k in wrong]
-
-    def regrets(self) -> list[tuple[str, str | None, int]]:
-        """(regretted proxy chunk, its upstream agent, the outcome seq that found it), in the order found."""
-        with self._lock:
-            return self._db.execute("SELECT regret_of, agent, outcome_seq FROM autonomy_pairs"
-                                    " WHERE regret_of IS NOT NULL ORDER BY seq").fetchall()
-
-    def autonomy_pairs(self, kind: str, after_seq: int = 0, limit: int | None = None
-                       ) -> list[tuple[int, float, bool]]:
-        """(seq, score, correct) of one kind's pairs after `after_seq`: the newest `limit`, oldest first."""
-        sql = "SELECT seq, score, correct FROM autonomy_pairs WHERE kind = ? AND seq > ? ORDER BY seq DESC"
-        params: list = [kind, after_seq]
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        with self._lock:
-            rows = self._db.execute(sql, params).fetchall()
-        return [(seq, score, bool(ok)) for seq, score, ok in reversed(rows)]
-
-    def context_entry(self, key: str) -> str | None:
-        with self._lock:
-            row = self._db.execute("SELECT entry FROM contexts WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
-
-    def context_entries(self) -> list[tuple[str, str]]:
-        with self._lock:
-            return self._db.execute("SELECT key, entry FROM contexts ORDER BY key").fetchall()
 
     def outcomes(self, after_seq: int = 0, answered_by: str | None = None,
                  limit: int | None = None, newest: bool = False) -> list[tuple[int, str]]:

@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from vicar.memory.principal import PrincipalMemory
 from vicar.config import AUTONOMY_FILE, AutonomyParams, CalibrationParams, MemoryParams, Settings, autonomy_params
 from vicar.errors import InvalidInput
+from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, Calibration, GateRequest, OutcomeRecord, PassResult
 from vicar.proxy.autonomy import PairWindow, find_threshold, upper_bound
 from vicar.proxy.consult import autonomy_rule

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from vicar.cli import app
+from vicar.gates import answer_gate, gate_details, start_gate
 from vicar.memory.check import check, repair
 from vicar.memory.chunk import MemoryChunk
 from vicar.memory.owner import StoreLocked
@@ -20,8 +22,6 @@ from vicar.memory.principal import PrincipalMemory
 from vicar.memory.retrieval import Query
 from vicar.memory.store import RecordsUnusable
 from vicar.memory.vectors import VectorsUnusable
-from vicar.cli import app
-from vicar.gates import answer_gate, gate_details, start_gate
 from vicar.models import GateStatus, HumanAnswer
 
 from .conftest import wait_for

@@ -3,7 +3,7 @@ fire; conflict triage; the audit draw."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -14,7 +14,7 @@ from vicar.proxy.calibration import calibrate
 from vicar.proxy.conflicts import ConflictKind, classify_conflict, genuine_tension
 
 P = CalibrationParams()
-NOW = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 PROVEN = AutonomyRule(threshold=0.8, bound=0.048, evidence=612, errors=12, target=0.05, delta=0.05,
                       audit_share=0.05)
 QUIET = CalibrationInputs(memory_depth=5, now=NOW, last_human_at=NOW - timedelta(days=1), rule=PROVEN,

@@ -3,7 +3,7 @@ block (then, weakened by approvals, warn about) the next one, through a real gat
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from typer.testing import CliRunner
@@ -13,8 +13,7 @@ from vicar.config import CalibrationParams, MemoryParams, Settings
 from vicar.gates import answer_gate, gate_details, start_gate
 from vicar.llm import prompts
 from vicar.memory.principal import PrincipalMemory
-from vicar.models import (AnsweredBy, Calibration, CalibrationInputs, CensorHit, GateRequest, GateStatus,
-                          HumanAnswer)
+from vicar.models import AnsweredBy, Calibration, CalibrationInputs, CensorHit, GateRequest, GateStatus, HumanAnswer
 from vicar.proxy.calibration import calibrate
 from vicar.proxy.consult import retrieve
 
@@ -149,7 +148,7 @@ def test_memory_censors_lists_shows_disables_and_enables(tmp_path, embedder, mon
 async def test_a_censor_from_three_rejections_blocks_the_fourth_gate_and_an_approval_weakens_it(harness):
     p = harness.principal()
     memory = harness.registry.get(p)
-    at = datetime.now(timezone.utc) - timedelta(hours=1)
+    at = datetime.now(UTC) - timedelta(hours=1)
     # A memory that would answer alone: four approved typo fixes prove the threshold...
     for i in range(4):
         record(memory, i + 1, gate(p, i + 1, DOCS), "approve", "Fine.", at=at)

@@ -7,10 +7,10 @@ import random
 import numpy as np
 import pytest
 
+from vicar.config import MemoryParams
 from vicar.memory.consolidation import apply_consolidation, memory_fingerprint, plan_consolidation
 from vicar.memory.principal import PrincipalMemory
 from vicar.memory.retrieval import Query
-from vicar.config import MemoryParams
 from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord
 from vicar.proxy.consult import outcome_chunk
 

@@ -16,8 +16,8 @@ import yaml
 
 from vicar import ops
 from vicar.codec import KEY_FILE_VAR, load_keys
-from vicar.errors import InvalidInput
 from vicar.config import OPS_VARS, Settings
+from vicar.errors import InvalidInput
 from vicar.sharding import parse_shards
 
 ROOT = Path(__file__).resolve().parents[1]

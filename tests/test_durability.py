@@ -23,11 +23,11 @@ from pathlib import Path
 
 import pytest
 
+from vicar.gates import answer_gate, gate_details, start_gate
 from vicar.memory.diskfull import DiskFull
 from vicar.memory.params import MemoryParams
 from vicar.memory.principal import PrincipalMemory
 from vicar.memory.store import RecordStore
-from vicar.gates import answer_gate, gate_details, start_gate
 from vicar.models import GateRequest, HumanAnswer
 
 from .conftest import record_answer, wait_escalated, wait_for

@@ -7,6 +7,8 @@ import numpy as np
 import openai
 import pytest
 
+from vicar.config import MemoryParams
+from vicar.errors import VicarError
 from vicar.memory.chunk import MemoryChunk
 from vicar.memory.embedder import (
     CachedEmbedder,
@@ -19,8 +21,6 @@ from vicar.memory.principal import PrincipalMemory
 from vicar.memory.reembed import reembed
 from vicar.memory.retrieval import Query
 from vicar.memory.store import StoreError
-from vicar.config import MemoryParams
-from vicar.errors import VicarError
 
 from .openai_standin import OpenAIStandIn, fake_vector
 

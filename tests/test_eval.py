@@ -13,11 +13,10 @@ from typer.testing import CliRunner
 
 from vicar.cli import app
 from vicar.config import Settings
+from vicar.errors import VicarError
 from vicar.eval import metrics as m
 from vicar.eval.dataset import load_events, principal_for
 from vicar.eval.replay import Variant, event_texts, replay_reviewer
-from vicar.errors import VicarError
-
 
 
 def _dataset_dir() -> Path | None:

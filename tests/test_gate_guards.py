@@ -6,7 +6,7 @@ answer confidently."""
 from __future__ import annotations
 
 import itertools
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -59,7 +59,7 @@ async def run_gate(h, principal: str, audited: bool = False):
 
 
 def now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 async def test_fresh_consistent_memory_decides_alone(harness):

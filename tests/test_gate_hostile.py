@@ -10,15 +10,15 @@ import json
 import uuid
 
 import pytest
-from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.api.common.v1 import Payload
+from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.common import RawValue, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError
 from typer.testing import CliRunner
 
 from vicar import contracts as c
-from vicar.codec import data_converter
 from vicar.cli import app
+from vicar.codec import data_converter
 from vicar.gates import answer_gate, gate_details, start_gate
 from vicar.models import BrainInput, GateResult, GateStatus, HumanAnswer, OutcomeRecord
 from vicar.responders import load_allowed

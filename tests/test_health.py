@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from typer.testing import CliRunner
 
-from vicar.memory.principal import PrincipalMemory
 from vicar.cli import app
 from vicar.config import MemoryParams
+from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, AutonomyRule, GateRequest, OutcomeRecord, PassResult
 from vicar.proxy.health import autonomy_rules, context_health, rule_lines, rule_statement
 from vicar.proxy.outcomes import record_outcome
 
-T0 = datetime(2026, 9, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 9, 1, 9, 0, tzinfo=UTC)
 
 
 def records(rates: list[float], task_type="db-migration", per_session=5, by=AnsweredBy.human):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from vicar.memory.principal import PrincipalMemory
 from vicar.config import MemoryParams, Settings
+from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord
 from vicar.proxy.consult import consult, retrieve
 from vicar.proxy.offline import OfflinePredictor

@@ -6,15 +6,14 @@ the same)."""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from vicar.memory.principal import PrincipalMemory
 from vicar.config import MemoryParams, Settings
 from vicar.eval.dataset import load_events
 from vicar.eval.replay import Variant, replay_reviewer
+from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, ChunkSummary, GateRequest, OutcomeRecord, RetrievalContext
 from vicar.proxy import learned as L
 from vicar.proxy import learned_history as H

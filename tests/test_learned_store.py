@@ -9,9 +9,9 @@ import uuid
 
 import pytest
 
-from vicar.memory.principal import MemoryRegistry
 from vicar.config import MemoryParams
 from vicar.gates import answer_gate, gate_details, start_gate
+from vicar.memory.principal import MemoryRegistry
 from vicar.models import AnsweredBy, GateResult, GateStatus, HumanAnswer, ModelPin, OutcomeRecord
 from vicar.proxy.learned_store import LearnedModels
 from vicar.proxy.outcomes import record_outcome

@@ -8,16 +8,15 @@ import gzip
 import json
 import re
 import sqlite3
-from pathlib import Path
 
 import pytest
 
 import vicar.eval.replay as replay
-from vicar.memory.principal import PrincipalMemory
-from vicar.memory.store import _COLUMNS, MIGRATIONS
 from vicar.config import MemoryParams, RetrievalOptions, Settings
 from vicar.eval.dataset import load_events
 from vicar.llm.anthropic_client import AnthropicClient
+from vicar.memory.principal import PrincipalMemory
+from vicar.memory.store import _COLUMNS, MIGRATIONS
 from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord
 from vicar.proxy.consult import consult, outcome_chunk, retrieve
 from vicar.proxy.lineage import artifact_hash, derive

@@ -4,16 +4,15 @@ its bound, malformed output, provider failures and the cached prefix."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 import uuid
 
 import pytest
 import pytest_asyncio
 
-from vicar.memory.principal import MemoryRegistry
 from vicar.gates import answer_gate, start_gate
 from vicar.llm import prompts
+from vicar.memory.principal import MemoryRegistry
 from vicar.models import Action, AnsweredBy, GateRequest, HumanAnswer
 from vicar.proxy.llm_predictor import LLMPredictor
 
@@ -245,9 +244,10 @@ async def test_gates_of_a_session_share_one_cached_prefix(llm, standin):
 
 async def run_answered(h, req: GateRequest, action: str):
     """Run a gate; if it escalates, answer it as the human. (result, details when escalated)"""
-    from .conftest import wait_for
     from vicar.gates import gate_details
     from vicar.models import GateStatus
+
+    from .conftest import wait_for
 
     handle = await start_gate(h.client, req, h.task_queue)
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from vicar.codec import data_converter
 from vicar import contracts as c
+from vicar.codec import data_converter
 from vicar.models import GateRequest, GateResult, HumanAnswer
 from vicar.server import EmbeddedServer, free_port
 from vicar.sharding import shard_of
@@ -84,7 +84,7 @@ class Workers:
         for proc in self.procs.values():
             try:
                 await asyncio.wait_for(proc.wait(), timeout=60)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 proc.kill()
         await asyncio.to_thread(self.server.stop)
 

@@ -214,7 +214,7 @@ async def test_a_taken_port_stops_the_worker_in_one_line(temporal_env, settings)
             await w.start()
             out = (await asyncio.wait_for(w.proc.communicate(), timeout=90))[0].decode()
             assert w.proc.returncode == Conflict.exit_code, out
-            assert out.strip().splitlines()[-1].startswith(f"error: cannot serve") and var in out
+            assert out.strip().splitlines()[-1].startswith("error: cannot serve") and var in out
             assert "Traceback" not in out
 
 

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from vicar.memory.principal import PrincipalMemory
 from vicar.config import MemoryParams
+from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, DialogTurn, GateRequest, OutcomeRecord, PassResult
 from vicar.proxy.bookkeeping import ContextEntry, apply_outcome, concerns_in, questions_in
 from vicar.proxy.outcomes import CONFIDENCE_FILE, INTERACTIONS_FILE, PATTERNS_FILE, record_outcome
 
-T0 = datetime(2026, 11, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 
 
 def outcome(i: int, action="approve", by=AnsweredBy.human, predicted="approve", text="Fine.",

@@ -20,11 +20,11 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from vicar.codec import data_converter
 from vicar import contracts as c
+from vicar.codec import data_converter
 from vicar.config import MemoryParams
-from vicar.memory.principal import MemoryRegistry
 from vicar.errors import InvalidInput
+from vicar.memory.principal import MemoryRegistry
 from vicar.models import BrainStatus
 from vicar.sharding import shard_of
 

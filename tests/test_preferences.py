@@ -10,8 +10,8 @@ from vicar.llm import prompts
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord, PassResult
 from vicar.proxy.consult import retrieve
-from vicar.proxy.learned_history import memory_features
 from vicar.proxy.facts import after_hindsight, concern_words, extract, hindsight, sentence_with
+from vicar.proxy.learned_history import memory_features
 
 from .conftest import record_answer
 

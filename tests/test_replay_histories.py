@@ -26,11 +26,10 @@ from pathlib import Path
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from vicar import contracts as c
-from temporalio.contrib.pydantic import pydantic_data_converter
-
 from vicar.codec import AesGcmCodec, data_converter, parse_keys
 from vicar.gates import answer_gate, start_gate
 from vicar.models import BrainConfig, HumanAnswer

@@ -19,8 +19,16 @@ from vicar import contracts as c
 from vicar.errors import INVALID_GATE_REQUEST
 from vicar.gates import answer_gate, start_gate
 from vicar.memory.names import check_principal
-from vicar.models import (DEFAULT_LIMITS, MAX_ARTIFACT_PATHS, NAME_CHARS, PATH_CHARS, TASK_TYPE_CHARS, GateRequest,
-                          GateResult, HumanAnswer)
+from vicar.models import (
+    DEFAULT_LIMITS,
+    MAX_ARTIFACT_PATHS,
+    NAME_CHARS,
+    PATH_CHARS,
+    TASK_TYPE_CHARS,
+    GateRequest,
+    GateResult,
+    HumanAnswer,
+)
 from vicar.schema import document
 
 from .conftest import wait_escalated

@@ -14,21 +14,28 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
 import pytest_asyncio
 from temporalio.client import WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from vicar.memory.consolidation import apply_consolidation, memory_fingerprint, plan_consolidation
-from vicar.memory.chunk import chunk_id_for
-from vicar.memory.principal import MemoryRegistry, PrincipalMemory
 from vicar import contracts as c
 from vicar.config import CalibrationParams, Settings
+from vicar.memory.chunk import chunk_id_for
+from vicar.memory.consolidation import apply_consolidation, memory_fingerprint, plan_consolidation
+from vicar.memory.principal import MemoryRegistry, PrincipalMemory
 from vicar.models import (
-    Action, AnsweredBy, GateRequest, JoinReply, OutcomeRecord, SessionConfig, SessionGate, SessionInput,
-    SessionJoin, SessionSummary,
+    Action,
+    AnsweredBy,
+    GateRequest,
+    JoinReply,
+    OutcomeRecord,
+    SessionConfig,
+    SessionGate,
+    SessionInput,
+    SessionJoin,
+    SessionSummary,
 )
 from vicar.proxy import facts
 from vicar.proxy.outcomes import record_outcome

@@ -11,17 +11,17 @@ import uuid
 import pytest
 from temporalio.client import Client
 
-from vicar.codec import data_converter
-from vicar.memory.principal import MemoryRegistry
 from vicar import contracts as c
+from vicar.codec import data_converter
 from vicar.errors import Conflict, InvalidInput
 from vicar.gates import answer_gate
+from vicar.memory.principal import MemoryRegistry
 from vicar.models import BrainStatus, GateResult, HumanAnswer
 from vicar.sharding import parse_count, parse_shards, shard_of
 
 from .conftest import VicarHarness, wait_for
-from .test_gate import run_answering
 from .test_broken_store import wait_proxy_error
+from .test_gate import run_answering
 
 
 def test_shard_specs():

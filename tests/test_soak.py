@@ -25,12 +25,12 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError
 
-from vicar.codec import data_converter
-from vicar.memory.check import check
-from vicar.memory.store import RecordStore
 from vicar import contracts as c
+from vicar.codec import data_converter
 from vicar.errors import VicarError
 from vicar.gates import start_gate
+from vicar.memory.check import check
+from vicar.memory.store import RecordStore
 from vicar.models import GateDetails, GateRequest, GateResult, GateStatus, HumanAnswer
 from vicar.server import EmbeddedServer, free_port
 
@@ -91,7 +91,7 @@ async def retrying(call, what: str, timeout: float = 300.0):
     while True:
         try:
             return await call()
-        except (RPCError, RuntimeError, OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, RPCError, RuntimeError, OSError) as exc:
             if asyncio.get_running_loop().time() > deadline:
                 raise AssertionError(f"{what}: still failing after {timeout:.0f} s: {exc}") from exc
             await asyncio.sleep(0.5)
@@ -116,14 +116,13 @@ async def drive_gate(client: Client, req: GateRequest, answer: HumanAnswer, answ
         assert desc.status == WorkflowExecutionStatus.RUNNING, (req.gate_id, desc.status)
         try:
             details = await asyncio.wait_for(handle.query("details", result_type=GateDetails), timeout=10)
-        except (RPCError, asyncio.TimeoutError):
+        except (TimeoutError, RPCError):
             details = None  # no worker to answer the query right now
         if details is not None and details.status is GateStatus.escalated:
             try:
                 await asyncio.wait_for(handle.execute_update("respond", answer), timeout=30)
                 answered()
-            except (WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError, RPCError,
-                    asyncio.TimeoutError):
+            except (TimeoutError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError, RPCError):
                 pass  # answered already (a lost reply), or no worker or server: look again
         await asyncio.sleep(0.3)
 

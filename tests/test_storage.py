@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from vicar.config import MemoryParams
+from vicar.config import CalibrationParams, MemoryParams
 from vicar.memory.check import check
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord, PassResult
 from vicar.proxy.consult import autonomy_rule, retrieve
-from vicar.config import CalibrationParams
 from vicar.proxy.outcomes import record_outcome
 
 ON = MemoryParams(storage=True)

@@ -28,14 +28,14 @@ import shutil
 import sqlite3
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError, field_validator
 
-from vicar.memory.owner import OwnerLock, StoreLocked
 from vicar.errors import BrokenStore, Conflict, InvalidInput, NotFound
 from vicar.memory.names import PRINCIPAL_RE, check_principal, child_path
+from vicar.memory.owner import OwnerLock, StoreLocked
 
 MANIFEST = "vicar-backup.json"
 FORMAT = 1
@@ -128,7 +128,7 @@ def backup(principals_dir: Path, names: list[str] | None, dest: Path) -> BackupM
             if lock:
                 lock.release()
         done.append(PrincipalBackup(principal=name, chunks=chunks, vectors=lock is not None and (out / VECTORS).is_dir()))
-    manifest = BackupManifest(created_at=datetime.now(timezone.utc), source=str(principals_dir), principals=done)
+    manifest = BackupManifest(created_at=datetime.now(UTC), source=str(principals_dir), principals=done)
     (dest / MANIFEST).write_text(manifest.model_dump_json(indent=2))
     return manifest
 

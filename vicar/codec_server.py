@@ -18,8 +18,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from temporalio.api.common.v1 import Payloads
 
-from vicar.codec import AesGcmCodec, CodecKeyError
 from vicar import settings_env
+from vicar.codec import AesGcmCodec, CodecKeyError
 from vicar.config import Settings
 
 TOKEN_VAR = "VICAR_CODEC_SERVER_TOKEN"

@@ -42,7 +42,7 @@ async def connect(settings: Settings, *, target_host: str | None = None, namespa
         return await asyncio.wait_for(
             Client.connect(**cfg, data_converter=converter, runtime=runtime), timeout=timeout
         )
-    except (RuntimeError, OSError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, RuntimeError, OSError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise Unreachable(
             f"cannot reach Temporal at {cfg['target_host']} ({reason[:160]}); "

@@ -24,7 +24,17 @@ from vicar import contracts as c
 from vicar.config import ANSWER_TIMEOUT, TASK_QUEUE
 from vicar.errors import Conflict, InvalidInput, NotFound, NotResponding
 from vicar.memory.text import clip
-from vicar.models import QUESTION_ACTIONS, VALID_ACTIONS, CfAState, check_principal, GateDetails, GateRequest, GateResult, GateStatus, HumanAnswer
+from vicar.models import (
+    QUESTION_ACTIONS,
+    VALID_ACTIONS,
+    CfAState,
+    GateDetails,
+    GateRequest,
+    GateResult,
+    GateStatus,
+    HumanAnswer,
+    check_principal,
+)
 from vicar.workflows import search_attributes as sa
 
 
@@ -148,7 +158,7 @@ async def answer_gate(client: Client, gate_id: str, answer: HumanAnswer, timeout
         # e.g. "the Workflow completed before the Update completed": the other answer won.
         _refuse_closed(gate_id, await _describe(handle, gate_id))
         raise Conflict(f"gate {gate_id!r} refused the answer: {msg}") from None
-    except (asyncio.TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
+    except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
         desc = await _describe(handle, gate_id)
         _refuse_closed(gate_id, desc)
         why = await _why_stuck(client, desc, desc.raw_description.pending_workflow_task.attempt)

@@ -141,8 +141,7 @@ class OpsServer:
                          f"Content-Length: {len(raw)}\r\nConnection: close\r\n\r\n".encode()
                          + (raw if method != "HEAD" else b""))
             await writer.drain()
-        except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError,
-                ConnectionError):
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, ConnectionError):
             pass  # a slow, oversized or vanished client: nothing to answer
         finally:
             writer.close()

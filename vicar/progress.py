@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn,
-                           TimeRemainingColumn)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
 REFRESH_PER_SECOND = 2  # the live bar: rate and ETA at least every 0.5 s
 PLAIN_EVERY_SECONDS = 30.0  # a log line at least this often when not a terminal

@@ -19,7 +19,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
@@ -128,7 +128,7 @@ def change_allowed(principals_dir: Path, principal: str, change: str, names: lis
         kept = []
     save_allowed(principals_dir, principal, kept, anyone=change == "anyone")
     after = load_policy(principals_dir, principal)
-    entry = {"at": datetime.now(timezone.utc).isoformat(), "by": who, "change": change, "names": given,
+    entry = {"at": datetime.now(UTC).isoformat(), "by": who, "change": change, "names": given,
              "responders": after.responders, "anyone": after.anyone}
     log = responders_path(principals_dir, principal).with_name(CHANGES_FILE)
     # Append-only and synced: the record of who opened or closed a principal outlives a crash.

@@ -162,7 +162,7 @@ class EmbeddedServer:
             try:
                 await asyncio.wait_for(Client.connect(self.address, namespace=self.namespace), timeout=5)
                 return True
-            except (RuntimeError, OSError, asyncio.TimeoutError):
+            except (TimeoutError, RuntimeError, OSError):
                 await asyncio.sleep(0.1)
         return False
 

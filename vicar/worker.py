@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -27,26 +26,26 @@ from pathlib import Path
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from vicar.activities.notify import NotifyActivities
+from vicar import ops, settings_env
+from vicar import workflows as workflow_package
 from vicar.activities.move import MoveActivities
+from vicar.activities.notify import NotifyActivities
 from vicar.activities.proxy import ProxyActivities
 from vicar.activities.session import SessionActivities
-from vicar.memory.embedder import make_embedder
-from vicar.memory.principal import MemoryRegistry
+from vicar.bytecode import compile_package
 from vicar.config import TASK_QUEUE, Settings
 from vicar.connect import connect, ensure_search_attributes
+from vicar.errors import VicarError
+from vicar.locks import WorkerLock
 from vicar.logging_redact import install as install_redaction
+from vicar.memory.embedder import make_embedder
+from vicar.memory.principal import MemoryRegistry
 from vicar.models import BrainConfig
 from vicar.proxy.provider import Predictor
 from vicar.proxy.select import predictor_from_env
-from vicar.errors import VicarError
-from vicar.bytecode import compile_package
-from vicar.locks import WorkerLock
-from vicar import ops, settings_env
+from vicar.server import SharedServer, env_configured, use_embedded
 from vicar.shard_claims import check_claims, worker_identity
 from vicar.sharding import shard_queue
-from vicar.server import SharedServer, env_configured, use_embedded
-from vicar import workflows as workflow_package
 from vicar.workflows.brain import BrainWorkflow
 from vicar.workflows.consolidation import ConsolidationWorkflow
 from vicar.workflows.gate import GateWorkflow

@@ -6,12 +6,10 @@ from __future__ import annotations
 import os
 import sys
 
-from vicar.cli.base import MAX_ERROR_CHARS, Output, app, console, err, explain, friendly
-
 # Imported in this order on purpose: `vicar --help` lists the commands in the order they
 # were registered (demo, codec-server, worker, ask, schema, escalations, answer, health).
-from vicar.cli import demo_cmd, worker_cmd, gates_cmd, health_cmd  # noqa: F401  (registers their commands)
-from vicar.cli import memory_cmd, eval_cmd, sessions_cmd, principals_cmd  # noqa: F401
+from vicar.cli import demo_cmd, eval_cmd, gates_cmd, health_cmd, memory_cmd, principals_cmd, sessions_cmd, worker_cmd  # noqa: F401  (registers their commands)  # noqa: F401
+from vicar.cli.base import MAX_ERROR_CHARS, Output, app, console, err, explain, friendly
 
 __all__ = ["MAX_ERROR_CHARS", "Output", "app", "console", "err", "explain", "friendly", "main"]
 

@@ -17,8 +17,7 @@ from rich.text import Text
 from vicar import settings_env
 from vicar.config import Settings
 from vicar.display import text
-from vicar.errors import (INTERRUPTED, UNEXPECTED, BrokenStore, InvalidInput, Unreachable, VicarError,
-                          validation_summary)
+from vicar.errors import INTERRUPTED, UNEXPECTED, BrokenStore, InvalidInput, Unreachable, VicarError, validation_summary
 from vicar.memory.text import clip
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Vicar: a human proxy for approval gates.")

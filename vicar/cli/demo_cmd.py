@@ -35,9 +35,9 @@ def demo(
 
 async def _demo(settings: Settings, principal: str, gates: int, human_delay: float, keep: bool = False,
                 said: str = "") -> None:
-    from vicar.memory.embedder import make_embedder
     from vicar.demo import demo_autonomy, demo_task_queue, render_summary, run_demo
     from vicar.locks import WorkerLock
+    from vicar.memory.embedder import make_embedder
     from vicar.worker import build_worker, stop_on_signals, temporal_client
 
     console.print(text(f"Data directory: {settings.data_dir}"))

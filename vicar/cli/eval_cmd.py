@@ -34,11 +34,11 @@ def eval_replay(
     import shlex
     import time
 
-    from vicar.memory.embedder import make_embedder
     from vicar.eval.dataset import load_events
     from vicar.eval.replay import LOCAL_PREDICTORS, standard_variants
     from vicar.eval.report import markdown, plots, summary_table
     from vicar.eval.run import run_variants, sweep, warm_embeddings
+    from vicar.memory.embedder import make_embedder
 
     settings = Settings.from_env()
     events = load_events(files)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Optional
 
@@ -142,9 +142,9 @@ async def _gate_result(settings: Settings, gate_id: str, timeout: float) -> None
     running = description.status == WorkflowExecutionStatus.RUNNING
     try:
         if running and not timeout:
-            raise asyncio.TimeoutError
+            raise TimeoutError
         result = await gate.result(timeout=timeout if running else None)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         details = await gate.details()
         raise Pending(f"gate {gate_id!r} has no result yet (status: "
                       f"{details.status.value if details else 'starting'})") from None
@@ -244,7 +244,7 @@ async def _escalations(principal: str | None, output: Output) -> None:
 
     client = await open_client(Settings.from_env())
     waiting = await list_escalations(client, principal)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     if output is Output.json:
         rows = [{**d.model_dump(mode="json"),
                  "waited_seconds": round((now - d.escalated_at).total_seconds(), 1) if d.escalated_at else None}

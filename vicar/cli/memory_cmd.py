@@ -211,9 +211,9 @@ def memory_restore(
 ) -> None:
     """Restore principals' memories from a backup; vectors missing from it are rebuilt
     from the records. Refused while a worker has the memory open."""
+    from vicar.backup import restore
     from vicar.memory.check import check, repair
     from vicar.memory.embedder import make_embedder
-    from vicar.backup import restore
 
     if bool(principals) == all_:
         raise InvalidInput("name the principals to restore, or give --all")

@@ -16,17 +16,17 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from vicar.memory.chunk import blended_text, chunk_id_for
-from vicar.memory.embedder import Embedder
-from vicar.memory.principal import PrincipalMemory
 from vicar.config import MemoryParams, RetrievalOptions, Settings
 from vicar.eval.dataset import GateEvent, principal_for
 from vicar.eval.metrics import BASELINE_THRESHOLD, Prediction
+from vicar.memory.chunk import blended_text, chunk_id_for
+from vicar.memory.embedder import Embedder
+from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, OutcomeRecord
 from vicar.proxy.consult import build_query, consult, outcome_chunk
-from vicar.proxy.outcomes import record_outcome
 from vicar.proxy.facts import learn as learn_facts
 from vicar.proxy.offline import OfflinePredictor
+from vicar.proxy.outcomes import record_outcome
 
 Progress = Callable[[int], None]  # called with the number of gates just replayed
 # The dataset has no sessions: every this many gates, the replay does what consolidation

@@ -9,17 +9,17 @@ close its own fence, and the same text always gets the same fence (stable prefix
 
 from __future__ import annotations
 
-import re
-
 import hashlib
+import re
 from collections.abc import Sequence
 from pathlib import PurePath
 
+from vicar.memory.text import clip
 from vicar.models import (
     Action,
     AnsweredBy,
-    CfAState,
     CensorHit,
+    CfAState,
     ChunkSummary,
     DialogTurn,
     GateRequest,
@@ -27,7 +27,6 @@ from vicar.models import (
     PassResult,
     RequestKind,
 )
-from vicar.memory.text import clip
 
 # The gate bridge's first slot (docs/design/approval-gate-and-proxy.md, _GATE_TEMPLATES).
 DECISIONS: dict[CfAState, str] = {

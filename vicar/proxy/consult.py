@@ -12,12 +12,13 @@ from datetime import datetime
 
 from pydantic import BaseModel
 
+from vicar.artifacts import load_artifact
+from vicar.config import CalibrationParams, RetrievalOptions, Settings, autonomy_params
 from vicar.memory.censor import CENSOR_DIMS
 from vicar.memory.chunk import ARTIFACT_EMBED_CHARS, MemoryChunk, chunk_id_for, situation_text
 from vicar.memory.principal import PrincipalMemory, noise_seed
 from vicar.memory.retrieval import Query
-from vicar.artifacts import load_artifact
-from vicar.config import CalibrationParams, RetrievalOptions, Settings, autonomy_params
+from vicar.memory.text import clip
 from vicar.models import (
     AnsweredBy,
     AutonomyRule,
@@ -32,16 +33,15 @@ from vicar.models import (
     RetrievalContext,
     Surprise,
 )
-from vicar.proxy.bookkeeping import context_key, load_entry
 from vicar.proxy.autonomy import PairWindow, audit_draw
+from vicar.proxy.bookkeeping import context_key, load_entry
 from vicar.proxy.calibration import calibrate
 from vicar.proxy.censors import fire
-from vicar.proxy.facts import FACT_KINDS
-from vicar.proxy.trust import AgentTrust, ledger
 from vicar.proxy.conflicts import genuine_tension
 from vicar.proxy.decision import Decision, decide, surprised
+from vicar.proxy.facts import FACT_KINDS
 from vicar.proxy.lineage import lineage_of
-from vicar.memory.text import clip
+from vicar.proxy.trust import AgentTrust, ledger
 
 LINEAGE_RESPONSE_CHARS = 300  # the human's words kept per lineage verdict
 from vicar.proxy.provider import Predictor

@@ -15,8 +15,8 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from vicar.memory.principal import MemoryRegistry
 from vicar.config import PredictorParams
+from vicar.memory.principal import MemoryRegistry
 from vicar.models import ModelPin, OutcomeRecord
 from vicar.proxy.learned import LearnedPredictor
 from vicar.proxy.learned_history import History

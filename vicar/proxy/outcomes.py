@@ -23,13 +23,14 @@ import threading
 from collections import Counter
 from pathlib import Path
 
-from vicar.memory.principal import PrincipalMemory
 from vicar.config import CalibrationParams, FactParams
 from vicar.files import atomic_write as _atomic_write
 from vicar.memory.chunk import MemoryChunk
+from vicar.memory.principal import PrincipalMemory
 from vicar.models import AnsweredBy, OutcomeRecord
+from vicar.proxy import censors
+from vicar.proxy import facts as fact_memory
 from vicar.proxy.bookkeeping import ConfidenceModel, ContextEntry, apply_outcome, context_key, load_entry
-from vicar.proxy import censors, facts as fact_memory
 from vicar.proxy.consult import outcome_chunk
 
 CONFIDENCE_FILE = "proxy-confidence.json"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 
 from vicar import settings_env
-from vicar.memory.principal import MemoryRegistry
 from vicar.config import Settings
 from vicar.errors import VicarError
+from vicar.memory.principal import MemoryRegistry
 from vicar.proxy.offline import OfflinePredictor
 from vicar.proxy.provider import Predictor
 

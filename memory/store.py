@@ -15,9 +15,10 @@ from pathlib import Path
 
 from vicar.memory.censor import Censor
 from vicar.memory.chunk import MemoryChunk
-from vicar.memory.errors import BrokenStore
 from vicar.memory.fact import Fact
-from vicar.memory.migrations import COLUMNS as _COLUMNS, MIGRATIONS
+from vicar.memory.migrations import COLUMNS as _COLUMNS
+from vicar.memory.migrations import MIGRATIONS
+from vicar.memory.store_errors import RecordsUnusable, StoreError, raise_if_disk_full, records_unusable
 
 __all__ = ["MIGRATIONS", "RecordStore", "RecordsUnusable", "StoreError", "records_unusable"]
 
@@ -32,34 +33,6 @@ DURABLE_SYNCHRONOUS = "FULL"
 # Chunks kept in memory (built, without traces), by id: retrieval reads its top-k hits
 # and the lineage's last verdicts at every gate, mostly the same recent chunks.
 CACHED_CHUNKS = 4096
-
-
-class StoreError(BrokenStore):
-    """A store that cannot be used as asked: shown to the user as one line (exit code 6)."""
-
-
-class RecordsUnusable(StoreError):
-    """The record store cannot be read; the records are the source of truth."""
-
-
-def records_unusable(path: Path, exc: BaseException) -> StoreError:
-    """The one line for a record store that cannot be read. The records are the source
-    of truth: nothing else holds them, so the only way back is a copy of the file."""
-    return RecordsUnusable(f"record store {path} is unusable ({exc}); it cannot be rebuilt from the vectors: "
-                      f"move it aside and restore a backup copy of it")
-
-
-def _raise_if_disk_full(path: Path, exc: BaseException) -> None:
-    from vicar.memory.diskfull import MIN_FREE, disk_full, free_bytes, is_disk_full  # it builds on StoreError
-
-    if isinstance(exc, StoreError):
-        return
-    # SQLite says "disk I/O error" when the -shm file cannot grow: on a disk with no room
-    # left that is the full disk, not damage.
-    io_on_full = (isinstance(exc, sqlite3.OperationalError) and "disk I/O error" in str(exc)
-                  and (free_bytes(path.parent) or 0) < MIN_FREE)
-    if is_disk_full(exc) or io_on_full:
-        raise disk_full(path, exc) from exc
 
 
 class RecordStore:
@@ -83,7 +56,7 @@ class RecordStore:
             self._db.close()
             if not isinstance(exc, sqlite3.DatabaseError):
                 raise  # DiskFull from the migration's transaction, a newer schema
-            _raise_if_disk_full(path, exc)
+            raise_if_disk_full(path, exc)
             if isinstance(exc, sqlite3.OperationalError):
                 raise  # locked, no permission: not the file's fault, may pass
             raise records_unusable(path, exc) from exc
@@ -123,13 +96,13 @@ class RecordStore:
                 # ROLLBACK would then fail and hide why.
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
-                _raise_if_disk_full(self.path, exc)
+                raise_if_disk_full(self.path, exc)
                 raise
             else:
                 try:
                     self._db.execute("COMMIT")
                 except sqlite3.OperationalError as exc:
-                    _raise_if_disk_full(self.path, exc)
+                    raise_if_disk_full(self.path, exc)
                     raise
             finally:
                 if not chunk_rows_kept:
@@ -187,11 +160,12 @@ class RecordStore:
             )
         return added
 
-    def read(self, sql: str, params: Sequence = ()) -> list[tuple]:
-        """Rows of one read under the store's lock: the proxy's bookkeeping
-        (vicar/proxy/ledger.py) keeps its own queries over the tables it owns."""
+    @contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """The connection under the store's lock, for reads that must see one state: the
+        proxy's bookkeeping (vicar/proxy/ledger.py) keeps its own queries over its tables."""
         with self._lock:
-            return self._db.execute(sql, params).fetchall()
+            yield self._db
 
     # -- facts ---------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, Calibration, GateRequest, OutcomeRecord, PassResult
 from vicar.proxy.autonomy import PairWindow, find_threshold, upper_bound
 from vicar.proxy.consult import autonomy_rule
+from vicar.proxy.ledger import autonomy_pairs
 from vicar.proxy.outcomes import record_outcome
 
 
@@ -144,9 +145,9 @@ def test_pairs_come_from_human_answers_once_per_gate(tmp_path, embedder):
         record_outcome(memory, outcome(p, 5, "approve", None, 0.0, guard="proxy_error"), artifacts=False)
         record_outcome(memory, outcome(p, 6, "answer", "answer", 0.7, kind="question"), artifacts=False)
         store = memory.store
-        assert [(s, ok) for _, s, ok in store.autonomy_pairs("gate")] == [(0.9, True), (0.8, False), (0.0, False)]
-        assert [(s, ok) for _, s, ok in store.autonomy_pairs("question")] == [(0.7, True)]
-        assert [s for _, s, _ in store.autonomy_pairs("gate", limit=2)] == [0.8, 0.0]  # the newest, in order
+        assert [(s, ok) for _, s, ok in autonomy_pairs(store, "gate")] == [(0.9, True), (0.8, False), (0.0, False)]
+        assert [(s, ok) for _, s, ok in autonomy_pairs(store, "question")] == [(0.7, True)]
+        assert [s for _, s, _ in autonomy_pairs(store, "gate", limit=2)] == [0.8, 0.0]  # the newest, in order
         rows = store._db.execute("SELECT outcome_seq, kind, state, task_type, n FROM autonomy_pairs ORDER BY seq"
                                  ).fetchall()
         assert [r[4] for r in rows] == [1, 2, 3, 6]

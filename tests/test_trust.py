@@ -14,6 +14,7 @@ from vicar.memory.principal import PrincipalMemory
 from vicar.memory.store import MIGRATIONS, RecordStore
 from vicar.models import AnsweredBy, GateRequest, PassResult
 from vicar.proxy.consult import autonomy_rule
+from vicar.proxy.ledger import Evidence, OutcomeEntry, autonomy_pairs, ledger_rows, log_outcome, regrets
 from vicar.proxy.trust import INITIAL_TRUST, ledger
 
 from .conftest import record_answer
@@ -42,18 +43,18 @@ def test_regret_is_inferred_from_a_later_correction_on_the_same_lineage(memory):
     proxy_v2 = memory.store.proxy_answers_on("gate", memory.store.get_chunks(
         [r[0] for r in memory.store._db.execute("SELECT id FROM chunks WHERE created_n = 2")])[0].lineage, 0, 10)
     assert [(c.created_n, c.outcome) for c in proxy_v2] == [(2, "approve")]
-    assert [(cid, agent) for cid, agent, _ in memory.store.regrets()] == [(proxy_v2[0].id, "patch-bot")]
+    assert [(cid, agent) for cid, agent, _ in regrets(memory.store)] == [(proxy_v2[0].id, "patch-bot")]
     # The regret is a wrong pair at the proxy's own score, arriving now: the window built
     # before it sees it on its next read.
-    pairs = memory.store.autonomy_pairs("gate")
+    pairs = autonomy_pairs(memory.store, "gate")
     assert [(s, ok) for _, s, ok in pairs] == [(0.9, True), (0.9, True), (0.93, False)]
     after = autonomy_rule(memory, patch(9, 9), CalibrationParams())
     assert (before.evidence, before.errors) == (1, 0) and (after.evidence, after.errors) == (3, 1)
     # Found once: a rejection of the same thread later does not regret it again.
     answer(memory, 5, patch(5, 4), "reject", predicted="reject")
-    assert len(memory.store.regrets()) == 1
+    assert len(regrets(memory.store)) == 1
 
-    [bot] = ledger(*memory.store.agent_ledger_rows())
+    [bot] = ledger(*ledger_rows(memory.store))
     assert (bot.agent, bot.approvals, bot.corrections, bot.rejections) == ("patch-bot", 1, 1, 1)
     assert (bot.alone, bot.approved_alone, bot.regrets, bot.overrides) == (2, 2, 1, 0)
     assert bot.regret_ratio == 0.5 and bot.score == pytest.approx((1 + 3) / (3 + 5) * 0.5)
@@ -63,15 +64,15 @@ def test_no_regret_outside_the_window_or_when_switched_off(memory):
     answer(memory, 1, patch(1, 1), "approve", by=AnsweredBy.proxy)
     answer(memory, 50, patch(50, 2), "correct", window=40)  # 49 interactions later
     answer(memory, 51, patch(51, 3), "correct", window=0)
-    assert memory.store.regrets() == []
+    assert regrets(memory.store) == []
     answer(memory, 52, patch(52, 4), "correct", window=60)
-    assert len(memory.store.regrets()) == 1
+    assert len(regrets(memory.store)) == 1
 
 
 def test_overrides_and_a_new_agents_trust(memory):
     answer(memory, 1, patch(1, 1, agent="a"), "correct")  # the proxy would have approved: an override
     answer(memory, 2, patch(2, 1, series="other", agent="a"), "approve")
-    [a] = ledger(*memory.store.agent_ledger_rows())
+    [a] = ledger(*ledger_rows(memory.store))
     assert (a.overrides, a.regrets, a.human_answers) == (1, 0, 2)
     assert ledger([], []) == []
     from vicar.proxy.trust import AgentTrust
@@ -109,10 +110,10 @@ def test_pairs_from_before_regret_keep_their_order(tmp_path):
     db.close()
     store = RecordStore(path)
     try:
-        assert store.autonomy_pairs("gate") == [(3, 0.7, True), (7, 0.4, False)]
-        store.log_outcome("w/8", "S", "t", "human", "approve", None, "{}", "k", lambda e: "{}",
-                          pair=("gate", 8, 0.6, True, None))
-        assert [s for _, s, _ in store.autonomy_pairs("gate", after_seq=7)] == [0.6]
+        assert autonomy_pairs(store, "gate") == [(3, 0.7, True), (7, 0.4, False)]
+        log_outcome(store, OutcomeEntry("w/8", "S", "t", "human", "approve", None, "{}", "k", lambda e: "{}",
+                                        evidence=Evidence("gate", 8, 0.6, True, None)))
+        assert [s for _, s, _ in autonomy_pairs(store, "gate", after_seq=7)] == [0.6]
     finally:
         store.close()
 

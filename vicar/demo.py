@@ -237,9 +237,10 @@ def final_state(memory, settings) -> tuple:
     which predates its wave's answers)."""
     from vicar.proxy.bookkeeping import ContextEntry
     from vicar.proxy.health import autonomy_rules, rule_lines
+    from vicar.proxy.ledger import context_entries
 
     contexts = sorted({(e.state, e.task_type) for e in
-                       (ContextEntry.model_validate_json(raw) for _, raw in memory.store.context_entries())})
+                       (ContextEntry.model_validate_json(raw) for _, raw in context_entries(memory.store))})
     rules = autonomy_rules(memory.store, memory.dir, settings.calibration.autonomy, contexts)
     return memory.stats(), rule_lines(rules)
 

@@ -21,16 +21,17 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
     from vicar.models import OutcomeRecord
     from vicar.proxy.bookkeeping import ContextEntry
     from vicar.proxy.health import DROP, SESSIONS, autonomy_rules, context_health, known_principals, rule_lines
+    from vicar.proxy.ledger import context_entries, ledger_rows
     from vicar.proxy.trust import ledger
 
     settings = Settings.from_env()
     try:
         with open_store(principal) as store:
             records = [OutcomeRecord.model_validate_json(r) for _, r in store.outcomes(answered_by="human")]
-            entries = [ContextEntry.model_validate_json(e) for _, e in store.context_entries()]
+            entries = [ContextEntry.model_validate_json(e) for _, e in context_entries(store)]
             rules = autonomy_rules(store, child_path(settings.principals_dir, principal),
                                    settings.calibration.autonomy, sorted({(e.state, e.task_type) for e in entries}))
-            agents = ledger(*store.agent_ledger_rows())
+            agents = ledger(*ledger_rows(store))
     except NotFound as exc:
         raise NotFound(f"{exc}; {known_principals(settings.principals_dir)}") from None
     ema = {(e.state, e.task_type): e.ema_approval_rate for e in entries}

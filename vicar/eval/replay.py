@@ -25,6 +25,7 @@ from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, OutcomeRecord
 from vicar.proxy.consult import build_query, consult, outcome_chunk
 from vicar.proxy.facts import learn as learn_facts
+from vicar.proxy.ledger import regrets
 from vicar.proxy.offline import OfflinePredictor
 from vicar.proxy.outcomes import record_outcome
 
@@ -192,7 +193,7 @@ def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedde
             # Regret is found by a later human answer, never by the replay peeking: the
             # store's own record of it, marked on the gate it was about.
             by_chunk = {chunk_id_for(principal, f"replay/{e.gate_id}"): i for i, e in enumerate(events)}
-            for chunk_id, _, _ in memory.store.regrets():
+            for chunk_id, _, _ in regrets(memory.store):
                 preds[by_chunk[chunk_id]].regretted = True
             if inspect:
                 inspect(memory)

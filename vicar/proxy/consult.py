@@ -40,11 +40,12 @@ from vicar.proxy.censors import fire
 from vicar.proxy.conflicts import genuine_tension
 from vicar.proxy.decision import Decision, decide, surprised
 from vicar.proxy.facts import FACT_KINDS
+from vicar.proxy.ledger import autonomy_pairs, context_entry, ledger_rows
 from vicar.proxy.lineage import lineage_of
+from vicar.proxy.provider import Predictor
 from vicar.proxy.trust import AgentTrust, ledger
 
 LINEAGE_RESPONSE_CHARS = 300  # the human's words kept per lineage verdict
-from vicar.proxy.provider import Predictor
 
 
 def build_query(request: GateRequest, n: int, phase: str, artifact: str = "",
@@ -165,7 +166,7 @@ def outcome_chunk(record: OutcomeRecord, artifact: str | None = None) -> MemoryC
 
 def agent_trust_score(memory: PrincipalMemory, agent: str) -> float:
     """The trust score of one upstream agent, from its ledger (two index ranges)."""
-    rows = ledger(*memory.store.agent_ledger_rows(agent))
+    rows = ledger(*ledger_rows(memory.store, agent))
     return rows[0].score if rows else AgentTrust(agent=agent).score
 
 
@@ -191,7 +192,7 @@ def autonomy_rule(memory: PrincipalMemory, request: GateRequest, params: Calibra
     with _windows_lock:
         windows = _windows.setdefault(memory.store, {})
         window = windows.setdefault((request.kind.value, p.window), PairWindow(p.window))
-        window.extend(memory.store.autonomy_pairs(request.kind.value, after_seq=window.last_seq, limit=p.window))
+        window.extend(autonomy_pairs(memory.store, request.kind.value, after_seq=window.last_seq, limit=p.window))
         return window.rule(p.target_error, p.delta, p.audit_share)
 
 
@@ -202,7 +203,7 @@ def calibration_inputs(
     """Everything the guards read: memory depth, tension among the retrieved memories,
     the context's last human answer, the autonomy rule, the gate's audit draw, the
     upstream agent's record and the censors that fired on the artifact."""
-    entry = load_entry(memory.store.context_entry(context_key(request.state.value, request.task_type, request.kind)))
+    entry = load_entry(context_entry(memory.store, context_key(request.state.value, request.task_type, request.kind)))
     return CalibrationInputs(
         memory_depth=ctx.memory_depth,
         tension=genuine_tension(ctx.chunks, params) or recorded_tension(memory, ctx),

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from vicar.config import AutonomyParams, autonomy_params
 from vicar.models import Action, AnsweredBy, AutonomyRule, OutcomeRecord, RequestKind
 from vicar.proxy.autonomy import find_threshold
+from vicar.proxy.ledger import autonomy_pairs
 
 SESSIONS = 10  # the trend looks at this many latest sessions
 MIN_SESSIONS = 4
@@ -87,7 +88,7 @@ def autonomy_rules(store, principal_dir: Path, base: AutonomyParams,
         p = autonomy_params(base, principal_dir, state)
         key = p.model_dump_json()
         if key not in cache:
-            pairs = store.autonomy_pairs("gate", limit=p.window)
+            pairs = autonomy_pairs(store, "gate", limit=p.window)
             cache[key] = find_threshold([s for _, s, _ in pairs], [ok for _, _, ok in pairs],
                                         p.target_error, p.delta, p.audit_share)
         out[(state, task_type)] = cache[key]

@@ -32,6 +32,7 @@ from vicar.proxy import censors
 from vicar.proxy import facts as fact_memory
 from vicar.proxy.bookkeeping import ConfidenceModel, ContextEntry, apply_outcome, context_key, load_entry
 from vicar.proxy.consult import outcome_chunk
+from vicar.proxy.ledger import Evidence, OutcomeEntry, context_entries, log_outcome
 
 CONFIDENCE_FILE = "proxy-confidence.json"
 INTERACTIONS_FILE = "proxy-interactions.jsonl"
@@ -54,14 +55,16 @@ def record_outcome(memory: PrincipalMemory, record: OutcomeRecord, *, artifacts:
     def update(stored: str | None) -> str:
         return apply_outcome(load_entry(stored), record).model_dump_json()
 
-    new = memory.store.log_outcome(
-        record.workflow_id, req.state.value, req.task_type, record.answered_by.value,
-        record.action.value, record.at.isoformat() if record.at else None,
-        record.model_dump_json(), context_key(req.state.value, req.task_type, req.kind), update,
-        pair=autonomy_pair(record), regrets=regretted(memory, record, chunk, params),
-        censor_feedback=censors.feedback(record, params), facts=(moves.changed, moves.audit),
-    )
-    if new:
+    censor_ids, censor_change = censors.feedback(record, params) or ((), None)
+    logged = log_outcome(memory.store, OutcomeEntry(
+        workflow_id=record.workflow_id, state=req.state.value, task_type=req.task_type,
+        answered_by=record.answered_by.value, action=record.action.value,
+        at=record.at.isoformat() if record.at else None, record=record.model_dump_json(),
+        context_key=context_key(req.state.value, req.task_type, req.kind), update=update,
+        evidence=autonomy_pair(record), regrets=regretted(memory, record, chunk, params),
+        censor_ids=censor_ids, censor_change=censor_change, facts=moves.changed, fact_audit=moves.audit,
+    ))
+    if logged.new:
         fact_memory.after_hindsight(memory, moves, record.n)
     censors.learn(memory, chunk, params)
     if artifacts:
@@ -69,7 +72,7 @@ def record_outcome(memory: PrincipalMemory, record: OutcomeRecord, *, artifacts:
     return chunk.id
 
 
-def autonomy_pair(record: OutcomeRecord) -> tuple[str, int, float, bool, str | None] | None:
+def autonomy_pair(record: OutcomeRecord) -> Evidence | None:
     """The autonomy rule's evidence from a gate: (kind, N, the posterior's score as the
     predictor gave it, whether its action was the human's, the upstream agent). Only a human's answer
     grades the proxy; a gate where the proxy could not run has no score to grade."""
@@ -78,8 +81,8 @@ def autonomy_pair(record: OutcomeRecord) -> tuple[str, int, float, bool, str | N
         return None
     if record.calibration is not None and record.calibration.guard == "proxy_error":
         return None
-    return (record.request.kind.value, record.n, post.confidence, post.action is record.action,
-            record.request.upstream_agent or None)
+    return Evidence(record.request.kind.value, record.n, post.confidence, post.action is record.action,
+                    record.request.upstream_agent or None)
 
 
 def regretted(memory: PrincipalMemory, record: OutcomeRecord, chunk: MemoryChunk,
@@ -97,7 +100,7 @@ def regretted(memory: PrincipalMemory, record: OutcomeRecord, chunk: MemoryChunk
 
 def confidence_model(memory: PrincipalMemory) -> ConfidenceModel:
     return ConfidenceModel(entries={
-        key: ContextEntry.model_validate_json(entry) for key, entry in memory.store.context_entries()
+        key: ContextEntry.model_validate_json(entry) for key, entry in context_entries(memory.store)
     })
 
 

@@ -98,7 +98,8 @@ def report(args: argparse.Namespace, rows: list[Row], trained: dict[str, int], a
         f"- date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"- machine: {machine()}",
         f"- setup: default (learned) predictor with {' '.join(f'{k}={v}' for k, v in BENCH_ENV.items())} "
-        "(principals earn autonomy within a few answers; speed, not fidelity, is measured here), embedded Temporal dev server (`temporal server start-dev`, SQLite file), "
+        "(principals earn autonomy within a few answers; speed, not fidelity, is measured here), "
+        "embedded Temporal dev server (`temporal server start-dev`, SQLite file), "
         "worker in-process, fresh data dir",
         f"- run time: {total_s:.0f} s (server start + model load {setup_s:.1f} s); 1-minute load average "
         f"{load[0]:.2f} before, {load[1]:.2f} after (other processes on the machine skew the figures)",

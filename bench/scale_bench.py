@@ -148,7 +148,8 @@ def report(args: argparse.Namespace, runs: list[Run], total_s: float, load: tupl
         f"- command: `{shlex.join(['python', *sys.argv])}`",
         f"- date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"- machine: {machine_line(f'temporalio {temporalio.__version__}')}",
-        f"- setup: embedded Temporal dev server; `python -m vicar.worker` processes with VICAR_SHARD_COUNT={SHARDS}, each "
+        "- setup: embedded Temporal dev server; `python -m vicar.worker` processes with "
+        f"VICAR_SHARD_COUNT={SHARDS}, each "
         "its own data directory and shards (k=1: all; k=2: one each); the default (learned) predictor with "
         f"{' '.join(f'{k}={v}' for k, v in BENCH_ENV.items())} (as bench/gate_bench.py); "
         "this process is only the client",

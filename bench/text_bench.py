@@ -3,7 +3,8 @@
 Each function is fed adversarial texts of 100 KB and 1 MB (no sentence ends, long runs
 of one character, whitespace, '?', newlines, markup the parsers look for) and timed; a
 linear function takes ~10x as long on 1 MB as on 100 KB, and a ratio above 20 is
-flagged (the worst input is checked again at 4 MB, see the report). In the same run, the regexes these functions used before run as the contrast,
+flagged (the worst input is checked again at 4 MB, see the report). In the same run, the
+regexes these functions used before run as the contrast,
 at 2 KB and 20 KB (the same 10x step: at 100 KB the old `questions_in` regex alone
 takes minutes).
 

@@ -80,7 +80,8 @@ def photograph(chromium: str, url: str, out: Path, tab: str | None = None) -> No
             if tab:
                 found = call("Runtime.evaluate", returnByValue=True, expression=(
                     "(() => { const t = [...document.querySelectorAll('a, button')]"
-                    f".find(e => e.textContent.trim().startsWith({json.dumps(tab)})); t && t.click(); return !!t; }})()"))
+                    f".find(e => e.textContent.trim().startsWith({json.dumps(tab)}));"
+                    " t && t.click(); return !!t; })()"))
                 if not found.get("result", {}).get("value"):
                     sys.exit(f"error: no {tab!r} tab on {url}")
                 time.sleep(SETTLE_SECONDS / 2)

@@ -14,6 +14,7 @@ batch size x the longest. The vectors equal sentence-transformers' to float roun
 
 from __future__ import annotations
 
+import builtins
 import json
 import math
 import os
@@ -76,11 +77,12 @@ class _Msg:
         self._raw(self._varint(field << 3) + self._varint(value))
         return self
 
-    def float(self, field: int, value: float) -> _Msg:
+    # `int` and `float` below name this class's methods: the builtins are spelled out.
+    def float(self, field: builtins.int, value: builtins.float) -> _Msg:
         self._raw(self._varint(field << 3 | 5) + struct.pack("<f", value))
         return self
 
-    def bytes(self, field: int, value) -> _Msg:
+    def bytes(self, field: builtins.int, value) -> _Msg:
         if isinstance(value, str):
             value = value.encode()
         n = value._len if isinstance(value, _Msg) else memoryview(value).nbytes
@@ -93,7 +95,7 @@ class _Msg:
         self._write(buf, 0)
         return buf
 
-    def _write(self, buf: bytearray, pos: int) -> int:
+    def _write(self, buf: bytearray, pos: builtins.int) -> builtins.int:
         for part in self.parts:
             if isinstance(part, _Msg):
                 pos = part._write(buf, pos)

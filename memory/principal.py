@@ -65,8 +65,10 @@ class PrincipalMemory:
         self.embedder = embedder
         self.params = params
         self._lock = threading.RLock()
-        self.store: RecordStore | None = None
-        self.vectors: VectorStore | InMemoryVectors | None = None
+        # Set in the try below; close() also runs on a memory whose opening failed half way,
+        # so it looks them up with getattr.
+        self.store: RecordStore
+        self.vectors: VectorStore | InMemoryVectors
         self.rebuilt_on_open: ReconcileReport | None = None  # vectors re-embedded when opened
         self.last_storage: StorageDecision | None = None  # the latest storage decision (MemoryParams.storage)
         try:
@@ -144,10 +146,12 @@ class PrincipalMemory:
         return int(np.count_nonzero(col.row_of.view[indexed] < 0))
 
     def close(self) -> None:
-        if self.store is not None:
-            self.store.close()
-        if isinstance(self.vectors, VectorStore):
-            self.vectors.close()
+        store = getattr(self, "store", None)
+        if store is not None:
+            store.close()
+        vectors = getattr(self, "vectors", None)
+        if isinstance(vectors, VectorStore):
+            vectors.close()
         self._owner.release()
 
     # -- writes ---------------------------------------------------------------

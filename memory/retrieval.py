@@ -131,6 +131,7 @@ def _score(mode: RetrievalMode, act: np.ndarray, sim0: np.ndarray, last: np.ndar
     if mode is RetrievalMode.similarity:
         return sim0
     if mode is RetrievalMode.recency:
+        assert last is not None  # the caller reads the last-use column for this mode
         return last.astype(np.float64)
     span = act.max() - act.min()
     act_norm = (act - act.min()) / span if span > 0 else np.ones_like(act)

@@ -89,19 +89,22 @@ class VectorStore:
                 got = self._col.get(include=["embeddings", "metadatas"], limit=page, offset=offset)
             if not got["ids"]:
                 return
-            for meta, vec in zip(got["metadatas"], got["embeddings"]):
+            # Both were asked for in include=, so neither is None.
+            for meta, vec in zip(got["metadatas"], got["embeddings"]):  # type: ignore[arg-type]
                 yield meta["chunk_id"], meta["dim"], np.asarray(vec, dtype=np.float32)
             offset += len(got["ids"])
 
     def ids(self, page: int = 20000) -> list[tuple[str, str]]:
         """(vector id, chunk id) of every stored vector."""
-        out, offset = [], 0
+        out: list[tuple[str, str]] = []
+        offset = 0
         while True:
             with self._lock:
                 got = self._col.get(include=["metadatas"], limit=page, offset=offset)
             if not got["ids"]:
                 return out
-            out.extend((vid, meta["chunk_id"]) for vid, meta in zip(got["ids"], got["metadatas"]))
+            out.extend((vid, str(meta["chunk_id"]))
+                       for vid, meta in zip(got["ids"], got["metadatas"]))  # type: ignore[arg-type]  # included
             offset += len(got["ids"])
 
     def delete(self, vector_ids: list[str]) -> None:
@@ -114,7 +117,7 @@ class VectorStore:
         keep = collection_name(keep_model)
         dropped = []
         for col in self._client.list_collections():
-            name = getattr(col, "name", col)
+            name: str = getattr(col, "name", col)  # type: ignore[arg-type]  # older Chroma listed names
             if name != keep and name.startswith("chunks-"):
                 self._client.delete_collection(name)
                 dropped.append(name)
@@ -128,7 +131,7 @@ class VectorStore:
         # chroma/ deleted or moved aside would be read through the stale system when the
         # memory is opened again in the same process.
         with self._lock:
-            self._client.close()
+            self._client.close()  # type: ignore[attr-defined]  # Chroma's client has it; its ClientAPI type does not
 
 
 class InMemoryVectors:

@@ -143,7 +143,7 @@ def test_a_recorded_tension_feeds_the_calibration_guard(memory):
     from vicar.proxy.consult import consult
     from vicar.proxy.offline import OfflinePredictor
 
-    a = add(memory, 1, "approve", "Fine.")
+    add(memory, 1, "approve", "Fine.")
     b = add(memory, 5, "reject", "No: not on a Friday.")
     consolidate(memory, "s1", [b])
     gate = GateRequest(principal="alice", gate_id="next", state="PLAN_ASSERT", task_type="db-migration",

@@ -120,16 +120,16 @@ async def test_probes_and_metrics_of_a_real_worker(temporal_env, settings):
         lines = metrics.splitlines()
 
         def value(name: str) -> float:
-            return sum(float(l.rsplit(" ", 1)[1]) for l in lines if l.startswith(name + "{") and labels in l)
+            return sum(float(ln.rsplit(" ", 1)[1]) for ln in lines if ln.startswith(name + "{") and labels in ln)
 
         assert value("vicar_gates_started") == 2 and value("vicar_gates_finished") == 2
         assert value("vicar_gates_decided_alone") == 1 and value("vicar_gates_escalated") == 1
         assert value("vicar_gate_latency_seconds_count") == 2
         assert value("vicar_escalation_age_seconds_count") == 1
         # The SDK runtime's own metrics on the same endpoint.
-        assert any(l.startswith("temporal_workflow_completed{") for l in lines), metrics[:2000]
-        assert any(l.startswith("temporal_activity_execution_latency") or
-                   l.startswith("temporal_local_activity_execution_latency") for l in lines)
+        assert any(ln.startswith("temporal_workflow_completed{") for ln in lines), metrics[:2000]
+        assert any(ln.startswith("temporal_activity_execution_latency") or
+                   ln.startswith("temporal_local_activity_execution_latency") for ln in lines)
     finally:
         out = await w.stop()
     assert w.proc.returncode == 0, out[-2000:]

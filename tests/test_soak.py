@@ -188,7 +188,7 @@ async def test_soak_three_worker_kills_and_a_server_kill(tmp_path):
             assert db.execute("SELECT count(*) FROM chunks").fetchone()[0] == len(rs)
             humans = {w for w, who, _ in rows if who == "human"}
             assert humans == {c.gate_workflow_id(r.gate_id) for r in rs if r.answered_by.value == "human"}
-            for w, who, action in rows:
+            for w, who, _action in rows:
                 if who == "human":
                     gate = w.removeprefix(c.gate_workflow_id(""))
                     assert answered[gate] >= 1  # stored once although the answer may have been sent twice

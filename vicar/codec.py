@@ -118,7 +118,8 @@ def load_keys(settings: Settings) -> dict[str, bytes]:
 
 def _serves_some_shards(settings: Settings) -> bool:
     try:
-        return bool(settings.shard_count) and len(settings.served_shards()) < settings.shard_count
+        n = settings.shard_count
+        return bool(n) and n is not None and len(settings.served_shards()) < n
     except VicarError:
         return False  # a bad --shards is refused where it is parsed, in its own words
 

@@ -91,7 +91,7 @@ AUTONOMY_VARS: dict[str, str] = env.fields_under("calibration.autonomy")
 # The memory kinds and the trust ledger's switches and main knobs, by (Settings section,
 # field); docs/design-decisions.md, "Which mechanisms are on".
 MECHANISM_VARS: dict[str, tuple[str, str]] = {
-    v.name: tuple(v.field.split(".")) for v in env.VARS if v.section == env.MECHANISMS}  # type: ignore[misc]
+    v.name: tuple(v.field.split(".")) for v in env.VARS if v.section == env.MECHANISMS and v.field}  # type: ignore[misc]
 AUTONOMY_FILE = "autonomy.json"  # per principal, beside its memory
 AUTONOMY_FILE_BYTES = 64_000
 
@@ -224,15 +224,15 @@ def ops_from_env() -> OpsParams:
         if raw and raw.lower() not in ("off", "0"):
             setattr(ops, attr, ip_port(OPS_VARS[attr], raw))
     var = OPS_VARS["shutdown_grace_seconds"]
-    raw = env.raw(var)
-    if raw is not None:
+    grace_raw = env.raw(var)
+    if grace_raw is not None:
         try:
-            grace = float(raw)
+            grace = float(grace_raw)
         except ValueError:
             grace = -1.0
         if not 0.0 <= grace <= MAX_SHUTDOWN_GRACE_SECONDS:  # NaN fails too
             raise InvalidInput(f"{var} must be a number of seconds from 0 to {MAX_SHUTDOWN_GRACE_SECONDS:g}, "
-                               f"not {raw!r}")
+                               f"not {grace_raw!r}")
         ops.shutdown_grace_seconds = grace
     return ops
 

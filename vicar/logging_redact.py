@@ -96,7 +96,9 @@ def install(logger: logging.Logger | None = None) -> None:
 
 
 def uninstall(logger: logging.Logger | None = None) -> None:
-    handlers = list((logger or logging.getLogger()).handlers) + [logging.lastResort]
+    handlers = list((logger or logging.getLogger()).handlers)
+    if logging.lastResort is not None:
+        handlers.append(logging.lastResort)
     for name in LIBRARY_LOGGERS:
         handlers += logging.getLogger(name).handlers
     for handler in handlers:

@@ -34,7 +34,8 @@ def interface() -> dict:
         "id_reuse_policy": c.GATE_ID_REUSE_NOTE,
         "input": "GateRequest",
         "result": "GateResult",
-        "invalid_input": f"the workflow fails at once, non-retryable, with ApplicationError type {INVALID_GATE_REQUEST}",
+        "invalid_input": "the workflow fails at once, non-retryable, with ApplicationError type "
+        f"{INVALID_GATE_REQUEST}",
         "updates": {"respond": {"input": "HumanAnswer", "result": "string (accepted), or a rejection naming why"}},
         "signals": {"human_response": {"input": "HumanAnswer", "note": "a bad answer is logged and ignored; "
                                                                        "use the respond update to get an error"}},

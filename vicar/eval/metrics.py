@@ -118,7 +118,8 @@ def ece(preds: Sequence[Prediction], bins: int = 10) -> float:
     n = len(preds)
     if not n:
         return 0.0
-    return float(sum(b.count / n * abs(b.accuracy - b.confidence) for b in reliability(preds, bins) if b.count))
+    return float(sum(b.count / n * abs(b.accuracy - b.confidence) for b in reliability(preds, bins)
+                     if b.count and b.accuracy is not None and b.confidence is not None))
 
 
 class Autonomy(BaseModel):

@@ -88,6 +88,7 @@ def calibrate(confidence: float, inp: CalibrationInputs, params: CalibrationPara
     # A warning withholds nothing: its reason goes with the note, whoever answers.
     warns = "".join(f" | {censor_note(h)}" for h in inp.censors if h.action == "warn")
     if not fired:
+        assert rule is not None  # without a rule, "unproven" fires
         return Calibration(confidence=confidence, guard="passthrough", autonomous=True,
                            note=f"proven threshold {rule.threshold:.2f} ({rule_note(rule)}){warns}", **numbers)
     guard, note = fired[0]

@@ -251,7 +251,8 @@ def hindsight(memory: PrincipalMemory, record: OutcomeRecord, params: FactParams
         return FactMoves(used, [], met_again)
     words = concern_words(record.response_text)
     artifact = concern_words(req.artifact_text)
-    changed, audit = [], []
+    changed: list[Fact] = []
+    audit: list[tuple[str, str, str, str | None, str]] = []
     for f in facts:
         c = f.confidence
         if record.action in (Action.correct, Action.reject) and f.subject in words:

@@ -65,7 +65,8 @@ class CodecServer:
         self.codec, self.token, self.origins = codec, token, frozenset(o.rstrip("/") for o in origins)
         self.httpd = ThreadingHTTPServer((host, port), self._handler())
         self.httpd.daemon_threads = True
-        self.host, self.port = self.httpd.server_address[:2]
+        bound, self.port = self.httpd.server_address[:2]
+        self.host = str(bound)  # an IP address (the type allows a Unix socket's bytes)
 
     @property
     def url(self) -> str:

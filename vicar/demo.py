@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from vicar.display import text
 from vicar.gates import answer_gate, gate_details, start_gate
@@ -314,7 +315,7 @@ def render_summary(summary: DemoSummary, console: Console, principal: str, ui_ur
         table.add_column(col, no_wrap=col not in ("proxy's words",), overflow="fold")
     for r in summary.results:
         shown = summary.escalations.get(r.gate_id)
-        row = [
+        row: list[str | Text] = [
             str(r.n), text(f"{r.state.value.removesuffix('_ASSERT')} {r.task_type}"),
             f"{r.prior_confidence:.2f}", f"{r.confidence:.2f}",
             "[yellow]human[/]" if r.answered_by.value == "human" else text(r.answered_by.value),

@@ -183,7 +183,8 @@ def _refuse_closed(gate_id: str, desc: WorkflowExecutionDescription) -> None:
     if desc.status == WorkflowExecutionStatus.COMPLETED:
         raise Conflict(f"gate {gate_id!r} is not waiting for an answer (it is completed): already answered")
     if desc.status != WorkflowExecutionStatus.RUNNING:
-        raise Conflict(f"gate {gate_id!r} is not waiting for an answer (it is {desc.status.name.lower()})")
+        status = desc.status.name.lower() if desc.status is not None else "in no known state"
+        raise Conflict(f"gate {gate_id!r} is not waiting for an answer (it is {status})")
 
 
 async def _why_stuck(client: Client, desc: WorkflowExecutionDescription, attempt: int) -> str:

@@ -25,6 +25,7 @@ import time
 import urllib.request
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
@@ -33,6 +34,9 @@ from vicar import settings_env
 from vicar.config import OPS_VARS, OpsParams, ip_port
 from vicar.errors import Conflict, InvalidInput
 from vicar.workflows.gate_metrics import BUCKETS
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
 
 HEALTH_PATH = "/healthz"
 READY_PATH = "/readyz"
@@ -71,7 +75,7 @@ class OpsServer:
     def __init__(self, ops: OpsParams) -> None:
         self.ops = ops
         self.runtime = make_runtime(ops)
-        self._client = None
+        self._client: Client | None = None
         self._workers: tuple = ()
         self._stopping = False
         self._server: asyncio.base_events.Server | None = None
@@ -92,6 +96,7 @@ class OpsServer:
                          model_loaded=self._client is not None, shutting_down=self._stopping)
 
     async def _temporal_healthy(self) -> bool:
+        assert self._client is not None  # asked only once watch() gave it
         checked, ok = self._temporal_ok
         if time.monotonic() - checked < TEMPORAL_CHECK_TTL:
             return ok

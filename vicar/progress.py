@@ -10,7 +10,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TaskProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
 
 REFRESH_PER_SECOND = 2  # the live bar: rate and ETA at least every 0.5 s
 PLAIN_EVERY_SECONDS = 30.0  # a log line at least this often when not a terminal
@@ -42,13 +50,13 @@ class PlainProgress:
         self._stop.set()
         self._ticker.join()
 
-    def add_task(self, description: str, total: int | None = None) -> int:
+    def add_task(self, description: str, total: int | None = None) -> TaskID:
         with self._lock:
             self._tasks.append({"description": description, "total": total, "done": 0, "start": time.monotonic(),
                                 "ended": False})
-            return len(self._tasks) - 1
+            return TaskID(len(self._tasks) - 1)
 
-    def advance(self, task: int, advance: float = 1) -> None:
+    def advance(self, task: TaskID, advance: float = 1) -> None:
         with self._lock:
             t = self._tasks[task]
             t["done"] += advance

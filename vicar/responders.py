@@ -19,6 +19,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -111,7 +112,7 @@ def save_allowed(principals_dir: Path, principal: str, names: list[str], *, anyo
     return allowed
 
 
-def change_allowed(principals_dir: Path, principal: str, change: str, names: list[str] = (),
+def change_allowed(principals_dir: Path, principal: str, change: str, names: Sequence[str] = (),
                    by: str | None = None) -> AllowList:
     """Apply one change ("allow" names, "disallow" names, or "anyone": the explicit reset),
     then append it to the log with who made it (`by`, else the OS user) and when."""

@@ -340,6 +340,7 @@ def keep(data_dir: Path, started_by: int) -> int:
             write_note({"address": server.address, "ui_url": server.ui_url, "server_pid": server.pid,
                         "keeper_pid": os.getpid(), "started_by": started_by,
                         "since": time.strftime("%Y-%m-%d %H:%M:%S")})
+            assert server._proc is not None  # started above
             while server._proc.poll() is None:
                 time.sleep(KEEPER_POLL_SECONDS)
                 if try_lock(users, fcntl.LOCK_EX):

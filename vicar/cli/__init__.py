@@ -28,6 +28,7 @@ def main() -> None:
     from vicar.logging_redact import install as install_redaction
 
     install_redaction()  # the libraries' warnings go through Python's last-resort handler
+    code: str | int | None
     try:
         app()
         code = 0

@@ -83,6 +83,7 @@ def eval_replay(
         chosen = [v for v in chosen if v.name in wanted]
     chosen = [v.model_copy(update={"seed": seed}) for v in chosen]
     if any(v.predictor not in LOCAL_PREDICTORS for v in chosen):
+        assert predictor is not None  # the only paid variant is --predictor's
         est = estimate_replay_cost(events, predictor)
         console.print(f"LLM replay with {est.provider} ({est.model}, classifier {est.classifier_model}): "
                       f"{est.gates} gates, ~{est.input_tokens:,} input and ~{est.output_tokens:,} output tokens, "

@@ -114,8 +114,9 @@ def plots(results: list[VariantResult], out: Path) -> list[Path]:
     fig, ax = plt.subplots(figsize=(5.5, 5))
     ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect calibration")
     for r in results:
-        bins = [b for b in r.overall.reliability if b.count]
-        ax.plot([b.confidence for b in bins], [b.accuracy for b in bins], marker="o", label=r.variant.name)
+        xy = [(b.confidence, b.accuracy) for b in r.overall.reliability
+              if b.count and b.confidence is not None and b.accuracy is not None]  # an empty bin has neither
+        ax.plot([x for x, _ in xy], [y for _, y in xy], marker="o", label=r.variant.name)
     ax.set(title="Reliability diagram", xlabel="confidence", ylabel="accuracy", xlim=(0, 1), ylim=(0, 1))
     ax.legend(fontsize=7)
     files.append(_save(fig, out / "reliability.png"))

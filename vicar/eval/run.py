@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -91,7 +92,7 @@ def run_variants(events: dict[str, list[GateEvent]], variants: list[Variant], em
             task = progress.add_task(variant.name, total=total)
             start = time.perf_counter()
             per_reviewer_preds = {
-                r: replay_reviewer(evs, variant, embedder, settings, lambda k, t=task: progress.advance(t, k))
+                r: replay_reviewer(evs, variant, embedder, settings, functools.partial(progress.advance, task))
                 for r, evs in events.items()
             }
             seconds = time.perf_counter() - start

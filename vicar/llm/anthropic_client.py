@@ -38,7 +38,7 @@ class AnthropicClient:
             system[-1]["cache_control"] = {"type": "ephemeral"}
         try:
             msg = self._sdk.messages.create(
-                model=model, max_tokens=max_tokens, system=system,
+                model=model, max_tokens=max_tokens, system=system,  # type: ignore[arg-type]  # TypedDict-shaped
                 messages=[{"role": "user", "content": body}],
             )
         except anthropic.APIStatusError as exc:

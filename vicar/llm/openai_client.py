@@ -43,7 +43,7 @@ class OpenAIClient:
         messages.append({"role": "user", "content": body})
         try:
             resp = self._sdk.chat.completions.create(
-                model=model, messages=messages, max_completion_tokens=max_tokens,
+                model=model, messages=messages, max_completion_tokens=max_tokens,  # type: ignore[arg-type]  # TypedDict-shaped
             )
         except openai.APIStatusError as exc:
             raise status_failure(self.provider, exc.status_code, exc.body, exc.response.headers,

@@ -138,7 +138,8 @@ class LearnedModels(Predictor):
                 # Saved with another feature list: fitted again from the log (the first
                 # `version` human answers' rows are the same in any later history).
                 model = fit(state.history, version, self.learner)
-            state.models[version] = model
+            if model is not None:  # None: no answers to fit on, nothing to keep
+                state.models[version] = model
         for old in sorted(state.models)[:-LOADED_VERSIONS]:
             if old != version:
                 del state.models[old]

@@ -34,7 +34,7 @@ def predictor_from_env(settings: Settings, registry: MemoryRegistry) -> Predicto
     if name == "learned":
         from vicar.proxy.learned_store import LearnedModels
 
-        return LearnedModels(registry, settings.predictor)
+        return LearnedModels(registry, settings.predictor)  # type: ignore[abstract]  # passes run through using()
     if not os.environ.get(KEY_ENV[name], "").strip():
         raise VicarError(f"VICAR_PREDICTOR={name} needs {KEY_ENV[name]} in the worker's environment")
     # Imported here: the SDKs load only when an LLM predictor is chosen.

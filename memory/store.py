@@ -193,7 +193,8 @@ class RecordStore:
 
     def facts(self, kind: str, state: str | None = None, task_type: str | None = None) -> list[Fact]:
         """One kind's facts (any stage), of one context or all, oldest first."""
-        sql, params = "SELECT entry FROM facts WHERE kind = ?", (kind,)
+        sql = "SELECT entry FROM facts WHERE kind = ?"
+        params: tuple[str | None, ...] = (kind,)
         if state is not None:
             sql, params = sql + " AND state = ? AND task_type = ?", (kind, state, task_type)
         with self._lock:
@@ -234,7 +235,8 @@ class RecordStore:
     def censors(self, kind: str | None = None, state: str | None = None, task_type: str | None = None
                 ) -> list[Censor]:
         """Every censor (any status), or one context's, oldest first."""
-        sql, params = "SELECT entry FROM censors", ()
+        sql = "SELECT entry FROM censors"
+        params: tuple[str | None, ...] = ()
         if kind is not None:
             sql, params = sql + " WHERE kind = ? AND state = ? AND task_type = ?", (kind, state, task_type)
         with self._lock:

@@ -14,6 +14,7 @@ answers, times one minus its regret ratio (regretted / approved alone).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 
 from pydantic import BaseModel
 
@@ -49,7 +50,7 @@ class AgentTrust(BaseModel):
 _HUMAN_FIELD = {"approve": "approvals", "correct": "corrections", "reject": "rejections"}
 
 
-def ledger(gates: list[tuple[str, str, str, int]], wrong: list[tuple[str, bool, int]]) -> list[AgentTrust]:
+def ledger(gates: Sequence[tuple[str, str, str, int]], wrong: Sequence[tuple[str, bool, int]]) -> list[AgentTrust]:
     """From the store's `agent_ledger_rows`; the least trusted first."""
     by: dict[str, AgentTrust] = defaultdict(lambda: AgentTrust(agent=""))
     for agent, answered_by, outcome, count in gates:

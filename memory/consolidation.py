@@ -91,6 +91,7 @@ def plan_consolidation(memory: PrincipalMemory, session_id: str, new_chunk_ids: 
             continue
         a_id, sim = close[0]
         a = memory.store.get_chunk(a_id)
+        assert a is not None  # the index holds only recorded chunks
         common = dict(decision_id=did, chunk_id=b.id, target_id=a_id, similarity=round(sim, 4))
         if a.outcome == b.outcome:
             if not b.human_response.strip() or _norm(a.human_response) == _norm(b.human_response):
@@ -154,7 +155,11 @@ def apply_consolidation(memory: PrincipalMemory, plan: ConsolidationPlan,
 def _apply_simple(memory: PrincipalMemory, d: ConsolidationDecision, session_id: str) -> None:
     store = memory.store
     with memory._lock:
-        tomb = store.get_chunk(d.superseded).model_dump_json() if d.superseded else None
+        tomb = None
+        if d.superseded:
+            gone = store.get_chunk(d.superseded)
+            assert gone is not None  # what a decision supersedes was recorded
+            tomb = gone.model_dump_json()
         with store.transaction() as db:
             if not store.log_decision(db, d.decision_id, session_id, d.op, d.chunk_id, d.target_id, d.reason, tomb):
                 return
@@ -163,6 +168,7 @@ def _apply_simple(memory: PrincipalMemory, d: ConsolidationDecision, session_id:
                 db.execute("UPDATE chunks SET status = 'superseded', superseded_by = ? WHERE id = ?",
                            (by, d.superseded))
             if d.conflict == "genuine_tension":
+                assert d.target_id is not None  # a conflict is between two chunks
                 a, b = sorted((d.chunk_id, d.target_id))
                 db.execute("INSERT OR IGNORE INTO tensions VALUES (?, ?, ?)", (a, b, session_id))
         if d.superseded:
@@ -171,8 +177,10 @@ def _apply_simple(memory: PrincipalMemory, d: ConsolidationDecision, session_id:
 
 def _apply_update(memory: PrincipalMemory, d: ConsolidationDecision, session_id: str) -> None:
     store = memory.store
+    assert d.target_id is not None  # an UPDATE folds its chunk into a target
     new = store.get_chunk(d.chunk_id)
     target = store.get_chunk(d.target_id)
+    assert new is not None and target is not None  # both recorded before the plan was made
     updated = target.model_copy(update={"human_response": new.human_response})
     texts = {k: v for k, v in updated.vector_texts(memory.params.blended_vectors).items()
              if k in ("response", BLENDED)}

@@ -131,8 +131,8 @@ class PrincipalMemory:
             raise vectors_unusable(self.dir, self.principal, exc) from exc
         for a, b, n in self.store.coaccess():
             if a in self.index.pos and b in self.index.pos:
-                row = self.index.coaccess.setdefault(self.index.pos[a], {})
-                row[self.index.pos[b]] = n
+                links = self.index.coaccess.setdefault(self.index.pos[a], {})
+                links[self.index.pos[b]] = n
 
     def chunks_without_vectors(self, dim: str = "situation") -> int:
         """Chunks with no vector at all. Every chunk has a situation text (state and task
@@ -182,6 +182,7 @@ class PrincipalMemory:
                 raise
             created = self.store.add_chunk(chunk)
             stored = chunk if created else self.store.get_chunk(chunk.id)
+            assert stored is not None  # not created: it was there already
             self.index.add_chunk(chunk.id, _fields(stored), stored.traces)
             for dim, vec in vecs.items():
                 self.index.set_vector(chunk.id, dim, vec)

@@ -65,11 +65,13 @@ class Params(Protocol):
     w_activation: float
     w_similarity: float
     top_k: int
-    activation_mode: str
     noise_s: float
     spreading: bool
     spreading_weight: float
     spreading_seeds: int
+
+    @property
+    def activation_mode(self) -> str: ...  # read-only, so a Literal-typed field satisfies it
 
 
 def rank(

@@ -47,11 +47,13 @@ class StorageParams(Protocol):
     decay: float
     threshold: float
     age_floor: float
-    activation_mode: str
     storage_novel_below: float
     storage_duplicate_at: float
     storage_relevance_high: float
     storage_relevance_mid: float
+
+    @property
+    def activation_mode(self) -> str: ...  # read-only, so a Literal-typed field satisfies it
 
 
 class StorageDecision(BaseModel):

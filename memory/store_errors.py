@@ -17,7 +17,7 @@ class RecordsUnusable(StoreError):
     """The record store cannot be read; the records are the source of truth."""
 
 
-def records_unusable(path: Path, exc: BaseException) -> StoreError:
+def records_unusable(path: Path, exc: BaseException | str) -> StoreError:
     """The one line for a record store that cannot be read. The records are the source
     of truth: nothing else holds them, so the only way back is a copy of the file."""
     return RecordsUnusable(f"record store {path} is unusable ({exc}); it cannot be rebuilt from the vectors: "

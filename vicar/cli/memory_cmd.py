@@ -31,7 +31,7 @@ def open_store(principal: str):
     if not path.exists():
         raise NotFound(f"no memory for principal {principal!r} under {settings.principals_dir}")
 
-    def broken(exc: Exception) -> BrokenStore:
+    def broken(exc: BaseException) -> BrokenStore:
         reason = validation_summary(exc) if isinstance(exc, ValidationError) else str(exc)
         return BrokenStore(f"the memory store {path} cannot be read ({reason}); "
                            f"run `vicar memory check {principal}`")

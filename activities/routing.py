@@ -6,8 +6,8 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from vicar import contracts as c
+from vicar.brain_models import BrainStatus
 from vicar.config import Settings
-from vicar.models import BrainStatus
 from vicar.sharding import shard_of
 
 

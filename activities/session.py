@@ -9,30 +9,30 @@ import time
 
 from temporalio import activity
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdateFailedError
-from temporalio.exceptions import ApplicationError
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
+from vicar import contracts as c
+from vicar import settings_env
 from vicar.activities.routing import locate
 from vicar.activities.store_errors import unavailable
+from vicar.brain_models import BrainStatus
+from vicar.config import TASK_QUEUE, Settings
 from vicar.memory.chunk import chunk_id_for
 from vicar.memory.consolidation import apply_consolidation, plan_consolidation
-from vicar.proxy import facts
-from vicar.proxy.provider import Predictor
+from vicar.memory.consolidation_plan import ConsolidationPlan, ConsolidationReport
 from vicar.memory.principal import MemoryRegistry
 from vicar.memory.store import StoreError
 from vicar.memory.working import load_working_memory
-from vicar import contracts as c
-from vicar import settings_env
-from vicar.config import TASK_QUEUE, Settings
-from vicar.memory.consolidation_plan import ConsolidationPlan, ConsolidationReport
 from vicar.models import (
-    BrainStatus,
     ConsolidationInput,
     JoinReply,
     SessionInput,
     WorkingMemoryView,
 )
+from vicar.proxy import facts
+from vicar.proxy.provider import Predictor
 
 # Test-only: seconds to pause before each consolidation decision, so a test can kill the
 # worker in the middle of applying a plan.

@@ -22,10 +22,11 @@ import pytest_asyncio
 from temporalio import workflow
 from temporalio.testing import WorkflowEnvironment
 
+from vicar.brain_models import BrainConfig
 from vicar.config import AutonomyParams, CalibrationParams, MemoryParams, Settings
 from vicar.memory.embedder import default_embedder
 from vicar.memory.principal import MemoryRegistry
-from vicar.models import BrainConfig, GateRequest
+from vicar.models import GateRequest
 from vicar.server import temporal_binary
 from vicar.workflows import search_attributes as sa
 

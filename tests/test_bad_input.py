@@ -13,9 +13,10 @@ from temporalio.worker import Worker
 from typer.testing import CliRunner
 
 from vicar import contracts as c
+from vicar.brain_models import BrainConfig, BrainInput, TurnRequest
 from vicar.cli import app
 from vicar.gates import gate_details, start_gate
-from vicar.models import BrainConfig, BrainInput, HumanAnswer, TurnRequest
+from vicar.models import HumanAnswer
 from vicar.server import free_port
 
 from .conftest import DeafGate, wait_escalated, wait_for

@@ -151,7 +151,8 @@ async def test_a_bad_field_through_the_client_is_invalid_input(harness):
 
     from vicar import client as vc
     from vicar.errors import InvalidInput
-    from vicar.models import DEFAULT_LIMITS, GateRequest, HumanAnswer
+    from vicar.limits import DEFAULT_LIMITS
+    from vicar.models import GateRequest, HumanAnswer
 
     h = harness
     p = h.principal()

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from vicar.llm.parse import parse_action, parse_confidence, parse_surprise
-from vicar.models import VALID_ACTIONS, Action, CfAState
+from vicar.models import Action, CfAState
+from vicar.vocabulary import VALID_ACTIONS
 
 
 @pytest.mark.parametrize("text, prose, confidence", [

@@ -21,11 +21,11 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from vicar import contracts as c
+from vicar.brain_models import BrainStatus
 from vicar.codec import data_converter
 from vicar.config import MemoryParams
 from vicar.errors import InvalidInput
 from vicar.memory.principal import MemoryRegistry
-from vicar.models import BrainStatus
 from vicar.sharding import shard_of
 
 from .conftest import VicarHarness

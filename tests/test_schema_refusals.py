@@ -18,13 +18,9 @@ from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from vicar import contracts as c
 from vicar.errors import INVALID_GATE_REQUEST
 from vicar.gates import answer_gate, start_gate
+from vicar.limits import DEFAULT_LIMITS, MAX_ARTIFACT_PATHS, NAME_CHARS, PATH_CHARS, TASK_TYPE_CHARS
 from vicar.memory.names import check_principal
 from vicar.models import (
-    DEFAULT_LIMITS,
-    MAX_ARTIFACT_PATHS,
-    NAME_CHARS,
-    PATH_CHARS,
-    TASK_TYPE_CHARS,
     GateRequest,
     GateResult,
     HumanAnswer,

@@ -12,11 +12,12 @@ import pytest
 from temporalio.client import Client
 
 from vicar import contracts as c
+from vicar.brain_models import BrainStatus
 from vicar.codec import data_converter
 from vicar.errors import Conflict, InvalidInput
 from vicar.gates import answer_gate
 from vicar.memory.principal import MemoryRegistry
-from vicar.models import BrainStatus, GateResult, HumanAnswer
+from vicar.models import GateResult, HumanAnswer
 from vicar.sharding import parse_count, parse_shards, shard_of
 
 from .conftest import VicarHarness, wait_for

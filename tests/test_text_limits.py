@@ -15,12 +15,8 @@ from temporalio.client import WorkflowUpdateFailedError
 
 from vicar.cli import app
 from vicar.gates import answer_gate, start_gate
+from vicar.limits import DEFAULT_LIMITS, MAX_ARTIFACT_PATHS, NAME_CHARS, PATH_CHARS, TASK_TYPE_CHARS
 from vicar.models import (
-    DEFAULT_LIMITS,
-    MAX_ARTIFACT_PATHS,
-    NAME_CHARS,
-    PATH_CHARS,
-    TASK_TYPE_CHARS,
     GateRequest,
     GateStatus,
     HumanAnswer,

@@ -16,8 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from vicar import settings_env as env
 from vicar.errors import InvalidInput
+from vicar.limits import DEFAULT_LIMITS, TextLimits
 from vicar.memory.params import EMBEDDERS, EmbedderParams, MemoryParams
-from vicar.models import DEFAULT_LIMITS, SessionConfig, TextLimits
+from vicar.models import SessionConfig
 from vicar.sharding import parse_count, parse_shards
 
 TASK_QUEUE = "vicar"
@@ -26,7 +27,7 @@ TASK_QUEUE = "vicar"
 DEFAULT_GATE_DEADLINE_SECONDS = 7 * 24 * 3600.0
 ANSWER_TIMEOUT = 30.0  # seconds a gate has to take a human answer before the caller is told why not
 
-# The environment variables that lower Vicar's text limits (vicar.models.TextLimits).
+# The environment variables that lower Vicar's text limits (vicar.limits.TextLimits).
 LIMIT_VARS: dict[str, str] = env.fields_under("limits")
 PREDICTORS = ("learned", "offline", "anthropic", "openai")  # VICAR_PREDICTOR's choices
 

@@ -11,10 +11,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from vicar.brain_models import BrainConfig, TurnRequest
 from vicar.memory.consolidation_plan import ConsolidationPlan
 from vicar.memory.transfer import Snapshot
 from vicar.models import (
-    BrainConfig,
     Calibration,
     DialogTurn,
     GateDetails,
@@ -24,7 +24,6 @@ from vicar.models import (
     RetrievalContext,
     SessionJoin,
     Surprise,
-    TurnRequest,
     Usage,
 )
 

@@ -25,8 +25,6 @@ from vicar.config import ANSWER_TIMEOUT, TASK_QUEUE
 from vicar.errors import Conflict, InvalidInput, NotFound, NotResponding
 from vicar.memory.text import clip
 from vicar.models import (
-    QUESTION_ACTIONS,
-    VALID_ACTIONS,
     CfAState,
     GateDetails,
     GateRequest,
@@ -35,6 +33,7 @@ from vicar.models import (
     HumanAnswer,
     check_principal,
 )
+from vicar.vocabulary import QUESTION_ACTIONS, VALID_ACTIONS
 from vicar.workflows import search_attributes as sa
 
 

@@ -1,100 +1,54 @@
 """Pydantic models at Vicar's boundaries: what crosses Temporal, the CLI and the store.
 
 This module must stay importable inside the Temporal workflow sandbox: pydantic and
-the standard library only.
+the standard library only. Beside it: the gate's vocabulary (vicar/vocabulary.py), the
+text limits (vicar/limits.py) and the brain's models (vicar/brain_models.py).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from enum import Enum
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+# Still imported from here by files other helpers are reworking (activities/proxy.py,
+# activities/turns.py, workflows/brain.py, workflows/consolidation.py, workflows/gate.py,
+# workflows/move.py, workflows/turn.py); new code imports these from their own modules.
+from vicar.brain_models import (  # noqa: F401
+    BrainConfig,
+    BrainInput,
+    BrainState,
+    BrainStatus,
+    TurnGrant,
+    TurnReply,
+    TurnRequest,
+)
+from vicar.limits import DEFAULT_LIMITS, MAX_ARTIFACT_PATHS, NAME_CHARS, PATH_CHARS, TASK_TYPE_CHARS, TITLE_CHARS
 from vicar.memory.consolidation_plan import ConsolidationReport
 from vicar.memory.names import check_principal
-from vicar.schema_rules import (GATE_ID_PATTERN, GATE_ID_RE, NONBLANK_PATTERN, PRINCIPAL_PATTERN,  # noqa: F401
-                                RESPONDER_PATTERN, answer_rules, required_string)
+from vicar.schema_rules import (  # noqa: F401
+    GATE_ID_PATTERN,
+    GATE_ID_RE,
+    NONBLANK_PATTERN,
+    PRINCIPAL_PATTERN,
+    RESPONDER_PATTERN,
+    answer_rules,
+    required_string,
+)
+from vicar.vocabulary import (
+    QUESTION_ACTIONS,
+    VALID_ACTIONS,
+    Action,
+    AnsweredBy,
+    CfAState,
+    EscalationMode,
+    GateStatus,
+    RequestKind,
+)
 
 # A confidence move bigger than this between prior and posterior is a surprise.
 SURPRISE_DELTA = 0.3
-
-
-class TextLimits(BaseModel):
-    """Size limits of the texts Vicar takes in. The defaults are the models' own
-    max_length, enforced wherever a model is validated, the workflow sandbox included
-    (it cannot read the environment); Settings may lower them for the CLI (VICAR_MAX_*)."""
-
-    question: int = 4000
-    actor_message: int = 20_000
-    artifact_text: int = 200_000
-    answer_text: int = 20_000
-    artifact_file_bytes: int = 100_000  # read per artifact path
-
-
-DEFAULT_LIMITS = TextLimits()
-# Names and short labels (task type, agent, session, responder, action) and paths.
-TASK_TYPE_CHARS = 100
-NAME_CHARS = 200
-PATH_CHARS = 4096
-MAX_ARTIFACT_PATHS = 20
-TITLE_CHARS = 1000  # an artifact's title (a patch subject, a topic branch) and its lineage
-
-
-class CfAState(str, Enum):
-    INTENT_ASSERT = "INTENT_ASSERT"
-    PLAN_ASSERT = "PLAN_ASSERT"
-    WORK_ASSERT = "WORK_ASSERT"
-
-
-class EscalationMode(str, Enum):
-    always = "always"
-    when_unsure = "when_unsure"
-    never = "never"
-
-
-class Action(str, Enum):
-    approve = "approve"
-    correct = "correct"
-    reject = "reject"
-    hold = "hold"
-    withdraw = "withdraw"
-    # The human's reply to an agent's question (AskQuestion), not a gate decision.
-    answer = "answer"
-    # Not an ending: the reviewer asked something or raised a point the agent side must
-    # answer before a decision. The gate answers and asks again (bounded).
-    dialog = "dialog"
-
-
-# Actions a reviewer may give at each gate state. `hold` is "not yet: needs more
-# review"; `withdraw` abandons the work item.
-VALID_ACTIONS: dict[CfAState, tuple[Action, ...]] = {
-    state: (Action.approve, Action.correct, Action.reject, Action.hold, Action.withdraw, Action.dialog)
-    for state in CfAState
-}
-TERMINAL_ACTIONS = (Action.approve, Action.correct, Action.reject, Action.hold, Action.withdraw)
-QUESTION_ACTIONS = (Action.answer,)
-
-
-class RequestKind(str, Enum):
-    gate = "gate"  # an approval gate: approve / correct / reject / ...
-    question = "question"  # an agent's question mid-turn (AskQuestion): the answer is text
-
-
-class AnsweredBy(str, Enum):
-    human = "human"
-    proxy = "proxy"
-    nobody = "nobody"  # the gate's deadline passed while it waited for the human
-
-
-class GateStatus(str, Enum):
-    queued = "queued"  # waiting for the principal's attention (the brain's turn)
-    consulting = "consulting"  # the proxy is predicting
-    escalated = "escalated"  # waiting for the human
-    done = "done"
-    timed_out = "timed_out"  # the deadline passed with no answer
-    cancelled = "cancelled"
 
 
 RESPONDER_MAX_CHARS = 64
@@ -440,73 +394,6 @@ class GateDetails(BaseModel):
     calibration_guard: str = Field("", description="Why the gate escalated.")
     calibration_note: str = ""
     dialog: list[DialogTurn] = Field(default_factory=list, description="Questions and replies so far.")
-
-
-class TurnRequest(BaseModel):
-    gate_id: str
-    workflow_id: str
-
-
-class TurnReply(BaseModel):
-    n: int | None  # granted at once with this N, or None: queued, a signal will follow
-    error: str | None = None  # refused: the brain could not read or mirror the counter (a broken store)
-    shard: int | None = None  # the shard holding the principal's memory (None: unsharded)
-    # Give the turn back by `release_turn` even after recording: others were waiting when
-    # it was granted. False only from brains that read the record as the release, so a
-    # reply from an older brain (no field) keeps the signal.
-    release: bool = True
-
-
-class TurnGrant(BaseModel):
-    gate_id: str
-    n: int | None  # None only with an error
-    error: str | None = None  # refused (see TurnReply.error): no N was handed out
-    shard: int | None = None  # see TurnReply.shard
-    release: bool = True  # see TurnReply.release
-
-
-class BrainConfig(BaseModel):
-    # A gate that dies holding the turn loses it after this long.
-    lease_seconds: float = 600.0
-    # Continue-as-new after this many grants, well before Temporal's history limits
-    # (about 2,000 updates / 50k events per run).
-    max_grants_per_run: int = 500
-    # Gate -> N entries carried across continue-as-new (update ids don't dedupe across runs).
-    remembered_gates: int = 2000
-    # Sharded memory (vicar.sharding): the deployment's shard count (None: unsharded)
-    # and how long the counter's activities wait for the shard's owner.
-    shard_count: int | None = None
-    shard_wait_seconds: float = 60.0
-
-
-class BrainState(BaseModel):
-    counter: int = 0
-    queue: list[TurnRequest] = Field(default_factory=list)
-    holder: TurnRequest | None = None
-    holder_n: int | None = None
-    lease_deadline: float | None = None  # workflow time, seconds since epoch
-    assigned: list[tuple[str, int]] = Field(default_factory=list)  # ordered gate_id -> N
-    shard: int | None = None  # where the principal's memory lives (set once; changed only by a move)
-
-
-class BrainInput(BaseModel):
-    principal: str
-    config: BrainConfig = Field(default_factory=BrainConfig)
-    state: BrainState | None = None
-
-    @model_validator(mode="after")
-    def _principal(self) -> "BrainInput":
-        check_principal(self.principal)
-        return self
-
-
-class BrainStatus(BaseModel):
-    principal: str
-    counter: int
-    queued: list[str]
-    holder: str | None
-    run_grants: int
-    shard: int | None = None
 
 
 # -- sessions and consolidation ---------------------------------------------------

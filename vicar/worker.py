@@ -32,6 +32,7 @@ from vicar.activities.move import MoveActivities
 from vicar.activities.notify import NotifyActivities
 from vicar.activities.proxy import ProxyActivities
 from vicar.activities.session import SessionActivities
+from vicar.brain_models import BrainConfig
 from vicar.bytecode import compile_package
 from vicar.config import TASK_QUEUE, Settings
 from vicar.connect import connect, ensure_search_attributes
@@ -40,7 +41,6 @@ from vicar.locks import WorkerLock
 from vicar.logging_redact import install as install_redaction
 from vicar.memory.embedder import make_embedder
 from vicar.memory.principal import MemoryRegistry
-from vicar.models import BrainConfig
 from vicar.proxy.provider import Predictor
 from vicar.proxy.select import predictor_from_env
 from vicar.server import SharedServer, env_configured, use_embedded

@@ -11,7 +11,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from vicar.errors import VicarError
-from vicar.models import NAME_CHARS, Action, CfAState, GateRequest
+from vicar.limits import NAME_CHARS
+from vicar.models import Action, CfAState, GateRequest
 
 _AUTHOR = re.compile(r"^(?:From|Signed-off-by):[ \t]*([^<\n]{1,100})", re.MULTILINE)
 

@@ -14,7 +14,8 @@ from enum import Enum
 from itertools import combinations
 
 from vicar.config import CalibrationParams
-from vicar.models import TERMINAL_ACTIONS, AnsweredBy, ChunkSummary
+from vicar.models import AnsweredBy, ChunkSummary
+from vicar.vocabulary import TERMINAL_ACTIONS
 
 _TERMINAL = {a.value for a in TERMINAL_ACTIONS}
 

@@ -25,14 +25,9 @@ from vicar.memory.consolidation_plan import ConsolidationPlan, ConsolidationRepo
 from vicar.memory.principal import MemoryRegistry
 from vicar.memory.store import StoreError
 from vicar.memory.working import load_working_memory
-from vicar.models import (
-    ConsolidationInput,
-    JoinReply,
-    SessionInput,
-    WorkingMemoryView,
-)
 from vicar.proxy import facts
 from vicar.proxy.provider import Predictor
+from vicar.session_models import ConsolidationInput, JoinReply, SessionInput, WorkingMemoryView
 
 # Test-only: seconds to pause before each consolidation decision, so a test can kill the
 # worker in the middle of applying a plan.

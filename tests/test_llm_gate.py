@@ -209,8 +209,9 @@ async def test_gates_of_a_session_share_one_cached_prefix(llm, standin):
     import json
 
     from vicar import contracts as c
-    from vicar.models import OutcomeRecord, SessionSummary
+    from vicar.models import OutcomeRecord
     from vicar.proxy.outcomes import record_outcome
+    from vicar.session_models import SessionSummary
 
     standin._script = Reviewer(first=APPROVE + "\nCONFIDENCE: 0.9")
     p = llm.principal()

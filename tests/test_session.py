@@ -29,17 +29,12 @@ from vicar.models import (
     Action,
     AnsweredBy,
     GateRequest,
-    JoinReply,
     OutcomeRecord,
-    SessionConfig,
-    SessionGate,
-    SessionInput,
-    SessionJoin,
-    SessionSummary,
 )
 from vicar.proxy import facts
 from vicar.proxy.outcomes import record_outcome
 from vicar.server import test_server_binary as skipping_server_binary
+from vicar.session_models import JoinReply, SessionConfig, SessionGate, SessionInput, SessionJoin, SessionSummary
 
 from .conftest import LOOSE_AUTONOMY
 

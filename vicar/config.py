@@ -18,7 +18,7 @@ from vicar import settings_env as env
 from vicar.errors import InvalidInput
 from vicar.limits import DEFAULT_LIMITS, TextLimits
 from vicar.memory.params import EMBEDDERS, EmbedderParams, MemoryParams
-from vicar.models import SessionConfig
+from vicar.session_models import SessionConfig
 from vicar.sharding import parse_count, parse_shards
 
 TASK_QUEUE = "vicar"

@@ -22,10 +22,10 @@ from vicar.models import (
     ModelPin,
     PassResult,
     RetrievalContext,
-    SessionJoin,
     Surprise,
     Usage,
 )
+from vicar.session_models import SessionJoin
 
 BRAIN_WORKFLOW = "VicarBrain"
 GATE_WORKFLOW = "VicarGate"

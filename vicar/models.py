@@ -2,7 +2,8 @@
 
 This module must stay importable inside the Temporal workflow sandbox: pydantic and
 the standard library only. Beside it: the gate's vocabulary (vicar/vocabulary.py), the
-text limits (vicar/limits.py) and the brain's models (vicar/brain_models.py).
+text limits (vicar/limits.py), LLM usage (vicar/usage.py), the brain's models
+(vicar/brain_models.py) and the session's (vicar/session_models.py).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # Still imported from here by files other helpers are reworking (activities/proxy.py,
 # activities/turns.py, workflows/brain.py, workflows/consolidation.py, workflows/gate.py,
@@ -25,7 +26,6 @@ from vicar.brain_models import (  # noqa: F401
     TurnRequest,
 )
 from vicar.limits import DEFAULT_LIMITS, MAX_ARTIFACT_PATHS, NAME_CHARS, PATH_CHARS, TASK_TYPE_CHARS, TITLE_CHARS
-from vicar.memory.consolidation_plan import ConsolidationReport
 from vicar.memory.names import check_principal
 from vicar.schema_rules import (  # noqa: F401
     GATE_ID_PATTERN,
@@ -36,6 +36,13 @@ from vicar.schema_rules import (  # noqa: F401
     answer_rules,
     required_string,
 )
+from vicar.session_models import (  # noqa: F401
+    ConsolidationInput,
+    JoinReply,
+    SessionGate,
+    SessionJoin,
+)
+from vicar.usage import Usage
 from vicar.vocabulary import (
     QUESTION_ACTIONS,
     VALID_ACTIONS,
@@ -186,23 +193,6 @@ class DialogTurn(BaseModel):
     text: str
     answered_by: AnsweredBy | None = Field(None, description="For reviewer lines: who spoke for the human.")
     responder: str | None = Field(None, description="For the human's lines: who asked.")
-
-
-class Usage(BaseModel):
-    """Tokens and cost of LLM calls (summed with `+`)."""
-
-    calls: int = 0
-    input_tokens: int = 0  # uncached input
-    cache_write_tokens: int = 0
-    cache_read_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-    cache_savings_usd: float = 0.0  # what the prompt cache saved against plain input
-
-    def __add__(self, other: "Usage | None") -> "Usage":
-        if other is None:
-            return self
-        return Usage(**{k: getattr(self, k) + getattr(other, k) for k in Usage.model_fields})
 
 
 class LineageVerdict(BaseModel):
@@ -394,80 +384,3 @@ class GateDetails(BaseModel):
     calibration_guard: str = Field("", description="Why the gate escalated.")
     calibration_note: str = ""
     dialog: list[DialogTurn] = Field(default_factory=list, description="Questions and replies so far.")
-
-
-# -- sessions and consolidation ---------------------------------------------------
-
-
-class SessionConfig(BaseModel):
-    # The session ends after this long with no gate joining or finishing (a durable timer).
-    idle_timeout_seconds: float = 1800.0
-    # The working-memory block's size: top chunks by activation until this many tokens.
-    token_budget: int = 2000
-    # Consolidation's apply step heartbeats per decision; a dead worker's attempt is
-    # retried after this long.
-    consolidation_heartbeat_seconds: float = 30.0
-
-
-class SessionInput(BaseModel):
-    principal: str
-    session_id: str
-    config: SessionConfig = Field(default_factory=SessionConfig)
-    # Where the principal's memory is when the session starts (see TurnReply.shard).
-    shard: int | None = None
-    shard_wait_seconds: float = 60.0
-
-    @model_validator(mode="after")
-    def _principal(self) -> "SessionInput":
-        check_principal(self.principal)
-        return self
-
-
-class WorkingMemoryView(BaseModel):
-    """What the session keeps of its working memory (the loader's result)."""
-
-    n: int
-    block: str
-    chunk_ids: list[str] = Field(default_factory=list)
-    tokens: int = 0
-    budget: int = 0
-    above_threshold: int = 0
-
-
-class SessionJoin(BaseModel):
-    gate_id: str
-    workflow_id: str
-
-
-class JoinReply(BaseModel):
-    working_memory: str
-    n: int  # the counter the working memory was computed at
-
-
-class SessionGate(BaseModel):
-    gate_id: str
-    workflow_id: str
-    done: bool = False
-    escalated: bool | None = None
-    answered_by: AnsweredBy | None = None
-    usage: Usage = Field(default_factory=Usage)
-
-
-class ConsolidationInput(BaseModel):
-    principal: str
-    session_id: str
-    gate_workflow_ids: list[str] = Field(default_factory=list)
-    heartbeat_seconds: float = 30.0
-
-
-class SessionSummary(BaseModel):
-    principal: str
-    session_id: str
-    status: str  # loading | open | consolidating | done
-    ended_by: str | None = None  # "signal" | "idle"
-    n_at_start: int | None = None
-    working_memory_tokens: int = 0
-    working_memory_chunks: int = 0
-    gates: list[SessionGate] = Field(default_factory=list)
-    usage: Usage = Field(default_factory=Usage)
-    consolidation: ConsolidationReport | None = None

@@ -16,14 +16,16 @@ with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
     from vicar.memory.consolidation_plan import ConsolidationReport
     from vicar.models import (
+        Usage,
+    )
+    from vicar.session_models import (
         ConsolidationInput,
         JoinReply,
-        SessionGate,
         SessionConfig,
+        SessionGate,
         SessionInput,
         SessionJoin,
         SessionSummary,
-        Usage,
         WorkingMemoryView,
     )
     from vicar.workflows.inputs import one_input, raw_input

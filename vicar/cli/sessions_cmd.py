@@ -30,7 +30,8 @@ def session_end(principal: str = typer.Argument(...), session_id: str = typer.Ar
 async def _session(principal: str, session_id: str, end: bool) -> None:
     from temporalio.service import RPCError, RPCStatusCode
 
-    from vicar.models import SessionSummary, check_principal
+    from vicar.models import check_principal
+    from vicar.session_models import SessionSummary
 
     check_principal(principal)
     client = await open_client(Settings.from_env())

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -92,7 +92,8 @@ AUTONOMY_VARS: dict[str, str] = env.fields_under("calibration.autonomy")
 # The memory kinds and the trust ledger's switches and main knobs, by (Settings section,
 # field); docs/design-decisions.md, "Which mechanisms are on".
 MECHANISM_VARS: dict[str, tuple[str, str]] = {
-    v.name: tuple(v.field.split(".")) for v in env.VARS if v.section == env.MECHANISMS and v.field}  # type: ignore[misc]
+    v.name: cast(tuple[str, str], tuple(v.field.split(".")))
+    for v in env.VARS if v.section == env.MECHANISMS and v.field}
 AUTONOMY_FILE = "autonomy.json"  # per principal, beside its memory
 AUTONOMY_FILE_BYTES = 64_000
 

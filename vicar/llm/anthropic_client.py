@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import anthropic
 
@@ -11,6 +12,9 @@ from vicar.errors import VicarError
 from vicar.llm.base import Completion, connection_failure, status_failure
 from vicar.llm.pricing import cache_savings_usd, cost_usd
 from vicar.models import Usage
+
+if TYPE_CHECKING:
+    from anthropic.types import TextBlockParam
 
 DEFAULT_TIMEOUT_S = 120.0
 
@@ -33,12 +37,12 @@ class AnthropicClient:
         self._sdk = anthropic.Anthropic(api_key=key, max_retries=0, timeout=timeout_s)
 
     def complete(self, prefix: Sequence[str], body: str, *, model: str, max_tokens: int) -> Completion:
-        system: list[dict] = [{"type": "text", "text": block} for block in prefix]
+        system: list[TextBlockParam] = [{"type": "text", "text": block} for block in prefix]
         if system:
             system[-1]["cache_control"] = {"type": "ephemeral"}
         try:
             msg = self._sdk.messages.create(
-                model=model, max_tokens=max_tokens, system=system,  # type: ignore[arg-type]  # TypedDict-shaped
+                model=model, max_tokens=max_tokens, system=system,
                 messages=[{"role": "user", "content": body}],
             )
         except anthropic.APIStatusError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import openai
 
@@ -12,6 +13,9 @@ from vicar.errors import VicarError
 from vicar.llm.base import Completion, connection_failure, status_failure
 from vicar.llm.pricing import cache_savings_usd, cost_usd
 from vicar.models import Usage
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionMessageParam
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +41,13 @@ class OpenAIClient:
         self._sdk = openai.OpenAI(api_key=key, max_retries=0, timeout=timeout_s)
 
     def complete(self, prefix: Sequence[str], body: str, *, model: str, max_tokens: int) -> Completion:
-        messages: list[dict] = []
+        messages: list[ChatCompletionMessageParam] = []
         if prefix:
             messages.append({"role": "system", "content": PREFIX_SEPARATOR.join(prefix)})
         messages.append({"role": "user", "content": body})
         try:
             resp = self._sdk.chat.completions.create(
-                model=model, messages=messages, max_completion_tokens=max_tokens,  # type: ignore[arg-type]  # TypedDict-shaped
+                model=model, messages=messages, max_completion_tokens=max_tokens,
             )
         except openai.APIStatusError as exc:
             raise status_failure(self.provider, exc.status_code, exc.body, exc.response.headers,

@@ -1,28 +1,14 @@
 """The brain: one workflow per principal that owns the interaction counter and hands
-the proxy's attention to one gate at a time, first come first served.
-
-A gate asks for a turn with the `take_turn` update (update-with-start, so the brain
-starts lazily). When the turn is free the update grants it at once and returns N;
-otherwise the gate is queued and the brain later grants the turn with a `turn_granted`
-signal to the gate. The update never waits for the queue, so no long-running handler
-holds up continue-as-new. Waiting for a human happens outside the turn.
-
-Giving the turn back costs a gate that decided alone no round trip: its outcome record
-is the release. The brain hands the turn on once the holder's record is in the store,
-checked in the same activity that mirrors the next N (ADVANCE_TURN), so a principal's
-next gate is granted in one update. A gate is told to release explicitly (`turn_wanted`)
-only when another waits behind it before its record is in; if it has already finished,
-that signal fails and the turn is free. Gates that escalate, consolidations and moves
-give the turn back with `release_turn`, as before.
+the proxy's attention to one holder at a time, first come first served. The protocol
+(asking, granting, giving back by record or by signal) is described in workflows/turn.py,
+with the holder's side and the counter steps; the asks are activities/turns.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
@@ -31,18 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from vicar.sharding import MAX_SHARDS, shard_of
     from vicar.workflows.inputs import one_input, raw_input
     from vicar.workflows.failures import cause_message
-    from vicar.workflows.routing import run_memory_activity
-
-# Reading and mirroring the counter: a few quick attempts for a busy file, then the turn
-# is refused with the reason (a corrupt store fails at once: non-retryable). Unbounded
-# retries held every gate of the principal `queued` for ever, and a local activity that
-# never finishes also kept the worker from shutting down. The brain itself never fails:
-# the next request reads the store again, so a repaired store is picked up.
-COUNTER = dict(
-    start_to_close_timeout=timedelta(seconds=60),
-    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=2),
-                             maximum_attempts=4),
-)
+    from vicar.workflows.turn import advance_turn, mirror_counter, read_counter
 
 
 class _Refused(Exception):
@@ -262,9 +237,7 @@ class BrainWorkflow:
                 if (fresh or after is not None) and not (await self._advance(n if fresh else None, after)).free:
                     return None
             elif fresh:
-                await run_memory_activity(
-                    c.MIRROR_COUNTER, c.CounterInput(principal=self._principal, n=n), int, COUNTER,
-                    shard=st.shard, wait_seconds=self._config.shard_wait_seconds, local=True)
+                await mirror_counter(self._principal, n, st.shard, self._config.shard_wait_seconds)
         except (ActivityError, ApplicationError) as exc:
             raise _Refused(_reason(exc)) from None
         assert n is not None
@@ -286,21 +259,13 @@ class BrainWorkflow:
         return n
 
     async def _advance(self, n: int | None, after: str | None) -> c.TurnAdvanced:
-        return await run_memory_activity(
-            c.ADVANCE_TURN, c.TurnAdvance(principal=self._principal, n=n, after=after), c.TurnAdvanced, COUNTER,
-            shard=self._state.shard, wait_seconds=self._config.shard_wait_seconds, local=True)
+        return await advance_turn(self._principal, n, after, self._state.shard, self._config.shard_wait_seconds)
 
     async def _read_counter(self) -> str | None:
         """Resume from the larger of carried and stored, so the counter never goes back.
         Returns why the store could not be read, or None."""
         try:
-            # A regular activity, not a local one: its result is in history before any
-            # grant mirrors a new N. A local read shares its workflow task with the first
-            # grants' mirrors; when that task is lost (timed out under load), its retry
-            # re-read a store the lost mirrors had already advanced, and N skipped values.
-            stored = await run_memory_activity(
-                c.READ_COUNTER, c.CounterInput(principal=self._principal), int, COUNTER,
-                shard=self._state.shard, wait_seconds=self._config.shard_wait_seconds)
+            stored = await read_counter(self._principal, self._state.shard, self._config.shard_wait_seconds)
         except (ActivityError, ApplicationError) as exc:
             reason = _reason(exc)
             workflow.logger.warning("brain of %s cannot read its counter: %s", self._principal, reason)

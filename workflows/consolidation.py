@@ -18,7 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from vicar.workflows.inputs import one_input, raw_input
     from vicar.workflows.routing import run_memory_activity
 
-from vicar.workflows.turn_holder import TurnHolder
+from vicar.workflows.turn import TurnHolder
 
 # Consolidation must finish: retried until it does (a failure shows in the Temporal UI).
 FOREVER = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1))

@@ -32,7 +32,6 @@ with workflow.unsafe.imports_passed_through():
         SessionGate,
         SessionJoin,
         Surprise,
-        TurnGrant,
         TurnRequest,
         Usage,
     )
@@ -43,9 +42,10 @@ with workflow.unsafe.imports_passed_through():
     from vicar.workflows.inputs import one_input, raw_input
     from vicar.workflows.gate_once import recorded as recorded_outcome, result_from_record
     from vicar.workflows.routing import run_memory_activity
-    from vicar.workflows.turn_holder import QUICK, REPAIR_WAIT_CAP
+    from vicar.workflows.turn import QUICK, REPAIR_WAIT_CAP
 
 from vicar.workflows.gate_answers import AnswerJudge, answer_arg as _answer_arg
+from vicar.workflows.turn import TurnHolder
 
 # A proxy step that keeps failing gives up after a few attempts and the gate goes to the
 # human: a broken provider must not hold the principal's turn (and every gate queued
@@ -115,9 +115,9 @@ def check_answer(state_actions: tuple[Action, ...], answer: HumanAnswer) -> Acti
 
 @raw_input
 @workflow.defn(name=c.GATE_WORKFLOW)
-class GateWorkflow(AnswerJudge):
+class GateWorkflow(AnswerJudge, TurnHolder):
     def __init__(self) -> None:
-        self._grant: TurnGrant | None = None
+        super().__init__()  # the turn (TurnHolder)
         self._answer: HumanAnswer | None = None
         self._details: GateDetails | None = None
         self._local_steps = False
@@ -142,7 +142,6 @@ class GateWorkflow(AnswerJudge):
         self._shard_wait = 60.0  # seconds a memory step waits for the shard's owner
         self._escalated_at = None  # for the escalation age metric
         self._release_by_signal = True  # False: the outcome record gives the turn back (workflows/brain.py)
-        self._wanted = False  # the brain asked for the turn back (turn_wanted), whatever the grant said
         self._turn_owed = False  # holding the turn until the record lands or a release is asked for
         self._default_deadline = 0.0  # the worker's VICAR_GATE_DEADLINE_SECONDS (from the ticket)
         self._deadline_at = None  # when the gate stops waiting for the human (None: never)
@@ -158,16 +157,6 @@ class GateWorkflow(AnswerJudge):
                                          local=self._local_steps if local is None else local)
 
     # -- handlers --------------------------------------------------------------
-
-    @workflow.signal
-    def turn_granted(self, grant: TurnGrant) -> None:
-        if self._grant is None:
-            self._grant = grant
-
-    @workflow.signal
-    def turn_wanted(self, gate_id: str) -> None:
-        """The brain: another gate waits, give the turn back by signal after all."""
-        self._wanted = True
 
     @workflow.signal
     def human_response(self, *args) -> None:
@@ -484,8 +473,7 @@ class GateWorkflow(AnswerJudge):
 
     async def _release(self, req: GateRequest) -> None:
         self._turn_owed = False
-        await workflow.execute_local_activity(
-            c.RELEASE_TURN, c.TurnAsk(principal=req.principal, turn=self._turn(req)), **QUICK)
+        await self.release_turn(c.TurnAsk(principal=req.principal, turn=self._turn(req)))
 
     async def _finish(self, req: GateRequest, result: GateResult) -> GateResult:
         """Tell the session the gate is done (its memory is ready for consolidation)."""
@@ -583,11 +571,8 @@ class GateWorkflow(AnswerJudge):
     async def _take_turn(self, req: GateRequest, attempt: int = 0) -> tuple[int | None, str]:
         """(N, "") for a granted turn; (None, why) when the brain refused it because the
         principal's memory is unavailable."""
-        self._grant = None  # asked again after a refusal: wait for the new answer
         try:
-            ticket = await workflow.execute_local_activity(
-                c.REQUEST_TURN, c.TurnAsk(principal=req.principal, turn=self._turn(req), attempt=attempt),
-                result_type=c.TurnTicket, **QUICK)
+            ticket = await self._ask_turn(c.TurnAsk(principal=req.principal, turn=self._turn(req), attempt=attempt))
         except (ActivityError, ApplicationError) as exc:
             if not self._once:
                 raise
@@ -602,11 +587,10 @@ class GateWorkflow(AnswerJudge):
         if ticket.n is not None:
             self._release_by_signal = ticket.release
             return ticket.n, ""
-        await workflow.wait_condition(lambda: self._grant is not None)
-        assert self._grant is not None
-        self._shard = self._grant.shard
-        self._release_by_signal = self._grant.release
-        return self._grant.n, self._grant.error or ""
+        grant = await self._granted()
+        self._shard = grant.shard
+        self._release_by_signal = grant.release
+        return grant.n, grant.error or ""
 
     async def _turn_for_record(self, req: GateRequest) -> int:
         """Take the turn, however long the memory takes to be repaired."""

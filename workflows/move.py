@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from vicar.workflows.routing import run_memory_activity
 
 from vicar.workflows.inputs import raw_input
-from vicar.workflows.turn_holder import QUICK, TurnHolder
+from vicar.workflows.turn import QUICK, TurnHolder
 
 _UNTIL_DONE = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1))
 FOREVER = dict(start_to_close_timeout=timedelta(minutes=10), retry_policy=_UNTIL_DONE)

@@ -36,34 +36,38 @@ import sys
 import tempfile
 import time
 import uuid
-from collections import defaultdict
 from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from durability import direct_record, durability, filesystem_of, server_floors
 from durability import report_lines as durability_lines
 from floor_workflow import (  # bench/ is sys.path[0] when run as a script
     FloorBrainActivities,
     FloorBrainWorkflow,
-    FloorGateInput,
     FloorGateWorkflow,
     FloorWorkflow,
     noop,
 )
-from gate_common import BENCH_ENV, GATE_LOCAL_ACTIVITIES, MAX_TRAINING_GATES, MEASURE_POLL, Row, cpu_seconds
+from gate_common import (
+    BENCH_ENV,
+    GATE_LOCAL_ACTIVITIES,
+    MAX_TRAINING_GATES,
+    MEASURE_POLL,
+    ActivityTimer,
+    Row,
+    breakdown,
+    cpu_seconds,
+    eagerly_started,
+)
+from gate_floor import FloorGate, baseline, concurrent_baseline
 from gate_report import HEADERS, anatomy, report, table_rows
 from prom import delta, resource_exhausted, server_metrics_url
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from temporalio.client import Client, WorkflowHandle
-from temporalio.client import Interceptor as ClientInterceptor
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
-from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Worker
-from temporalio.worker import Interceptor as WorkerInterceptor
+from temporalio.client import Client
+from temporalio.worker import Worker
 
 from vicar import contracts as c
 from vicar.config import Settings
@@ -73,41 +77,15 @@ from vicar.memory.principal import MemoryRegistry
 from vicar.models import CfAState, EscalationMode, GateRequest, GateResult, GateStatus, HumanAnswer
 from vicar.proxy.select import predictor_from_env
 from vicar.worker import build_worker, temporal_client
-from vicar.workflows import search_attributes as sa
 
 TASK_TYPE = "docs"
 QUESTION = "Approve or revise the overall deliverable: documentation update."
 HUMAN = HumanAnswer(action="approve", text="Fine, ship it.", responder="bench")
 # The proxy must decide alone this many times in a row before a principal counts as trained.
 TRAINED_STREAK = 2
-BASELINE_WARMUP = 10
 # A gate slower than this is stuck: fail loudly rather than hang the benchmark.
 GATE_TIMEOUT = 120.0
 ARTIFACT_NUMBERS = itertools.count(1)
-
-
-class ActivityTimer(ClientInterceptor, WorkerInterceptor):
-    """Wall time per activity name (local ones included), to show where a gate's time goes.
-    On the client so the worker built from it picks it up: build_worker takes no interceptors."""
-
-    def __init__(self) -> None:
-        self.samples: dict[str, list[float]] = defaultdict(list)
-        self.enabled = False
-
-    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
-        timer = self
-
-        class Timed(ActivityInboundInterceptor):
-            async def execute_activity(self, input: ExecuteActivityInput) -> Any:
-                t0 = time.perf_counter()
-                try:
-                    return await self.next.execute_activity(input)
-                finally:
-                    if timer.enabled:
-                        timer.samples[input.fn.__name__].append(time.perf_counter() - t0)
-
-        return Timed(next)
-
 
 
 async def metered(server_pid: int | None, phase: Awaitable[Row]) -> Row:
@@ -119,11 +97,6 @@ async def metered(server_pid: int | None, phase: Awaitable[Row]) -> Row:
     after = [cpu_seconds(p) for p in pids]
     row.cpu = (after[0] - before[0], after[1] - before[1])
     return row
-
-
-def eagerly_started(handle: WorkflowHandle) -> bool:
-    # Private SDK flag; the bench only reports it, so a missing one reads as False.
-    return bool(getattr(handle, "__temporal_eagerly_started", False))
 
 
 def gate(principal: str, run: str, i: int, mode: EscalationMode = EscalationMode.when_unsure) -> GateRequest:
@@ -167,74 +140,6 @@ def record(row: Row, res: GateResult, seconds: float, eager: bool) -> None:
     else:
         row.latencies.append(seconds)
         row.ids.append(res.gate_id)
-
-
-async def baseline(client: Client, tq: str, n: int, local_activities: int, label: str, progress: Progress) -> Row:
-    row = Row(label)
-    bar = progress.add_task(label, total=BASELINE_WARMUP + n)
-    for i in range(BASELINE_WARMUP + n):
-        t0 = time.perf_counter()
-        handle = await client.start_workflow(
-            FloorWorkflow.run, local_activities, id=f"bench-floor-{uuid.uuid4().hex}", task_queue=tq,
-            request_eager_start=True)
-        await handle.result()
-        if i >= BASELINE_WARMUP:
-            row.total += 1
-            row.eager += eagerly_started(handle)
-            row.latencies.append(time.perf_counter() - t0)
-            row.ids.append(handle.id)
-        progress.advance(bar)
-    return row
-
-
-@dataclass(frozen=True)
-class FloorGate:
-    """A floor gate with the brain's turn protocol: `steps` no-op local activities after
-    the turn; `full`: also the pin step, the gate's search attributes at start and the
-    done-status upsert (the real gate's whole structure)."""
-
-    full: bool
-
-
-# The concurrent baselines: BenchFloor with this many no-op local activities, or a floor gate.
-FloorShape = int | FloorGate
-
-
-async def start_floor(client: Client, tq: str, shape: FloorShape, brain_id: str) -> WorkflowHandle:
-    wid = f"bench-floor-{uuid.uuid4().hex}"
-    if isinstance(shape, FloorGate):
-        attributes = TypedSearchAttributes([
-            SearchAttributePair(sa.STATUS, GateStatus.queued.value), SearchAttributePair(sa.PRINCIPAL, brain_id),
-            SearchAttributePair(sa.STATE, CfAState.PLAN_ASSERT.value), SearchAttributePair(sa.TASK_TYPE, "bench"),
-        ]) if shape.full else None
-        return await client.start_workflow(
-            FloorGateWorkflow.run, FloorGateInput(brain_id, steps=3 if shape.full else 2, done_status=shape.full),
-            id=wid, task_queue=tq, request_eager_start=True, search_attributes=attributes)
-    return await client.start_workflow(FloorWorkflow.run, shape, id=wid, task_queue=tq, request_eager_start=True)
-
-
-async def concurrent_baseline(client: Client, tq: str, principals: list[str], run: str, per: int,
-                              shape: FloorShape, label: str, progress: Progress) -> Row:
-    """`per` floor workflows per principal, the principals concurrently, each one's in turn
-    (the concurrent gate phase's pattern). The floor gates of a principal share its brain."""
-    row = Row(label)
-    bar = progress.add_task(label, total=per * len(principals))
-
-    async def stream(p: str) -> None:
-        for _ in range(per):
-            t0 = time.perf_counter()
-            handle = await start_floor(client, tq, shape, f"bench-floor-brain/{run}/{p}")
-            await handle.result()
-            row.total += 1
-            row.eager += eagerly_started(handle)
-            row.latencies.append(time.perf_counter() - t0)
-            row.ids.append(handle.id)
-            progress.advance(bar)
-
-    t0 = time.perf_counter()
-    await asyncio.gather(*(stream(p) for p in principals))
-    row.wall = time.perf_counter() - t0
-    return row
 
 
 async def train(client: Client, tq: str, principals: list[str], run: str, progress: Progress) -> dict[str, int]:
@@ -337,14 +242,6 @@ def proxy_work(settings: Settings, registry, predictor, principals: list[str], p
         for p in principals:
             one(p, 100 + i, human=False)
     return (time.thread_time() - t0) * 1000 / (per * len(principals))
-
-
-
-
-def breakdown(timer: ActivityTimer, gates: int) -> list[tuple[str, float, int]]:
-    """(activity, mean ms per counted gate, calls) for the sequential when_unsure phase."""
-    return sorted(((name, sum(v) * 1000 / gates, len(v)) for name, v in timer.samples.items()),
-                  key=lambda t: -t[1])
 
 
 async def bench(args: argparse.Namespace, console: Console) -> str:

@@ -1,13 +1,22 @@
 """What the gate bench and the benches built on it share: its settings (the loosened
-autonomy rule, the gate's shape), the measured row and the figures' formatting."""
+autonomy rule, the gate's shape), the measured row, the activity timer and the figures'
+formatting."""
 
 from __future__ import annotations
 
 import math
 import os
 import statistics
+import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from temporalio.client import Interceptor as ClientInterceptor
+from temporalio.client import WorkflowHandle
+from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput
+from temporalio.worker import Interceptor as WorkerInterceptor
 
 # Training gates per principal at most before the bench gives up on it (-1 in the report).
 MAX_TRAINING_GATES = 12
@@ -65,3 +74,36 @@ def cpu_seconds(pid: int | str) -> float:
 def fmt(x: float | None, spec: str = ".1f") -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
+
+class ActivityTimer(ClientInterceptor, WorkerInterceptor):
+    """Wall time per activity name (local ones included), to show where a gate's time goes.
+    On the client so the worker built from it picks it up: build_worker takes no interceptors."""
+
+    def __init__(self) -> None:
+        self.samples: dict[str, list[float]] = defaultdict(list)
+        self.enabled = False
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        timer = self
+
+        class Timed(ActivityInboundInterceptor):
+            async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+                t0 = time.perf_counter()
+                try:
+                    return await self.next.execute_activity(input)
+                finally:
+                    if timer.enabled:
+                        timer.samples[input.fn.__name__].append(time.perf_counter() - t0)
+
+        return Timed(next)
+
+
+def breakdown(timer: ActivityTimer, gates: int) -> list[tuple[str, float, int]]:
+    """(activity, mean ms per counted gate, calls) for the sequential when_unsure phase."""
+    return sorted(((name, sum(v) * 1000 / gates, len(v)) for name, v in timer.samples.items()),
+                  key=lambda t: -t[1])
+
+
+def eagerly_started(handle: WorkflowHandle) -> bool:
+    # Private SDK flag; the bench only reports it, so a missing one reads as False.
+    return bool(getattr(handle, "__temporal_eagerly_started", False))

@@ -1,4 +1,4 @@
-"""The memory bench's seeded synthetic corpus: chunks with structured fields, access
+"""The memory bench's seeded synthetic corpus and workload: chunks with structured fields, access
 traces and vectors drawn from fixed pools (bench/memory_bench.py measures on it)."""
 
 from __future__ import annotations
@@ -18,6 +18,11 @@ PRESENCE = {"situation": 1.0, "artifact": 0.7, "stimulus": 0.9, "response": 0.8,
 # Distinct random vectors per dimension; chunks draw from the pool so the baseline's JSON
 # text is made once per vector, not once per chunk (100k x 3 json.dumps would take minutes).
 POOL = 4096
+
+# The workload: what the queries filter on and rank above, and the warm-ups before timing.
+THRESHOLD = -10.0  # below every synthetic activation: all chunks are ranked (the worst case)
+WARMUP = 3
+FILTER = {"state": "PLAN_ASSERT", "task_type": "docs"}  # the most common pair, ~14%
 
 FIELD_VALUES: dict[str, tuple[tuple[str, ...], tuple[float, ...]]] = {
     "kind": (("gate", "preference", "procedure", "censor"), (0.9, 0.05, 0.03, 0.02)),

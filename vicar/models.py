@@ -36,6 +36,8 @@ from vicar.schema_rules import (  # noqa: F401
     answer_rules,
     required_string,
 )
+
+# Re-exported as the brain's models above are (for workflows/gate.py, workflows/consolidation.py).
 from vicar.session_models import (  # noqa: F401
     ConsolidationInput,
     JoinReply,

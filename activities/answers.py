@@ -11,10 +11,8 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from vicar import contracts as c
-from vicar.errors import VicarError
+from vicar.errors import ANSWER_NOT_IN_HISTORY, VicarError
 from vicar.responders import load_policy
-
-HUMAN_RESPONSE_SIGNAL = "human_response"
 
 
 async def caller_identity(client: Client, vet: c.AnswerVet) -> str | None:
@@ -29,11 +27,11 @@ async def caller_identity(client: Client, vet: c.AnswerVet) -> str | None:
                 return meta.identity or None
         elif vet.signal_ordinal is not None and event.HasField("workflow_execution_signaled_event_attributes"):
             attrs = event.workflow_execution_signaled_event_attributes
-            if attrs.signal_name == HUMAN_RESPONSE_SIGNAL:
+            if attrs.signal_name == c.HUMAN_RESPONSE_SIGNAL:
                 signals += 1
                 if signals == vet.signal_ordinal:
                     return attrs.identity or None
-    raise ApplicationError(f"the answer's event is not in {vet.workflow_id}'s history yet", type="AnswerNotInHistory")
+    raise ApplicationError(f"the answer's event is not in {vet.workflow_id}'s history yet", type=ANSWER_NOT_IN_HISTORY)
 
 
 def identity_refusal(responder: str, identity: str | None) -> str | None:

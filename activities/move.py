@@ -16,6 +16,7 @@ from vicar.memory.errors import InvalidInput
 from vicar.memory.names import child_path
 from vicar.memory.principal import MemoryRegistry
 from vicar import contracts as c
+from vicar.errors import INVALID_STEP_INPUT, TRANSFER_ERROR
 from vicar import settings_env
 from vicar.config import Settings
 
@@ -52,7 +53,7 @@ class MoveActivities:
             raise self._invalid(exc) from None
 
     def _invalid(self, exc: InvalidInput) -> ApplicationError:
-        return ApplicationError(f"invalid move step: {exc}", type="InvalidInput", non_retryable=True)
+        return ApplicationError(f"invalid move step: {exc}", type=INVALID_STEP_INPUT, non_retryable=True)
 
     def _let_go(self, principal: str) -> None:
         """Close the principal's memory here: its files are about to be archived, replaced
@@ -62,7 +63,7 @@ class MoveActivities:
             self.forget(principal)
 
     def _refuse(self, exc: transfer.TransferError) -> ApplicationError:
-        return ApplicationError(str(exc), type="TransferError", non_retryable=True)
+        return ApplicationError(str(exc), type=TRANSFER_ERROR, non_retryable=True)
 
     @activity.defn(name=c.EXPORT_MEMORY)
     def export_memory(self, step: c.MoveStep) -> transfer.Snapshot:
@@ -106,4 +107,4 @@ class MoveActivities:
     @activity.defn(name=c.SET_SHARD)
     async def set_shard(self, change: c.ShardChange) -> bool:
         return await self.client.get_workflow_handle(c.brain_workflow_id(change.principal)).execute_update(
-            "set_shard", change, result_type=bool)
+            c.SET_SHARD_UPDATE, change, result_type=bool)

@@ -22,7 +22,7 @@ from vicar.memory.principal import MemoryRegistry
 from vicar import contracts as c
 from vicar.artifacts import ArtifactRefused, load_artifact
 from vicar.config import TASK_QUEUE, Settings
-from vicar.errors import VicarError
+from vicar.errors import ALLOW_LIST_EMPTIED, ALLOW_LIST_UNREADABLE, ARTIFACT_REFUSED, VicarError
 from vicar.models import (BrainConfig, Calibration, ModelPin, OutcomeRecord, PassResult,
                           Surprise)
 from vicar.proxy.calibration import calibrate
@@ -55,7 +55,7 @@ class ProxyActivities(TurnActivities):
         except ArtifactRefused as exc:
             # No retry makes a refused path readable: the gate goes to the human at once,
             # with the reason (guard proxy_error).
-            raise ApplicationError(str(exc), type="ArtifactRefused", non_retryable=True) from None
+            raise ApplicationError(str(exc), type=ARTIFACT_REFUSED, non_retryable=True) from None
 
     def all(self) -> list:
         return self.shared() + self.memory()
@@ -182,9 +182,9 @@ class ProxyActivities(TurnActivities):
         try:
             policy = load_policy(self.settings.principals_dir, principal)
         except VicarError as exc:
-            raise ApplicationError(str(exc), type="AllowListUnreadable", non_retryable=True) from None
+            raise ApplicationError(str(exc), type=ALLOW_LIST_UNREADABLE, non_retryable=True) from None
         if not policy.responders and not policy.anyone:
-            raise ApplicationError(policy.refusal(principal, "") or "", type="AllowListEmptied", non_retryable=True)
+            raise ApplicationError(policy.refusal(principal, "") or "", type=ALLOW_LIST_EMPTIED, non_retryable=True)
         return policy.responders
 
     @activity.defn(name=c.VET_ANSWER)

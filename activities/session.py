@@ -73,7 +73,7 @@ class SessionActivities:
     async def _join(self, inp: c.JoinInput) -> JoinReply:
         shard = await locate(self.client, self.settings, inp.principal)
         return await self.client.execute_update_with_start_workflow(
-            "join", inp.join,
+            c.JOIN_UPDATE, inp.join,
             start_workflow_operation=WithStartWorkflowOperation(
                 c.SESSION_WORKFLOW,
                 SessionInput(principal=inp.principal, session_id=inp.session_id, config=self.settings.session,
@@ -99,7 +99,7 @@ class SessionActivities:
             raise
         try:
             status = await self.client.get_workflow_handle(c.brain_workflow_id(inp.principal)).query(
-                "status", result_type=BrainStatus)
+                c.BRAIN_STATUS_QUERY, result_type=BrainStatus)
             n = max(n, status.counter)
         except RPCError:
             pass  # no brain yet: nothing has been granted beyond the mirror

@@ -18,6 +18,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from vicar.activities.store_errors import store_errors
 from vicar import contracts as c
+from vicar.errors import BRAIN_UNUSABLE
 from vicar.models import BrainInput, TurnReply
 from vicar.sharding import shard_of
 
@@ -55,7 +56,7 @@ class TurnActivities:
             except (asyncio.TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
                 # (the client turns the cancelled wait into its own error)
                 if why := await self._brain_unusable(ask.principal):
-                    raise ApplicationError(why, type="BrainUnusable", non_retryable=True) from None
+                    raise ApplicationError(why, type=BRAIN_UNUSABLE, non_retryable=True) from None
                 await self._queue_turn(ask)
             except RPCError as exc:
                 if exc.status != RPCStatusCode.RESOURCE_EXHAUSTED:
@@ -105,18 +106,18 @@ class TurnActivities:
         asyncio.ensure_future(start.workflow_handle()).add_done_callback(
             lambda f: f.cancelled() or f.exception())
         return await self.client.execute_update_with_start_workflow(
-            "take_turn", ask.turn, start_workflow_operation=start,
+            c.TAKE_TURN_UPDATE, ask.turn, start_workflow_operation=start,
             id=f"turn/{ask.turn.workflow_id}" + (f"/{ask.attempt}" if ask.attempt else ""), result_type=TurnReply)
 
     async def _queue_turn(self, ask: c.TurnAsk) -> None:
         await self.client.start_workflow(
-            c.BRAIN_WORKFLOW, **self._brain_start(ask), start_signal="request_turn", start_signal_args=[ask.turn])
+            c.BRAIN_WORKFLOW, **self._brain_start(ask), start_signal=c.REQUEST_TURN_SIGNAL, start_signal_args=[ask.turn])
 
     @activity.defn(name=c.RELEASE_TURN)
     async def release_turn(self, ask: c.TurnAsk) -> None:
         """Give the turn back. Idempotent: the brain ignores a release from a non-holder."""
         await self.client.get_workflow_handle(c.brain_workflow_id(ask.principal)).signal(
-            "release_turn", ask.turn.gate_id)
+            c.RELEASE_TURN_SIGNAL, ask.turn.gate_id)
 
     @activity.defn(name=c.READ_COUNTER)
     @store_errors

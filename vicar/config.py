@@ -32,13 +32,7 @@ LIMIT_VARS: dict[str, str] = env.fields_under("limits")
 PREDICTORS = ("learned", "offline", "anthropic", "openai")  # VICAR_PREDICTOR's choices
 
 # Custom search attributes Vicar registers so the Temporal UI can list waiting gates.
-SEARCH_ATTRIBUTES: dict[str, str] = {
-    "VicarStatus": "Keyword",
-    "VicarPrincipal": "Keyword",
-    "VicarState": "Keyword",
-    "VicarTaskType": "Keyword",
-    "VicarConfidence": "Double",
-}
+from vicar.workflows.search_attributes import SEARCH_ATTRIBUTES  # noqa: E402,F401  (defined there once)
 
 
 class RetrievalOptions(BaseModel):

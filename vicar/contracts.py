@@ -27,19 +27,47 @@ from vicar.models import (
 )
 from vicar.session_models import SessionJoin
 
+from vicar.errors import STORE_UNAVAILABLE  # noqa: F401  (error types are named in vicar/errors.py)
+
 BRAIN_WORKFLOW = "VicarBrain"
 GATE_WORKFLOW = "VicarGate"
 MOVE_WORKFLOW = "VicarMove"
+SESSION_WORKFLOW = "VicarSession"
+CONSOLIDATION_WORKFLOW = "VicarConsolidation"
+WORKFLOW_NAMES = (BRAIN_WORKFLOW, GATE_WORKFLOW, MOVE_WORKFLOW, SESSION_WORKFLOW, CONSOLIDATION_WORKFLOW)
+# Signal, update and query names: the handlers' names in history, so renaming one breaks
+# running workflows. The brain's:
+TAKE_TURN_UPDATE = "take_turn"
+REQUEST_TURN_SIGNAL = "request_turn"
+RELEASE_TURN_SIGNAL = "release_turn"
+SET_SHARD_UPDATE = "set_shard"
+BRAIN_STATUS_QUERY = "status"
+# A turn holder's (gate, consolidation, move):
+TURN_GRANTED_SIGNAL = "turn_granted"
+TURN_WANTED_SIGNAL = "turn_wanted"
+# The gate's:
+HUMAN_RESPONSE_SIGNAL = "human_response"
+RESPOND_UPDATE = "respond"
+DETAILS_QUERY = "details"
+# The session's:
+JOIN_UPDATE = "join"
+GATE_DONE_SIGNAL = "gate_done"
+END_SIGNAL = "end"
+SUMMARY_QUERY = "summary"
+SIGNALS = (REQUEST_TURN_SIGNAL, RELEASE_TURN_SIGNAL, TURN_GRANTED_SIGNAL, TURN_WANTED_SIGNAL, HUMAN_RESPONSE_SIGNAL,
+           GATE_DONE_SIGNAL, END_SIGNAL)
+UPDATES = (TAKE_TURN_UPDATE, SET_SHARD_UPDATE, RESPOND_UPDATE, JOIN_UPDATE)
+QUERIES = (BRAIN_STATUS_QUERY, DETAILS_QUERY, SUMMARY_QUERY)
 # Moving a principal's memory to another shard (workflows/move.py).
 EXPORT_MEMORY = "export_memory"
 EXPORT_PIECE = "export_piece"
 IMPORT_PIECE = "import_piece"
 INSTALL_MEMORY = "install_memory"
 REMOVE_MEMORY = "remove_memory"
-SET_SHARD = "set_shard"  # a client call: the brain's set_shard update
+SET_SHARD = SET_SHARD_UPDATE  # the activity is named after the update it sends
 
-REQUEST_TURN = "request_turn"
-RELEASE_TURN = "release_turn"
+REQUEST_TURN = REQUEST_TURN_SIGNAL  # (sent as the update, or queued as this signal)
+RELEASE_TURN = RELEASE_TURN_SIGNAL
 READ_COUNTER = "read_counter"
 MIRROR_COUNTER = "mirror_counter"  # brains started before TURN_BY_RECORD only
 ADVANCE_TURN = "advance_turn"
@@ -60,14 +88,10 @@ EXTRACT_SURPRISE = "extract_surprise"
 CALIBRATE = "calibrate"
 REINFORCE = "reinforce"
 RECORD_OUTCOME = "record_outcome"
-SESSION_WORKFLOW = "VicarSession"
-CONSOLIDATION_WORKFLOW = "VicarConsolidation"
 JOIN_SESSION = "join_session"
 LOAD_WORKING_MEMORY = "load_working_memory"
 PLAN_CONSOLIDATION = "plan_consolidation"
 APPLY_CONSOLIDATION = "apply_consolidation"
-# The ApplicationError type of a principal's memory that cannot be read or written.
-STORE_UNAVAILABLE = "StoreUnavailable"
 CONSULT = "consult"  # the whole consult path in one step (fast, local predictors)
 AGENT_REPLY = "agent_reply"
 PIN_MODEL = "pin_model"  # principal -> ModelPin | None: the learned model for this gate (refit if due)
@@ -81,6 +105,9 @@ VET_ANSWERS = "vet-answers"
 # returns that outcome (OutcomeLookup -> OutcomeRecord | None) and asks nobody.
 RECORDED_OUTCOME = "recorded_outcome"
 GATE_ONCE = "gate-once"
+# Gates started before the learned model was pinned replay without the PIN_MODEL step.
+MODEL_PIN_PATCH = "pin-learned-model"
+PATCH_IDS = (TURN_BY_RECORD, ESCALATION_MEMO, GATE_DEADLINE, VET_ANSWERS, GATE_ONCE, MODEL_PIN_PATCH)
 # What the contract asks of a client starting a gate (docs/orchestrator.md, `vicar schema`). The worker
 # does not rely on it: a second run under a recorded id returns the recorded outcome.
 GATE_ID_REUSE_POLICY = "REJECT_DUPLICATE"

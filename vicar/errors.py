@@ -31,9 +31,25 @@ UNEXPECTED = 70
 OUTCOME_EXIT = {"approve": 0, "answer": 0, "correct": 10, "reject": 11, "hold": 12, "withdraw": 13}
 TIMED_OUT_EXIT = 14
 INTERRUPTED = 130
-# The failure type of a gate whose input is not a valid GateRequest (non-retryable:
-# the workflow fails at once, whoever started it).
+# ApplicationError types Vicar raises (what a client or a workflow can tell apart), each
+# named once here.
+# A gate whose input is not a valid GateRequest (non-retryable: the workflow fails at
+# once, whoever started it); the same for a move.
 INVALID_GATE_REQUEST = "InvalidGateRequest"
+INVALID_MOVE_INPUT = "InvalidMoveInput"
+# A principal's memory that cannot be read or written.
+STORE_UNAVAILABLE = "StoreUnavailable"
+ANSWER_REFUSED = "AnswerRefused"  # the respond update refused the answer
+ARTIFACT_REFUSED = "ArtifactRefused"  # the request's artifact path is refused
+ALLOW_LIST_UNREADABLE = "AllowListUnreadable"
+ALLOW_LIST_EMPTIED = "AllowListEmptied"
+INVALID_STEP_INPUT = "InvalidInput"  # a move step's input
+TRANSFER_ERROR = "TransferError"
+BRAIN_UNUSABLE = "BrainUnusable"
+ANSWER_NOT_IN_HISTORY = "AnswerNotInHistory"  # retryable: the event is not in history yet
+ERROR_TYPES = (INVALID_GATE_REQUEST, INVALID_MOVE_INPUT, STORE_UNAVAILABLE, ANSWER_REFUSED, ARTIFACT_REFUSED,
+               ALLOW_LIST_UNREADABLE, ALLOW_LIST_EMPTIED, INVALID_STEP_INPUT, TRANSFER_ERROR, BRAIN_UNUSABLE,
+               ANSWER_NOT_IN_HISTORY)
 
 
 def validation_summary(exc) -> str:

@@ -120,7 +120,7 @@ async def gate_details(client: Client, gate_id: str) -> GateDetails | None:
 async def query_details(handle: WorkflowHandle, gate_id: str) -> GateDetails | None:
     """The gate's `details` query, for a handle already found."""
     try:
-        return await handle.query("details", result_type=GateDetails)
+        return await handle.query(c.DETAILS_QUERY, result_type=GateDetails)
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
             raise NotFound(f"no gate {gate_id!r}") from None
@@ -149,7 +149,7 @@ async def answer_gate(client: Client, gate_id: str, answer: HumanAnswer, timeout
         # Sent now, the answer would wait for a recovery that may never come.
         raise NotResponding(f"gate {gate_id!r} cannot take an answer now: {await _why_stuck(client, desc, attempt)}")
     try:
-        return await asyncio.wait_for(handle.execute_update("respond", answer, result_type=str), timeout)
+        return await asyncio.wait_for(handle.execute_update(c.RESPOND_UPDATE, answer, result_type=str), timeout)
     except WorkflowUpdateFailedError as exc:
         msg = str(getattr(exc.cause, "message", None) or exc.cause)
         if "already has a human answer" in msg or "status: done" in msg:

@@ -69,7 +69,7 @@ class BrainWorkflow:
 
     # -- handlers --------------------------------------------------------------
 
-    @workflow.update
+    @workflow.update(name=c.TAKE_TURN_UPDATE)
     async def take_turn(self, req: TurnRequest) -> TurnReply:
         await workflow.wait_condition(lambda: self._ready)
         st = self._state
@@ -92,7 +92,7 @@ class BrainWorkflow:
     def _by_record() -> bool:
         return workflow.patched(c.TURN_BY_RECORD)
 
-    @workflow.signal
+    @workflow.signal(name=c.REQUEST_TURN_SIGNAL)
     def request_turn(self, req: TurnRequest) -> None:
         st = self._state
         if st.holder is not None and st.holder.gate_id == req.gate_id:
@@ -102,13 +102,13 @@ class BrainWorkflow:
             return
         st.queue.append(req)
 
-    @workflow.signal
+    @workflow.signal(name=c.RELEASE_TURN_SIGNAL)
     def release_turn(self, gate_id: str) -> None:
         st = self._state
         if st.holder is not None and st.holder.gate_id == gate_id:
             st.holder = st.holder_n = st.lease_deadline = None
 
-    @workflow.update
+    @workflow.update(name=c.SET_SHARD_UPDATE)
     def set_shard(self, change: c.ShardChange) -> bool:
         """A move's last step: only while the move holds the turn (a move whose lease ran
         out starts again: gates may have written the old copy meanwhile)."""
@@ -118,7 +118,7 @@ class BrainWorkflow:
         st.shard = change.shard
         return True
 
-    @workflow.query
+    @workflow.query(name=c.BRAIN_STATUS_QUERY)
     def status(self) -> BrainStatus:
         st = self._state
         return BrainStatus(
@@ -197,7 +197,7 @@ class BrainWorkflow:
             return
         self._asked = holder.gate_id
         try:
-            await workflow.get_external_workflow_handle(holder.workflow_id).signal("turn_wanted", holder.gate_id)
+            await workflow.get_external_workflow_handle(holder.workflow_id).signal(c.TURN_WANTED_SIGNAL, holder.gate_id)
         except FailureError:
             # The holder is gone (finished, terminated) without a record: the turn is free.
             if st.holder is holder:
@@ -284,7 +284,7 @@ class BrainWorkflow:
             if release:
                 self._asked = req.gate_id
             await workflow.get_external_workflow_handle(req.workflow_id).signal(
-                "turn_granted", TurnGrant(gate_id=req.gate_id, n=n, error=refused, shard=self._state.shard,
+                c.TURN_GRANTED_SIGNAL, TurnGrant(gate_id=req.gate_id, n=n, error=refused, shard=self._state.shard,
                                           release=release)
             )
         except FailureError as exc:

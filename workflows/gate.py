@@ -13,7 +13,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
-    from vicar.errors import INVALID_GATE_REQUEST
+    from vicar.errors import ANSWER_REFUSED, INVALID_GATE_REQUEST
     from vicar.models import (
         Action,
         AnsweredBy,
@@ -77,8 +77,6 @@ PIN = dict(
     retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=5),
                              maximum_attempts=4),
 )
-# Gates started before the learned model was pinned replay without the PIN_MODEL step.
-MODEL_PIN_PATCH = "pin-learned-model"
 # Each text an escalated gate shows in its memo (visibility listings carry it).
 MEMO_TEXT_CHARS = 1000
 # Answers signalled before the gate escalates are kept (in order) up to this many; more
@@ -158,7 +156,7 @@ class GateWorkflow(AnswerJudge, TurnHolder):
 
     # -- handlers --------------------------------------------------------------
 
-    @workflow.signal
+    @workflow.signal(name=c.HUMAN_RESPONSE_SIGNAL)
     def human_response(self, *args) -> None:
         # A signal cannot be refused to its sender; a bad one is logged and ignored.
         # Callers that want an error use the `respond` update. One that comes before
@@ -189,7 +187,7 @@ class GateWorkflow(AnswerJudge, TurnHolder):
             return
         self._answer = answer
 
-    @workflow.update
+    @workflow.update(name=c.RESPOND_UPDATE)
     async def respond(self, *args) -> str:
         answer = _answer_arg(args)
         identity = None
@@ -197,11 +195,11 @@ class GateWorkflow(AnswerJudge, TurnHolder):
             # The allow-list as it is now, and who the caller is, from history.
             verdict = await self._vet(answer, update_id=workflow.current_update_info().id)
             if not verdict.allowed:
-                raise ApplicationError(verdict.why, type="AnswerRefused", non_retryable=True)
+                raise ApplicationError(verdict.why, type=ANSWER_REFUSED, non_retryable=True)
             try:
                 self._check(answer)  # the gate may have moved on while the answer was checked
             except ValueError as exc:
-                raise ApplicationError(str(exc), type="AnswerRefused", non_retryable=True) from None
+                raise ApplicationError(str(exc), type=ANSWER_REFUSED, non_retryable=True) from None
             identity = verdict.identity
         if self._answer is not None:
             # Two answers that arrive in one workflow task both pass the validator before
@@ -241,7 +239,7 @@ class GateWorkflow(AnswerJudge, TurnHolder):
             raise ValueError(f"{answer.responder!r} may not answer for {d.principal}; "
                              f"allowed: {', '.join(self._allowed)}")
 
-    @workflow.query
+    @workflow.query(name=c.DETAILS_QUERY)
     def details(self) -> GateDetails | None:
         return self._details
 
@@ -482,7 +480,7 @@ class GateWorkflow(AnswerJudge, TurnHolder):
             try:
                 await workflow.get_external_workflow_handle(
                     c.session_workflow_id(req.principal, req.session_id)).signal(
-                    "gate_done", SessionGate(gate_id=req.gate_id, workflow_id=workflow.info().workflow_id,
+                    c.GATE_DONE_SIGNAL, SessionGate(gate_id=req.gate_id, workflow_id=workflow.info().workflow_id,
                                              escalated=result.escalated, answered_by=result.answered_by,
                                              usage=result.usage))
             except Exception as exc:  # the session has ended: the gate's answer stands
@@ -500,7 +498,7 @@ class GateWorkflow(AnswerJudge, TurnHolder):
         and consult again. Bounded: at the bound, or when either side has nothing to
         say, the human decides. Dialog never ends in an automatic approval by itself."""
         try:
-            if self._local_steps and workflow.patched(MODEL_PIN_PATCH):
+            if self._local_steps and workflow.patched(c.MODEL_PIN_PATCH):
                 # Under the turn, once per gate: every consult of this gate (dialog rounds,
                 # retries) uses this version, whatever is fitted meanwhile.
                 self._pin = await self._step(c.PIN_MODEL, req.principal, Optional[ModelPin], PIN, local=True)

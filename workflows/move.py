@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from vicar.memory.names import check_name, check_principal
     from vicar.memory.transfer import Snapshot
     import vicar.contracts as c
-    from vicar.errors import validation_summary
+    from vicar.errors import INVALID_MOVE_INPUT, validation_summary
     from vicar.models import TurnRequest
     from vicar.sharding import MAX_SHARDS
     from vicar.workflows.routing import run_memory_activity
@@ -34,8 +34,6 @@ PIECE = dict(start_to_close_timeout=timedelta(seconds=20), retry_policy=_UNTIL_D
 # Pieces per run: each passes through history twice (about 0.7 MB per piece, base64).
 PIECES_PER_RUN = 16
 
-
-INVALID_MOVE_INPUT = "InvalidMoveInput"
 
 
 def _input(args: tuple) -> c.MoveInput:

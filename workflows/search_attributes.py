@@ -1,6 +1,6 @@
 """Typed keys of Vicar's custom search attributes (registered by the embedded server)."""
 
-from temporalio.common import SearchAttributeKey
+from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKey
 
 STATUS = SearchAttributeKey.for_keyword("VicarStatus")
 PRINCIPAL = SearchAttributeKey.for_keyword("VicarPrincipal")
@@ -9,3 +9,7 @@ TASK_TYPE = SearchAttributeKey.for_keyword("VicarTaskType")
 CONFIDENCE = SearchAttributeKey.for_float("VicarConfidence")
 
 ALL = (STATUS, PRINCIPAL, STATE, TASK_TYPE, CONFIDENCE)
+# What the server registers (vicar/server.py, vicar/connect.py): name -> Temporal's type name.
+SEARCH_ATTRIBUTES: dict[str, str] = {
+    k.name: {SearchAttributeIndexedValueType.KEYWORD: "Keyword",
+             SearchAttributeIndexedValueType.DOUBLE: "Double"}[k.indexed_value_type] for k in ALL}

@@ -107,7 +107,7 @@ class SessionWorkflow:
         self._status = "done"
         return self.summary()
 
-    @workflow.update
+    @workflow.update(name=c.JOIN_UPDATE)
     async def join(self, j: SessionJoin) -> JoinReply:
         await workflow.wait_condition(lambda: self._wm is not None)
         assert self._wm is not None
@@ -120,17 +120,17 @@ class SessionWorkflow:
         if self._ended_by is not None:
             raise ValueError(f"session {self._inp.session_id} has ended ({self._ended_by})")
 
-    @workflow.signal
+    @workflow.signal(name=c.GATE_DONE_SIGNAL)
     def gate_done(self, g: SessionGate) -> None:
         self._gates[g.gate_id] = g.model_copy(update={"done": True})
         self._poked = True
 
-    @workflow.signal
+    @workflow.signal(name=c.END_SIGNAL)
     def end(self) -> None:
         if self._ended_by is None:
             self._ended_by = "signal"
 
-    @workflow.query
+    @workflow.query(name=c.SUMMARY_QUERY)
     def summary(self) -> SessionSummary:
         usage = Usage()
         for g in self._gates.values():

@@ -61,12 +61,12 @@ class TurnHolder:
         self._grant: TurnGrant | None = None
         self._wanted = False  # the brain asked for the turn back (turn_wanted), whatever the grant said
 
-    @workflow.signal
+    @workflow.signal(name=c.TURN_GRANTED_SIGNAL)
     def turn_granted(self, grant: TurnGrant) -> None:
         if self._grant is None:
             self._grant = grant
 
-    @workflow.signal
+    @workflow.signal(name=c.TURN_WANTED_SIGNAL)
     def turn_wanted(self, gate_id: str) -> None:
         """The brain: another holder waits, give the turn back by signal after all (work
         other than a gate records no outcome: it always releases by signal)."""

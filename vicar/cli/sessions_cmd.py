@@ -38,10 +38,10 @@ async def _session(principal: str, session_id: str, end: bool) -> None:
     handle = client.get_workflow_handle(c.session_workflow_id(principal, session_id))
     try:
         if end:
-            await handle.signal("end")
+            await handle.signal(c.END_SIGNAL)
             console.print(text(f"session {session_id} of {principal} ends: consolidation starts"))
             return
-        s = await handle.query("summary", result_type=SessionSummary)
+        s = await handle.query(c.SUMMARY_QUERY, result_type=SessionSummary)
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
             raise NotFound(f"no session {session_id!r} for principal {principal!r}") from None

@@ -192,6 +192,7 @@ class ReadyCluster(Cluster):
                 os.environ.pop("VICAR_OPS_ADDRESS")
             else:
                 os.environ["VICAR_OPS_ADDRESS"] = saved
+        assert self.worker is not None  # started above
         deadline = time.monotonic() + timeout
         async with httpx.AsyncClient(timeout=2.0) as http:
             while time.monotonic() < deadline:
@@ -223,7 +224,7 @@ async def stuck(client: Client, gate_ids: list[str]) -> list[str]:
         try:
             desc = await client.get_workflow_handle(c.gate_workflow_id(gid)).describe()
             attempt = desc.raw_description.pending_workflow_task.attempt
-            why = await _why_stuck(client, desc, attempt) if attempt > 1 else desc.status.name
+            why = await _why_stuck(client, desc, attempt) if attempt > 1 else str(desc.status and desc.status.name)
         except RPCError as exc:
             why = f"not found ({exc})"
         out.append(f"{gid}: no result: {why}")

@@ -87,6 +87,7 @@ class _StandIn:
 
     def push(self, *items) -> None:
         with self._lock:
+            assert isinstance(self._script, list), "push() is for a scripted stand-in, not a function"
             self._script.extend(items)
 
     def bodies(self) -> list[dict]:

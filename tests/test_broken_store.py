@@ -77,7 +77,8 @@ async def broken_principal_escalates_and_recovers(h, break_store, fix_store, rea
     # The human answers while the memory is still broken: the answer is kept ...
     await answer_gate(h.client, d.gate_id, HumanAnswer(action="correct", text="Add a rollback step.", responder="tester"))
     await asyncio.sleep(1.5)
-    assert (await gate_details(h.client, d.gate_id)).status is GateStatus.queued  # waiting to record
+    details = await gate_details(h.client, d.gate_id)
+    assert details is not None and details.status is GateStatus.queued  # waiting to record
     await asyncio.to_thread(fix_store, adir)
     # ... and recorded once the memory is repaired.
     result = await asyncio.wait_for(ga.result(), timeout=90)

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -47,7 +48,7 @@ def environment_reads(root: Path = ROOT) -> list[tuple[str, int, str]]:
             elif isinstance(node, ast.Subscript) and ast.unparse(node.value).endswith("environ"):
                 target = node.slice
             if target is not None:
-                reads.append((str(path.relative_to(root)), node.lineno, ast.unparse(target)))
+                reads.append((str(path.relative_to(root)), cast(ast.expr, node).lineno, ast.unparse(target)))
     return reads
 
 

@@ -164,7 +164,8 @@ class _Recording:
     """The real embedder, noting every text it is asked for."""
 
     def __init__(self, embedder) -> None:
-        self.inner, self.asked = embedder, []
+        self.inner = embedder
+        self.asked: list[str] = []
         self.model_name, self.dim = embedder.model_name, embedder.dim
 
     def embed(self, texts):

@@ -37,6 +37,7 @@ def gate_id(principal: str, audited: bool) -> str:
         gid = f"guard-{principal}-{i}"
         if (audit_draw(principal, f"vicar-gate/{gid}") < AUDIT) == audited:
             return gid
+    raise AssertionError("itertools.count() does not end")
 
 
 def seed(h, principal: str, answers: list[tuple[str, str]], at: datetime, predicted: str = "approve",

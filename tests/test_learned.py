@@ -34,7 +34,9 @@ def synthetic(n: int = 400, seed: int = 0) -> list[OutcomeRecord]:
     changed: half approve, half correct, so the majority is a coin toss, but the
     lineage's last verdict and whether the artifact changed decide every answer."""
     rng = random.Random(seed)
-    records, stage, topic = [], {}, 0
+    records: list[OutcomeRecord] = []
+    stage: dict[str, int] = {}
+    topic = 0
     while len(records) < n:
         waiting = [t for t, s in stage.items() if s == 1]
         if waiting and rng.random() < 0.5:

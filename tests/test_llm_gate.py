@@ -38,7 +38,9 @@ def kind_of(body: dict) -> str:
 def reply_of(body: dict) -> str:
     """The reply the classifier is asked about (inside its REPLY fence)."""
     text = AnthropicStandIn.user_text(body)
-    return re.search(r"<<<BEGIN REPLY \w+>>>\n(.*)\n<<<END REPLY", text, re.S).group(1)
+    found = re.search(r"<<<BEGIN REPLY \w+>>>\n(.*)\n<<<END REPLY", text, re.S)
+    assert found, text
+    return found.group(1)
 
 
 class Reviewer:

@@ -71,11 +71,12 @@ class WorkerProcess:
             got, body = await self.get(path)
             if got == status:
                 return body
-            assert self.proc.returncode is None, "the worker exited"
+            assert self.proc is not None and self.proc.returncode is None, "the worker exited"
             await asyncio.sleep(0.1)
         raise TimeoutError(f"{path} never answered {status}")
 
     async def stop(self) -> str:
+        assert self.proc is not None
         if self.proc.returncode is None:
             self.proc.send_signal(signal.SIGTERM)
         out, _ = await asyncio.wait_for(self.proc.communicate(), timeout=90)

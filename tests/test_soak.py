@@ -63,6 +63,7 @@ class Cluster:
         await asyncio.to_thread(self.server.start)
 
     def kill_server(self) -> None:
+        assert self.server._proc is not None
         self.server._proc.send_signal(signal.SIGKILL)
         self.server._proc.wait()
         self.server._proc = None
@@ -77,10 +78,12 @@ class Cluster:
                 sys.executable, "-m", "vicar.worker", env=env, cwd=str(ROOT), stdout=out, stderr=out)
 
     async def kill_worker(self) -> None:
+        assert self.worker is not None
         self.worker.send_signal(signal.SIGKILL)
         await self.worker.wait()
 
     async def stop_worker(self) -> int:
+        assert self.worker is not None
         self.worker.send_signal(signal.SIGTERM)
         return await asyncio.wait_for(self.worker.wait(), timeout=90)
 

@@ -3,7 +3,7 @@
 For each agent whose artifacts reach this human's gates: the human's approvals,
 corrections and rejections, the proxy's answers alone, overrides (the human answered
 other than the proxy would have) and regret (an approval the proxy gave alone that the
-human later reversed on the same lineage). Pure: the store gives the counts.
+human later reversed on the same lineage). Pure: vicar/proxy/ledger.py reads the counts.
 
 The design's score weighs a critic's impact, depth and regret. An upstream agent here is
 an author of artifacts, not a critic, so the score is adapted: the human's approval rate
@@ -51,7 +51,7 @@ _HUMAN_FIELD = {"approve": "approvals", "correct": "corrections", "reject": "rej
 
 
 def ledger(gates: Sequence[tuple[str, str, str, int]], wrong: Sequence[tuple[str, bool, int]]) -> list[AgentTrust]:
-    """From the store's `agent_ledger_rows`; the least trusted first."""
+    """From `vicar.proxy.ledger.ledger_rows`; the least trusted first."""
     by: dict[str, AgentTrust] = defaultdict(lambda: AgentTrust(agent=""))
     for agent, answered_by, outcome, count in gates:
         t = by[agent]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Optional
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -17,7 +16,6 @@ with workflow.unsafe.imports_passed_through():
     from vicar.models import (
         Action,
         AnsweredBy,
-        Calibration,
         DialogTurn,
         GateDetails,
         GateRequest,
@@ -26,56 +24,29 @@ with workflow.unsafe.imports_passed_through():
         HumanAnswer,
         JoinReply,
         ModelPin,
-        OutcomeRecord,
-        PassResult,
         RequestKind,
-        SessionGate,
         SessionJoin,
-        Surprise,
-        TurnRequest,
         Usage,
     )
-    from vicar.proxy.decision import Decision, decide, surprised
     import vicar.workflows.gate_metrics as gate_metrics
     import vicar.workflows.search_attributes as sa
     from vicar.workflows.failures import cause_message as _cause
     from vicar.workflows.inputs import one_input, raw_input
     from vicar.workflows.gate_once import recorded as recorded_outcome, result_from_record
     from vicar.workflows.routing import run_memory_activity
-    from vicar.workflows.turn import QUICK, REPAIR_WAIT_CAP
+    from vicar.workflows.turn import QUICK
 
 from vicar.workflows.gate_answers import AnswerJudge, answer_arg as _answer_arg
+from vicar.workflows.gate_consult import STEP, GateConsult
+from vicar.workflows.gate_record import GateRecord
 from vicar.workflows.turn import TurnHolder
 
-# A proxy step that keeps failing gives up after a few attempts and the gate goes to the
-# human: a broken provider must not hold the principal's turn (and every gate queued
-# behind it) for ever. Non-retryable errors (a bad key) give up at once.
-STEP = dict(
-    start_to_close_timeout=timedelta(minutes=5),
-    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10),
-                             maximum_attempts=6),
-)
-# Recording an outcome retries until it lands: nothing the human said is lost. A few
-# attempts here, then _record waits with a durable timer and tries again: a local
-# activity retried for ever (a broken store) also kept the worker from shutting down.
-RECORD = dict(
-    start_to_close_timeout=timedelta(minutes=5),
-    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=5),
-                             maximum_attempts=5),
-)
 # Telling the webhook: a receiver that is down gets a few minutes of retries, then the
 # gate goes on without it (the escalation is in visibility and the UI regardless).
 NOTIFY = dict(
     start_to_close_timeout=timedelta(seconds=30),
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
                              maximum_attempts=8),
-)
-# Pinning the learned model may fit it (about 2 s at 10,000 answers): a few attempts,
-# then the proxy is unavailable and the human decides.
-PIN = dict(
-    start_to_close_timeout=timedelta(minutes=2),
-    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=5),
-                             maximum_attempts=4),
 )
 # Each text an escalated gate shows in its memo (visibility listings carry it).
 MEMO_TEXT_CHARS = 1000
@@ -113,7 +84,7 @@ def check_answer(state_actions: tuple[Action, ...], answer: HumanAnswer) -> Acti
 
 @raw_input
 @workflow.defn(name=c.GATE_WORKFLOW)
-class GateWorkflow(AnswerJudge, TurnHolder):
+class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
     def __init__(self) -> None:
         super().__init__()  # the turn (TurnHolder)
         self._answer: HumanAnswer | None = None
@@ -468,232 +439,3 @@ class GateWorkflow(AnswerJudge, TurnHolder):
         for answer, _ in self._early:
             workflow.logger.warning("ignored human_response from %s: %s", answer.responder, why)
         self._early.clear()
-
-    async def _release(self, req: GateRequest) -> None:
-        self._turn_owed = False
-        await self.release_turn(c.TurnAsk(principal=req.principal, turn=self._turn(req)))
-
-    async def _finish(self, req: GateRequest, result: GateResult) -> GateResult:
-        """Tell the session the gate is done (its memory is ready for consolidation)."""
-        gate_metrics.finished(req, result, self._escalated_at)
-        if self._in_session:
-            try:
-                await workflow.get_external_workflow_handle(
-                    c.session_workflow_id(req.principal, req.session_id)).signal(
-                    c.GATE_DONE_SIGNAL, SessionGate(gate_id=req.gate_id, workflow_id=workflow.info().workflow_id,
-                                             escalated=result.escalated, answered_by=result.answered_by,
-                                             usage=result.usage))
-            except Exception as exc:  # the session has ended: the gate's answer stands
-                workflow.logger.warning("session %s did not take gate %s: %s", req.session_id, req.gate_id, exc)
-        if self._turn_owed and self._wanted:
-            # Asked after its record was in, the brain may not have seen the record: the
-            # last thing before completing, so a request arriving during any earlier
-            # await is not missed (one arriving with the completion makes the server
-            # refuse it, and the workflow task runs again with the signal).
-            await self._release(req)
-        return result
-
-    async def _proxy_dialog(self, req: GateRequest, n: int) -> tuple[c.ConsultResult, Decision]:
-        """Consult; while the proxy's reply is a dialog line, let the agent side answer
-        and consult again. Bounded: at the bound, or when either side has nothing to
-        say, the human decides. Dialog never ends in an automatic approval by itself."""
-        try:
-            if self._local_steps and workflow.patched(c.MODEL_PIN_PATCH):
-                # Under the turn, once per gate: every consult of this gate (dialog rounds,
-                # retries) uses this version, whatever is fitted meanwhile.
-                self._pin = await self._step(c.PIN_MODEL, req.principal, Optional[ModelPin], PIN, local=True)
-            return await self._proxy_dialog_steps(req, n)
-        except (ActivityError, ApplicationError) as exc:
-            # The proxy could not run (provider down, bad key, broken memory): the human
-            # decides, and the reason is on the gate for the operator.
-            return self._unavailable(f"proxy unavailable: {_cause(exc)}")
-
-    def _unavailable(self, reason: str) -> tuple[c.ConsultResult, Decision]:
-        failed = PassResult(prose="", note=reason, confidence=0.0)
-        consulted = c.ConsultResult(prior=failed, posterior=failed,
-                                    calibration=Calibration(confidence=0.0, guard="proxy_error", note=reason))
-        self._show(consulted)
-        return consulted, Decision(escalate=True, action=None, text="")
-
-    async def _proxy_dialog_steps(self, req: GateRequest, n: int) -> tuple[c.ConsultResult, Decision]:
-        assert self._details is not None
-        while True:
-            self._details.status = GateStatus.consulting  # shown by the query, not indexed
-            consulted = await self._consult(req, n)
-            decision = decide(req, consulted.calibration, consulted.posterior)
-            self._show(consulted)
-            if decision.escalate or decision.action is not Action.dialog:
-                return consulted, decision
-            proxy_turns = sum(1 for t in self._dialog if t.speaker == "reviewer")
-            if proxy_turns >= self._max_dialog_turns:
-                self._details.calibration_note = (
-                    f"dialog bound: {proxy_turns} reviewer turns without a decision")
-                return consulted, Decision(escalate=True, action=None, text=decision.text)
-            if not await self._converse(req, decision.text, AnsweredBy.proxy):
-                return consulted, Decision(escalate=True, action=None, text=decision.text)
-
-    async def _converse(self, req: GateRequest, reviewer_text: str, by: AnsweredBy,
-                        responder: str | None = None) -> bool:
-        """Add the reviewer's line and the agent side's reply; False if the reply is empty."""
-        self._dialog.append(DialogTurn(speaker="reviewer", text=reviewer_text, answered_by=by,
-                                       responder=responder))
-        assert self._details is not None
-        self._details.dialog = list(self._dialog)  # the human sees what was asked, answered or not
-        reply = await self._step(c.AGENT_REPLY, c.AgentReplyInput(request=req, dialog=self._dialog),
-                                 result_type=c.AgentReply)
-        self._usage = self._usage + reply.usage
-        if not reply.text.strip():
-            return False
-        self._dialog.append(DialogTurn(speaker="agent", text=reply.text))
-        self._details.dialog = list(self._dialog)
-        return True
-
-    def _final(self, action: Action | None, text: str) -> tuple[Action, str]:
-        """The design: dialog followed by approve becomes correct, with the dialog as
-        feedback, so the agent gets another pass with the reviewer's context."""
-        assert action is not None and action is not Action.dialog
-        if action is Action.approve and self._dialog:
-            transcript = "\n".join(f"{t.speaker.upper()}: {t.text}" for t in self._dialog)
-            return Action.correct, f"{text}\n\nFrom the review dialog:\n{transcript}".strip()
-        return action, text
-
-    def _show(self, consulted: c.ConsultResult) -> None:
-        d = self._details
-        assert d is not None
-        d.proxy_action = consulted.posterior.action
-        d.proxy_text = consulted.posterior.prose or consulted.posterior.note
-        d.proxy_confidence = consulted.calibration.confidence
-        d.calibration_guard = consulted.calibration.guard
-        d.calibration_note = consulted.calibration.note
-
-    async def _take_turn(self, req: GateRequest, attempt: int = 0) -> tuple[int | None, str]:
-        """(N, "") for a granted turn; (None, why) when the brain refused it because the
-        principal's memory is unavailable."""
-        try:
-            ticket = await self._ask_turn(c.TurnAsk(principal=req.principal, turn=self._turn(req), attempt=attempt))
-        except (ActivityError, ApplicationError) as exc:
-            if not self._once:
-                raise
-            # The brain cannot run (request_turn says why, non-retryable): the human decides.
-            return None, f"proxy unavailable: {_cause(exc)}"
-        self._local_steps = ticket.local_steps
-        self._max_dialog_turns = ticket.max_dialog_turns
-        self._shard, self._shard_wait = ticket.shard, ticket.shard_wait_seconds
-        self._default_deadline = ticket.deadline_seconds
-        if ticket.error is not None:
-            return None, ticket.error
-        if ticket.n is not None:
-            self._release_by_signal = ticket.release
-            return ticket.n, ""
-        grant = await self._granted()
-        self._shard = grant.shard
-        self._release_by_signal = grant.release
-        return grant.n, grant.error or ""
-
-    async def _turn_for_record(self, req: GateRequest) -> int:
-        """Take the turn, however long the memory takes to be repaired."""
-        wait, attempt = timedelta(seconds=1), 0
-        while True:
-            attempt += 1
-            n, refused = await self._take_turn(req, attempt)
-            if n is not None:
-                return n
-            assert self._details is not None
-            self._details.calibration_note = f"answer kept; recording waits for the memory: {refused}"
-            await workflow.sleep(wait)
-            wait = min(wait * 2, REPAIR_WAIT_CAP)
-
-    @staticmethod
-    def _turn(req: GateRequest) -> TurnRequest:
-        return TurnRequest(gate_id=req.gate_id, workflow_id=workflow.info().workflow_id)
-
-    async def _consult(self, req: GateRequest, n: int) -> c.ConsultResult:
-        now = workflow.now()
-        gate_key = workflow.info().workflow_id
-        dialog = list(self._dialog)
-        if self._local_steps:
-            consulted = await self._step(
-                c.CONSULT, c.ConsultInput(request=req, n=n, now=now, gate_key=gate_key, dialog=dialog,
-                                          working_memory=self._working_memory, model=self._pin),
-                result_type=c.ConsultResult)
-        else:
-            consulted = await self._consult_in_steps(req, n, now, gate_key, dialog)
-        self._usage = (self._usage + consulted.prior.usage + consulted.posterior.usage
-                       + (consulted.surprise.usage if consulted.surprise else None))
-        return consulted
-
-    async def _consult_in_steps(self, req, n, now, gate_key, dialog) -> c.ConsultResult:
-        """The same path as the CONSULT activity, one activity per step: each LLM call
-        gets its own timeout and retries, and a retry never repeats a finished call."""
-        bundle = await self._step(
-            c.RETRIEVE, c.RetrieveInput(request=req, n=n, working_memory=self._working_memory),
-            result_type=c.RetrievalBundle)
-        prior = await self._step(
-            c.PRIOR_PASS, c.PassInput(request=req, ctx=bundle.prior, dialog=dialog), result_type=PassResult)
-        posterior = await self._step(
-            c.POSTERIOR_PASS, c.PassInput(request=req, ctx=bundle.posterior, prior=prior, dialog=dialog),
-            result_type=PassResult)
-        surprise = None
-        if surprised(prior, posterior):
-            surprise = await self._step(
-                c.EXTRACT_SURPRISE,
-                c.SurpriseInput(request=req, ctx=bundle.posterior, prior=prior, posterior=posterior),
-                result_type=Surprise)
-        calibration = await self._step(
-            c.CALIBRATE,
-            c.CalibrateInput(request=req, confidence=posterior.confidence, ctx=bundle.posterior,
-                             now=now, gate_key=gate_key),
-            result_type=Calibration)
-        if posterior.used_chunk_ids:
-            # ACT-R rule 2: only the memories the proxy actually used get a trace.
-            await self._step(
-                c.REINFORCE, c.ReinforceInput(principal=req.principal, n=n, chunk_ids=posterior.used_chunk_ids),
-                result_type=list[str])
-        return c.ConsultResult(prior=prior, posterior=posterior, surprise=surprise, calibration=calibration)
-
-    async def _record(self, req, n, action, text, answered_by, responder, consulted: c.ConsultResult,
-                      identity: str | None = None) -> None:
-        record = OutcomeRecord(request=req, n=n, workflow_id=workflow.info().workflow_id, action=action,
-                               response_text=text, answered_by=answered_by, responder=responder,
-                               responder_identity=identity,
-                               prior=consulted.prior, posterior=consulted.posterior, surprise=consulted.surprise,
-                               at=workflow.now(), dialog=list(self._dialog), calibration=consulted.calibration)
-        wait = timedelta(seconds=1)
-        note = self._details.calibration_note if self._details else ""
-        while True:  # until it lands (record_outcome is idempotent per gate)
-            try:
-                await self._step(c.RECORD_OUTCOME, record, result_type=str, options=RECORD)
-                if self._details is not None:
-                    self._details.calibration_note = note
-                return
-            except (ActivityError, ApplicationError) as exc:
-                workflow.logger.warning("gate %s: recording waits for the memory: %s", req.gate_id, _cause(exc))
-                if self._details is not None:
-                    # Shown by the `details` query only (no command): the answer is in, its
-                    # record is what waits, and why.
-                    who = responder or ("the proxy" if answered_by is AnsweredBy.proxy else answered_by.value)
-                    self._details.calibration_note = f"answered by {who}; recording waits: {_cause(exc)}"
-            await workflow.sleep(wait)
-            wait = min(wait * 2, REPAIR_WAIT_CAP)
-
-    def _set_status(self, status: GateStatus, confidence: float | None = None) -> None:
-        assert self._details is not None
-        self._details.status = status
-        updates = [sa.STATUS.value_set(status.value)]
-        if confidence is not None:
-            updates.append(sa.CONFIDENCE.value_set(confidence))
-        workflow.upsert_search_attributes(updates)
-
-    def _result(self, req, n, action, text, consulted: c.ConsultResult, *, escalated, answered_by,
-                responder) -> GateResult:
-        return GateResult(
-            gate_id=req.gate_id, principal=req.principal, state=req.state, task_type=req.task_type,
-            action=action, text=text, confidence=consulted.calibration.confidence,
-            prior_confidence=consulted.prior.confidence, calibration_guard=consulted.calibration.guard,
-            calibration_note=self._details.calibration_note if self._details else "",
-            escalated=escalated, answered_by=answered_by, responder=responder, n=n,
-            surprise=consulted.surprise, dialog=list(self._dialog), usage=self._usage,
-            autonomy_threshold=consulted.calibration.threshold, autonomy_bound=consulted.calibration.bound,
-            autonomy_evidence=consulted.calibration.evidence,
-            model_version=self._pin.version if self._pin else None,
-        )

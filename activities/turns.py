@@ -9,17 +9,22 @@ A mixin of ProxyActivities: it uses the worker's client, registry, settings, pre
 from __future__ import annotations
 
 import asyncio
+import collections
+from typing import Any
 
 from temporalio import activity
-from temporalio.client import WithStartWorkflowOperation, WorkflowUpdateRPCTimeoutOrCancelledError
+from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from vicar.activities.store_errors import store_errors
 from vicar import contracts as c
+from vicar.activities.store_errors import store_errors
+from vicar.config import Settings
 from vicar.errors import BRAIN_UNUSABLE
-from vicar.models import BrainInput, TurnReply
+from vicar.memory.principal import MemoryRegistry
+from vicar.models import BrainConfig, BrainInput, TurnReply
+from vicar.proxy.provider import Predictor
 from vicar.sharding import shard_of
 
 # Temporal admits at most 10 in-flight updates per workflow (history.maxInFlightUpdates)
@@ -36,6 +41,15 @@ TURN_UPDATE_WAIT_SECONDS = 10.0
 
 
 class TurnActivities:
+    # Set by ProxyActivities.__init__.
+    client: Client
+    registry: MemoryRegistry
+    predictor: Predictor
+    settings: Settings
+    brain_config: BrainConfig
+    task_queue: str
+    _served: frozenset[int]
+    _turn_updates: collections.Counter[str]  # take_turn updates in flight, per principal, this process
     @activity.defn(name=c.REQUEST_TURN)
     async def request_turn(self, ask: c.TurnAsk) -> c.TurnTicket:
         """Ask the principal's brain for a turn, starting the brain if needed. When
@@ -53,7 +67,7 @@ class TurnActivities:
             self._turn_updates[ask.principal] += 1
             try:
                 reply = await asyncio.wait_for(self._take_turn_update(ask), TURN_UPDATE_WAIT_SECONDS)
-            except (asyncio.TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
+            except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
                 # (the client turns the cancelled wait into its own error)
                 if why := await self._brain_unusable(ask.principal):
                     raise ApplicationError(why, type=BRAIN_UNUSABLE, non_retryable=True) from None
@@ -98,7 +112,7 @@ class TurnActivities:
                     id=c.brain_workflow_id(ask.principal), task_queue=self.task_queue)
 
     async def _take_turn_update(self, ask: c.TurnAsk) -> TurnReply:
-        start = WithStartWorkflowOperation(
+        start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
             c.BRAIN_WORKFLOW, **self._brain_start(ask), id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING)
         # A failed update also fails the start operation's future: someone must retrieve
         # it, or asyncio logs "Future exception was never retrieved" for every failure.
@@ -111,7 +125,8 @@ class TurnActivities:
 
     async def _queue_turn(self, ask: c.TurnAsk) -> None:
         await self.client.start_workflow(
-            c.BRAIN_WORKFLOW, **self._brain_start(ask), start_signal=c.REQUEST_TURN_SIGNAL, start_signal_args=[ask.turn])
+            c.BRAIN_WORKFLOW, **self._brain_start(ask), start_signal=c.REQUEST_TURN_SIGNAL,
+            start_signal_args=[ask.turn])
 
     @activity.defn(name=c.RELEASE_TURN)
     async def release_turn(self, ask: c.TurnAsk) -> None:

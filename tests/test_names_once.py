@@ -93,7 +93,8 @@ def test_no_call_site_writes_a_name_by_hand():
                 args += [k.value for k in node.keywords if k.arg in ("start_signal",)]
                 if attr == "ApplicationError":
                     args += [k.value for k in node.keywords if k.arg == "type"]
-                if attr in HANDLER_DECORATORS and isinstance(fn, ast.Attribute) and getattr(fn.value, "id", "") == "workflow":
+                on_workflow = isinstance(fn, ast.Attribute) and getattr(fn.value, "id", "") == "workflow"
+                if attr in HANDLER_DECORATORS and on_workflow:
                     args += [k.value for k in node.keywords if k.arg == "name"]
                 for a in args:
                     if isinstance(a, ast.Constant) and isinstance(a.value, str):

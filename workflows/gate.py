@@ -3,6 +3,8 @@ escalates to the human and waits for their answer (signal or update)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import asyncio
 from datetime import timedelta
 
@@ -43,7 +45,7 @@ from vicar.workflows.turn import TurnHolder
 
 # Telling the webhook: a receiver that is down gets a few minutes of retries, then the
 # gate goes on without it (the escalation is in visibility and the UI regardless).
-NOTIFY = dict(
+NOTIFY: dict[str, Any] = dict(
     start_to_close_timeout=timedelta(seconds=30),
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
                              maximum_attempts=8),
@@ -164,7 +166,8 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
         identity = None
         if self._vetting:
             # The allow-list as it is now, and who the caller is, from history.
-            verdict = await self._vet(answer, update_id=workflow.current_update_info().id)
+            info = workflow.current_update_info()  # always set in an update handler
+            verdict = await self._vet(answer, update_id=info.id if info else None)
             if not verdict.allowed:
                 raise ApplicationError(verdict.why, type=ANSWER_REFUSED, non_retryable=True)
             try:
@@ -351,7 +354,8 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
                 await self._converse(req, answer.text, AnsweredBy.human, answer.responder)
             except (ActivityError, ApplicationError) as exc:
                 self._dialog.append(DialogTurn(speaker="agent", text=f"(no answer: {_cause(exc)})"))
-                self._details.dialog = list(self._dialog)
+                if self._details is not None:  # set since the gate started
+                    self._details.dialog = list(self._dialog)
             self._publish_escalation()  # who asked what, for `vicar escalations`
             if not self._vetting:
                 await self._read_allowed(req)  # the principal may have changed it meanwhile

@@ -18,6 +18,8 @@ with workflow.unsafe.imports_passed_through():
     from vicar.models import GateDetails, HumanAnswer
     from vicar.workflows.failures import cause_message as _cause
 
+from vicar.workflows.gate_state import GateState
+
 # Judging an answer when it comes (allow-list, caller identity): a few quick attempts,
 # then the answer is refused with the reason (the human can answer again).
 VET = dict(
@@ -38,7 +40,7 @@ def answer_arg(args: tuple) -> HumanAnswer:
         raise ValueError(f"invalid answer: {validation_summary(exc)}") from None
 
 
-class AnswerJudge:
+class AnswerJudge(GateState):
     """A gate base: judging signalled answers in the main loop, and any answer's vet."""
 
     _details: GateDetails | None

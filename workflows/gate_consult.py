@@ -5,7 +5,7 @@ agent side until the proxy decides or the human must. A mixin of GateWorkflow.""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Optional
+from typing import Any, Optional
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -13,29 +13,40 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
-    from vicar.models import (Action, AnsweredBy, Calibration, DialogTurn, GateRequest, GateStatus, ModelPin,
-                              PassResult, Surprise)
+    from vicar.models import (
+        Action,
+        AnsweredBy,
+        Calibration,
+        DialogTurn,
+        GateRequest,
+        GateStatus,
+        ModelPin,
+        PassResult,
+        Surprise,
+    )
     from vicar.proxy.decision import Decision, decide, surprised
     from vicar.workflows.failures import cause_message as _cause
+
+from vicar.workflows.gate_state import GateState
 
 # A proxy step that keeps failing gives up after a few attempts and the gate goes to the
 # human: a broken provider must not hold the principal's turn (and every gate queued
 # behind it) for ever. Non-retryable errors (a bad key) give up at once.
-STEP = dict(
+STEP: dict[str, Any] = dict(
     start_to_close_timeout=timedelta(minutes=5),
     retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10),
                              maximum_attempts=6),
 )
 # Pinning the learned model may fit it (about 2 s at 10,000 answers): a few attempts,
 # then the proxy is unavailable and the human decides.
-PIN = dict(
+PIN: dict[str, Any] = dict(
     start_to_close_timeout=timedelta(minutes=2),
     retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=5),
                              maximum_attempts=4),
 )
 
 
-class GateConsult:
+class GateConsult(GateState):
     async def _proxy_dialog(self, req: GateRequest, n: int) -> tuple[c.ConsultResult, Decision]:
         """Consult; while the proxy's reply is a dialog line, let the agent side answer
         and consult again. Bounded: at the bound, or when either side has nothing to

@@ -6,30 +6,33 @@ A mixin of GateWorkflow (the turn's signals are TurnHolder's, workflows/turn.py)
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RetryPolicy, SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
-    from vicar.models import AnsweredBy, GateRequest, GateResult, GateStatus, OutcomeRecord, SessionGate, TurnRequest
     import vicar.workflows.gate_metrics as gate_metrics
     import vicar.workflows.search_attributes as sa
+    from vicar.models import AnsweredBy, GateRequest, GateResult, GateStatus, OutcomeRecord, SessionGate, TurnRequest
     from vicar.workflows.failures import cause_message as _cause
     from vicar.workflows.turn import REPAIR_WAIT_CAP
+
+from vicar.workflows.gate_state import GateState
 
 # Recording an outcome retries until it lands: nothing the human said is lost. A few
 # attempts here, then _record waits with a durable timer and tries again: a local
 # activity retried for ever (a broken store) also kept the worker from shutting down.
-RECORD = dict(
+RECORD: dict[str, Any] = dict(
     start_to_close_timeout=timedelta(minutes=5),
     retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=5),
                              maximum_attempts=5),
 )
 
 
-class GateRecord:
+class GateRecord(GateState):
     async def _release(self, req: GateRequest) -> None:
         self._turn_owed = False
         await self.release_turn(c.TurnAsk(principal=req.principal, turn=self._turn(req)))
@@ -40,7 +43,7 @@ class GateRecord:
         if self._in_session:
             try:
                 await workflow.get_external_workflow_handle(
-                    c.session_workflow_id(req.principal, req.session_id)).signal(
+                    c.session_workflow_id(req.principal, req.session_id or "")).signal(
                     c.GATE_DONE_SIGNAL, SessionGate(gate_id=req.gate_id, workflow_id=workflow.info().workflow_id,
                                              escalated=result.escalated, answered_by=result.answered_by,
                                              usage=result.usage))
@@ -123,7 +126,7 @@ class GateRecord:
     def _set_status(self, status: GateStatus, confidence: float | None = None) -> None:
         assert self._details is not None
         self._details.status = status
-        updates = [sa.STATUS.value_set(status.value)]
+        updates: list[SearchAttributeUpdate[Any]] = [sa.STATUS.value_set(status.value)]
         if confidence is not None:
             updates.append(sa.CONFIDENCE.value_set(confidence))
         workflow.upsert_search_attributes(updates)

@@ -4,6 +4,7 @@ shard's task queue, so only the worker process that holds the memory runs it."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
@@ -24,7 +25,7 @@ async def run_memory_activity(name: str, arg, result_type, options: dict, *, sha
         if local:
             return await workflow.execute_local_activity(name, arg, result_type=result_type, **options)
         return await workflow.execute_activity(name, arg, result_type=result_type, **options)
-    extra = {"schedule_to_start_timeout": timedelta(seconds=wait_seconds)} if wait_seconds else {}
+    extra: dict[str, Any] = {"schedule_to_start_timeout": timedelta(seconds=wait_seconds)} if wait_seconds else {}
     try:
         return await workflow.execute_activity(name, arg, result_type=result_type,
                                                task_queue=shard_queue(workflow.info().task_queue, shard),

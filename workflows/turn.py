@@ -23,6 +23,7 @@ consolidations and moves give the turn back with RELEASE_TURN (`release_turn` si
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -33,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from vicar.workflows.routing import run_memory_activity
 
 # Turn bookkeeping is a quick client call: a local activity, no extra workflow task.
-QUICK = dict(
+QUICK: dict[str, Any] = dict(
     start_to_close_timeout=timedelta(seconds=30),
     retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100), maximum_interval=timedelta(seconds=5)),
 )
@@ -44,7 +45,7 @@ REPAIR_WAIT_CAP = timedelta(seconds=30)
 # retries held every gate of the principal `queued` for ever, and a local activity that
 # never finishes also kept the worker from shutting down. The brain itself never fails:
 # the next request reads the store again, so a repaired store is picked up.
-COUNTER = dict(
+COUNTER: dict[str, Any] = dict(
     start_to_close_timeout=timedelta(seconds=60),
     retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=2),
                              maximum_attempts=4),
@@ -116,7 +117,7 @@ async def read_counter(principal: str, shard: int | None, wait_seconds: float) -
                                      shard=shard, wait_seconds=wait_seconds)
 
 
-async def mirror_counter(principal: str, n: int, shard: int | None, wait_seconds: float) -> int:
+async def mirror_counter(principal: str, n: int | None, shard: int | None, wait_seconds: float) -> int:
     """Brains started before TURN_BY_RECORD: the next N mirrored before it is granted."""
     return await run_memory_activity(c.MIRROR_COUNTER, c.CounterInput(principal=principal, n=n), int, COUNTER,
                                      shard=shard, wait_seconds=wait_seconds, local=True)

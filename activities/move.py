@@ -11,14 +11,14 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
+from vicar import contracts as c
+from vicar import settings_env
+from vicar.config import Settings
+from vicar.errors import INVALID_STEP_INPUT, TRANSFER_ERROR
 from vicar.memory import transfer
 from vicar.memory.errors import InvalidInput
 from vicar.memory.names import child_path
 from vicar.memory.principal import MemoryRegistry
-from vicar import contracts as c
-from vicar.errors import INVALID_STEP_INPUT, TRANSFER_ERROR
-from vicar import settings_env
-from vicar.config import Settings
 
 # Test-only: seconds to pause before each piece is written, so a test can SIGKILL a
 # worker in the middle of a move.

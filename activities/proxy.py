@@ -15,16 +15,15 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from vicar.activities import answers
-from vicar.activities.turns import TurnActivities
-from vicar.activities.store_errors import store_errors
-from vicar.memory.principal import MemoryRegistry
 from vicar import contracts as c
+from vicar.activities import answers
+from vicar.activities.store_errors import store_errors
+from vicar.activities.turns import TurnActivities
 from vicar.artifacts import ArtifactRefused, load_artifact
 from vicar.config import TASK_QUEUE, Settings
 from vicar.errors import ALLOW_LIST_EMPTIED, ALLOW_LIST_UNREADABLE, ARTIFACT_REFUSED, VicarError
-from vicar.models import (BrainConfig, Calibration, ModelPin, OutcomeRecord, PassResult,
-                          Surprise)
+from vicar.memory.principal import MemoryRegistry
+from vicar.models import BrainConfig, Calibration, ModelPin, OutcomeRecord, PassResult, Surprise
 from vicar.proxy.calibration import calibrate
 from vicar.proxy.consult import calibration_inputs, consult, retrieve
 from vicar.proxy.outcomes import record_outcome

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from temporalio.exceptions import ApplicationError
 
+from vicar import contracts as c
 from vicar.memory.diskfull import DiskFull, disk_full, is_disk_full
 from vicar.memory.owner import StoreLocked
 from vicar.memory.store import StoreError
-from vicar import contracts as c
 
 
 def _broken(exc: BaseException) -> bool:

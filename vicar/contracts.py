@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from vicar.brain_models import BrainConfig, TurnRequest
+from vicar.errors import STORE_UNAVAILABLE  # noqa: F401  (error types are named in vicar/errors.py)
 from vicar.memory.consolidation_plan import ConsolidationPlan
 from vicar.memory.transfer import Snapshot
 from vicar.models import (
@@ -26,8 +27,6 @@ from vicar.models import (
     Usage,
 )
 from vicar.session_models import SessionJoin
-
-from vicar.errors import STORE_UNAVAILABLE  # noqa: F401  (error types are named in vicar/errors.py)
 
 BRAIN_WORKFLOW = "VicarBrain"
 GATE_WORKFLOW = "VicarGate"

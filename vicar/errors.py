@@ -24,8 +24,8 @@ by the gate's deadline).
 
 # The kinds the memory raises are defined on the ground floor; this is where the rest of
 # Vicar takes them from, with the kinds below.
-from vicar.memory.errors import BrokenStore, Conflict, InvalidInput, NotInstalled, VicarError  # noqa: F401
 from vicar.memory.diskfull import DiskFull  # noqa: F401
+from vicar.memory.errors import BrokenStore, Conflict, InvalidInput, NotInstalled, VicarError  # noqa: F401
 
 UNEXPECTED = 70
 OUTCOME_EXIT = {"approve": 0, "answer": 0, "correct": 10, "reject": 11, "hold": 12, "withdraw": 13}

@@ -15,8 +15,8 @@ with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
     from vicar.models import BrainConfig, BrainInput, BrainState, BrainStatus, TurnGrant, TurnReply, TurnRequest
     from vicar.sharding import MAX_SHARDS, shard_of
-    from vicar.workflows.inputs import one_input, raw_input
     from vicar.workflows.failures import cause_message
+    from vicar.workflows.inputs import one_input, raw_input
     from vicar.workflows.turn import advance_turn, mirror_counter, read_counter
 
 
@@ -152,7 +152,7 @@ class BrainWorkflow:
                     or self._should_continue_as_new(cfg.max_grants_per_run),
                     timeout=timeout,
                 )
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 await self._lease_expired()
                 continue
 

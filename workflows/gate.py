@@ -3,10 +3,9 @@ escalates to the human and waits for their answer (signal or update)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -14,6 +13,8 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
+    import vicar.workflows.gate_metrics as gate_metrics
+    import vicar.workflows.search_attributes as sa
     from vicar.errors import ANSWER_REFUSED, INVALID_GATE_REQUEST
     from vicar.models import (
         Action,
@@ -30,15 +31,15 @@ with workflow.unsafe.imports_passed_through():
         SessionJoin,
         Usage,
     )
-    import vicar.workflows.gate_metrics as gate_metrics
-    import vicar.workflows.search_attributes as sa
     from vicar.workflows.failures import cause_message as _cause
+    from vicar.workflows.gate_once import recorded as recorded_outcome
+    from vicar.workflows.gate_once import result_from_record
     from vicar.workflows.inputs import one_input, raw_input
-    from vicar.workflows.gate_once import recorded as recorded_outcome, result_from_record
     from vicar.workflows.routing import run_memory_activity
     from vicar.workflows.turn import QUICK
 
-from vicar.workflows.gate_answers import AnswerJudge, answer_arg as _answer_arg
+from vicar.workflows.gate_answers import AnswerJudge
+from vicar.workflows.gate_answers import answer_arg as _answer_arg
 from vicar.workflows.gate_consult import STEP, GateConsult
 from vicar.workflows.gate_record import GateRecord
 from vicar.workflows.turn import TurnHolder
@@ -408,7 +409,7 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
             try:
                 await workflow.wait_condition(lambda: self._answer is not None or bool(self._early),
                                               timeout=min(timeouts) if timeouts else None)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 if self._allowed_error:
                     await self._read_allowed(req)
 

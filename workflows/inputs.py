@@ -9,7 +9,8 @@ its principal `queued`)."""
 
 from __future__ import annotations
 
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 from temporalio import workflow

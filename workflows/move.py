@@ -15,11 +15,11 @@ from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    import vicar.contracts as c
+    from vicar.errors import INVALID_MOVE_INPUT, validation_summary
     from vicar.memory.errors import InvalidInput
     from vicar.memory.names import check_name, check_principal
     from vicar.memory.transfer import Snapshot
-    import vicar.contracts as c
-    from vicar.errors import INVALID_MOVE_INPUT, validation_summary
     from vicar.models import TurnRequest
     from vicar.sharding import MAX_SHARDS
     from vicar.workflows.routing import run_memory_activity

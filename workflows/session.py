@@ -4,7 +4,6 @@ a durable timer) consolidation runs over the session's new memories."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
@@ -87,7 +86,7 @@ class SessionWorkflow:
             self._poked = False
             try:
                 await workflow.wait_condition(lambda: self._ended_by is not None or self._poked, timeout=idle)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 # Idle: nothing joined or finished for the whole timeout. A gate still in
                 # flight (e.g. waiting for its human) keeps the session open.
                 if not any(not g.done for g in self._gates.values()):

@@ -38,8 +38,10 @@ def identity_refusal(responder: str, identity: str | None) -> str | None:
     """Why an answer is refused when identities must match (None: they match)."""
     if identity == responder:
         return None
-    return (f"the answer's client identity {identity!r} is not its responder {responder!r} "
-            f"(VICAR_REQUIRE_IDENTITY_MATCH: connect with identity {responder!r})")
+    return (
+        f"the answer's client identity {identity!r} is not its responder {responder!r} "
+        f"(VICAR_REQUIRE_IDENTITY_MATCH: connect with identity {responder!r})"
+    )
 
 
 async def vet(client: Client, principals_dir: Path, require_match: bool, vet: c.AnswerVet) -> c.AnswerVerdict:
@@ -47,8 +49,9 @@ async def vet(client: Client, principals_dir: Path, require_match: bool, vet: c.
         policy = await asyncio.to_thread(load_policy, principals_dir, vet.principal)
     except VicarError as exc:
         # Fail closed: a list that cannot be read lets nobody answer until it is fixed.
-        return c.AnswerVerdict(allowed=False, why=f"nobody may answer for {vet.principal} until their "
-                                                  f"allow-list is fixed: {exc}")
+        return c.AnswerVerdict(
+            allowed=False, why=f"nobody may answer for {vet.principal} until their allow-list is fixed: {exc}"
+        )
     identity = await caller_identity(client, vet)
     why = policy.refusal(vet.principal, vet.responder)
     if why is None and require_match:

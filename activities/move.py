@@ -107,4 +107,5 @@ class MoveActivities:
     @activity.defn(name=c.SET_SHARD)
     async def set_shard(self, change: c.ShardChange) -> bool:
         return await self.client.get_workflow_handle(c.brain_workflow_id(change.principal)).execute_update(
-            c.SET_SHARD_UPDATE, change, result_type=bool)
+            c.SET_SHARD_UPDATE, change, result_type=bool
+        )

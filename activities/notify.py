@@ -32,9 +32,11 @@ class NotifyActivities:
             return False
         try:
             async with httpx.AsyncClient(timeout=WEBHOOK_TIMEOUT_SECONDS) as http:
-                reply = await http.post(url, content=notice.model_dump_json(),
-                                        headers={"Content-Type": "application/json",
-                                                 "Idempotency-Key": notice.event_id})
+                reply = await http.post(
+                    url,
+                    content=notice.model_dump_json(),
+                    headers={"Content-Type": "application/json", "Idempotency-Key": notice.event_id},
+                )
         except httpx.HTTPError as exc:
             raise ApplicationError(f"webhook unreachable: {type(exc).__name__}") from None  # retried
         if reply.status_code >= 500 or reply.status_code == 429:

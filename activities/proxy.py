@@ -33,8 +33,13 @@ from vicar.responders import load_policy
 
 class ProxyActivities(TurnActivities):
     def __init__(
-        self, client: Client, registry: MemoryRegistry, predictor: Predictor, settings: Settings,
-        brain_config: BrainConfig | None = None, task_queue: str = TASK_QUEUE,
+        self,
+        client: Client,
+        registry: MemoryRegistry,
+        predictor: Predictor,
+        settings: Settings,
+        brain_config: BrainConfig | None = None,
+        task_queue: str = TASK_QUEUE,
         served_shards: Collection[int] | None = None,
     ) -> None:
         self.client = client
@@ -42,8 +47,9 @@ class ProxyActivities(TurnActivities):
         self.predictor = predictor
         self.settings = settings
         # The deployment's sharding goes to every brain this worker starts.
-        self.brain_config = (brain_config or BrainConfig()).model_copy(update=dict(
-            shard_count=settings.shard_count, shard_wait_seconds=settings.shard_wait_seconds))
+        self.brain_config = (brain_config or BrainConfig()).model_copy(
+            update=dict(shard_count=settings.shard_count, shard_wait_seconds=settings.shard_wait_seconds)
+        )
         self.task_queue = task_queue
         self._served = frozenset(served_shards or ())
         self._turn_updates: collections.Counter[str] = collections.Counter()  # per principal, this process
@@ -67,9 +73,22 @@ class ProxyActivities(TurnActivities):
         """Everything that reads or writes a principal's memory (records, vectors, model,
         allow-list): on the shard's queue when sharded."""
         return [
-            self.read_counter, self.mirror_counter, self.advance_turn, self.consult, self.retrieve_context, self.prior_pass,
-            self.posterior_pass, self.extract_surprise, self.calibrate, self.reinforce, self.agent_reply,
-            self.record_outcome, self.allowed_responders, self.pin_model, self.vet_answer, self.recorded_outcome,
+            self.read_counter,
+            self.mirror_counter,
+            self.advance_turn,
+            self.consult,
+            self.retrieve_context,
+            self.prior_pass,
+            self.posterior_pass,
+            self.extract_surprise,
+            self.calibrate,
+            self.reinforce,
+            self.agent_reply,
+            self.record_outcome,
+            self.allowed_responders,
+            self.pin_model,
+            self.vet_answer,
+            self.recorded_outcome,
         ]
 
     def _predicting(self, principal: str, pin: ModelPin | None = None):
@@ -89,23 +108,42 @@ class ProxyActivities(TurnActivities):
         (chunk, N), so a retry adds no trace."""
         artifact = self._artifact(inp.request)
         with self._predicting(inp.request.principal, inp.model) as predictor:
-            result = consult(self.registry.get(inp.request.principal), predictor, inp.request, inp.n,
-                             self.settings, now=inp.now, gate_key=inp.gate_key, dialog=inp.dialog,
-                             working_memory=inp.working_memory, artifact=artifact)
-        return c.ConsultResult(prior=result.prior, posterior=result.posterior, surprise=result.surprise,
-                               calibration=result.calibration)
+            result = consult(
+                self.registry.get(inp.request.principal),
+                predictor,
+                inp.request,
+                inp.n,
+                self.settings,
+                now=inp.now,
+                gate_key=inp.gate_key,
+                dialog=inp.dialog,
+                working_memory=inp.working_memory,
+                artifact=artifact,
+            )
+        return c.ConsultResult(
+            prior=result.prior, posterior=result.posterior, surprise=result.surprise, calibration=result.calibration
+        )
 
     @activity.defn(name=c.RETRIEVE)
     @store_errors
     def retrieve_context(self, inp: c.RetrieveInput) -> c.RetrievalBundle:
         memory = self.registry.get(inp.request.principal)
         artifact = self._artifact(inp.request)
-        prior = retrieve(memory, inp.request, inp.n, "prior", options=self.settings.retrieval,
-                         params=self.settings.calibration)
+        prior = retrieve(
+            memory, inp.request, inp.n, "prior", options=self.settings.retrieval, params=self.settings.calibration
+        )
         bundle = c.RetrievalBundle(
             prior=prior,
-            posterior=retrieve(memory, inp.request, inp.n, "posterior", artifact, self.settings.retrieval,
-                               self.settings.calibration, agent_trust=prior.agent_trust),
+            posterior=retrieve(
+                memory,
+                inp.request,
+                inp.n,
+                "posterior",
+                artifact,
+                self.settings.retrieval,
+                self.settings.calibration,
+                agent_trust=prior.agent_trust,
+            ),
         )
         bundle.prior.working_memory = bundle.posterior.working_memory = inp.working_memory
         return bundle
@@ -134,8 +172,11 @@ class ProxyActivities(TurnActivities):
     def calibrate(self, inp: c.CalibrateInput) -> Calibration:
         params = self.settings.calibration
         memory = self.registry.get(inp.request.principal)
-        return calibrate(inp.confidence, calibration_inputs(
-            memory, inp.request, inp.ctx, params, now=inp.now, gate_key=inp.gate_key), params)
+        return calibrate(
+            inp.confidence,
+            calibration_inputs(memory, inp.request, inp.ctx, params, now=inp.now, gate_key=inp.gate_key),
+            params,
+        )
 
     @activity.defn(name=c.REINFORCE)
     @store_errors
@@ -161,9 +202,13 @@ class ProxyActivities(TurnActivities):
                 artifact = load_artifact(record.request, self.settings)
             except ArtifactRefused:
                 pass
-        return record_outcome(self.registry.get(record.request.principal), record, artifact=artifact,
-                              params=self.settings.calibration,
-                              facts=self.settings.facts)
+        return record_outcome(
+            self.registry.get(record.request.principal),
+            record,
+            artifact=artifact,
+            params=self.settings.calibration,
+            facts=self.settings.facts,
+        )
 
     @activity.defn(name=c.PIN_MODEL)
     @store_errors
@@ -189,8 +234,7 @@ class ProxyActivities(TurnActivities):
     @activity.defn(name=c.VET_ANSWER)
     async def vet_answer(self, vet: c.AnswerVet) -> c.AnswerVerdict:
         """Read-only: the allow-list now and the answer's caller identity from history."""
-        return await answers.vet(self.client, self.settings.principals_dir, self.settings.require_identity_match,
-                                 vet)
+        return await answers.vet(self.client, self.settings.principals_dir, self.settings.require_identity_match, vet)
 
     @activity.defn(name=c.RECORDED_OUTCOME)
     @store_errors

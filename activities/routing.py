@@ -18,7 +18,8 @@ async def locate(client: Client, settings: Settings, principal: str) -> int | No
         return None
     try:
         status = await client.get_workflow_handle(c.brain_workflow_id(principal)).query(
-            c.BRAIN_STATUS_QUERY, result_type=BrainStatus)
+            c.BRAIN_STATUS_QUERY, result_type=BrainStatus
+        )
         if status.shard is not None:
             return status.shard
     except RPCError:

@@ -35,8 +35,14 @@ STEP_DELAY_ENV = "VICAR_TEST_CONSOLIDATION_STEP_DELAY"  # declared in vicar/sett
 
 
 class SessionActivities:
-    def __init__(self, client: Client, registry: MemoryRegistry, settings: Settings,
-                 task_queue: str = TASK_QUEUE, predictor: Predictor | None = None) -> None:
+    def __init__(
+        self,
+        client: Client,
+        registry: MemoryRegistry,
+        settings: Settings,
+        task_queue: str = TASK_QUEUE,
+        predictor: Predictor | None = None,
+    ) -> None:
         # An LLM predictor's judge_conflict settles ambiguous disagreements; offline,
         # they are kept as context sensitivity.
         self.judge = predictor.judge_conflict if predictor else None
@@ -67,17 +73,25 @@ class SessionActivities:
             return await self._join(inp)
         except WorkflowUpdateFailedError as exc:
             # The session has ended: retrying cannot help; the gate goes on without it.
-            raise ApplicationError(f"session {inp.session_id} refused the gate: "
-                                   f"{getattr(exc.cause, 'message', exc.cause)}", non_retryable=True) from None
+            raise ApplicationError(
+                f"session {inp.session_id} refused the gate: {getattr(exc.cause, 'message', exc.cause)}",
+                non_retryable=True,
+            ) from None
 
     async def _join(self, inp: c.JoinInput) -> JoinReply:
         shard = await locate(self.client, self.settings, inp.principal)
         return await self.client.execute_update_with_start_workflow(
-            c.JOIN_UPDATE, inp.join,
+            c.JOIN_UPDATE,
+            inp.join,
             start_workflow_operation=WithStartWorkflowOperation(
                 c.SESSION_WORKFLOW,
-                SessionInput(principal=inp.principal, session_id=inp.session_id, config=self.settings.session,
-                             shard=shard, shard_wait_seconds=self.settings.shard_wait_seconds),
+                SessionInput(
+                    principal=inp.principal,
+                    session_id=inp.session_id,
+                    config=self.settings.session,
+                    shard=shard,
+                    shard_wait_seconds=self.settings.shard_wait_seconds,
+                ),
                 id=c.session_workflow_id(inp.principal, inp.session_id),
                 task_queue=self.task_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
@@ -99,7 +113,8 @@ class SessionActivities:
             raise
         try:
             status = await self.client.get_workflow_handle(c.brain_workflow_id(inp.principal)).query(
-                c.BRAIN_STATUS_QUERY, result_type=BrainStatus)
+                c.BRAIN_STATUS_QUERY, result_type=BrainStatus
+            )
             n = max(n, status.counter)
         except RPCError:
             pass  # no brain yet: nothing has been granted beyond the mirror
@@ -123,8 +138,7 @@ class SessionActivities:
                 time.sleep(delay)
 
         report = apply_consolidation(memory, inp.plan, on_step=step)
-        report.facts_learned = len(facts.after_consolidation(memory, inp.plan, self.settings.facts,
-                                                             self.extractor))
+        report.facts_learned = len(facts.after_consolidation(memory, inp.plan, self.settings.facts, self.extractor))
         report.buffer_kept, report.buffer_dropped = memory.settle_buffer()
         if self.refit:
             try:

@@ -39,8 +39,7 @@ def _broken(exc: BaseException) -> bool:
 
 def unavailable(exc: BaseException) -> ApplicationError:
     text = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
-    return ApplicationError(f"memory unavailable: {text}", type=c.STORE_UNAVAILABLE,
-                            non_retryable=_broken(exc))
+    return ApplicationError(f"memory unavailable: {text}", type=c.STORE_UNAVAILABLE, non_retryable=_broken(exc))
 
 
 def store_errors(fn):

@@ -50,6 +50,7 @@ class TurnActivities:
     task_queue: str
     _served: frozenset[int]
     _turn_updates: collections.Counter[str]  # take_turn updates in flight, per principal, this process
+
     @activity.defn(name=c.REQUEST_TURN)
     async def request_turn(self, ask: c.TurnAsk) -> c.TurnTicket:
         """Ask the principal's brain for a turn, starting the brain if needed. When
@@ -82,18 +83,26 @@ class TurnActivities:
                     del self._turn_updates[ask.principal]
         else:
             await self._queue_turn(ask)
-        return c.TurnTicket(local_steps=self.predictor.local, n=reply.n,
-                            max_dialog_turns=self.settings.max_dialog_turns, error=reply.error, shard=reply.shard,
-                            shard_wait_seconds=self.settings.shard_wait_seconds, release=reply.release,
-                            deadline_seconds=self.settings.gate_deadline_seconds)
+        return c.TurnTicket(
+            local_steps=self.predictor.local,
+            n=reply.n,
+            max_dialog_turns=self.settings.max_dialog_turns,
+            error=reply.error,
+            shard=reply.shard,
+            shard_wait_seconds=self.settings.shard_wait_seconds,
+            release=reply.release,
+            deadline_seconds=self.settings.gate_deadline_seconds,
+        )
 
     async def _brain_unusable(self, principal: str) -> str | None:
         """Why the principal's brain cannot grant turns (None: it looks merely busy)."""
         wid = c.brain_workflow_id(principal)
         desc = await self.client.get_workflow_handle(wid).describe()
         if desc.task_queue != self.task_queue:
-            return (f"brain unusable: {wid} runs on task queue {desc.task_queue!r}, which this deployment "
-                    f"does not serve ({self.task_queue!r}); terminate it and the next gate starts a good one")
+            return (
+                f"brain unusable: {wid} runs on task queue {desc.task_queue!r}, which this deployment "
+                f"does not serve ({self.task_queue!r}); terminate it and the next gate starts a good one"
+            )
         pending = desc.raw_description.pending_workflow_task
         if desc.raw_description.HasField("pending_workflow_task") and pending.attempt > 2:
             return f"brain unusable: {wid}'s workflow task has failed {pending.attempt - 1} times"
@@ -108,31 +117,39 @@ class TurnActivities:
         return count is None or shard_of(principal, count) in self._served
 
     def _brain_start(self, ask: c.TurnAsk) -> dict:
-        return dict(args=[BrainInput(principal=ask.principal, config=ask.config or self.brain_config)],
-                    id=c.brain_workflow_id(ask.principal), task_queue=self.task_queue)
+        return dict(
+            args=[BrainInput(principal=ask.principal, config=ask.config or self.brain_config)],
+            id=c.brain_workflow_id(ask.principal),
+            task_queue=self.task_queue,
+        )
 
     async def _take_turn_update(self, ask: c.TurnAsk) -> TurnReply:
         start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
-            c.BRAIN_WORKFLOW, **self._brain_start(ask), id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING)
+            c.BRAIN_WORKFLOW, **self._brain_start(ask), id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING
+        )
         # A failed update also fails the start operation's future: someone must retrieve
         # it, or asyncio logs "Future exception was never retrieved" for every failure.
         # (The client settles that future before the call returns or raises.)
-        asyncio.ensure_future(start.workflow_handle()).add_done_callback(
-            lambda f: f.cancelled() or f.exception())
+        asyncio.ensure_future(start.workflow_handle()).add_done_callback(lambda f: f.cancelled() or f.exception())
         return await self.client.execute_update_with_start_workflow(
-            c.TAKE_TURN_UPDATE, ask.turn, start_workflow_operation=start,
-            id=f"turn/{ask.turn.workflow_id}" + (f"/{ask.attempt}" if ask.attempt else ""), result_type=TurnReply)
+            c.TAKE_TURN_UPDATE,
+            ask.turn,
+            start_workflow_operation=start,
+            id=f"turn/{ask.turn.workflow_id}" + (f"/{ask.attempt}" if ask.attempt else ""),
+            result_type=TurnReply,
+        )
 
     async def _queue_turn(self, ask: c.TurnAsk) -> None:
         await self.client.start_workflow(
-            c.BRAIN_WORKFLOW, **self._brain_start(ask), start_signal=c.REQUEST_TURN_SIGNAL,
-            start_signal_args=[ask.turn])
+            c.BRAIN_WORKFLOW, **self._brain_start(ask), start_signal=c.REQUEST_TURN_SIGNAL, start_signal_args=[ask.turn]
+        )
 
     @activity.defn(name=c.RELEASE_TURN)
     async def release_turn(self, ask: c.TurnAsk) -> None:
         """Give the turn back. Idempotent: the brain ignores a release from a non-holder."""
         await self.client.get_workflow_handle(c.brain_workflow_id(ask.principal)).signal(
-            c.RELEASE_TURN_SIGNAL, ask.turn.gate_id)
+            c.RELEASE_TURN_SIGNAL, ask.turn.gate_id
+        )
 
     @activity.defn(name=c.READ_COUNTER)
     @store_errors

@@ -35,12 +35,16 @@ SECTIONS = {"calibration": CalibrationParams, "facts": FactParams}  # Variant fi
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--section", default="calibration", choices=sorted(SECTIONS),
-                    help="the settings the field belongs to")
+    ap.add_argument(
+        "--section", default="calibration", choices=sorted(SECTIONS), help="the settings the field belongs to"
+    )
     ap.add_argument("--param", default="probation_answers")
     ap.add_argument("--values", default="0,1,3,5,10", help="comma-separated; the first is the baseline")
-    ap.add_argument("--baseline", default="", help="FIELD=VALUE: the first row is the default with this "
-                    "instead (the mechanism off), then one row per value")
+    ap.add_argument(
+        "--baseline",
+        default="",
+        help="FIELD=VALUE: the first row is the default with this instead (the mechanism off), then one row per value",
+    )
     ap.add_argument("--title", default="", help="the report's heading")
     ap.add_argument("--limit", type=int, default=0, help="gates per reviewer (0: all)")
     ap.add_argument("--out", type=Path, required=True)
@@ -74,15 +78,21 @@ def main() -> None:
             for r, evs in events.items():
                 preds_by_reviewer[r] = replay_reviewer(evs, variant, embedder, settings)
         preds = [p for ps in preds_by_reviewer.values() for p in ps]
-        outcome[k] = {(r, p.seq): (p.autonomous, p.predicted == p.actual)
-                      for r, ps in preds_by_reviewer.items() for p in ps}
+        outcome[k] = {
+            (r, p.seq): (p.autonomous, p.predicted == p.actual) for r, ps in preds_by_reviewer.items() for p in ps
+        }
         alone = [p for p in preds if p.autonomous]
         regrets = [p for p in preds if p.regretted]
         censored = [p for p in preds if p.fired == ["censor"]]  # alone but for the censor
         scores[k] = dict(
-            f1=m.macro_f1(preds), share=len(alone) / len(preds), err=(1 - m.accuracy(alone)) if alone else None,
-            regrets=len(regrets), regrets_wrong=sum(1 for p in regrets if not p.correct),
-            censored=len(censored), censored_wrong=sum(1 for p in censored if not p.correct))
+            f1=m.macro_f1(preds),
+            share=len(alone) / len(preds),
+            err=(1 - m.accuracy(alone)) if alone else None,
+            regrets=len(regrets),
+            regrets_wrong=sum(1 for p in regrets if not p.correct),
+            censored=len(censored),
+            censored_wrong=sum(1 for p in censored if not p.correct),
+        )
         console.print(f"{args.param} {k}: macro-F1 {scores[k]['f1']:.3f}, autonomy {scores[k]['share']:.3f}")
 
     base = outcome[bounds[0]]
@@ -113,8 +123,10 @@ def main() -> None:
         avoided = sum(1 for g, (alone, right) in base.items() if alone and not right and not outcome[k][g][0])
         lost = sum(1 for g, (alone, right) in base.items() if alone and right and not outcome[k][g][0])
         err = "—" if s["err"] is None else f"{s['err']:.3f}"
-        lines.append(f"| {k} | {s['f1']:.3f} | {s['share']:.3f} | {err} | {errors} | {avoided} | {lost} | "
-                     f"{s['regrets']} ({s['regrets_wrong']}) | {s['censored']} ({s['censored_wrong']}) |")
+        lines.append(
+            f"| {k} | {s['f1']:.3f} | {s['share']:.3f} | {err} | {errors} | {avoided} | {lost} | "
+            f"{s['regrets']} ({s['regrets_wrong']}) | {s['censored']} ({s['censored_wrong']}) |"
+        )
     lines.append("")
     args.out.write_text("\n".join(lines))
     print("\n".join(lines))

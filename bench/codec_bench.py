@@ -53,6 +53,7 @@ class Counted:
         def counted(payload):
             self.n += self.counting
             return fn(payload)
+
         return counted
 
 
@@ -81,32 +82,50 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
         embedder = make_embedder(cache_file=settings.embedding_cache, params=settings.embedder)
         registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
         predictor = predictor_from_env(settings, registry)
-        workers = [build_worker(clients[m], settings, task_queue=f"codec-{m}", registry=registry,
-                                predictor=predictor)[0] for m in people]
+        workers = [
+            build_worker(clients[m], settings, task_queue=f"codec-{m}", registry=registry, predictor=predictor)[0]
+            for m in people
+        ]
         micro_us, payload_bytes = codec_alone(sealed_client)
         counted = Counted(sealed_client.data_converter.payload_codec)
         per = math.ceil(args.gates / args.principals)
         try:
             async with workers[0], workers[1]:
-                with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                              TimeElapsedColumn(), console=console) as progress:
+                with Progress(
+                    TextColumn("[bold]{task.description}"),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TimeElapsedColumn(),
+                    console=console,
+                ) as progress:
                     trained = {m: await train(clients[m], f"codec-{m}", people[m], run, progress) for m in people}
                     for r in range(args.rounds):
                         order = ["sealed", "plain"] if r % 2 == 0 else ["plain", "sealed"]
                         for m in order:
                             counted.counting = m == "sealed"
-                            results[m]["seq"].append(await sequential(
-                                clients[m], f"codec-{m}", people[m], f"{run}{r}s", args.gates,
-                                EscalationMode.never, f"{m}: sequential, round {r + 1}", progress))
+                            results[m]["seq"].append(
+                                await sequential(
+                                    clients[m],
+                                    f"codec-{m}",
+                                    people[m],
+                                    f"{run}{r}s",
+                                    args.gates,
+                                    EscalationMode.never,
+                                    f"{m}: sequential, round {r + 1}",
+                                    progress,
+                                )
+                            )
                         for m in reversed(order):
                             counted.counting = m == "sealed"
-                            results[m]["conc"].append(await concurrent(
-                                clients[m], f"codec-{m}", people[m], f"{run}{r}c", per, progress))
+                            results[m]["conc"].append(
+                                await concurrent(clients[m], f"codec-{m}", people[m], f"{run}{r}c", per, progress)
+                            )
         finally:
             registry.close()
     sealed_gates = sum(r.total for rows in results["sealed"].values() for r in rows)
-    return report(args, results, trained, micro_us, payload_bytes, counted.n / sealed_gates,
-                  time.perf_counter() - t_start)
+    return report(
+        args, results, trained, micro_us, payload_bytes, counted.n / sealed_gates, time.perf_counter() - t_start
+    )
 
 
 def report(args, results, trained, micro_us: float, payload_bytes: int, per_gate: float, seconds: float) -> str:

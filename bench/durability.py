@@ -30,8 +30,19 @@ def _reopen(registry, principals: list[str], mode: str) -> None:
         registry.release(p)
 
 
-async def durability(client, registry, timer, principals: list[str], run: str, n: int, per: int,
-                     progress, sequential, concurrent, mode_when_unsure) -> dict[str, dict]:
+async def durability(
+    client,
+    registry,
+    timer,
+    principals: list[str],
+    run: str,
+    n: int,
+    per: int,
+    progress,
+    sequential,
+    concurrent,
+    mode_when_unsure,
+) -> dict[str, dict]:
     """Per mode: the sequential autonomous gates' latencies, record_outcome's wall time
     per call, and the concurrent phase's gates/s."""
     out: dict[str, dict] = {m: {"latencies": [], "record_ms": [], "rates": []} for m in MODES}
@@ -39,18 +50,26 @@ async def durability(client, registry, timer, principals: list[str], run: str, n
     block = max(1, math.ceil(n / BLOCKS))
     try:
         for b in range(BLOCKS):
-            for mode in (MODES if b % 2 == 0 else MODES[::-1]):
+            for mode in MODES if b % 2 == 0 else MODES[::-1]:
                 _reopen(registry, principals, mode)
                 timer.samples.clear()
                 timer.enabled = True
-                row = await sequential(client, "bench-gates", principals, f"{run}d{mode[0]}{b}", block,
-                                       mode_when_unsure, f"durability: synchronous={mode}, sequential (block {b + 1})",
-                                       progress)
+                row = await sequential(
+                    client,
+                    "bench-gates",
+                    principals,
+                    f"{run}d{mode[0]}{b}",
+                    block,
+                    mode_when_unsure,
+                    f"durability: synchronous={mode}, sequential (block {b + 1})",
+                    progress,
+                )
                 timer.enabled = False
                 out[mode]["latencies"] += row.latencies
                 out[mode]["record_ms"] += [s * 1000 for s in timer.samples.get("record_outcome", [])]
-                conc = await concurrent(client, "bench-gates", principals, f"{run}d{mode[0]}{b}c",
-                                        max(2, per // 2), progress)
+                conc = await concurrent(
+                    client, "bench-gates", principals, f"{run}d{mode[0]}{b}c", max(2, per // 2), progress
+                )
                 out[mode]["rates"].append(conc.rate or math.nan)
     finally:
         timer.enabled = False
@@ -71,22 +90,37 @@ def direct_record(root: Path, embedder, params, n: int) -> dict[str, list[float]
     k = 0
     try:
         for b in range(BLOCKS):
-            for mode in (MODES if b % 2 == 0 else MODES[::-1]):
+            for mode in MODES if b % 2 == 0 else MODES[::-1]:
                 store_module.DURABLE_SYNCHRONOUS = mode
                 mem = PrincipalMemory(f"bench-direct-{mode.lower()}", root, embedder, params)
                 try:
                     for _ in range(max(1, n // BLOCKS)):
                         k += 1
-                        req = GateRequest(principal=mem.principal, gate_id=f"direct-{k}", state="WORK_ASSERT",
-                                          task_type="docs", question="Approve the documentation update?",
-                                          artifact_text=f"Fix typo number {k} in the durability guide.")
+                        req = GateRequest(
+                            principal=mem.principal,
+                            gate_id=f"direct-{k}",
+                            state="WORK_ASSERT",
+                            task_type="docs",
+                            question="Approve the documentation update?",
+                            artifact_text=f"Fix typo number {k} in the durability guide.",
+                        )
                         at = mem.counter() + 1
                         mem.raise_counter(at)
                         t0 = time.perf_counter()
-                        record_outcome(mem, OutcomeRecord(
-                            request=req, n=at, workflow_id=f"direct/{req.gate_id}", action=Action.approve,
-                            response_text="Fine.", answered_by=AnsweredBy.human, responder="bench",
-                            prior=guess, posterior=guess))
+                        record_outcome(
+                            mem,
+                            OutcomeRecord(
+                                request=req,
+                                n=at,
+                                workflow_id=f"direct/{req.gate_id}",
+                                action=Action.approve,
+                                response_text="Fine.",
+                                answered_by=AnsweredBy.human,
+                                responder="bench",
+                                prior=guess,
+                                posterior=guess,
+                            ),
+                        )
                         out[mode].append((time.perf_counter() - t0) * 1000)
                 finally:
                     mem.close()
@@ -101,10 +135,29 @@ def _server(db: Path, mode: str) -> tuple[subprocess.Popen, str]:
 
     port = free_port()
     proc = subprocess.Popen(
-        [temporal_binary(), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port),
-         "--ui-port", str(free_port()), "--db-filename", str(db), "--log-level", "error",
-         "--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", f"synchronous={mode.lower()}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        [
+            temporal_binary(),
+            "server",
+            "start-dev",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--ui-port",
+            str(free_port()),
+            "--db-filename",
+            str(db),
+            "--log-level",
+            "error",
+            "--sqlite-pragma",
+            "journal_mode=wal",
+            "--sqlite-pragma",
+            f"synchronous={mode.lower()}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
     return proc, f"127.0.0.1:{port}"
 
 
@@ -133,13 +186,25 @@ async def server_floors(data_dir: Path, n: int, local_activities: int, baseline,
                         await asyncio.sleep(0.2)
                 else:
                     raise RuntimeError(f"dev server at {address} did not come up")
-                await stack.enter_async_context(Worker(
-                    clients[mode], task_queue="durable-floor", workflows=[FloorWorkflow], activities=[noop],
-                    activity_executor=ThreadPoolExecutor(max_workers=2)))
+                await stack.enter_async_context(
+                    Worker(
+                        clients[mode],
+                        task_queue="durable-floor",
+                        workflows=[FloorWorkflow],
+                        activities=[noop],
+                        activity_executor=ThreadPoolExecutor(max_workers=2),
+                    )
+                )
             for b in range(BLOCKS):
-                for mode in (MODES if b % 2 == 0 else MODES[::-1]):
-                    row = await baseline(clients[mode], "durable-floor", max(1, n // BLOCKS), local_activities,
-                                         f"durability: floor, server synchronous={mode} (block {b + 1})", progress)
+                for mode in MODES if b % 2 == 0 else MODES[::-1]:
+                    row = await baseline(
+                        clients[mode],
+                        "durable-floor",
+                        max(1, n // BLOCKS),
+                        local_activities,
+                        f"durability: floor, server synchronous={mode} (block {b + 1})",
+                        progress,
+                    )
                     out[mode] += [x * 1000 for x in row.latencies]
     finally:
         for proc in procs:
@@ -154,8 +219,15 @@ def _pct(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
-def report_lines(out: dict[str, dict], direct: dict[str, list[float]], floors: dict[str, list[float]],
-                 floor_p50_ms: float, floor_rate: float, data_dir: str, fs: str) -> list[str]:
+def report_lines(
+    out: dict[str, dict],
+    direct: dict[str, list[float]],
+    floors: dict[str, list[float]],
+    floor_p50_ms: float,
+    floor_rate: float,
+    data_dir: str,
+    fs: str,
+) -> list[str]:
     lat = {m: [x * 1000 for x in out[m]["latencies"]] for m in MODES}
     p50 = {m: _pct(lat[m], 50) for m in MODES}
     rec = {m: _pct(out[m]["record_ms"], 50) for m in MODES}
@@ -171,15 +243,18 @@ def report_lines(out: dict[str, dict], direct: dict[str, list[float]], floors: d
         "| measurement | pragma | n | p50 ms | p95 ms | mean ms |",
         "|---|---|---|---|---|---|",
     ]
-    for title, data in [("record_outcome called directly (memory store)", direct),
-                        ("record_outcome inside the sequential gates (memory store)",
-                         {m: out[m]["record_ms"] for m in MODES}),
-                        ("sequential autonomous gate, start to result (memory store)", lat),
-                        ("Temporal's floor for the gate's shape on a fresh dev server (server's SQLite)", floors)]:
+    for title, data in [
+        ("record_outcome called directly (memory store)", direct),
+        ("record_outcome inside the sequential gates (memory store)", {m: out[m]["record_ms"] for m in MODES}),
+        ("sequential autonomous gate, start to result (memory store)", lat),
+        ("Temporal's floor for the gate's shape on a fresh dev server (server's SQLite)", floors),
+    ]:
         for m in MODES:
             v = data[m]
-            lines.append(f"| {title} | {m} | {len(v)} | {_pct(v, 50):.1f} | {_pct(v, 95):.1f} | "
-                         f"{statistics.fmean(v) if v else math.nan:.1f} |")
+            lines.append(
+                f"| {title} | {m} | {len(v)} | {_pct(v, 50):.1f} | {_pct(v, 95):.1f} | "
+                f"{statistics.fmean(v) if v else math.nan:.1f} |"
+            )
     lines += [
         "",
         f"- memory store: FULL costs {d50['FULL'] - d50['NORMAL']:+.1f} ms per record_outcome at the p50 called "
@@ -209,4 +284,3 @@ def filesystem_of(path: str) -> str:
     except OSError:
         pass
     return f"{best[1]} ({best[2]}, mounted at {best[0]})"
-

@@ -83,7 +83,8 @@ class FloorBrainWorkflow:
     @workflow.run
     async def run(self) -> None:
         await workflow.wait_condition(
-            lambda: self._grants >= MAX_GRANTS_PER_RUN or workflow.info().is_continue_as_new_suggested())
+            lambda: self._grants >= MAX_GRANTS_PER_RUN or workflow.info().is_continue_as_new_suggested()
+        )
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new()
 
@@ -100,9 +101,12 @@ class FloorBrainActivities:
     @activity.defn(name="bench_take_turn")
     async def take_turn(self, turn: FloorTurn) -> int:
         return await self.client.execute_update_with_start_workflow(
-            FloorBrainWorkflow.take_turn, turn.gate_id,
+            FloorBrainWorkflow.take_turn,
+            turn.gate_id,
             start_workflow_operation=WithStartWorkflowOperation(
-                FloorBrainWorkflow.run, id=turn.brain_id, task_queue=activity.info().task_queue,
+                FloorBrainWorkflow.run,
+                id=turn.brain_id,
+                task_queue=activity.info().task_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             ),
             id=f"turn/{turn.gate_id}",

@@ -103,14 +103,19 @@ def gate(principal: str, run: str, i: int, mode: EscalationMode = EscalationMode
     # A number never used before in this run: the embedder caches by text, and a repeated
     # artifact would skip the embedding a real gate pays for.
     return GateRequest(
-        principal=principal, gate_id=f"bench-{run}-{principal}-{mode.value}-{i}", state=CfAState.WORK_ASSERT,
-        task_type=TASK_TYPE, question=QUESTION, escalation_mode=mode,
+        principal=principal,
+        gate_id=f"bench-{run}-{principal}-{mode.value}-{i}",
+        state=CfAState.WORK_ASSERT,
+        task_type=TASK_TYPE,
+        question=QUESTION,
+        escalation_mode=mode,
         artifact_text=f"Fix typo number {next(ARTIFACT_NUMBERS)} in the installation guide.",
     )
 
 
-async def run_gate(client: Client, req: GateRequest, tq: str, poll: float | None,
-                   timeout: float = GATE_TIMEOUT) -> tuple[GateResult, float, bool]:
+async def run_gate(
+    client: Client, req: GateRequest, tq: str, poll: float | None, timeout: float = GATE_TIMEOUT
+) -> tuple[GateResult, float, bool]:
     """Start a gate and wait for its result, answering as the human if it escalates.
     Checks for escalation only every `poll` seconds (None: never, for gates that cannot
     escalate): each query costs the worker and the server work that would slow the gates
@@ -127,8 +132,10 @@ async def run_gate(client: Client, req: GateRequest, tq: str, poll: float | None
                     break
             res = await result
     except TimeoutError:
-        raise RuntimeError(f"gate {req.gate_id} did not finish in {timeout:.0f} s; see its history "
-                           f"(workflow {c.gate_workflow_id(req.gate_id)})") from None
+        raise RuntimeError(
+            f"gate {req.gate_id} did not finish in {timeout:.0f} s; see its history "
+            f"(workflow {c.gate_workflow_id(req.gate_id)})"
+        ) from None
     return res, time.perf_counter() - t0, eagerly_started(handle)
 
 
@@ -161,8 +168,16 @@ async def train(client: Client, tq: str, principals: list[str], run: str, progre
     return dict(zip(principals, await asyncio.gather(*(one(p) for p in principals))))
 
 
-async def sequential(client: Client, tq: str, principals: list[str], run: str, n: int,
-                     mode: EscalationMode, label: str, progress: Progress) -> Row:
+async def sequential(
+    client: Client,
+    tq: str,
+    principals: list[str],
+    run: str,
+    n: int,
+    mode: EscalationMode,
+    label: str,
+    progress: Progress,
+) -> Row:
     row = Row(label)
     bar = progress.add_task(label, total=n)
     for i in range(n):
@@ -172,8 +187,7 @@ async def sequential(client: Client, tq: str, principals: list[str], run: str, n
     return row
 
 
-async def concurrent(client: Client, tq: str, principals: list[str], run: str, per: int,
-                     progress: Progress) -> Row:
+async def concurrent(client: Client, tq: str, principals: list[str], run: str, per: int, progress: Progress) -> Row:
     # escalation_mode=never: every gate runs the whole proxy path and none waits for the
     # scripted human, so the figure is the proxy's throughput, not the human's 3 s delay.
     row = Row(f"gates (escalation_mode=never), {len(principals)} principals concurrently")
@@ -199,8 +213,16 @@ async def burst(client: Client, tq: str, principals: list[str], run: str, count:
     async def one(i: int) -> None:
         # Queued behind up to count / principals others of the same principal: no poll
         # (a never gate cannot escalate) and a timeout for the whole burst.
-        record(row, *await run_gate(client, gate(principals[i % len(principals)], run + "b", i, EscalationMode.never),
-                                    tq, poll=None, timeout=GATE_TIMEOUT * max(1, count // len(principals))))
+        record(
+            row,
+            *await run_gate(
+                client,
+                gate(principals[i % len(principals)], run + "b", i, EscalationMode.never),
+                tq,
+                poll=None,
+                timeout=GATE_TIMEOUT * max(1, count // len(principals)),
+            ),
+        )
         progress.advance(bar)
 
     t0 = time.perf_counter()
@@ -225,14 +247,25 @@ def proxy_work(settings: Settings, registry, predictor, principals: list[str], p
         n = memory.counter() + 1
         memory.raise_counter(n)
         model = predictor.pin(p) if predictor.pin else None
-        with (predictor.using(p, model) if predictor.using else contextlib.nullcontext(predictor)) as pred:
+        with predictor.using(p, model) if predictor.using else contextlib.nullcontext(predictor) as pred:
             res = consult(memory, pred, req, n, settings, now=dt.datetime.now(dt.UTC), gate_key=req.gate_id)
-        record_outcome(memory, OutcomeRecord(
-            request=req, n=n, workflow_id=f"direct/{req.gate_id}",
-            action=Action.approve if human else (res.posterior.action or Action.approve),
-            response_text=HUMAN.text if human else res.posterior.prose, responder="bench" if human else None,
-            answered_by=AnsweredBy.human if human else AnsweredBy.proxy, prior=res.prior, posterior=res.posterior,
-            surprise=res.surprise, at=dt.datetime.now(dt.UTC), calibration=res.calibration))
+        record_outcome(
+            memory,
+            OutcomeRecord(
+                request=req,
+                n=n,
+                workflow_id=f"direct/{req.gate_id}",
+                action=Action.approve if human else (res.posterior.action or Action.approve),
+                response_text=HUMAN.text if human else res.posterior.prose,
+                responder="bench" if human else None,
+                answered_by=AnsweredBy.human if human else AnsweredBy.proxy,
+                prior=res.prior,
+                posterior=res.posterior,
+                surprise=res.surprise,
+                at=dt.datetime.now(dt.UTC),
+                calibration=res.calibration,
+            ),
+        )
 
     for p in principals:
         for i in range(TRAINED_STREAK + 3):
@@ -258,26 +291,45 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
         embedder = make_embedder(cache_file=settings.embedding_cache, params=settings.embedder)
         registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
         predictor = predictor_from_env(settings, registry)
-        gate_worker, _ = build_worker(client, settings, task_queue="bench-gates", registry=registry,
-                                      predictor=predictor)
-        floor_worker = Worker(client, task_queue="bench-floor",
-                              workflows=[FloorWorkflow, FloorBrainWorkflow, FloorGateWorkflow],
-                              activities=[noop, *FloorBrainActivities(client).all()],
-                              activity_executor=ThreadPoolExecutor(max_workers=4))
+        gate_worker, _ = build_worker(
+            client, settings, task_queue="bench-gates", registry=registry, predictor=predictor
+        )
+        floor_worker = Worker(
+            client,
+            task_queue="bench-floor",
+            workflows=[FloorWorkflow, FloorBrainWorkflow, FloorGateWorkflow],
+            activities=[noop, *FloorBrainActivities(client).all()],
+            activity_executor=ThreadPoolExecutor(max_workers=4),
+        )
         setup_s = time.perf_counter() - t_start
         server_pid = server.pid if server else None
-        console.print(f"server {server.address if server else '?'}, data dir {settings.data_dir}, "
-                      f"setup {setup_s:.1f} s")
+        console.print(
+            f"server {server.address if server else '?'}, data dir {settings.data_dir}, setup {setup_s:.1f} s"
+        )
         try:
             async with gate_worker, floor_worker:
-                with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                              TimeElapsedColumn(), console=console) as progress:
+                with Progress(
+                    TextColumn("[bold]{task.description}"),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TimeElapsedColumn(),
+                    console=console,
+                ) as progress:
                     floor_n = max(args.gates, 50)
-                    base = await metered(server_pid, baseline(
-                        client, "bench-floor", floor_n, 0, "empty workflow (baseline)", progress))
-                    shape = await metered(server_pid, baseline(
-                        client, "bench-floor", floor_n, GATE_LOCAL_ACTIVITIES,
-                        f"workflow with {GATE_LOCAL_ACTIVITIES} no-op local activities (baseline)", progress))
+                    base = await metered(
+                        server_pid, baseline(client, "bench-floor", floor_n, 0, "empty workflow (baseline)", progress)
+                    )
+                    shape = await metered(
+                        server_pid,
+                        baseline(
+                            client,
+                            "bench-floor",
+                            floor_n,
+                            GATE_LOCAL_ACTIVITIES,
+                            f"workflow with {GATE_LOCAL_ACTIVITIES} no-op local activities (baseline)",
+                            progress,
+                        ),
+                    )
                     per = math.ceil(args.gates / args.principals)
                     c_rows = []
                     for shape_, label in [
@@ -288,36 +340,81 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
                     ]:
                         label = f"{label}, {args.principals} principals concurrently (baseline)"
                         # Warm-up, not measured: starts the floor brains, warms the paths.
-                        await concurrent_baseline(client, "bench-floor", principals, run, 2, shape_,
-                                                  "warm-up: " + label, progress)
-                        c_rows.append(await metered(server_pid, concurrent_baseline(
-                            client, "bench-floor", principals, run, per, shape_, label, progress)))
+                        await concurrent_baseline(
+                            client, "bench-floor", principals, run, 2, shape_, "warm-up: " + label, progress
+                        )
+                        c_rows.append(
+                            await metered(
+                                server_pid,
+                                concurrent_baseline(
+                                    client, "bench-floor", principals, run, per, shape_, label, progress
+                                ),
+                            )
+                        )
                     c_base, c_shape, c_brain, c_full = c_rows
                     trained = await train(client, "bench-gates", principals, run, progress)
                     direct_ms = await asyncio.to_thread(
-                        proxy_work, settings, registry, predictor,
-                        [f"bench-direct-p{i}" for i in range(args.principals)], per)
+                        proxy_work,
+                        settings,
+                        registry,
+                        predictor,
+                        [f"bench-direct-p{i}" for i in range(args.principals)],
+                        per,
+                    )
                     timer.enabled = True
-                    alone = await metered(server_pid, sequential(
-                        client, "bench-gates", principals, run + "a", args.gates,
-                        EscalationMode.when_unsure, "autonomous gate (when_unsure), sequential", progress))
+                    alone = await metered(
+                        server_pid,
+                        sequential(
+                            client,
+                            "bench-gates",
+                            principals,
+                            run + "a",
+                            args.gates,
+                            EscalationMode.when_unsure,
+                            "autonomous gate (when_unsure), sequential",
+                            progress,
+                        ),
+                    )
                     timer.enabled = False
-                    never = await metered(server_pid, sequential(
-                        client, "bench-gates", principals, run + "n", args.gates,
-                        EscalationMode.never, "gate, escalation_mode=never, sequential", progress))
-                    conc = await metered(server_pid, concurrent(
-                        client, "bench-gates", principals, run, per, progress))
+                    never = await metered(
+                        server_pid,
+                        sequential(
+                            client,
+                            "bench-gates",
+                            principals,
+                            run + "n",
+                            args.gates,
+                            EscalationMode.never,
+                            "gate, escalation_mode=never, sequential",
+                            progress,
+                        ),
+                    )
+                    conc = await metered(server_pid, concurrent(client, "bench-gates", principals, run, per, progress))
                     metrics_url = server_metrics_url(settings.data_dir)
                     exhausted_before = resource_exhausted(metrics_url)
-                    bursting = await metered(server_pid, burst(
-                        client, "bench-gates", principals, run, args.burst, progress))
+                    bursting = await metered(
+                        server_pid, burst(client, "bench-gates", principals, run, args.burst, progress)
+                    )
                     exhausted = delta(exhausted_before, resource_exhausted(metrics_url))
-                    durable = await durability(client, registry, timer, principals, run, args.gates, per, progress,
-                                               sequential, concurrent, EscalationMode.when_unsure)
-                    direct_durable = await asyncio.to_thread(direct_record, settings.principals_dir, embedder,
-                                                             settings.memory, args.gates)
-                    floors_durable = await server_floors(settings.data_dir, args.gates, GATE_LOCAL_ACTIVITIES,
-                                                         baseline, progress)
+                    durable = await durability(
+                        client,
+                        registry,
+                        timer,
+                        principals,
+                        run,
+                        args.gates,
+                        per,
+                        progress,
+                        sequential,
+                        concurrent,
+                        EscalationMode.when_unsure,
+                    )
+                    direct_durable = await asyncio.to_thread(
+                        direct_record, settings.principals_dir, embedder, settings.memory, args.gates
+                    )
+                    floors_durable = await server_floors(
+                        settings.data_dir, args.gates, GATE_LOCAL_ACTIVITIES, baseline, progress
+                    )
             gate_anatomy = await anatomy(client, alone)
         finally:
             registry.close()
@@ -329,11 +426,33 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
     for cells in table_rows(rows):
         table.add_row(*cells)
     console.print(table)
-    text = report(args, rows, trained, acts, gate_anatomy, (load_before, os.getloadavg()[0]), setup_s,
-                  time.perf_counter() - t_start, exhausted, direct_ms)
-    return text + "\n" + "\n".join(durability_lines(
-        durable, direct_durable, floors_durable, shape.pct(50), c_full.rate or math.nan, str(settings.data_dir),
-        filesystem_of(str(settings.data_dir))))
+    text = report(
+        args,
+        rows,
+        trained,
+        acts,
+        gate_anatomy,
+        (load_before, os.getloadavg()[0]),
+        setup_s,
+        time.perf_counter() - t_start,
+        exhausted,
+        direct_ms,
+    )
+    return (
+        text
+        + "\n"
+        + "\n".join(
+            durability_lines(
+                durable,
+                direct_durable,
+                floors_durable,
+                shape.pct(50),
+                c_full.rate or math.nan,
+                str(settings.data_dir),
+                filesystem_of(str(settings.data_dir)),
+            )
+        )
+    )
 
 
 def main() -> None:

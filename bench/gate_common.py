@@ -47,8 +47,11 @@ class Row:
     cpu: tuple[float, float] = (math.nan, math.nan)  # CPU seconds: this process, the server
 
     def pct(self, q: int) -> float:
-        return statistics.quantiles(self.latencies, n=100, method="inclusive")[q - 1] * 1000 if len(
-            self.latencies) > 1 else self.mean
+        return (
+            statistics.quantiles(self.latencies, n=100, method="inclusive")[q - 1] * 1000
+            if len(self.latencies) > 1
+            else self.mean
+        )
 
     @property
     def mean(self) -> float:
@@ -100,8 +103,7 @@ class ActivityTimer(ClientInterceptor, WorkerInterceptor):
 
 def breakdown(timer: ActivityTimer, gates: int) -> list[tuple[str, float, int]]:
     """(activity, mean ms per counted gate, calls) for the sequential when_unsure phase."""
-    return sorted(((name, sum(v) * 1000 / gates, len(v)) for name, v in timer.samples.items()),
-                  key=lambda t: -t[1])
+    return sorted(((name, sum(v) * 1000 / gates, len(v)) for name, v in timer.samples.items()), key=lambda t: -t[1])
 
 
 def eagerly_started(handle: WorkflowHandle) -> bool:

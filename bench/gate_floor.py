@@ -27,8 +27,12 @@ async def baseline(client: Client, tq: str, n: int, local_activities: int, label
     for i in range(BASELINE_WARMUP + n):
         t0 = time.perf_counter()
         handle = await client.start_workflow(
-            FloorWorkflow.run, local_activities, id=f"bench-floor-{uuid.uuid4().hex}", task_queue=tq,
-            request_eager_start=True)
+            FloorWorkflow.run,
+            local_activities,
+            id=f"bench-floor-{uuid.uuid4().hex}",
+            task_queue=tq,
+            request_eager_start=True,
+        )
         await handle.result()
         if i >= BASELINE_WARMUP:
             row.total += 1
@@ -55,18 +59,39 @@ FloorShape = int | FloorGate
 async def start_floor(client: Client, tq: str, shape: FloorShape, brain_id: str) -> WorkflowHandle:
     wid = f"bench-floor-{uuid.uuid4().hex}"
     if isinstance(shape, FloorGate):
-        attributes = TypedSearchAttributes([
-            SearchAttributePair(sa.STATUS, GateStatus.queued.value), SearchAttributePair(sa.PRINCIPAL, brain_id),
-            SearchAttributePair(sa.STATE, CfAState.PLAN_ASSERT.value), SearchAttributePair(sa.TASK_TYPE, "bench"),
-        ]) if shape.full else None
+        attributes = (
+            TypedSearchAttributes(
+                [
+                    SearchAttributePair(sa.STATUS, GateStatus.queued.value),
+                    SearchAttributePair(sa.PRINCIPAL, brain_id),
+                    SearchAttributePair(sa.STATE, CfAState.PLAN_ASSERT.value),
+                    SearchAttributePair(sa.TASK_TYPE, "bench"),
+                ]
+            )
+            if shape.full
+            else None
+        )
         return await client.start_workflow(
-            FloorGateWorkflow.run, FloorGateInput(brain_id, steps=3 if shape.full else 2, done_status=shape.full),
-            id=wid, task_queue=tq, request_eager_start=True, search_attributes=attributes)
+            FloorGateWorkflow.run,
+            FloorGateInput(brain_id, steps=3 if shape.full else 2, done_status=shape.full),
+            id=wid,
+            task_queue=tq,
+            request_eager_start=True,
+            search_attributes=attributes,
+        )
     return await client.start_workflow(FloorWorkflow.run, shape, id=wid, task_queue=tq, request_eager_start=True)
 
 
-async def concurrent_baseline(client: Client, tq: str, principals: list[str], run: str, per: int,
-                              shape: FloorShape, label: str, progress: Progress) -> Row:
+async def concurrent_baseline(
+    client: Client,
+    tq: str,
+    principals: list[str],
+    run: str,
+    per: int,
+    shape: FloorShape,
+    label: str,
+    progress: Progress,
+) -> Row:
     """`per` floor workflows per principal, the principals concurrently, each one's in turn
     (the concurrent gate phase's pattern). The floor gates of a principal share its brain."""
     row = Row(label)

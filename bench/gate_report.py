@@ -36,15 +36,36 @@ def machine() -> str:
     return machine_line(f"temporalio {temporalio.__version__}")
 
 
-
 def table_rows(rows: list[Row]) -> list[list[str]]:
-    return [[r.label, str(len(r.latencies)), f"{r.escalated}/{r.total}", f"{r.eager}/{r.total}",
-             fmt(r.pct(50)), fmt(r.pct(95)), fmt(r.mean), fmt(r.rate), fmt(r.cpu_ms(0), ".0f"),
-             fmt(r.cpu_ms(1), ".0f")] for r in rows]
+    return [
+        [
+            r.label,
+            str(len(r.latencies)),
+            f"{r.escalated}/{r.total}",
+            f"{r.eager}/{r.total}",
+            fmt(r.pct(50)),
+            fmt(r.pct(95)),
+            fmt(r.mean),
+            fmt(r.rate),
+            fmt(r.cpu_ms(0), ".0f"),
+            fmt(r.cpu_ms(1), ".0f"),
+        ]
+        for r in rows
+    ]
 
 
-HEADERS = ["measurement", "counted", "escalated", "eager start", "p50 ms", "p95 ms", "mean ms", "gates/s",
-           "CPU ms/gate: python", "CPU ms/gate: server"]
+HEADERS = [
+    "measurement",
+    "counted",
+    "escalated",
+    "eager start",
+    "p50 ms",
+    "p95 ms",
+    "mean ms",
+    "gates/s",
+    "CPU ms/gate: python",
+    "CPU ms/gate: server",
+]
 
 
 @dataclass
@@ -67,8 +88,11 @@ async def anatomy(client: Client, row: Row) -> Anatomy | None:
     at = {e.event_id: e.event_time.ToNanoseconds() / 1e6 for e in events}
     done = [e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED]
     return Anatomy(
-        gate_id=row.ids[i], client_ms=row.latencies[i] * 1000, run_ms=at[events[-1].event_id] - at[events[0].event_id],
-        tasks=len(done), events=len(events),
+        gate_id=row.ids[i],
+        client_ms=row.latencies[i] * 1000,
+        run_ms=at[events[-1].event_id] - at[events[0].event_id],
+        tasks=len(done),
+        events=len(events),
         task_ms=sum(at[e.event_id] - at[e.workflow_task_completed_event_attributes.started_event_id] for e in done),
     )
 
@@ -83,9 +107,18 @@ def cores_busy(row: Row, which: tuple[int, ...] = (0, 1)) -> float:
     return sum(row.cpu[i] for i in which) / row.wall if row.wall else math.nan
 
 
-def report(args: argparse.Namespace, rows: list[Row], trained: dict[str, int], acts: list[tuple[str, float, int]],
-           gate_anatomy: Anatomy | None, load: tuple[float, float], setup_s: float, total_s: float,
-           exhausted: dict[str, int], direct_ms: float) -> str:
+def report(
+    args: argparse.Namespace,
+    rows: list[Row],
+    trained: dict[str, int],
+    acts: list[tuple[str, float, int]],
+    gate_anatomy: Anatomy | None,
+    load: tuple[float, float],
+    setup_s: float,
+    total_s: float,
+    exhausted: dict[str, int],
+    direct_ms: float,
+) -> str:
     base, shape, c_base, c_shape, c_brain, c_full, alone, never, conc, bursting = rows
     p50 = alone.pct(50)
     floor_rate = c_full.rate or math.nan
@@ -172,20 +205,24 @@ def report(args: argparse.Namespace, rows: list[Row], trained: dict[str, int], a
         f"floor's rate (floor CPU / (floor CPU + proxy work)); {FLOOR_SHARE_GOAL:.0%} would need the proxy's "
         f"work at most {fmt(floor_cpu * (1 / FLOOR_SHARE_GOAL - 1))} ms per gate.",
         f"- the {THROUGHPUT_GOAL:.0f} gates/s goal is "
-        + (f"**above Temporal's floor** for the gate with the brain's turn protocol ({fmt(floor_rate)}/s): "
-           "not reachable on this machine with this protocol, even with free proxy work."
-           if not floor_rate >= THROUGHPUT_GOAL else
-           f"**below Temporal's floor** for the gate with the brain's turn protocol ({fmt(floor_rate)}/s): "
-           f"Temporal leaves {fmt(1000 / THROUGHPUT_GOAL - 1000 / floor_rate)} ms of wall time per gate "
-           f"(at {args.principals}-way concurrency, ~{fmt(1000 / THROUGHPUT_GOAL, '.0f')} ms per gate "
-           "in all) for the proxy's own work."),
+        + (
+            f"**above Temporal's floor** for the gate with the brain's turn protocol ({fmt(floor_rate)}/s): "
+            "not reachable on this machine with this protocol, even with free proxy work."
+            if not floor_rate >= THROUGHPUT_GOAL
+            else f"**below Temporal's floor** for the gate with the brain's turn protocol ({fmt(floor_rate)}/s): "
+            f"Temporal leaves {fmt(1000 / THROUGHPUT_GOAL - 1000 / floor_rate)} ms of wall time per gate "
+            f"(at {args.principals}-way concurrency, ~{fmt(1000 / THROUGHPUT_GOAL, '.0f')} ms per gate "
+            "in all) for the proxy's own work."
+        ),
         "",
         "## Where a sequential autonomous gate's time goes (activity wall time, mean per gate)",
         "",
         "| activity | ms per gate | calls |",
         "|---|---|---|",
-        *(f"| {name}{' (brain, inside request_turn)' if name in BRAIN_ACTIVITIES else ''} | {ms:.1f} | {calls} |"
-          for name, ms, calls in acts),
+        *(
+            f"| {name}{' (brain, inside request_turn)' if name in BRAIN_ACTIVITIES else ''} | {ms:.1f} | {calls} |"
+            for name, ms, calls in acts
+        ),
         f"| **sum of the gate's activities** | {sum(ms for n, ms, _ in acts if n not in BRAIN_ACTIVITIES):.1f} | |",
         f"| gate mean latency | {fmt(alone.mean)} | |",
         "",

@@ -44,8 +44,11 @@ async def main(per: int) -> None:
                 print(f"trained; pid {os.getpid()}", flush=True)
                 cpu = time.process_time()
                 row = await gb.concurrent(client, "hot", PRINCIPALS, "h", per, progress)
-                print(f"{row.rate:.2f} gates/s, {(time.process_time() - cpu) * 1000 / row.total:.1f} ms CPU "
-                      f"per gate (this process)", flush=True)
+                print(
+                    f"{row.rate:.2f} gates/s, {(time.process_time() - cpu) * 1000 / row.total:.1f} ms CPU "
+                    f"per gate (this process)",
+                    flush=True,
+                )
         registry.close()
 
 

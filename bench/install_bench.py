@@ -91,8 +91,11 @@ def texts(n: int) -> list[str]:
 
 def size_bytes(path: Path) -> int:
     # du's allocated size, as `du -s` reports it (block size 1 byte: apparent would undercount).
-    return int(subprocess.run(["du", "-s", "--block-size=1", str(path)], capture_output=True, text=True,
-                              check=True).stdout.split()[0])
+    return int(
+        subprocess.run(
+            ["du", "-s", "--block-size=1", str(path)], capture_output=True, text=True, check=True
+        ).stdout.split()[0]
+    )
 
 
 def build(venv: Path, steps: list[list[str]]) -> float:
@@ -110,8 +113,13 @@ def has(venv: Path, module: str) -> bool:
 
 
 def embed(venv: Path, texts_file: Path, embedder: str, out: Path) -> dict:
-    run = subprocess.run([str(venv / "bin" / "python"), "-c", EMBED, str(texts_file), embedder, str(out)],
-                         capture_output=True, text=True, check=True, cwd=ROOT)
+    run = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", EMBED, str(texts_file), embedder, str(out)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
@@ -127,11 +135,19 @@ def demo(venv: Path, command: list[str], data_dir: Path) -> tuple[int, float, st
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VICAR_", "TEMPORAL_"))}
     env.update(VICAR_DATA_DIR=str(data_dir), PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}")
     t = time.perf_counter()
-    run = subprocess.run([str(venv / "bin" / command[0]), *command[1:]],
-                         capture_output=True, text=True, env=env, cwd=data_dir.parent, timeout=900)
+    run = subprocess.run(
+        [str(venv / "bin" / command[0]), *command[1:]],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=data_dir.parent,
+        timeout=900,
+    )
     seconds = time.perf_counter() - t
-    summary = next((ln.strip() for ln in run.stdout.splitlines() if re.match(r"\s*\d+ gates in ", ln)),
-                   (run.stdout + run.stderr).strip().splitlines()[-1:] or [""])
+    summary = next(
+        (ln.strip() for ln in run.stdout.splitlines() if re.match(r"\s*\d+ gates in ", ln)),
+        (run.stdout + run.stderr).strip().splitlines()[-1:] or [""],
+    )
     return run.returncode, seconds, summary if isinstance(summary, str) else summary[0]
 
 
@@ -141,6 +157,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "INSTALL_RESULTS.md")
     args = ap.parse_args()
     import numpy as np
+
     started = datetime.now(UTC)
 
     with tempfile.TemporaryDirectory(prefix="vicar-install-") as tmp:
@@ -164,9 +181,11 @@ def main() -> None:
         texts_file = tmp / "texts.json"
         texts_file.write_text(json.dumps(sample))
         print(f"embedding {len(sample)} texts three ways ...", flush=True)
-        runs = {"light, default (onnxruntime)": embed(light, texts_file, "minilm", tmp / "light.npy"),
-                "dev, default (onnxruntime)": embed(full, texts_file, "minilm", tmp / "full.npy"),
-                "dev, reference (torch)": embed(full, texts_file, "minilm-torch", tmp / "torch.npy")}
+        runs = {
+            "light, default (onnxruntime)": embed(light, texts_file, "minilm", tmp / "light.npy"),
+            "dev, default (onnxruntime)": embed(full, texts_file, "minilm", tmp / "full.npy"),
+            "dev, reference (torch)": embed(full, texts_file, "minilm-torch", tmp / "torch.npy"),
+        }
         a, b, ref = (np.load(tmp / f) for f in ("light.npy", "full.npy", "torch.npy"))
         same = float(np.abs(a - b).max())
         to_torch = float(np.abs(a - ref).max())
@@ -203,8 +222,7 @@ def main() -> None:
         f"The light venv runs the first line's demo: `{shlex.join(demo_cmd)}` exited {demo_rc} in {demo_s:.0f} s "
         f"(server start and model load included): {demo_line}",
         "",
-        "The light venv's largest packages: "
-        + ", ".join(f"{name} {n / 2**20:,.0f} MiB" for name, n in heavy) + ".",
+        "The light venv's largest packages: " + ", ".join(f"{name} {n / 2**20:,.0f} MiB" for name, n in heavy) + ".",
         "",
         f"## Bulk embedding, {len(sample)} texts of the dev data (batches of 64)",
         "",

@@ -35,8 +35,16 @@ def history_of(events) -> H.History:
     principal = principal_for(events[0].reviewer)
     h = H.History()
     for i, e in enumerate(events):
-        h.observe(OutcomeRecord(request=e.request(principal), n=i + 1, workflow_id=e.gate_id, action=e.action,
-                                response_text=e.response, answered_by=AnsweredBy.human))
+        h.observe(
+            OutcomeRecord(
+                request=e.request(principal),
+                n=i + 1,
+                workflow_id=e.gate_id,
+                action=e.action,
+                response_text=e.response,
+                answered_by=AnsweredBy.human,
+            )
+        )
     return h
 
 
@@ -52,8 +60,15 @@ def prequential(h: H.History, learner: str, drop: tuple[str, ...] = ()) -> tuple
     seen: Counter = Counter()
     for i in range(points[0]):
         top = seen.most_common(1)
-        preds.append(m.Prediction(seq=i, actual=h.labels[i].value, predicted=top[0][0].value if top else None,
-                                  confidence=top[0][1] / i if top else 0.0, autonomous=False))
+        preds.append(
+            m.Prediction(
+                seq=i,
+                actual=h.labels[i].value,
+                predicted=top[0][0].value if top else None,
+                confidence=top[0][1] / i if top else 0.0,
+                autonomous=False,
+            )
+        )
         seen[h.labels[i]] += 1
     fit_seconds = 0.0
     for k, nxt in zip(points, points[1:]):
@@ -65,8 +80,15 @@ def prequential(h: H.History, learner: str, drop: tuple[str, ...] = ()) -> tuple
         probs = model.proba(X[k:nxt])
         for j, p in enumerate(probs):
             best = int(np.argmax(p))
-            preds.append(m.Prediction(seq=k + j, actual=h.labels[k + j].value, predicted=model.classes[best].value,
-                                      confidence=float(p[best]), autonomous=False))
+            preds.append(
+                m.Prediction(
+                    seq=k + j,
+                    actual=h.labels[k + j].value,
+                    predicted=model.classes[best].value,
+                    confidence=float(p[best]),
+                    autonomous=False,
+                )
+            )
     return preds, fit_seconds
 
 
@@ -75,19 +97,31 @@ def majority(h: H.History) -> list[m.Prediction]:
     out = []
     for i, a in enumerate(h.labels):
         top = seen.most_common(1)
-        out.append(m.Prediction(seq=i, actual=a.value, predicted=top[0][0].value if top else None,
-                                confidence=top[0][1] / i if top else 0.0, autonomous=False))
+        out.append(
+            m.Prediction(
+                seq=i,
+                actual=a.value,
+                predicted=top[0][0].value if top else None,
+                confidence=top[0][1] / i if top else 0.0,
+                autonomous=False,
+            )
+        )
         seen[a] += 1
     return out
 
 
 def row(name: str, preds: list[m.Prediction], extra: str = "") -> str:
-    return (f"| {name} | {len(preds)} | {m.accuracy(preds):.3f} | {m.macro_f1(preds):.3f} | "
-            f"{m.brier(preds):.3f} | {m.ece(preds):.3f} |{extra}")
+    return (
+        f"| {name} | {len(preds)} | {m.accuracy(preds):.3f} | {m.macro_f1(preds):.3f} | "
+        f"{m.brier(preds):.3f} | {m.ece(preds):.3f} |{extra}"
+    )
 
 
-LINEAGE = tuple(f for f in H.FEATURES if f.startswith("last") or f in
-                ("lin_count", "changed", "header_changed", "revision_delta", "since"))
+LINEAGE = tuple(
+    f
+    for f in H.FEATURES
+    if f.startswith("last") or f in ("lin_count", "changed", "header_changed", "revision_delta", "since")
+)
 STRUCTURE = ("revision", "position", "series_size", "cover", "art_chars", "art_lines", "list_lines", "diff_lines")
 
 
@@ -101,10 +135,14 @@ def main() -> None:
     histories = {r: history_of(evs) for r, evs in events.items()}
     build = time.perf_counter() - t
     total = sum(h.n for h in histories.values())
-    lines = ["# Learned predictor: measurements", "",
-             f"Command: `python bench/learned_bench.py` ({total} human answers, {len(histories)} reviewers, "
-             f"full dev data; history features only, no memory vote). Building all histories (features of "
-             f"every answer, online): {build:.1f} s = {build / total * 1e3:.2f} ms per answer.", ""]
+    lines = [
+        "# Learned predictor: measurements",
+        "",
+        f"Command: `python bench/learned_bench.py` ({total} human answers, {len(histories)} reviewers, "
+        f"full dev data; history features only, no memory vote). Building all histories (features of "
+        f"every answer, online): {build:.1f} s = {build / total * 1e3:.2f} ms per answer.",
+        "",
+    ]
 
     header = ["| predictor | gates | accuracy | macro-F1 | Brier | ECE |", "|---|---|---|---|---|---|"]
     pooled: dict[str, list[m.Prediction]] = {}
@@ -130,16 +168,26 @@ def main() -> None:
 
     lines += ["## All reviewers (pooled)", "", *header]
     lines += [row(k, v) for k, v in pooled.items()]
-    lines += ["", "Total fit time over the whole prequential run (all refits, all reviewers): " +
-              ", ".join(f"{k} {v:.1f} s" for k, v in fit_time.items()), ""]
+    lines += [
+        "",
+        "Total fit time over the whole prequential run (all refits, all reviewers): "
+        + ", ".join(f"{k} {v:.1f} s" for k, v in fit_time.items()),
+        "",
+    ]
 
     # Fit and predict time, both learners, same run, on the largest history.
     big = max(histories.values(), key=lambda h: h.n)
     X = np.vstack(big.rows[:FIT_AT])
-    timing = ["## Time", "", f"Fit on the first {min(FIT_AT, big.n)} answers of the largest history; one "
-              "prediction = one feature row built from the history + the model's probabilities "
-              "(median of 500 single calls).", "",
-              "| learner | fit (s) | one prediction (ms) | features only (ms) |", "|---|---|---|---|"]
+    timing = [
+        "## Time",
+        "",
+        f"Fit on the first {min(FIT_AT, big.n)} answers of the largest history; one "
+        "prediction = one feature row built from the history + the model's probabilities "
+        "(median of 500 single calls).",
+        "",
+        "| learner | fit (s) | one prediction (ms) | features only (ms) |",
+        "|---|---|---|---|",
+    ]
     principal = principal_for(next(r for r, h in histories.items() if h is big))
     reqs = [e.request(principal) for e in events[next(r for r, h in histories.items() if h is big)][:500]]
     for learner in ("lightgbm", "sklearn"):

@@ -55,9 +55,18 @@ def store_with(path: Path, chunks: int, lineages: list[str]) -> RecordStore:
     rows = []
     for i in range(chunks):
         row = MemoryChunk(
-            id=f"c{i}", principal="bench", state="WORK_ASSERT", task_type="t", outcome="approve",
-            answered_by=rng.choice(("human", "proxy")), question="q", human_response="ok",
-            created_n=i + 1, lineage=rng.choice(lineages), revision="v1", artifact_hash=f"{i:016x}",
+            id=f"c{i}",
+            principal="bench",
+            state="WORK_ASSERT",
+            task_type="t",
+            outcome="approve",
+            answered_by=rng.choice(("human", "proxy")),
+            question="q",
+            human_response="ok",
+            created_n=i + 1,
+            lineage=rng.choice(lineages),
+            revision="v1",
+            artifact_hash=f"{i:016x}",
         ).model_dump()
         row["kind"], row["salient_percepts"] = "gate", "[]"
         rows.append([row[c] for c in _COLUMNS])
@@ -73,10 +82,12 @@ def lookup_ratio() -> tuple[float, float, float]:
         # Threads of ~10 verdicts each, however large the memory.
         a = store_with(Path(tmp) / "a.db", small, [f"topic/{i}" for i in range(small // 10)])
         b = store_with(Path(tmp) / "b.db", large, [f"topic/{i}" for i in range(large // 10)])
-        ta = statistics.median(lookup_seconds(a, [f"topic/{i}" for i in range(small // 10)], small + 1)
-                               for _ in range(3))
-        tb = statistics.median(lookup_seconds(b, [f"topic/{i}" for i in range(large // 10)], large + 1)
-                               for _ in range(3))
+        ta = statistics.median(
+            lookup_seconds(a, [f"topic/{i}" for i in range(small // 10)], small + 1) for _ in range(3)
+        )
+        tb = statistics.median(
+            lookup_seconds(b, [f"topic/{i}" for i in range(large // 10)], large + 1) for _ in range(3)
+        )
         a.close()
         b.close()
     return ta, tb, tb / ta
@@ -87,8 +98,10 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=600)
     args = ap.parse_args()
     base, lin, ratio = replay_ratio(args.events)
-    print(f"replay, Junio's first {args.events} gates: {base:.0f} gates/s without lineage, "
-          f"{lin:.0f} with; time ratio {ratio:.3f}")
+    print(
+        f"replay, Junio's first {args.events} gates: {base:.0f} gates/s without lineage, "
+        f"{lin:.0f} with; time ratio {ratio:.3f}"
+    )
     ta, tb, r = lookup_ratio()
     print(f"one lineage lookup: {ta * 1e6:.0f} us at 1,000 chunks, {tb * 1e6:.0f} us at 50,000; ratio {r:.2f}")
 

@@ -116,16 +116,24 @@ def pct(values: list[float], q: int) -> float:
 def plan(i: int, principals: int) -> tuple[GateRequest, HumanAnswer]:
     principal = f"load-{i % principals:02d}"
     task_type = list(TASKS)[(i // principals) % len(TASKS)]
-    req = GateRequest(principal=principal, gate_id=f"load-{i:04d}", state="PLAN_ASSERT", task_type=task_type,
-                      question=f"Approve the {task_type} plan?", artifact_text=f"{task_type} change number {i}",
-                      escalation_mode="always")
+    req = GateRequest(
+        principal=principal,
+        gate_id=f"load-{i:04d}",
+        state="PLAN_ASSERT",
+        task_type=task_type,
+        question=f"Approve the {task_type} plan?",
+        artifact_text=f"{task_type} change number {i}",
+        escalation_mode="always",
+    )
     action = TASKS[task_type]
     return req, HumanAnswer(action=action, text=f"{action}: gate {i}", responder=principal)
 
 
-async def answer_all_at_once(clients: list[Client], workflow_id: str, answer: HumanAnswer, n: int,
-                             timing: Timing) -> None:
+async def answer_all_at_once(
+    clients: list[Client], workflow_id: str, answer: HumanAnswer, n: int, timing: Timing
+) -> None:
     """The same answer `n` times at once: updates and signals in turn, over the clients."""
+
     async def one(k: int) -> None:
         handle = clients[k % len(clients)].get_workflow_handle(workflow_id)
         try:
@@ -231,8 +239,17 @@ async def stuck(client: Client, gate_ids: list[str]) -> list[str]:
     return out
 
 
-async def run_load(tmp: Path, gates: int, principals: int, kills: list[int], duplicates: int = 6,
-                   clients: int = 3, in_flight: int = 40, stall: float = 300.0, progress=None) -> LoadReport:
+async def run_load(
+    tmp: Path,
+    gates: int,
+    principals: int,
+    kills: list[int],
+    duplicates: int = 6,
+    clients: int = 3,
+    in_flight: int = 40,
+    stall: float = 300.0,
+    progress=None,
+) -> LoadReport:
     """`stall`: seconds with no gate completing (and no kill pending) after which the run
     stops and reports the gates that have no result, with why."""
     report = LoadReport(gates=gates, principals=principals, kills=kills, duplicates=duplicates, clients=clients)
@@ -242,8 +259,9 @@ async def run_load(tmp: Path, gates: int, principals: int, kills: list[int], dup
     # which the worker then reads.
     cluster.data_dir.mkdir(parents=True, exist_ok=True)
     settings = Settings(data_dir=cluster.data_dir)
-    conns = [await connect(settings, target_host=cluster.address, namespace="default", timeout=60)
-             for _ in range(clients)]
+    conns = [
+        await connect(settings, target_host=cluster.address, namespace="default", timeout=60) for _ in range(clients)
+    ]
     await cluster.start_worker()
     peaks: list[float] = [0.0]
     done: list[str] = []
@@ -344,8 +362,9 @@ def verify(report: LoadReport, cluster: Cluster) -> None:
         for name, counts in (("proxy-interactions.jsonl", lines), ("proxy-patterns.md", sections)):
             if counts != gate_ids:
                 wrong = {g: counts[g] for g in sorted(set(counts) | set(gate_ids)) if counts[g] != gate_ids[g]}
-                problems.append(f"{principal}: {name}: {len(wrong)} gates not once (times written: "
-                                f"{dict(list(wrong.items())[:5])})")
+                problems.append(
+                    f"{principal}: {name}: {len(wrong)} gates not once (times written: {dict(list(wrong.items())[:5])})"
+                )
         written = {}
         for x in (d / "proxy-interactions.jsonl").read_text().splitlines():
             if x.strip():
@@ -363,10 +382,18 @@ def verify(report: LoadReport, cluster: Cluster) -> None:
 
 
 def markdown(report: LoadReport, command: str) -> str:
-    e50, e95, emax = (x * 1000 for x in (pct(report.to_escalated, 50), pct(report.to_escalated, 95),
-                                         max(report.to_escalated, default=float("nan"))))
-    r50, r95, rmax = (x * 1000 for x in (pct(report.to_result, 50), pct(report.to_result, 95),
-                                         max(report.to_result, default=float("nan"))))
+    e50, e95, emax = (
+        x * 1000
+        for x in (
+            pct(report.to_escalated, 50),
+            pct(report.to_escalated, 95),
+            max(report.to_escalated, default=float("nan")),
+        )
+    )
+    r50, r95, rmax = (
+        x * 1000
+        for x in (pct(report.to_result, 50), pct(report.to_result, 95), max(report.to_result, default=float("nan")))
+    )
     verdict = "all checks passed" if not report.problems else f"{len(report.problems)} PROBLEMS"
     out = [
         f"## Load: {report.gates} gates, {report.principals} principals, {len(report.kills)} worker SIGKILL "
@@ -398,13 +425,21 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gates", type=int, default=500)
     ap.add_argument("--principals", type=int, default=20)
-    ap.add_argument("--kill-at", type=int, action="append",
-                    help="completed gates before a worker SIGKILL (repeatable; default: half of --gates)")
+    ap.add_argument(
+        "--kill-at",
+        type=int,
+        action="append",
+        help="completed gates before a worker SIGKILL (repeatable; default: half of --gates)",
+    )
     ap.add_argument("--duplicates", type=int, default=6, help="times each answer is sent at once")
     ap.add_argument("--clients", type=int, default=3)
     ap.add_argument("--in-flight", type=int, default=40, help="gates open at once")
-    ap.add_argument("--stall", type=float, default=300.0,
-                    help="seconds with no gate completing before the run stops and reports the gates left")
+    ap.add_argument(
+        "--stall",
+        type=float,
+        default=300.0,
+        help="seconds with no gate completing before the run stops and reports the gates left",
+    )
     ap.add_argument("--out", type=Path, help="append the report (markdown) to this file")
     args = ap.parse_args()
     kills = args.kill_at if args.kill_at is not None else [args.gates // 2]
@@ -415,8 +450,19 @@ def main() -> int:
             print(f"{n}/{total} gates", file=sys.stderr, flush=True)
 
     with tempfile.TemporaryDirectory(prefix="vicar-load-") as tmp:
-        report = asyncio.run(run_load(Path(tmp), args.gates, args.principals, kills, args.duplicates,
-                                      args.clients, args.in_flight, args.stall, progress=progress))
+        report = asyncio.run(
+            run_load(
+                Path(tmp),
+                args.gates,
+                args.principals,
+                kills,
+                args.duplicates,
+                args.clients,
+                args.in_flight,
+                args.stall,
+                progress=progress,
+            )
+        )
     text = markdown(report, command)
     print(text)
     if args.out:

@@ -114,9 +114,12 @@ def index_memory(n: int, seed: int) -> dict[str, float]:
     rss0 = rss_kb("VmRSS")
     peak_ok = reset_peak_rss()
     index = build_index(c)
-    return {"nbytes": index.nbytes(), "rss_growth": (rss_kb("VmRSS") - rss0) * 1024,
-            "peak_growth": (rss_kb("VmHWM") - rss0) * 1024 if peak_ok else math.nan,
-            "traces": c.hist.trace_n.size}
+    return {
+        "nbytes": index.nbytes(),
+        "rss_growth": (rss_kb("VmRSS") - rss0) * 1024,
+        "peak_growth": (rss_kb("VmHWM") - rss0) * 1024 if peak_ok else math.nan,
+        "traces": c.hist.trace_n.size,
+    }
 
 
 def build_store(c: Corpus, path: Path) -> RecordStore:
@@ -127,8 +130,9 @@ def build_store(c: Corpus, path: Path) -> RecordStore:
             f"INSERT INTO chunks ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
             ([row[col] for col in _COLUMNS] for row in (chunk_row(c, i) for i in range(c.n))),
         )
-        db.executemany("INSERT INTO traces (chunk_id, n) VALUES (?, ?)",
-                       ((c.ids[i], t) for i in range(c.n) for t in c.traces[i]))
+        db.executemany(
+            "INSERT INTO traces (chunk_id, n) VALUES (?, ?)", ((c.ids[i], t) for i in range(c.n) for t in c.traces[i])
+        )
     return store
 
 
@@ -175,28 +179,42 @@ def activation_part(seed: int) -> tuple[list[list[str]], dict[str, float]]:
     d, floor = p.decay, p.age_floor
     t_py, py = timed(lambda: [math.log(sum(max(now - t, floor) ** -d for t in tr)) for tr in lists])
     err = float(np.max(np.abs(np.asarray(py) - exact)))
-    log(f"  hybrid p50 {statistics.median(t_h):.1f} ms, exact p50 {statistics.median(t_e):.1f} ms, "
-        f"pure Python {t_py:.0f} ms (max |numpy - python| {err:.1e})")
+    log(
+        f"  hybrid p50 {statistics.median(t_h):.1f} ms, exact p50 {statistics.median(t_e):.1f} ms, "
+        f"pure Python {t_py:.0f} ms (max |numpy - python| {err:.1e})"
+    )
     gap = np.abs(hyb - exact)
     rows = [
         ["hybrid_levels (k = 3)", fmt(statistics.median(t_h)), fmt(min(t_h)), f"{t_py / statistics.median(t_h):.0f}x"],
-        [f"base_levels (exact, {h.trace_n.size / ACT_CHUNKS:.1f} traces/chunk)", fmt(statistics.median(t_e)),
-         fmt(min(t_e)), f"{t_py / statistics.median(t_e):.0f}x"],
+        [
+            f"base_levels (exact, {h.trace_n.size / ACT_CHUNKS:.1f} traces/chunk)",
+            fmt(statistics.median(t_e)),
+            fmt(min(t_e)),
+            f"{t_py / statistics.median(t_e):.0f}x",
+        ],
         ["pure Python exact (1 run)", fmt(t_py), fmt(t_py), "1x"],
     ]
-    info = {"hybrid_p50": statistics.median(t_h), "traces": h.trace_n.size, "py_err": err,
-            "gap_mean": float(gap.mean()), "gap_max": float(gap.max())}
+    info = {
+        "hybrid_p50": statistics.median(t_h),
+        "traces": h.trace_n.size,
+        "py_err": err,
+        "gap_mean": float(gap.mean()),
+        "gap_max": float(gap.max()),
+    }
     return rows, info
 
 
-def retrieval_part(n: int, queries: int, naive_budget_s: float, tmp: Path,
-                   seed: int) -> tuple[list[Row], dict[str, float], list[list[str]]]:
+def retrieval_part(
+    n: int, queries: int, naive_budget_s: float, tmp: Path, seed: int
+) -> tuple[list[Row], dict[str, float], list[list[str]]]:
     log(f"n={n:,}: generating data")
     c = corpus(n, seed)
     log(f"n={n:,}: building MemoryIndex ({c.hist.trace_n.size:,} traces)")
     t_build, index = timed(lambda: build_index(c))
-    log(f"  built in {t_build / 1000:.1f} s; building RecordStore and the naive table while a fresh "
-        "process measures the index's memory")
+    log(
+        f"  built in {t_build / 1000:.1f} s; building RecordStore and the naive table while a fresh "
+        "process measures the index's memory"
+    )
     # Nothing is timed while the two overlap: only the memory figures and the build times.
     with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
         measured = pool.submit(index_memory, n, seed)
@@ -204,10 +222,12 @@ def retrieval_part(n: int, queries: int, naive_budget_s: float, tmp: Path,
         t_naive, naive = timed(lambda: build_naive(c, tmp / f"naive-{n}.db"))
         mem = measured.result()
     mem["build_s"] = t_build / 1000
-    log(f"  store {t_store / 1000:.1f} s, naive table {t_naive / 1000:.1f} s "
+    log(
+        f"  store {t_store / 1000:.1f} s, naive table {t_naive / 1000:.1f} s "
         f"({os.path.getsize(tmp / f'naive-{n}.db') / 2**20:.0f} MiB); index nbytes "
         f"{mem['nbytes'] / 2**20:.0f} MiB, RSS +{mem['rss_growth'] / 2**20:.0f} MiB "
-        f"(peak +{mem['peak_growth'] / 2**20:.0f} MiB)")
+        f"(peak +{mem['peak_growth'] / 2**20:.0f} MiB)"
+    )
 
     rng = np.random.default_rng(seed + 1)
     qsets = [dict(zip(QUERY_DIMS, unit(rng, len(QUERY_DIMS)))) for _ in range(WARMUP + queries)]
@@ -219,8 +239,12 @@ def retrieval_part(n: int, queries: int, naive_budget_s: float, tmp: Path,
         Config("gate's filter (kind, state, task_type, answered_by)", GATE_FILTER, exact),
         Config("no filter, hybrid activation", {}, MemoryParams(threshold=THRESHOLD, activation_mode="hybrid")),
         Config(f"no filter, default threshold {default_tau:g}", {}, MemoryParams()),
-        Config(f"no filter, activation noise s = {NOISE_S:g}", {}, MemoryParams(threshold=THRESHOLD, noise_s=NOISE_S),
-               noise=True),
+        Config(
+            f"no filter, activation noise s = {NOISE_S:g}",
+            {},
+            MemoryParams(threshold=THRESHOLD, noise_s=NOISE_S),
+            noise=True,
+        ),
         Config("no filter, every query at one N (activation cache)", {}, exact, same_n=True),
     ]
     rows: list[Row] = []
@@ -229,8 +253,15 @@ def retrieval_part(n: int, queries: int, naive_budget_s: float, tmp: Path,
     for cfg in configs:
         # A new N per query, as every gate has its own: only a gate's second retrieval at
         # the same N may reuse the index's cached activations (the same_n row).
-        qs = [Query(now=c.now + (0 if cfg.same_n else i), filters=cfg.filters, texts=texts,
-                    noise_seed=i if cfg.noise else None) for i in range(WARMUP + queries)]
+        qs = [
+            Query(
+                now=c.now + (0 if cfg.same_n else i),
+                filters=cfg.filters,
+                texts=texts,
+                noise_seed=i if cfg.noise else None,
+            )
+            for i in range(WARMUP + queries)
+        ]
         p = cfg.params
         cand = index.candidates(cfg.filters)
         act = index.activations(c.now, p.decay, p.age_floor, p.activation_mode)[cand]
@@ -242,8 +273,10 @@ def retrieval_part(n: int, queries: int, naive_budget_s: float, tmp: Path,
             t, h = timed(lambda: rank(index, q, qv, p))
             row.rank_ms.append(t)
             hits.append(h)
-        log(f"  {cfg.label}: {row.ranked:,}/{len(cand):,} ranked, rank p50 {statistics.median(row.rank_ms):.1f} ms, "
-            f"p95 {pct(row.rank_ms, 95):.1f} ms")
+        log(
+            f"  {cfg.label}: {row.ranked:,}/{len(cand):,} ranked, rank p50 {statistics.median(row.rank_ms):.1f} ms, "
+            f"p95 {pct(row.rank_ms, 95):.1f} ms"
+        )
         if cfg.naive:
             measure_fetch(row, hits, store)
             measure_naive(row, hits, list(zip(qs[WARMUP:], qsets[WARMUP:])), naive, p, naive_budget_s)
@@ -262,8 +295,14 @@ def measure_fetch(row: Row, hits: list[list[Hit]], store: RecordStore) -> None:
         row.e2e_ms.append(t_rank + t)
 
 
-def measure_naive(row: Row, hits: list[list[Hit]], queries: list[tuple[Query, dict[str, np.ndarray]]],
-                  naive: sqlite3.Connection, params: MemoryParams, budget_s: float) -> None:
+def measure_naive(
+    row: Row,
+    hits: list[list[Hit]],
+    queries: list[tuple[Query, dict[str, np.ndarray]]],
+    naive: sqlite3.Connection,
+    params: MemoryParams,
+    budget_s: float,
+) -> None:
     """The baseline on the first queries, and whether its top-k is Vicar's."""
     spent, same, max_diff = 0.0, 0, 0.0
     for (q, qv), h in zip(queries, hits):
@@ -289,8 +328,9 @@ def blas_as_in_rank(fn: Callable[[], object]) -> object:
         return fn()
 
 
-def stage_times(index: MemoryIndex, now: int, filters: dict[str, str], qv: dict[str, np.ndarray], n: int,
-                label: str) -> list[str]:
+def stage_times(
+    index: MemoryIndex, now: int, filters: dict[str, str], qv: dict[str, np.ndarray], n: int, label: str
+) -> list[str]:
     """Medians of rank()'s stages, called one by one through the index's public methods
     (a new N each time, so the activation cache never answers)."""
     p = MemoryParams(threshold=THRESHOLD)
@@ -308,8 +348,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10000,100000", help="comma-separated chunk counts for retrieval")
     ap.add_argument("--queries", type=int, default=100, help="Vicar queries per row")
-    ap.add_argument("--naive-budget", type=float, default=10.0,
-                    help="seconds of naive queries per row (at least one query runs)")
+    ap.add_argument(
+        "--naive-budget", type=float, default=10.0, help="seconds of naive queries per row (at least one query runs)"
+    )
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--out", type=Path, default=Path("bench/MEMORY_RESULTS.md"))
     args = ap.parse_args()
@@ -321,12 +362,12 @@ def main() -> None:
     breakdown: list[list[str]] = []
     with tempfile.TemporaryDirectory(prefix="vicar-memory-bench-") as tmp:
         for n in (int(s) for s in args.sizes.split(",")):
-            r, mems[n], b = retrieval_part(n, args.queries, args.naive_budget, Path(tmp),
-                                           args.seed + n)
+            r, mems[n], b = retrieval_part(n, args.queries, args.naive_budget, Path(tmp), args.seed + n)
             rows += r
             breakdown += b
-    text = report(args, started, (load0, os.getloadavg()[0]), act_rows, act, rows, mems, breakdown,
-                  time.perf_counter() - T0)
+    text = report(
+        args, started, (load0, os.getloadavg()[0]), act_rows, act, rows, mems, breakdown, time.perf_counter() - T0
+    )
     args.out.write_text(text)
     print("\n" + text)
     log(f"wrote {args.out}")

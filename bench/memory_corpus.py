@@ -27,16 +27,20 @@ FILTER = {"state": "PLAN_ASSERT", "task_type": "docs"}  # the most common pair, 
 FIELD_VALUES: dict[str, tuple[tuple[str, ...], tuple[float, ...]]] = {
     "kind": (("gate", "preference", "procedure", "censor"), (0.9, 0.05, 0.03, 0.02)),
     "state": (("INTENT_ASSERT", "PLAN_ASSERT", "WORK_ASSERT"), (0.25, 0.45, 0.30)),
-    "task_type": (("docs", "db-migration", "refactor", "bugfix", "feature", "deps", "infra", "security"),
-                  (0.30, 0.15, 0.15, 0.12, 0.12, 0.07, 0.05, 0.04)),
+    "task_type": (
+        ("docs", "db-migration", "refactor", "bugfix", "feature", "deps", "infra", "security"),
+        (0.30, 0.15, 0.15, 0.12, 0.12, 0.07, 0.05, 0.04),
+    ),
     "outcome": (("approve", "correct", "reject", "hold", "withdraw"), (0.6, 0.2, 0.1, 0.07, 0.03)),
     "answered_by": (("human", "proxy"), (0.6, 0.4)),
 }
 ARTIFACT = ("diff --git a/docs/guide.md b/docs/guide.md\n+Explain the rollback procedure step by step. " * 12)[:1000]
 
+
 @dataclass
 class Histories:
     """Traces sorted by (chunk, N), unique per chunk, and the hybrid's summary of them."""
+
     owner: np.ndarray
     trace_n: np.ndarray
     starts: np.ndarray
@@ -119,13 +123,20 @@ def chunk_row(c: Corpus, i: int) -> dict[str, object]:
     """A store row (memory.store._COLUMNS) with texts of realistic length."""
     f = {k: v[i] for k, v in c.fields.items()}
     return {
-        "id": c.ids[i], **f, "responder": "alice" if f["answered_by"] == "human" else None,
-        "gate_id": f"gate-{i}", "question": f"Approve the {f['task_type']} deliverable of item {i}?",
+        "id": c.ids[i],
+        **f,
+        "responder": "alice" if f["answered_by"] == "human" else None,
+        "gate_id": f"gate-{i}",
+        "question": f"Approve the {f['task_type']} deliverable of item {i}?",
         "artifact_excerpt": ARTIFACT if c.pick["artifact"][i] >= 0 else "",
         "actor_message": f"Item {i}: updated the guide and the rollback notes; please review." * 2,
-        "upstream_agent": None, "prior_confidence": 0.5, "prior_prose": "Likely approve.",
-        "posterior_confidence": 0.8, "posterior_prose": "Approve: matches earlier answers.",
-        "surprise_description": "", "salient_percepts": "[]",
+        "upstream_agent": None,
+        "prior_confidence": 0.5,
+        "prior_prose": "Likely approve.",
+        "posterior_confidence": 0.8,
+        "posterior_prose": "Approve: matches earlier answers.",
+        "surprise_description": "",
+        "salient_percepts": "[]",
         "human_response": f"{f['outcome'].capitalize()}: keep the rollback section short.",
         "created_n": c.traces[i][0],
     }

@@ -27,20 +27,27 @@ def build_naive(c: Corpus, path: Path) -> sqlite3.Connection:
     db.execute("BEGIN")
     db.executemany(
         f"INSERT INTO naive ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-        ([*(r[col] for col in _COLUMNS), json.dumps(c.traces[i]),
-          *(text[d][c.pick[d][i]] if c.pick[d][i] >= 0 else None for d in QUERY_DIMS)]
-         for i, r in ((i, chunk_row(c, i)) for i in range(c.n))),
+        (
+            [
+                *(r[col] for col in _COLUMNS),
+                json.dumps(c.traces[i]),
+                *(text[d][c.pick[d][i]] if c.pick[d][i] >= 0 else None for d in QUERY_DIMS),
+            ]
+            for i, r in ((i, chunk_row(c, i)) for i in range(c.n))
+        ),
     )
     db.execute("COMMIT")
     return db
 
 
-def naive_rank(db: sqlite3.Connection, filters: dict[str, str], qvecs: dict[str, list[float]], now: int,
-               p: MemoryParams) -> list[tuple[float, str]]:
+def naive_rank(
+    db: sqlite3.Connection, filters: dict[str, str], qvecs: dict[str, list[float]], now: int, p: MemoryParams
+) -> list[tuple[float, str]]:
     """The old reference retrieval: every candidate row from SQLite, then pure Python."""
     where = " AND ".join(f"{f} = ?" for f in filters) or "1"
-    cur = db.execute(f"SELECT rowid, id, traces, {', '.join(QUERY_DIMS)}, * FROM naive WHERE {where}",
-                     tuple(filters.values()))
+    cur = db.execute(
+        f"SELECT rowid, id, traces, {', '.join(QUERY_DIMS)}, * FROM naive WHERE {where}", tuple(filters.values())
+    )
     alive = []
     for row in cur:
         total = sum(max(now - t, p.age_floor) ** -p.decay for t in json.loads(row[2]))
@@ -52,8 +59,11 @@ def naive_rank(db: sqlite3.Connection, filters: dict[str, str], qvecs: dict[str,
     lo, hi = min(a for a, _ in alive), max(a for a, _ in alive)
     scored = []
     for act, row in alive:
-        cosines = [sum(x * y for x, y in zip(json.loads(text), qvecs[d]))
-                   for d, text in zip(QUERY_DIMS, row[3:6]) if text is not None]
+        cosines = [
+            sum(x * y for x, y in zip(json.loads(text), qvecs[d]))
+            for d, text in zip(QUERY_DIMS, row[3:6])
+            if text is not None
+        ]
         sim = sum(cosines) / len(cosines) if cosines else 0.0
         norm = (act - lo) / (hi - lo) if hi > lo else 1.0
         scored.append((p.w_activation * norm + p.w_similarity * sim, row[0], row[1]))

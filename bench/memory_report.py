@@ -57,15 +57,18 @@ def code_version() -> str:
     """The commit measured, and whether memory/ or vicar/ differed from it (others edit them)."""
     root = Path(__file__).resolve().parent.parent
     try:
-        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
-                             text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "memory", "vicar"], cwd=root,
-                               capture_output=True, text=True, check=True).stdout
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "memory", "vicar"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown (no git)"
     changed = [line[3:] for line in dirty.splitlines() if line.strip()]
-    return sha + (f" with uncommitted changes in {', '.join(changed)}" if changed
-                  else ", memory/ and vicar/ unmodified")
+    return sha + (
+        f" with uncommitted changes in {', '.join(changed)}" if changed else ", memory/ and vicar/ unmodified"
+    )
 
 
 def blas() -> str:
@@ -73,8 +76,11 @@ def blas() -> str:
     env = f"OPENBLAS_CORETYPE={coretype}" if coretype else "OPENBLAS_CORETYPE unset"
     if threadpool_info is None:
         return f"threadpoolctl not installed; {env}"
-    pools = [f"{p.get('internal_api')} {p.get('version')}, kernel {p.get('architecture')}, "
-             f"{p.get('num_threads')} threads" for p in threadpool_info() if p.get("user_api") == "blas"]
+    pools = [
+        f"{p.get('internal_api')} {p.get('version')}, kernel {p.get('architecture')}, {p.get('num_threads')} threads"
+        for p in threadpool_info()
+        if p.get("user_api") == "blas"
+    ]
     return f"{'; '.join(pools) or 'no BLAS found'}; {env}"
 
 
@@ -92,32 +98,46 @@ def verdict(ok: bool) -> str:
     return "met" if ok else "**NOT met**"
 
 
-def report(args: argparse.Namespace, started: str, load: tuple[float, float], act_rows: list[list[str]],
-           act: dict[str, float], rows: list[Row], mems: dict[int, dict[str, float]],
-           breakdown: list[list[str]], run_s: float) -> str:
+def report(
+    args: argparse.Namespace,
+    started: str,
+    load: tuple[float, float],
+    act_rows: list[list[str]],
+    act: dict[str, float],
+    rows: list[Row],
+    mems: dict[int, dict[str, float]],
+    breakdown: list[list[str]],
+    run_s: float,
+) -> str:
     big = max(mems)
     lines = [
-        "# Vicar memory benchmark", "",
+        "# Vicar memory benchmark",
+        "",
         f"- command: `{' '.join(shlex.quote(a) for a in ['python', *sys.argv])}`",
         f"- date: {started}",
         f"- code: {code_version()}",
         f"- machine: {machine()}",
         f"- BLAS (threadpoolctl): {blas()}",
-        f"- run time: {run_s:.0f} s; 1-minute load average {load[0]:.2f} before, "
-        f"{load[1]:.2f} after",
+        f"- run time: {run_s:.0f} s; 1-minute load average {load[0]:.2f} before, {load[1]:.2f} after",
         f"- data: seeded synthetic (seed {args.seed}); random unit float32 vectors (dim {DIM}, "
         f"{POOL} distinct per dimension), presence per chunk "
         + ", ".join(f"{d} {s:.0%}" for d, s in PRESENCE.items())
         + "; 1-20 traces per chunk (unique, random in [0, now), now = 2 x chunks); "
         "structural fields drawn from skewed distributions (filter "
-        + ", ".join(f"{k}={v}" for k, v in FILTER.items()) + " selects the most common pair)",
-        "", "## 1. Activation of 1,000,000 chunks", "",
+        + ", ".join(f"{k}={v}" for k, v in FILTER.items())
+        + " selects the most common pair)",
+        "",
+        "## 1. Activation of 1,000,000 chunks",
+        "",
         f"{act['traces']:,} traces (1-9 per chunk, ~5), now = 2,000,000, d = 0.5. p50/min over 15 runs.",
         "",
-        *table(["function", "p50 ms", "min ms", "vs pure Python"], act_rows), "",
+        *table(["function", "p50 ms", "min ms", "vs pure Python"], act_rows),
+        "",
         f"numpy exact vs pure Python: max |diff| {act['py_err']:.1e}. Hybrid vs exact on these histories: "
-        f"mean |diff| {act['gap_mean']:.3f}, max {act['gap_max']:.3f}.", "",
-        "## 2. Retrieval minus query embedding", "",
+        f"mean |diff| {act['gap_mean']:.3f}, max {act['gap_max']:.3f}.",
+        "",
+        "## 2. Retrieval minus query embedding",
+        "",
         f"`memory.retrieval.rank` on a `MemoryIndex(dim={DIM}, hybrid_k={K})` with `{params_text()}` "
         f"(no noise seed, so no noise) unless the row says otherwise; query vectors for "
         f"{', '.join(QUERY_DIMS)}. {args.queries} queries per row after {WARMUP} warm-ups, each at a new N "
@@ -129,38 +149,93 @@ def report(args: argparse.Namespace, started: str, load: tuple[float, float], ac
         "json.loads, activation via math (vectors parsed only for chunks above the threshold), "
         "cosine via sum/zip, the same composite; it already holds the records, so it needs no fetch. "
         f"It runs on the first queries until {args.naive_budget:g} s (at least one). "
-        "Speedup = naive p50 / Vicar end-to-end p50.", "",
-        *table(["chunks", "query", "candidates", "ranked", "rank p50", "rank p95", "fetch p50",
-                "end-to-end p50", "end-to-end p95", "naive p50 (n)", "speedup", "top-k equal to naive"],
-               [[f"{r.size:,}", r.label, f"{r.candidates:,}", f"{r.ranked:,}", fmt(pct(r.rank_ms, 50)),
-                 fmt(pct(r.rank_ms, 95)),
-                 fmt(pct(r.fetch_ms, 50)),
-                 fmt(pct(r.e2e_ms, 50)), fmt(pct(r.e2e_ms, 95)),
-                 f"{fmt(pct(r.naive_ms, 50), '.0f')} ({len(r.naive_ms)})" if r.naive_ms else "—",
-                 f"{pct(r.naive_ms, 50) / pct(r.e2e_ms, 50):.0f}x" if r.naive_ms else "—", r.agree]
-                for r in rows]), "",
-        "All times in ms.", "",
+        "Speedup = naive p50 / Vicar end-to-end p50.",
+        "",
+        *table(
+            [
+                "chunks",
+                "query",
+                "candidates",
+                "ranked",
+                "rank p50",
+                "rank p95",
+                "fetch p50",
+                "end-to-end p50",
+                "end-to-end p95",
+                "naive p50 (n)",
+                "speedup",
+                "top-k equal to naive",
+            ],
+            [
+                [
+                    f"{r.size:,}",
+                    r.label,
+                    f"{r.candidates:,}",
+                    f"{r.ranked:,}",
+                    fmt(pct(r.rank_ms, 50)),
+                    fmt(pct(r.rank_ms, 95)),
+                    fmt(pct(r.fetch_ms, 50)),
+                    fmt(pct(r.e2e_ms, 50)),
+                    fmt(pct(r.e2e_ms, 95)),
+                    f"{fmt(pct(r.naive_ms, 50), '.0f')} ({len(r.naive_ms)})" if r.naive_ms else "—",
+                    f"{pct(r.naive_ms, 50) / pct(r.e2e_ms, 50):.0f}x" if r.naive_ms else "—",
+                    r.agree,
+                ]
+                for r in rows
+            ],
+        ),
+        "",
+        "All times in ms.",
+        "",
         "Where rank()'s time goes (medians of the index's stages called one by one, each at a new N; "
         "activations are computed for every chunk, then indexed by the candidates; similarity() with "
-        "BLAS threads as rank() sets them):", "",
-        *table(["chunks", "query", "candidates() ms", "activations exact ms", "activations hybrid ms",
-                "similarity() ms"], breakdown), "",
-        "## 3. Index memory", "",
-        *table(["chunks", "traces", "build s", "nbytes() MiB", "nbytes per 100k MiB", "RSS growth MiB",
-                "peak RSS growth MiB"],
-               [[f"{n:,}", f"{m['traces']:,}", fmt(m["build_s"]), fmt(m["nbytes"] / 2**20, ".0f"),
-                 fmt(m["nbytes"] / 2**20 * 100_000 / n, ".0f"), fmt(m["rss_growth"] / 2**20, ".0f"),
-                 fmt(m["peak_growth"] / 2**20, ".0f")] for n, m in sorted(mems.items())]), "",
+        "BLAS threads as rank() sets them):",
+        "",
+        *table(
+            ["chunks", "query", "candidates() ms", "activations exact ms", "activations hybrid ms", "similarity() ms"],
+            breakdown,
+        ),
+        "",
+        "## 3. Index memory",
+        "",
+        *table(
+            [
+                "chunks",
+                "traces",
+                "build s",
+                "nbytes() MiB",
+                "nbytes per 100k MiB",
+                "RSS growth MiB",
+                "peak RSS growth MiB",
+            ],
+            [
+                [
+                    f"{n:,}",
+                    f"{m['traces']:,}",
+                    fmt(m["build_s"]),
+                    fmt(m["nbytes"] / 2**20, ".0f"),
+                    fmt(m["nbytes"] / 2**20 * 100_000 / n, ".0f"),
+                    fmt(m["rss_growth"] / 2**20, ".0f"),
+                    fmt(m["peak_growth"] / 2**20, ".0f"),
+                ]
+                for n, m in sorted(mems.items())
+            ],
+        ),
+        "",
         f"{len(PRESENCE)} vector columns ({', '.join(PRESENCE)}). nbytes() counts the arrays' capacity "
         "(Growable doubles), not the Python list/dict of ids. RSS is measured in a fresh process that "
         "generates the data, returns freed heap (malloc_trim) and then builds the index: growth is VmRSS "
         "after minus before the build, "
-        "peak is VmHWM (reset before the build) minus VmRSS before.", "",
-        "## Goals", "",
+        "peak is VmHWM (reset before the build) minus VmRSS before.",
+        "",
+        "## Goals",
+        "",
     ]
     at = [r for r in rows if r.size == big and r.naive_ms]
-    lines.append(f"- hybrid activation of 1M chunks <= {GOALS['act_ms']:.0f} ms: p50 {act['hybrid_p50']:.1f} ms "
-                 f"— {verdict(act['hybrid_p50'] <= GOALS['act_ms'])}")
+    lines.append(
+        f"- hybrid activation of 1M chunks <= {GOALS['act_ms']:.0f} ms: p50 {act['hybrid_p50']:.1f} ms "
+        f"— {verdict(act['hybrid_p50'] <= GOALS['act_ms'])}"
+    )
     for r in at:
         p50, p95 = pct(r.e2e_ms, 50), pct(r.e2e_ms, 95)
         speed = pct(r.naive_ms, 50) / p50

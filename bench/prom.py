@@ -10,7 +10,7 @@ import re
 import urllib.request
 from pathlib import Path
 
-_SERIES = re.compile(r'^service_errors_resource_exhausted\{([^}]*)\}\s+([0-9.eE+-]+)$')
+_SERIES = re.compile(r"^service_errors_resource_exhausted\{([^}]*)\}\s+([0-9.eE+-]+)$")
 
 
 def server_metrics_url(data_dir: Path) -> str:

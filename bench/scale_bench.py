@@ -76,11 +76,21 @@ class Cluster:
         for i in range(self.processes):
             shards = f"0-{SHARDS - 1}" if self.processes == 1 else str(i)
             ops = f"127.0.0.1:{free_port()}"
-            env = dict(os.environ, **BENCH_ENV, TEMPORAL_ADDRESS=self.server.address, VICAR_DATA_DIR=str(self.tmp / f"data-{i}"),
-                       VICAR_SHARD_COUNT=str(SHARDS), VICAR_SHARDS=shards, VICAR_OPS_ADDRESS=ops)
+            env = dict(
+                os.environ,
+                **BENCH_ENV,
+                TEMPORAL_ADDRESS=self.server.address,
+                VICAR_DATA_DIR=str(self.tmp / f"data-{i}"),
+                VICAR_SHARD_COUNT=str(SHARDS),
+                VICAR_SHARDS=shards,
+                VICAR_OPS_ADDRESS=ops,
+            )
             with open(self.tmp / f"worker-{i}.log", "wb") as out:
-                self.procs.append(await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "vicar.worker", env=env, cwd=str(ROOT), stdout=out, stderr=out))
+                self.procs.append(
+                    await asyncio.create_subprocess_exec(
+                        sys.executable, "-m", "vicar.worker", env=env, cwd=str(ROOT), stdout=out, stderr=out
+                    )
+                )
             self.ops.append(ops)
         deadline = time.monotonic() + READY_TIMEOUT
         for ops, proc in zip(self.ops, self.procs):
@@ -88,8 +98,9 @@ class Cluster:
                 if proc.returncode is not None or time.monotonic() > deadline:
                     log = self.tmp / f"worker-{self.procs.index(proc)}.log"
                     tail = log.read_text(errors="replace").strip().splitlines()[-5:]
-                    raise RuntimeError(f"worker {proc.pid} not ready (exit {proc.returncode}); {log} ends:\n"
-                                       + "\n".join(tail))
+                    raise RuntimeError(
+                        f"worker {proc.pid} not ready (exit {proc.returncode}); {log} ends:\n" + "\n".join(tail)
+                    )
                 await asyncio.sleep(0.5)
 
     def worker_cpu(self) -> float:
@@ -164,16 +175,19 @@ def report(args: argparse.Namespace, runs: list[Run], total_s: float, load: tupl
         lines.append(
             f"| {r.processes} | {args.principals} principals concurrently | {c.total} | {c.escalated} | "
             f"{fmt(c.pct(50))} | {fmt(c.pct(95))} | {fmt(c.rate)} | {fmt(r.worker_cpu[0] * 1000 / c.total, '.0f')} | "
-            f"{fmt(c.cpu_ms(1), '.0f')} | {fmt(c.cpu_ms(0), '.0f')} | — |")
+            f"{fmt(c.cpu_ms(1), '.0f')} | {fmt(c.cpu_ms(0), '.0f')} | — |"
+        )
         b = r.bursting
         lines.append(
             f"| {r.processes} | {args.burst} gates at once | {b.total} | {b.escalated} | {fmt(b.pct(50))} | "
             f"{fmt(b.pct(95))} | {fmt(b.rate)} | {fmt(r.worker_cpu[1] * 1000 / b.total, '.0f')} | — | — | "
-            f"{sum(r.exhausted.values())} |")
+            f"{sum(r.exhausted.values())} |"
+        )
     lines += [
         "",
         "Training (human answers per principal before the proxy decided alone): "
-        + "; ".join(f"k={r.processes}: {', '.join(map(str, r.trained.values()))}" for r in runs) + ".",
+        + "; ".join(f"k={r.processes}: {', '.join(map(str, r.trained.values()))}" for r in runs)
+        + ".",
         "",
         "RESOURCE_EXHAUSTED = the server's own `service_errors_resource_exhausted` (frontend) during the "
         "burst: Temporal's in-flight update limit (10 per workflow) answered. Only the owner of a "
@@ -189,8 +203,9 @@ async def main_async(args: argparse.Namespace, console: Console) -> str:
     load_before = os.getloadavg()[0]
     runs = []
     tmp = Path(tempfile.mkdtemp(prefix="vicar-scale-"))
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console) as progress:
+    with Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    ) as progress:
         for k in args.processes:
             runs.append(await one_run(tmp, k, args, progress))
     shutil.rmtree(tmp, ignore_errors=True)  # kept, with the workers' logs, when a run fails
@@ -202,8 +217,12 @@ def main() -> None:
     ap.add_argument("--gates", type=int, default=100, help="gates in the concurrent phase (default 100)")
     ap.add_argument("--principals", type=int, default=8, help="concurrent principals (default 8)")
     ap.add_argument("--burst", type=int, default=200, help="gates started at once (default 200)")
-    ap.add_argument("--processes", type=lambda s: [int(k) for k in s.split(",")], default=[1, 2],
-                    help="worker process counts to run, comma-separated (default 1,2; at most 2 shards)")
+    ap.add_argument(
+        "--processes",
+        type=lambda s: [int(k) for k in s.split(",")],
+        default=[1, 2],
+        help="worker process counts to run, comma-separated (default 1,2; at most 2 shards)",
+    )
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "SCALE_RESULTS.md")
     args = ap.parse_args()
     console = Console() if sys.stdout.isatty() else Console(width=160)

@@ -51,6 +51,7 @@ class Timed:
             finally:
                 self.seconds += time.perf_counter() - start
                 self.calls += 1
+
         PrincipalMemory.retrieve = timed
         return self
 
@@ -88,9 +89,16 @@ def main() -> None:
                 preds += replay_reviewer(evs, variant, embedder, settings, inspect=inspect)
             wall = time.perf_counter() - start
         alone = [p for p in preds if p.autonomous]
-        rows[name] = dict(sizes=sizes, acc=m.accuracy(preds), f1=m.macro_f1(preds), share=len(alone) / len(preds),
-                          err=(1 - m.accuracy(alone)) if alone else None, retrieve=timer.seconds,
-                          calls=timer.calls, wall=wall)
+        rows[name] = dict(
+            sizes=sizes,
+            acc=m.accuracy(preds),
+            f1=m.macro_f1(preds),
+            share=len(alone) / len(preds),
+            err=(1 - m.accuracy(alone)) if alone else None,
+            retrieve=timer.seconds,
+            calls=timer.calls,
+            wall=wall,
+        )
         console.print(f"{name}: macro-F1 {rows[name]['f1']:.3f}, {sizes['retrievable']} retrievable chunks")
 
     base = rows["default (persist all)"]
@@ -112,12 +120,19 @@ def main() -> None:
     for name, r in rows.items():
         s = r["sizes"]
         err = "—" if r["err"] is None else f"{r['err']:.3f}"
-        lines.append(f"| {name} | {r['acc']:.3f} | {r['f1']:.3f} | {r['share']:.3f} | {err} | {s['records']} | "
-                     f"{s['retrievable']} | {s['vectors']} | {s['vector bytes']:,} | {r['retrieve']:.1f} "
-                     f"({r['calls']}) | {r['retrieve'] / base['retrieve']:.2f}x | {r['wall']:.0f} |")
+        lines.append(
+            f"| {name} | {r['acc']:.3f} | {r['f1']:.3f} | {r['share']:.3f} | {err} | {s['records']} | "
+            f"{s['retrievable']} | {s['vectors']} | {s['vector bytes']:,} | {r['retrieve']:.1f} "
+            f"({r['calls']}) | {r['retrieve'] / base['retrieve']:.2f}x | {r['wall']:.0f} |"
+        )
     decided = rows["storage decision"]["sizes"]
-    lines += ["", "Chunk statuses with the storage decision at the end: " + ", ".join(
-        f"{k.removeprefix('status ')} {v}" for k, v in sorted(decided.items()) if k.startswith("status ")) + ".", ""]
+    lines += [
+        "",
+        "Chunk statuses with the storage decision at the end: "
+        + ", ".join(f"{k.removeprefix('status ')} {v}" for k, v in sorted(decided.items()) if k.startswith("status "))
+        + ".",
+        "",
+    ]
     args.out.write_text("\n".join(lines))
     print("\n".join(lines))
 

@@ -71,22 +71,48 @@ INPUTS: dict[str, callable] = {
     "unclosed fence, padded": lambda n: "```json\n{" + " " * n + "x",
 }
 
-REQ = GateRequest(principal="alice", gate_id="g1", state="PLAN_ASSERT", task_type="docs",
-                  question="Approve or revise the proposed plan?", actor_message="Plan ready.")
+REQ = GateRequest(
+    principal="alice",
+    gate_id="g1",
+    state="PLAN_ASSERT",
+    task_type="docs",
+    question="Approve or revise the proposed plan?",
+    actor_message="Plan ready.",
+)
 GUESS = PassResult(prose="Approved.", confidence=0.7, action=Action.approve, used_chunk_ids=["c1"])
 
 
 def summary(text: str) -> ChunkSummary:
-    return ChunkSummary(chunk_id="c1", state="PLAN_ASSERT", task_type="docs", outcome="approve",
-                        answered_by=AnsweredBy.human, question="Approve?", artifact_excerpt="index rollback",
-                        human_response=text, activation=0.0, similarity=0.9, score=1.0)
+    return ChunkSummary(
+        chunk_id="c1",
+        state="PLAN_ASSERT",
+        task_type="docs",
+        outcome="approve",
+        answered_by=AnsweredBy.human,
+        question="Approve?",
+        artifact_excerpt="index rollback",
+        human_response=text,
+        activation=0.0,
+        similarity=0.9,
+        score=1.0,
+    )
 
 
 def record(text: str) -> OutcomeRecord:
-    return OutcomeRecord(request=REQ, n=1, workflow_id="vicar-gate/g1", action=Action.correct, response_text=text,
-                         answered_by=AnsweredBy.human, prior=GUESS, posterior=GUESS,
-                         dialog=[DialogTurn(speaker="reviewer", text=text, answered_by=AnsweredBy.human),
-                                 DialogTurn(speaker="agent", text=text)])
+    return OutcomeRecord(
+        request=REQ,
+        n=1,
+        workflow_id="vicar-gate/g1",
+        action=Action.correct,
+        response_text=text,
+        answered_by=AnsweredBy.human,
+        prior=GUESS,
+        posterior=GUESS,
+        dialog=[
+            DialogTurn(speaker="reviewer", text=text, answered_by=AnsweredBy.human),
+            DialogTurn(speaker="agent", text=text),
+        ],
+    )
 
 
 def resume_point(text: str) -> int:
@@ -100,8 +126,16 @@ def resume_point(text: str) -> int:
 def predictions(text: str) -> list[metrics.Prediction]:
     """Not text: one prediction per 100 characters, every confidence distinct."""
     n = len(text) // 100
-    return [metrics.Prediction(seq=i, actual="approve", predicted="approve" if i % 50 else "correct",
-                               confidence=1 - i / n, autonomous=False) for i in range(n)]
+    return [
+        metrics.Prediction(
+            seq=i,
+            actual="approve",
+            predicted="approve" if i % 50 else "correct",
+            confidence=1 - i / n,
+            autonomous=False,
+        )
+        for i in range(n)
+    ]
 
 
 # name -> (prepare(text) -> argument, run(argument)); only `run` is timed.
@@ -109,8 +143,12 @@ FUNCTIONS: dict[str, tuple] = {
     "bookkeeping.questions_in": (str, bookkeeping.questions_in),
     "bookkeeping.concerns_in": (str, bookkeeping.concerns_in),
     "bookkeeping.apply_outcome": (record, lambda r: bookkeeping.apply_outcome(None, r)),
-    "offline._percepts": (str, lambda t: OfflinePredictor()._percepts(
-        t, RetrievalContext(principal="alice", n=1, phase="posterior", chunks=[summary(t)]), GUESS)),
+    "offline._percepts": (
+        str,
+        lambda t: OfflinePredictor()._percepts(
+            t, RetrievalContext(principal="alice", n=1, phase="posterior", chunks=[summary(t)]), GUESS
+        ),
+    ),
     "parse.parse_reply": (str, parse.parse_reply),
     "parse.parse_action": (str, lambda t: parse.parse_action(t, list(Action))),
     "parse.parse_surprise": (str, parse.parse_surprise),
@@ -118,14 +156,31 @@ FUNCTIONS: dict[str, tuple] = {
     "prompts.artifact_block": (str, prompts.artifact_block),
     "prompts.memories_block": (str, lambda t: prompts.memories_block([summary(t)])),
     "prompts.dialog_block": (str, lambda t: prompts.dialog_block([DialogTurn(speaker="reviewer", text=t)])),
-    "prompts.pass_body (posterior)": (str, lambda t: prompts.pass_body(
-        REQ, [summary(t)], [DialogTurn(speaker="reviewer", text=t)], artifact=t, prior=GUESS)),
+    "prompts.pass_body (posterior)": (
+        str,
+        lambda t: prompts.pass_body(
+            REQ, [summary(t)], [DialogTurn(speaker="reviewer", text=t)], artifact=t, prior=GUESS
+        ),
+    ),
     "prompts.surprise_body": (str, lambda t: prompts.surprise_body(REQ, t, GUESS, GUESS)),
     "text.clip": (str, lambda t: clip(t, 600)),
     "lexical.tokenize": (str, lambda t: tokenize([t])),
-    "chunk.vector_texts": (str, lambda t: MemoryChunk(
-        id="c1", principal="alice", state="PLAN_ASSERT", task_type="docs", outcome="approve", answered_by="human",
-        question="Approve?", artifact_excerpt=t, actor_message=t, human_response=t, created_n=1).vector_texts()),
+    "chunk.vector_texts": (
+        str,
+        lambda t: MemoryChunk(
+            id="c1",
+            principal="alice",
+            state="PLAN_ASSERT",
+            task_type="docs",
+            outcome="approve",
+            answered_by="human",
+            question="Approve?",
+            artifact_excerpt=t,
+            actor_message=t,
+            human_response=t,
+            created_n=1,
+        ).vector_texts(),
+    ),
     "chunk.blended_text": (str, lambda t: blended_text({"situation": t, "response": t})),
     "outcomes._interaction_line": (record, outcomes._interaction_line),
     "outcomes._pattern_section": (record, lambda r: outcomes._pattern_section(1, r)),
@@ -140,10 +195,14 @@ _OLD_QUESTION = re.compile(r"[^.?!\n]*\?")
 _OLD_FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 _OLD_CONFIDENCE = re.compile(
     rf"^{parse._DECOR}confidence[\s*_`]*[:=][\s*_`]*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
-    rf"[\s*_`]*\.?[\s*_`]*$", re.IGNORECASE)
+    rf"[\s*_`]*\.?[\s*_`]*$",
+    re.IGNORECASE,
+)
 BASELINES: dict[str, tuple] = {
     "old questions_in regex `[^.?!\\n]*\\?`": (
-        "words, no sentence end", lambda t: [q.strip() for q in _OLD_QUESTION.findall(t) if len(q.strip()) > 3]),
+        "words, no sentence end",
+        lambda t: [q.strip() for q in _OLD_QUESTION.findall(t) if len(q.strip()) > 3],
+    ),
     "old surprise fence regex `\\s*```$`": ("unclosed fence, padded", lambda t: _OLD_FENCE.sub("", t.strip())),
     "old confidence-line regex": ("confidence line, padded", lambda t: _OLD_CONFIDENCE.match(t.splitlines()[-1])),
 }
@@ -201,8 +260,10 @@ def main() -> None:
         kind = max(screen, key=lambda k: screen[k][1] / screen[k][0])
         small, large, larger = measure(prepare, run, kind, (*SIZES, BEYOND), 15, 3.0)
         ratio, beyond = large / small, larger / large
-        rows.append(f"| {name} | {kind} | {fmt(small)} | {fmt(large)} | {ratio:.1f} | {fmt(larger)} | "
-                    f"{beyond:.1f} | {verdict(ratio, beyond)} |")
+        rows.append(
+            f"| {name} | {kind} | {fmt(small)} | {fmt(large)} | {ratio:.1f} | {fmt(larger)} | "
+            f"{beyond:.1f} | {verdict(ratio, beyond)} |"
+        )
         print(rows[-1], flush=True)
     base_rows = []
     for name, (kind, run) in BASELINES.items():
@@ -210,30 +271,53 @@ def main() -> None:
         ratio = large / small
         base_rows.append(f"| {name} | {kind} | {fmt(small)} | {fmt(large)} | {ratio:.1f} | {verdict(ratio, None)} |")
         print(base_rows[-1], flush=True)
-    code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                          cwd=Path(__file__).parent).stdout.strip() or "unknown"
-    header = ("| function | worst input | 100 KB ms | 1 MB ms | 1 MB / 100 KB | 4 MB ms | 4 MB / 1 MB | verdict |\n"
-              "|---|---|---|---|---|---|---|---|")
-    report = "\n".join([
-        "# Text-processing benchmark", "",
-        f"- command: `python {' '.join(shlex.quote(a) for a in sys.argv)}`",
-        f"- date: {started}", f"- code: {code}", f"- machine: {machine_line()}",
-        f"- run time: {time.perf_counter() - t0:.0f} s; 1-minute load average {load_before:.2f} before, "
-        f"{os.getloadavg()[0]:.2f} after (a shared machine: timings are best-of-n, sizes interleaved)", "",
-        f"Every function on every adversarial input at 100 KB and 1 MB (best of 3, the sizes interleaved); "
-        f"then its worst input (highest ratio) again at 100 KB, 1 MB and 4 MB (best of up to 15). Linear: "
-        f"1 MB / 100 KB ~10, 4 MB / 1 MB ~4; quadratic: ~100 and ~16. Ratios above {FLAG:.0f} are flagged, "
-        f"unless 4 MB / 1 MB stays at most {BEYOND_FLAG:.0f} (twice linear): then the step from 100 KB (which "
-        f"fits the CPU's caches) to 1 MB (which does not) costs a constant factor, not the algorithm: "
-        f"\"linear (cache)\".", "",
-        "## Per function: the worst input", "", header, *rows, "",
-        "## The old code, same run (at 2 KB and 20 KB: the same 10x step; at 100 KB the old "
-        "`questions_in` regex takes minutes)", "",
-        "| code | input | 2 KB ms | 20 KB ms | 20 KB / 2 KB | verdict |\n|---|---|---|---|---|---|",
-        *base_rows, "",
-        "## Every input (1 MB / 100 KB, best of 3)", "",
-        "| function | " + " | ".join(INPUTS) + " |", "|---|" + "---|" * len(INPUTS), *matrix, "",
-    ])
+    code = (
+        subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
+        ).stdout.strip()
+        or "unknown"
+    )
+    header = (
+        "| function | worst input | 100 KB ms | 1 MB ms | 1 MB / 100 KB | 4 MB ms | 4 MB / 1 MB | verdict |\n"
+        "|---|---|---|---|---|---|---|---|"
+    )
+    report = "\n".join(
+        [
+            "# Text-processing benchmark",
+            "",
+            f"- command: `python {' '.join(shlex.quote(a) for a in sys.argv)}`",
+            f"- date: {started}",
+            f"- code: {code}",
+            f"- machine: {machine_line()}",
+            f"- run time: {time.perf_counter() - t0:.0f} s; 1-minute load average {load_before:.2f} before, "
+            f"{os.getloadavg()[0]:.2f} after (a shared machine: timings are best-of-n, sizes interleaved)",
+            "",
+            f"Every function on every adversarial input at 100 KB and 1 MB (best of 3, the sizes interleaved); "
+            f"then its worst input (highest ratio) again at 100 KB, 1 MB and 4 MB (best of up to 15). Linear: "
+            f"1 MB / 100 KB ~10, 4 MB / 1 MB ~4; quadratic: ~100 and ~16. Ratios above {FLAG:.0f} are flagged, "
+            f"unless 4 MB / 1 MB stays at most {BEYOND_FLAG:.0f} (twice linear): then the step from 100 KB (which "
+            f"fits the CPU's caches) to 1 MB (which does not) costs a constant factor, not the algorithm: "
+            f'"linear (cache)".',
+            "",
+            "## Per function: the worst input",
+            "",
+            header,
+            *rows,
+            "",
+            "## The old code, same run (at 2 KB and 20 KB: the same 10x step; at 100 KB the old "
+            "`questions_in` regex takes minutes)",
+            "",
+            "| code | input | 2 KB ms | 20 KB ms | 20 KB / 2 KB | verdict |\n|---|---|---|---|---|---|",
+            *base_rows,
+            "",
+            "## Every input (1 MB / 100 KB, best of 3)",
+            "",
+            "| function | " + " | ".join(INPUTS) + " |",
+            "|---|" + "---|" * len(INPUTS),
+            *matrix,
+            "",
+        ]
+    )
     if args.out:
         args.out.write_text(report)
     print(report)

@@ -31,9 +31,19 @@ GATES = [
     ("INTENT_ASSERT", "refactor", "Split the billing module into three services?"),
 ]
 # Chromium must not reach out (the machine's network is closed) and has no GPU here.
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--hide-scrollbars", "--window-size=1600,1000", "--remote-debugging-port=0"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--window-size=1600,1000",
+    "--remote-debugging-port=0",
+]
 # The UI is a single-page app that keeps polling: it never goes idle, so Chromium's own
 # --screenshot either fires before the data is drawn or waits for ever. Instead, the page
 # is driven over the DevTools protocol and photographed after this long.
@@ -51,8 +61,11 @@ def photograph(chromium: str, url: str, out: Path, tab: str | None = None) -> No
 
     # Chromium's helpers may still write to the profile as it is removed.
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
-        browser = subprocess.Popen([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        browser = subprocess.Popen(
+            [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             port_file = Path(profile) / "DevToolsActivePort"
             for _ in range(100):
@@ -78,10 +91,15 @@ def photograph(chromium: str, url: str, out: Path, tab: str | None = None) -> No
             call("Page.navigate", url=url)
             time.sleep(SETTLE_SECONDS)
             if tab:
-                found = call("Runtime.evaluate", returnByValue=True, expression=(
-                    "(() => { const t = [...document.querySelectorAll('a, button')]"
-                    f".find(e => e.textContent.trim().startsWith({json.dumps(tab)}));"
-                    " t && t.click(); return !!t; })()"))
+                found = call(
+                    "Runtime.evaluate",
+                    returnByValue=True,
+                    expression=(
+                        "(() => { const t = [...document.querySelectorAll('a, button')]"
+                        f".find(e => e.textContent.trim().startsWith({json.dumps(tab)}));"
+                        " t && t.click(); return !!t; })()"
+                    ),
+                )
                 if not found.get("result", {}).get("value"):
                     sys.exit(f"error: no {tab!r} tab on {url}")
                 time.sleep(SETTLE_SECONDS / 2)
@@ -99,9 +117,21 @@ async def main(args: argparse.Namespace) -> None:
     async with temporal_client(settings, embedded=True) as (client, server):
         worker, registry = build_worker(client, settings)
         async with worker:
-            handles = [await start_gate(client, GateRequest(
-                principal="alice", gate_id=f"shot-{i}", state=state, task_type=task, question=question,
-                artifact_text="(the artifact)"), settings.task_queue) for i, (state, task, question) in enumerate(GATES)]
+            handles = [
+                await start_gate(
+                    client,
+                    GateRequest(
+                        principal="alice",
+                        gate_id=f"shot-{i}",
+                        state=state,
+                        task_type=task,
+                        question=question,
+                        artifact_text="(the artifact)",
+                    ),
+                    settings.task_queue,
+                )
+                for i, (state, task, question) in enumerate(GATES)
+            ]
             for _ in range(300):  # each goes to the human: a new principal's proxy has earned nothing
                 shown = [await h.query("details") for h in handles]
                 if all(d and d["status"] == GateStatus.escalated.value for d in shown):
@@ -109,13 +139,13 @@ async def main(args: argparse.Namespace) -> None:
                 await asyncio.sleep(0.1)
             base = f"{server.ui_url}/namespaces/{client.namespace}/workflows"
             desc = await handles[0].describe()
-            await asyncio.to_thread(photograph, args.chromium, f"{base}?query={quote(ESCALATIONS)}",
-                                    args.out / "ui-escalations.png")
+            await asyncio.to_thread(
+                photograph, args.chromium, f"{base}?query={quote(ESCALATIONS)}", args.out / "ui-escalations.png"
+            )
             page = f"{base}/{quote(desc.id, safe='')}/{desc.run_id}"
             await asyncio.to_thread(photograph, args.chromium, page, args.out / "ui-gate.png")
             # The summary, the details and how to answer (current details once escalated).
-            await asyncio.to_thread(photograph, args.chromium, page, args.out / "ui-gate-metadata.png",
-                                    "User Metadata")
+            await asyncio.to_thread(photograph, args.chromium, page, args.out / "ui-gate-metadata.png", "User Metadata")
             for h in handles:
                 await h.terminate(reason="screenshots taken")
         registry.close()

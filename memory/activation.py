@@ -28,7 +28,11 @@ def base_level(traces: Sequence[int], now: int, decay: float = 0.5, age_floor: f
 
 
 def base_levels(
-    owner: np.ndarray, trace_n: np.ndarray, n_chunks: int, now: int, decay: float = 0.5,
+    owner: np.ndarray,
+    trace_n: np.ndarray,
+    n_chunks: int,
+    now: int,
+    decay: float = 0.5,
     age_floor: float = 1.0,
 ) -> np.ndarray:
     """Exact base-level activation of many chunks at once.
@@ -43,13 +47,14 @@ def base_levels(
         return np.log(sums)
 
 
-def hybrid_level(recent: Sequence[int], count: int, created: int, now: int, decay: float = 0.5,
-                 age_floor: float = 1.0) -> float:
+def hybrid_level(
+    recent: Sequence[int], count: int, created: int, now: int, decay: float = 0.5, age_floor: float = 1.0
+) -> float:
     """Petrov's hybrid for one chunk: `recent` holds its (up to k) most recent traces."""
     if count == 0:
         return -math.inf
     ages = [max(now - t, age_floor) for t in recent]
-    total = sum(a ** -decay for a in ages)
+    total = sum(a**-decay for a in ages)
     rest = count - len(recent)
     if rest > 0:
         a_k, a_n = max(ages), max(now - created, age_floor)
@@ -60,17 +65,21 @@ def hybrid_level(recent: Sequence[int], count: int, created: int, now: int, deca
 def _tail(rest, a_k, a_n, decay):
     """Integral estimate of `rest` traces spread evenly between ages a_k and a_n."""
     if a_n - a_k <= 1e-9:
-        return rest * a_k ** -decay
+        return rest * a_k**-decay
     return rest * (a_n ** (1 - decay) - a_k ** (1 - decay)) / ((1 - decay) * (a_n - a_k))
 
 
 def _neg_power(a: np.ndarray, decay: float) -> np.ndarray:
     """a^-d; the common d = 0.5 as 1/sqrt, several times faster than a general power."""
-    return 1.0 / np.sqrt(a) if decay == 0.5 else a ** -decay
+    return 1.0 / np.sqrt(a) if decay == 0.5 else a**-decay
 
 
 def hybrid_levels(
-    recent: np.ndarray, count: np.ndarray, created: np.ndarray, now: int, decay: float = 0.5,
+    recent: np.ndarray,
+    count: np.ndarray,
+    created: np.ndarray,
+    now: int,
+    decay: float = 0.5,
     age_floor: float = 1.0,
 ) -> np.ndarray:
     """Petrov's hybrid for many chunks: `recent` is (chunks x k), each row ascending with
@@ -87,8 +96,9 @@ def hybrid_levels(
         span = a_n - a_k
         flat = span <= 1e-9
         safe = np.where(flat, 1.0, span)
-        tail = np.where(flat, r * _neg_power(a_k, decay),
-                        r * (a_n ** (1 - decay) - a_k ** (1 - decay)) / ((1 - decay) * safe))
+        tail = np.where(
+            flat, r * _neg_power(a_k, decay), r * (a_n ** (1 - decay) - a_k ** (1 - decay)) / ((1 - decay) * safe)
+        )
         total[older] += tail
     with np.errstate(divide="ignore"):
         return np.log(total)

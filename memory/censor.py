@@ -39,8 +39,11 @@ class Censor(BaseModel):
 
     def similarity(self, query: dict[str, np.ndarray]) -> float | None:
         """Mean cosine over the dimensions both have (the index's rule); None: none shared."""
-        sims = [float(np.dot(np.asarray(self.vectors[d], dtype=np.float32), q))
-                for d, q in query.items() if d in self.vectors]
+        sims = [
+            float(np.dot(np.asarray(self.vectors[d], dtype=np.float32), q))
+            for d, q in query.items()
+            if d in self.vectors
+        ]
         return sum(sims) / len(sims) if sims else None
 
 

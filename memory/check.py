@@ -78,16 +78,21 @@ def check(root: Path, principal: str, blended: bool = False) -> CheckReport:
     configuration)."""
     directory = _memory_dir(root, principal)
     db_path = directory / "memory.db"
-    report = CheckReport(principal=principal, directory=str(directory), holder=holder_of(directory),
-                         disk_full=disk_full_problem(directory))
+    report = CheckReport(
+        principal=principal,
+        directory=str(directory),
+        holder=holder_of(directory),
+        disk_full=disk_full_problem(directory),
+    )
     report.integrity, report.schema_version = _integrity(db_path)
     if report.integrity != ["ok"]:
         report.problems.append(str(records_unusable(db_path, "; ".join(report.integrity))))
         return report
     if report.schema_version != report.schema_current:
         # Older: migrated when the worker opens it. Newer: written by a newer Vicar.
-        report.problems.append(f"{db_path} has schema version {report.schema_version}, "
-                               f"this Vicar uses {report.schema_current}")
+        report.problems.append(
+            f"{db_path} has schema version {report.schema_version}, this Vicar uses {report.schema_current}"
+        )
         return report
 
     store = RecordStore.reader(db_path, readonly.connect(db_path))
@@ -118,21 +123,26 @@ def check(root: Path, principal: str, blended: bool = False) -> CheckReport:
     report.lost_records = sorted(cid for cid in present if cid not in known)
     report.orphan_vectors = sum(len(present[cid]) for cid in report.lost_records)
     if report.chunks_missing_vectors:
-        report.problems.append(f"{report.chunks_missing_vectors} of {report.records} chunks lack vectors "
-                               f"(rebuilt by `vicar memory repair {principal}`)")
+        report.problems.append(
+            f"{report.chunks_missing_vectors} of {report.records} chunks lack vectors "
+            f"(rebuilt by `vicar memory repair {principal}`)"
+        )
     if report.lost_records:
         report.problems.append(lost_records_problem(principal, report.lost_records))
     return report
 
 
 def lost_records_problem(principal: str, lost: list[str]) -> str:
-    shown = ", ".join(lost[:_LOST_IDS_SHOWN]) + (f" and {len(lost) - _LOST_IDS_SHOWN} more"
-                                                  if len(lost) > _LOST_IDS_SHOWN else "")
-    return (f"LOST RECORDS: {len(lost)} chunk(s) have vectors but no record in memory.db: {shown}. "
-            f"Their answers are not in this memory and the vectors hold no text. To keep them: put back a "
-            f"memory.db that has them (`vicar memory restore` from a backup taken after they were answered), "
-            f"or answer those gates again; `vicar memory repair {principal}` keeps these vectors, "
-            f"the only trace of which gates they were (chunk id = hash of principal and gate workflow id)")
+    shown = ", ".join(lost[:_LOST_IDS_SHOWN]) + (
+        f" and {len(lost) - _LOST_IDS_SHOWN} more" if len(lost) > _LOST_IDS_SHOWN else ""
+    )
+    return (
+        f"LOST RECORDS: {len(lost)} chunk(s) have vectors but no record in memory.db: {shown}. "
+        f"Their answers are not in this memory and the vectors hold no text. To keep them: put back a "
+        f"memory.db that has them (`vicar memory restore` from a backup taken after they were answered), "
+        f"or answer those gates again; `vicar memory repair {principal}` keeps these vectors, "
+        f"the only trace of which gates they were (chunk id = hash of principal and gate workflow id)"
+    )
 
 
 class RepairReport(BaseModel):
@@ -162,10 +172,12 @@ def repair(root: Path, principal: str, embedder: Embedder, params: MemoryParams 
         on_open = mem.rebuilt_on_open
         rest = mem.reconcile()  # chunks missing only some vectors; lost records named, kept
         return RepairReport(
-            principal=principal, chunks=len(mem.index),
+            principal=principal,
+            chunks=len(mem.index),
             rebuilt=(on_open.missing_vectors if on_open else 0) + rest.missing_vectors,
             lost_records=rest.lost_records,
-            moved_aside=str(moved) if moved else None)
+            moved_aside=str(moved) if moved else None,
+        )
     finally:
         mem.close()
 
@@ -193,6 +205,7 @@ def summary(report: CheckReport) -> str:
         return f"{r.principal}: {label}: {text}{more_text}{held}"
     if r.disk_full:
         return f"{r.principal}: DISK FULL: {r.disk_full}; records intact ({r.records} records){held}"
-    return (f"{r.principal}: healthy: integrity ok, schema v{r.schema_version}, {r.records} records, "
-            f"{sum(r.vectors_by_dimension.values())} vectors, none missing, no orphans{held}")
-
+    return (
+        f"{r.principal}: healthy: integrity ok, schema v{r.schema_version}, {r.records} records, "
+        f"{sum(r.vectors_by_dimension.values())} vectors, none missing, no orphans{held}"
+    )

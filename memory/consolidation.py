@@ -46,8 +46,15 @@ def _neighbours(memory: PrincipalMemory, chunk: MemoryChunk, exclude: set[str]) 
     query = index.vectors_of(chunk.id, CASE_DIMS)
     if not query:
         return []
-    idx = index.candidates({"kind": chunk.kind.value, "state": chunk.state, "task_type": chunk.task_type,
-                            "answered_by": "human", "status": "active"})
+    idx = index.candidates(
+        {
+            "kind": chunk.kind.value,
+            "state": chunk.state,
+            "task_type": chunk.task_type,
+            "answered_by": "human",
+            "status": "active",
+        }
+    )
     idx = np.array([i for i in idx if index.ids[i] not in exclude], dtype=np.int64)
     if len(idx) == 0:
         return []
@@ -57,10 +64,18 @@ def _neighbours(memory: PrincipalMemory, chunk: MemoryChunk, exclude: set[str]) 
     return [(index.ids[idx[j]], float(sim[j])) for j in order if not np.isnan(sim[j])]
 
 
-def plan_consolidation(memory: PrincipalMemory, session_id: str, new_chunk_ids: list[str],
-                       judge: Judge | None = None, near: float = NEAR, same: float = SAME) -> ConsolidationPlan:
-    new = sorted((c for c in memory.store.get_chunks(new_chunk_ids)
-                  if c.answered_by == "human" and c.status == "active"), key=lambda c: (c.created_n, c.id))
+def plan_consolidation(
+    memory: PrincipalMemory,
+    session_id: str,
+    new_chunk_ids: list[str],
+    judge: Judge | None = None,
+    near: float = NEAR,
+    same: float = SAME,
+) -> ConsolidationPlan:
+    new = sorted(
+        (c for c in memory.store.get_chunks(new_chunk_ids) if c.answered_by == "human" and c.status == "active"),
+        key=lambda c: (c.created_n, c.id),
+    )
     superseded_by: dict[str, str] = {}
 
     def representative(cid: str) -> str:
@@ -81,13 +96,22 @@ def plan_consolidation(memory: PrincipalMemory, session_id: str, new_chunk_ids: 
     for b in new:
         did = f"{session_id}:{b.id}"
         if b.id in superseded_by:
-            out.append(ConsolidationDecision(decision_id=did, op="SKIP", chunk_id=b.id,
-                                             reason="already superseded by an earlier verdict of this session"))
+            out.append(
+                ConsolidationDecision(
+                    decision_id=did,
+                    op="SKIP",
+                    chunk_id=b.id,
+                    reason="already superseded by an earlier verdict of this session",
+                )
+            )
             continue
         close = [(cid, s) for cid, s in _neighbours(memory, b, {b.id} | set(superseded_by)) if s >= near]
         if not close:
-            out.append(ConsolidationDecision(decision_id=did, op="ADD", chunk_id=b.id,
-                                             reason=f"no memory of this case (similarity < {near})"))
+            out.append(
+                ConsolidationDecision(
+                    decision_id=did, op="ADD", chunk_id=b.id, reason=f"no memory of this case (similarity < {near})"
+                )
+            )
             continue
         a_id, sim = close[0]
         a = memory.store.get_chunk(a_id)
@@ -95,12 +119,19 @@ def plan_consolidation(memory: PrincipalMemory, session_id: str, new_chunk_ids: 
         common = dict(decision_id=did, chunk_id=b.id, target_id=a_id, similarity=round(sim, 4))
         if a.outcome == b.outcome:
             if not b.human_response.strip() or _norm(a.human_response) == _norm(b.human_response):
-                out.append(ConsolidationDecision(op="SKIP", **common,
-                                                 reason=f"the same answer ({b.outcome}) as {a_id} again"))
+                out.append(
+                    ConsolidationDecision(op="SKIP", **common, reason=f"the same answer ({b.outcome}) as {a_id} again")
+                )
             elif supersede(b.id, a_id):
-                out.append(ConsolidationDecision(op="UPDATE", superseded=b.id, **common,
-                                                 reason=f"the same decision ({b.outcome}) in newer words: "
-                                                        f"{a_id} takes them, {b.id} is folded into it"))
+                out.append(
+                    ConsolidationDecision(
+                        op="UPDATE",
+                        superseded=b.id,
+                        **common,
+                        reason=f"the same decision ({b.outcome}) in newer words: "
+                        f"{a_id} takes them, {b.id} is folded into it",
+                    )
+                )
             else:
                 out.append(ConsolidationDecision(op="ADD", **common, reason="folding would empty the cluster"))
             continue
@@ -108,8 +139,11 @@ def plan_consolidation(memory: PrincipalMemory, session_id: str, new_chunk_ids: 
         if sim < same:
             verdict = judge(older, newer) if judge else None
             kind = verdict or "context_sensitivity"
-            why = (f"ambiguous (similarity {sim:.2f}), judged by the LLM" if verdict else
-                   f"ambiguous (similarity {sim:.2f}), kept both: no judge" + ("" if judge else " offline"))
+            why = (
+                f"ambiguous (similarity {sim:.2f}), judged by the LLM"
+                if verdict
+                else f"ambiguous (similarity {sim:.2f}), kept both: no judge" + ("" if judge else " offline")
+            )
         elif newer.created_n - older.created_n > DRIFT_WINDOW:
             kind, why = "preference_drift", f"{newer.created_n - older.created_n} interactions apart"
         elif (a.upstream_agent or "") != (b.upstream_agent or ""):
@@ -117,17 +151,27 @@ def plan_consolidation(memory: PrincipalMemory, session_id: str, new_chunk_ids: 
         else:
             kind, why = "genuine_tension", f"the same case {newer.created_n - older.created_n} interactions apart"
         if kind == "preference_drift" and supersede(older.id, newer.id):
-            out.append(ConsolidationDecision(op="DELETE", superseded=older.id, conflict=kind, **common,
-                                             reason=f"preference drift ({why}): {older.outcome} -> "
-                                                    f"{newer.outcome}, the newer answer stands"))
+            out.append(
+                ConsolidationDecision(
+                    op="DELETE",
+                    superseded=older.id,
+                    conflict=kind,
+                    **common,
+                    reason=f"preference drift ({why}): {older.outcome} -> {newer.outcome}, the newer answer stands",
+                )
+            )
         else:
-            out.append(ConsolidationDecision(op="ADD", conflict=kind, **common,
-                                             reason=f"{kind.replace('_', ' ')} ({why}): both kept"))
+            out.append(
+                ConsolidationDecision(
+                    op="ADD", conflict=kind, **common, reason=f"{kind.replace('_', ' ')} ({why}): both kept"
+                )
+            )
     return ConsolidationPlan(session_id=session_id, decisions=out)
 
 
-def apply_consolidation(memory: PrincipalMemory, plan: ConsolidationPlan,
-                        on_step: Callable[[int], None] | None = None) -> ConsolidationReport:
+def apply_consolidation(
+    memory: PrincipalMemory, plan: ConsolidationPlan, on_step: Callable[[int], None] | None = None
+) -> ConsolidationReport:
     """Apply each decision once. Safe to run again after a crash: done decisions are
     found in the audit log and skipped; an UPDATE's vectors are written before its
     record, and writing the same vectors again is harmless."""
@@ -165,8 +209,9 @@ def _apply_simple(memory: PrincipalMemory, d: ConsolidationDecision, session_id:
                 return
             if d.superseded:
                 by = d.chunk_id if d.superseded != d.chunk_id else d.target_id
-                db.execute("UPDATE chunks SET status = 'superseded', superseded_by = ? WHERE id = ?",
-                           (by, d.superseded))
+                db.execute(
+                    "UPDATE chunks SET status = 'superseded', superseded_by = ? WHERE id = ?", (by, d.superseded)
+                )
             if d.conflict == "genuine_tension":
                 assert d.target_id is not None  # a conflict is between two chunks
                 a, b = sorted((d.chunk_id, d.target_id))
@@ -182,20 +227,22 @@ def _apply_update(memory: PrincipalMemory, d: ConsolidationDecision, session_id:
     target = store.get_chunk(d.target_id)
     assert new is not None and target is not None  # both recorded before the plan was made
     updated = target.model_copy(update={"human_response": new.human_response})
-    texts = {k: v for k, v in updated.vector_texts(memory.params.blended_vectors).items()
-             if k in ("response", BLENDED)}
+    texts = {k: v for k, v in updated.vector_texts(memory.params.blended_vectors).items() if k in ("response", BLENDED)}
     vecs = dict(zip(texts, memory.embedder.embed(list(texts.values())))) if texts else {}
     with memory._lock:
         memory.vectors.upsert(target.id, vecs)  # first: a retry rewrites the same vectors
         with store.transaction() as db:
-            if not store.log_decision(db, d.decision_id, session_id, "UPDATE", d.chunk_id, d.target_id,
-                                      d.reason, new.model_dump_json()):
+            if not store.log_decision(
+                db, d.decision_id, session_id, "UPDATE", d.chunk_id, d.target_id, d.reason, new.model_dump_json()
+            ):
                 return
             db.execute("UPDATE chunks SET human_response = ? WHERE id = ?", (new.human_response, target.id))
-            added = [n for n in new.traces if db.execute(
-                "INSERT OR IGNORE INTO traces (chunk_id, n) VALUES (?, ?)", (target.id, n)).rowcount]
-            db.execute("UPDATE chunks SET status = 'superseded', superseded_by = ? WHERE id = ?",
-                       (target.id, new.id))
+            added = [
+                n
+                for n in new.traces
+                if db.execute("INSERT OR IGNORE INTO traces (chunk_id, n) VALUES (?, ?)", (target.id, n)).rowcount
+            ]
+            db.execute("UPDATE chunks SET status = 'superseded', superseded_by = ? WHERE id = ?", (target.id, new.id))
         for n in added:
             memory.index.add_trace(target.id, n)
         for dim, vec in vecs.items():
@@ -207,6 +254,6 @@ def _apply_update(memory: PrincipalMemory, d: ConsolidationDecision, session_id:
 def memory_fingerprint(memory: PrincipalMemory) -> list[tuple]:
     """Every chunk's record, status and traces: two memories with the same fingerprint
     hold the same knowledge (the kill-and-restart test compares them)."""
-    return [(c.id, c.outcome, c.human_response, c.status, c.superseded_by, tuple(c.traces))
-            for c in memory.store.chunks()]
-
+    return [
+        (c.id, c.outcome, c.human_response, c.status, c.superseded_by, tuple(c.traces)) for c in memory.store.chunks()
+    ]

@@ -35,8 +35,9 @@ def is_disk_full(exc: BaseException | None) -> bool:
             return True
         if isinstance(exc, OSError) and exc.errno in _ERRNOS:
             return True
-        if isinstance(exc, sqlite3.Error) and (getattr(exc, "sqlite_errorcode", None) == _SQLITE_FULL
-                                               or "database or disk is full" in str(exc)):
+        if isinstance(exc, sqlite3.Error) and (
+            getattr(exc, "sqlite_errorcode", None) == _SQLITE_FULL or "database or disk is full" in str(exc)
+        ):
             return True
         text = str(exc)
         if type(exc).__module__.startswith("chromadb") and ("disk is full" in text or "No space left" in text):
@@ -62,8 +63,10 @@ def disk_full(path: Path | None, exc: BaseException | None = None) -> DiskFull:
     room = f"{free} bytes free" if free is not None else "free space unknown"
     cause = f": {str(exc).strip().splitlines()[0][:200]}" if exc is not None and str(exc).strip() else ""
     what = f"cannot write {path}" if path is not None else "a write failed"
-    return DiskFull(f"the disk is full: {what} ({room}{cause}); nothing is damaged, free space on that "
-                    f"filesystem and the memory works again (no repair needed)")
+    return DiskFull(
+        f"the disk is full: {what} ({room}{cause}); nothing is damaged, free space on that "
+        f"filesystem and the memory works again (no repair needed)"
+    )
 
 
 def disk_full_problem(directory: Path) -> str | None:
@@ -71,5 +74,7 @@ def disk_full_problem(directory: Path) -> str | None:
     free = free_bytes(directory)
     if free is None or free >= MIN_FREE:
         return None
-    return (f"the disk is full: {directory} has {free} bytes free; the worker cannot record answers "
-            f"until space is freed on that filesystem (nothing is damaged: no repair needed)")
+    return (
+        f"the disk is full: {directory} has {free} bytes free; the worker cannot record answers "
+        f"until space is freed on that filesystem (nothing is damaged: no repair needed)"
+    )

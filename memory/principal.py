@@ -55,8 +55,9 @@ def noise_seed(principal: str, n: int, salt: str = "") -> int:
 
 
 class PrincipalMemory:
-    def __init__(self, principal: str, root: Path, embedder: Embedder, params: MemoryParams,
-                 throwaway: bool = False) -> None:
+    def __init__(
+        self, principal: str, root: Path, embedder: Embedder, params: MemoryParams, throwaway: bool = False
+    ) -> None:
         """throwaway: a fresh memory deleted after use (the replay evaluation), with its
         vectors in the index only (Chroma's ~8 ms per write would dominate) and a record
         store that never waits for the disk."""
@@ -81,22 +82,25 @@ class PrincipalMemory:
             self.store = RecordStore(self.dir / "memory.db", durable=not throwaway)
             self._claim("principal", principal)
             self._claim("embedding_model", embedder.model_name)
-            self.vectors = (InMemoryVectors() if throwaway
-                            else open_vectors(self.dir, principal, embedder.model_name))
+            self.vectors = InMemoryVectors() if throwaway else open_vectors(self.dir, principal, embedder.model_name)
             self.index = MemoryIndex(embedder.dim, params.hybrid_k)
             # The (state, task type) pairs the human has answered, kept as chunks come
             # (chunks are never deleted): the cold-start measure without a scan per gate.
             self._human_contexts: set[tuple[str, str]] = set()
             self.lexical = LexicalIndex(self._lexical_texts)
             self._rebuild()
-            if self.chunks_without_vectors() or (self.params.blended_vectors
-                                                 and self.chunks_without_vectors(BLENDED)):
+            if self.chunks_without_vectors() or (self.params.blended_vectors and self.chunks_without_vectors(BLENDED)):
                 # Records are the source of truth: vectors lost with a deleted or emptied
                 # chroma/ are re-embedded now, not left to fail retrieval silently.
                 report = self.rebuilt_on_open = self.reconcile()
-                log.warning("memory of %s: %d of %d chunks had no vectors; rebuilt them from the records "
-                            "(%d vectors without a record kept)", principal, report.missing_vectors,
-                            len(self.index), report.orphan_vectors)
+                log.warning(
+                    "memory of %s: %d of %d chunks had no vectors; rebuilt them from the records "
+                    "(%d vectors without a record kept)",
+                    principal,
+                    report.missing_vectors,
+                    len(self.index),
+                    report.orphan_vectors,
+                )
         except BaseException as exc:
             self.close()
             if is_disk_full(exc) and not isinstance(exc, DiskFull):
@@ -296,8 +300,15 @@ class PrincipalMemory:
             with single_threaded_blas():
                 sim = col.cosine(idx, q)
             order = np.argsort(-sim)[:top_k]
-            hits = [Hit(chunk_id=self.index.ids[idx[j]], activation=float(act[j]),
-                        similarity=float(sim[j]), score=float(sim[j])) for j in order]
+            hits = [
+                Hit(
+                    chunk_id=self.index.ids[idx[j]],
+                    activation=float(act[j]),
+                    similarity=float(sim[j]),
+                    score=float(sim[j]),
+                )
+                for j in order
+            ]
         return self._with_chunks(hits)
 
     def _with_chunks(self, hits: list[Hit]) -> list[tuple[Hit, MemoryChunk]]:
@@ -325,8 +336,12 @@ class PrincipalMemory:
             orphans = [(vid, cid) for vid, cid in self.vectors.ids() if cid not in self.index.pos]
             lost = sorted({cid for _, cid in orphans})
             if lost:
-                log.warning("memory of %s: LOST RECORDS: %d chunk(s) have vectors but no record (kept): %s",
-                            self.principal, len(lost), ", ".join(lost[:20]))
+                log.warning(
+                    "memory of %s: LOST RECORDS: %d chunk(s) have vectors but no record (kept): %s",
+                    self.principal,
+                    len(lost),
+                    ", ".join(lost[:20]),
+                )
             missing = 0
             for chunk in self.store.chunks(f"status NOT IN ({', '.join(repr(u) for u in UNINDEXED)})"):
                 texts = chunk.vector_texts(self.params.blended_vectors)
@@ -364,8 +379,7 @@ def _lexical_text(chunk: MemoryChunk) -> str:
 
 def _as_decided(chunk: MemoryChunk, d: StorageDecision) -> MemoryChunk:
     status = {"persist": "active", "buffer": "buffered", "reinforce": "merged", "drop": "dropped"}[d.op]
-    return chunk.model_copy(update={"status": status,
-                                    "superseded_by": d.nearest if d.op == "reinforce" else None})
+    return chunk.model_copy(update={"status": status, "superseded_by": d.nearest if d.op == "reinforce" else None})
 
 
 def _fields(chunk: MemoryChunk) -> dict[str, str]:

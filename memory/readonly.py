@@ -67,6 +67,8 @@ def vector_ids(chroma_sqlite: Path, collection: str) -> list[tuple[str, str]]:
             "SELECT e.embedding_id, m.string_value FROM embeddings e"
             " JOIN segments s ON s.id = e.segment_id JOIN collections c ON c.id = s.collection"
             " JOIN embedding_metadata m ON m.id = e.id AND m.key = 'chunk_id'"
-            " WHERE c.name = ? ORDER BY e.embedding_id", (collection,)).fetchall()
+            " WHERE c.name = ? ORDER BY e.embedding_id",
+            (collection,),
+        ).fetchall()
     finally:
         con.close()

@@ -17,8 +17,14 @@ from vicar.memory.store import RecordStore, StoreError
 from vicar.memory.vectors import VectorStore
 
 
-def reembed(root: Path, principal: str, embedder: Embedder, batch: int = 64,
-            progress: Callable[[int, int], None] | None = None, blended: bool = True) -> int:
+def reembed(
+    root: Path,
+    principal: str,
+    embedder: Embedder,
+    batch: int = 64,
+    progress: Callable[[int, int], None] | None = None,
+    blended: bool = True,
+) -> int:
     """Re-embed every chunk with `embedder` (`blended`: the blended text too, see
     MemoryParams.blended_vectors); returns how many chunks were embedded."""
     directory = child_path(root, principal)
@@ -37,7 +43,7 @@ def reembed(root: Path, principal: str, embedder: Embedder, batch: int = 64,
         vectors = VectorStore(directory / "chroma", embedder.model_name)
         chunks = store.chunks()
         for start in range(0, len(chunks), batch):
-            part = chunks[start: start + batch]
+            part = chunks[start : start + batch]
             texts = [c.vector_texts(blended) for c in part]
             flat = [t for ts in texts for t in ts.values()]
             vecs = iter(embedder.embed(flat))

@@ -120,14 +120,17 @@ def rank(
     top = np.argpartition(-score, k - 1)[:k] if k < len(idx) else np.arange(len(idx))
     top = top[np.lexsort((-idx[top], -score[top]))]  # score, then the newer chunk first
     return [
-        Hit(chunk_id=index.ids[idx[j]], activation=float(act[j]),
-            similarity=None if np.isnan(sim[j]) else float(sim[j]), score=float(score[j]))
+        Hit(
+            chunk_id=index.ids[idx[j]],
+            activation=float(act[j]),
+            similarity=None if np.isnan(sim[j]) else float(sim[j]),
+            score=float(score[j]),
+        )
         for j in top
     ]
 
 
-def _score(mode: RetrievalMode, act: np.ndarray, sim0: np.ndarray, last: np.ndarray | None,
-           p: Params) -> np.ndarray:
+def _score(mode: RetrievalMode, act: np.ndarray, sim0: np.ndarray, last: np.ndarray | None, p: Params) -> np.ndarray:
     if mode is RetrievalMode.activation:
         return act
     if mode is RetrievalMode.similarity:

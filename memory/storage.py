@@ -37,9 +37,15 @@ ALWAYS_KEPT = ("correct", "reject")  # a human's reversal always persists
 
 # (novelty, relevance) -> decision.
 GRID: dict[tuple[Level, Level], Op] = {
-    ("high", "high"): "persist", ("high", "mid"): "persist", ("high", "low"): "persist",
-    ("mid", "high"): "persist", ("mid", "mid"): "buffer", ("mid", "low"): "buffer",
-    ("low", "high"): "reinforce", ("low", "mid"): "reinforce", ("low", "low"): "drop",
+    ("high", "high"): "persist",
+    ("high", "mid"): "persist",
+    ("high", "low"): "persist",
+    ("mid", "high"): "persist",
+    ("mid", "mid"): "buffer",
+    ("mid", "low"): "buffer",
+    ("low", "high"): "reinforce",
+    ("low", "mid"): "reinforce",
+    ("low", "low"): "drop",
 }
 
 
@@ -65,12 +71,20 @@ class StorageDecision(BaseModel):
     activation: float | None = None
 
 
-def decide(index: MemoryIndex, chunk: MemoryChunk, vectors: dict[str, np.ndarray], now: int,
-           params: StorageParams) -> StorageDecision:
+def decide(
+    index: MemoryIndex, chunk: MemoryChunk, vectors: dict[str, np.ndarray], now: int, params: StorageParams
+) -> StorageDecision:
     if chunk.kind is not ChunkKind.gate or (chunk.answered_by == "human" and chunk.outcome in ALWAYS_KEPT):
         return StorageDecision(op="persist", novelty="high", relevance="high")
-    idx = index.candidates({"kind": chunk.kind.value, "state": chunk.state, "task_type": chunk.task_type,
-                            "answered_by": chunk.answered_by, "status": RETRIEVABLE})
+    idx = index.candidates(
+        {
+            "kind": chunk.kind.value,
+            "state": chunk.state,
+            "task_type": chunk.task_type,
+            "answered_by": chunk.answered_by,
+            "status": RETRIEVABLE,
+        }
+    )
     if len(idx) == 0 or not vectors:
         return StorageDecision(op="persist", novelty="high", relevance="high")
     with single_threaded_blas():
@@ -79,10 +93,22 @@ def decide(index: MemoryIndex, chunk: MemoryChunk, vectors: dict[str, np.ndarray
     best, nearest = float(sim[j]), index.ids[idx[j]]
     act = float(index.activations(now, params.decay, params.age_floor, params.activation_mode)[idx[j]])
     same_answer = index.field_value(idx[j], "outcome") == chunk.outcome
-    novelty: Level = ("low" if best >= params.storage_duplicate_at and same_answer
-                      else "high" if best < params.storage_novel_below else "mid")
+    novelty: Level = (
+        "low"
+        if best >= params.storage_duplicate_at and same_answer
+        else "high"
+        if best < params.storage_novel_below
+        else "mid"
+    )
     above = act - params.threshold
-    relevance: Level = ("high" if above >= params.storage_relevance_high
-                        else "mid" if above >= params.storage_relevance_mid else "low")
-    return StorageDecision(op=GRID[(novelty, relevance)], novelty=novelty, relevance=relevance, nearest=nearest,
-                           similarity=round(best, 4), activation=round(act, 4))
+    relevance: Level = (
+        "high" if above >= params.storage_relevance_high else "mid" if above >= params.storage_relevance_mid else "low"
+    )
+    return StorageDecision(
+        op=GRID[(novelty, relevance)],
+        novelty=novelty,
+        relevance=relevance,
+        nearest=nearest,
+        similarity=round(best, 4),
+        activation=round(act, 4),
+    )

@@ -111,9 +111,7 @@ class RecordStore(SemanticRecords):
         with self.transaction() as db:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version > len(MIGRATIONS):
-                raise StoreError(
-                    f"{self.path} has schema version {version}; this Vicar knows up to {len(MIGRATIONS)}"
-                )
+                raise StoreError(f"{self.path} has schema version {version}; this Vicar knows up to {len(MIGRATIONS)}")
             for i in range(version, len(MIGRATIONS)):
                 for statement in MIGRATIONS[i].split(";"):
                     if statement.strip():
@@ -177,14 +175,26 @@ class RecordStore(SemanticRecords):
     def recent_human_answers(self, kind: str, state: str, task_type: str, limit: int) -> list[MemoryChunk]:
         """The latest `limit` human answers of one context, newest first, without traces."""
         with self._lock:
-            ids = [r[0] for r in self._db.execute(
-                "SELECT id FROM chunks WHERE state = ? AND task_type = ? AND answered_by = 'human' AND kind = ?"
-                " ORDER BY created_n DESC LIMIT ?", (state, task_type, kind, limit))]
+            ids = [
+                r[0]
+                for r in self._db.execute(
+                    "SELECT id FROM chunks WHERE state = ? AND task_type = ? AND answered_by = 'human' AND kind = ?"
+                    " ORDER BY created_n DESC LIMIT ?",
+                    (state, task_type, kind, limit),
+                )
+            ]
         return self.get_chunks(ids, with_traces=False)
 
-    def proxy_answers_on(self, kind: str, lineage: str, since_n: int, before_n: int,
-                         outcomes: tuple[str, ...] = ("approve",), most: int = 16,
-                         revision: str | None = None) -> list[MemoryChunk]:
+    def proxy_answers_on(
+        self,
+        kind: str,
+        lineage: str,
+        since_n: int,
+        before_n: int,
+        outcomes: tuple[str, ...] = ("approve",),
+        most: int = 16,
+        revision: str | None = None,
+    ) -> list[MemoryChunk]:
         """The proxy's own answers (of these actions) on a lineage (and, given, one
         revision of it), created in [since_n, before_n): an index range, newest first,
         at most `most`."""
@@ -193,15 +203,20 @@ class RecordStore(SemanticRecords):
         marks = ", ".join("?" * len(outcomes))
         same = " AND revision = ?" if revision is not None else ""
         with self._lock:
-            ids = [r[0] for r in self._db.execute(
-                "SELECT id FROM chunks INDEXED BY chunks_lineage_proxy WHERE kind = ? AND lineage = ?"
-                f" AND answered_by = 'proxy' AND created_n >= ? AND created_n < ? AND outcome IN ({marks}){same}"
-                " ORDER BY created_n DESC LIMIT ?",
-                (kind, lineage, since_n, before_n, *outcomes, *([revision] if same else []), most))]
+            ids = [
+                r[0]
+                for r in self._db.execute(
+                    "SELECT id FROM chunks INDEXED BY chunks_lineage_proxy WHERE kind = ? AND lineage = ?"
+                    f" AND answered_by = 'proxy' AND created_n >= ? AND created_n < ? AND outcome IN ({marks}){same}"
+                    " ORDER BY created_n DESC LIMIT ?",
+                    (kind, lineage, since_n, before_n, *outcomes, *([revision] if same else []), most),
+                )
+            ]
         return self.get_chunks(ids, with_traces=False)
 
-    def outcomes(self, after_seq: int = 0, answered_by: str | None = None,
-                 limit: int | None = None, newest: bool = False) -> list[tuple[int, str]]:
+    def outcomes(
+        self, after_seq: int = 0, answered_by: str | None = None, limit: int | None = None, newest: bool = False
+    ) -> list[tuple[int, str]]:
         """(seq, record JSON) in log order (or the newest `limit` ones, still in order)."""
         sql = "SELECT seq, record FROM outcomes WHERE seq > ?"
         params: list = [after_seq]
@@ -262,8 +277,11 @@ class RecordStore(SemanticRecords):
                 while len(self._cached) > CACHED_CHUNKS:
                     self._cached.popitem(last=False)
         # A copy each, with lists of its own: a caller may change what it was given.
-        return [found[i].model_copy(update={"salient_percepts": list(found[i].salient_percepts), "traces": []})
-                for i in chunk_ids if i in found]
+        return [
+            found[i].model_copy(update={"salient_percepts": list(found[i].salient_percepts), "traces": []})
+            for i in chunk_ids
+            if i in found
+        ]
 
     def _select(self, where: str, params: tuple) -> list[tuple]:
         return self._db.execute(
@@ -283,10 +301,15 @@ class RecordStore(SemanticRecords):
             rows = self._select(where, params)
             traces: dict[str, list[int]] = {r[0]: [] for r in rows}
             # Only the traces of the selected chunks (the primary key serves the join).
-            for cid, n in self._db.execute(
-                f"SELECT chunk_id, n FROM traces JOIN chunks ON chunks.id = traces.chunk_id "
-                f"WHERE {where} ORDER BY n", params
-            ) if with_traces else ():
+            for cid, n in (
+                self._db.execute(
+                    f"SELECT chunk_id, n FROM traces JOIN chunks ON chunks.id = traces.chunk_id "
+                    f"WHERE {where} ORDER BY n",
+                    params,
+                )
+                if with_traces
+                else ()
+            ):
                 traces[cid].append(n)
         return [self._chunk(r, traces[r[0]]) for r in rows]
 
@@ -297,11 +320,15 @@ class RecordStore(SemanticRecords):
         if not lineage or limit <= 0:
             return []
         with self._lock:
-            ids = [r[0] for r in self._db.execute(
-                "SELECT id FROM chunks WHERE id IN (SELECT id FROM chunks INDEXED BY chunks_lineage"
-                " WHERE kind = ? AND lineage = ? AND created_n < ? AND answered_by = 'human'"
-                " AND status != 'superseded' ORDER BY created_n DESC LIMIT ?) ORDER BY created_n DESC, id DESC",
-                (kind, lineage, before_n, limit))]
+            ids = [
+                r[0]
+                for r in self._db.execute(
+                    "SELECT id FROM chunks WHERE id IN (SELECT id FROM chunks INDEXED BY chunks_lineage"
+                    " WHERE kind = ? AND lineage = ? AND created_n < ? AND answered_by = 'human'"
+                    " AND status != 'superseded' ORDER BY created_n DESC LIMIT ?) ORDER BY created_n DESC, id DESC",
+                    (kind, lineage, before_n, limit),
+                )
+            ]
         return self.get_chunks(ids, with_traces=False)
 
     def all_traces(self) -> list[tuple[str, int]]:
@@ -322,7 +349,9 @@ class RecordStore(SemanticRecords):
         with self._lock:
             return self._db.execute(
                 "SELECT COUNT(*) FROM (SELECT 1 FROM chunks INDEXED BY chunks_agent"
-                " WHERE upstream_agent = ? AND answered_by = 'human' LIMIT ?)", (agent, max(0, most))).fetchone()[0]
+                " WHERE upstream_agent = ? AND answered_by = 'human' LIMIT ?)",
+                (agent, max(0, most)),
+            ).fetchone()[0]
 
     def memory_depth(self) -> int:
         """Distinct (state, task_type) pairs the human has answered: the cold-start measure."""
@@ -366,8 +395,10 @@ class RecordStore(SemanticRecords):
         (None: no condition), in one transaction: a turn is handed on only once its
         holder's record is in. Returns (whether the condition held, the stored counter)."""
         with self.transaction(chunk_rows_kept=True) as db:
-            free = after is None or db.execute(
-                "SELECT 1 FROM outcomes WHERE workflow_id = ?", (after,)).fetchone() is not None
+            free = (
+                after is None
+                or db.execute("SELECT 1 FROM outcomes WHERE workflow_id = ?", (after,)).fetchone() is not None
+            )
             row = db.execute("SELECT value FROM meta WHERE key = 'counter'").fetchone()
             current = int(row[0]) if row else 0
             if free and n is not None and n > current:

@@ -20,8 +20,10 @@ class RecordsUnusable(StoreError):
 def records_unusable(path: Path, exc: BaseException | str) -> StoreError:
     """The one line for a record store that cannot be read. The records are the source
     of truth: nothing else holds them, so the only way back is a copy of the file."""
-    return RecordsUnusable(f"record store {path} is unusable ({exc}); it cannot be rebuilt from the vectors: "
-                      f"move it aside and restore a backup copy of it")
+    return RecordsUnusable(
+        f"record store {path} is unusable ({exc}); it cannot be rebuilt from the vectors: "
+        f"move it aside and restore a backup copy of it"
+    )
 
 
 def raise_if_disk_full(path: Path, exc: BaseException) -> None:
@@ -31,7 +33,10 @@ def raise_if_disk_full(path: Path, exc: BaseException) -> None:
         return
     # SQLite says "disk I/O error" when the -shm file cannot grow: on a disk with no room
     # left that is the full disk, not damage.
-    io_on_full = (isinstance(exc, sqlite3.OperationalError) and "disk I/O error" in str(exc)
-                  and (free_bytes(path.parent) or 0) < MIN_FREE)
+    io_on_full = (
+        isinstance(exc, sqlite3.OperationalError)
+        and "disk I/O error" in str(exc)
+        and (free_bytes(path.parent) or 0) < MIN_FREE
+    )
     if is_disk_full(exc) or io_on_full:
         raise disk_full(path, exc) from exc

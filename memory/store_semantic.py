@@ -22,6 +22,7 @@ class SemanticRecords:
     _cached: OrderedDict[str, MemoryChunk]
 
     if TYPE_CHECKING:
+
         def transaction(self, chunk_rows_kept: bool = False) -> AbstractContextManager[sqlite3.Connection]: ...
 
         def get_chunk(self, chunk_id: str) -> MemoryChunk | None: ...
@@ -32,8 +33,9 @@ class SemanticRecords:
         if not ids:
             return []
         with self._lock:
-            rows = self._db.execute(f"SELECT entry FROM facts WHERE id IN ({', '.join('?' * len(ids))})",
-                                    tuple(ids)).fetchall()
+            rows = self._db.execute(
+                f"SELECT entry FROM facts WHERE id IN ({', '.join('?' * len(ids))})", tuple(ids)
+            ).fetchall()
         return [Fact.model_validate_json(r[0]) for r in rows]
 
     def facts(self, kind: str, state: str | None = None, task_type: str | None = None) -> list[Fact]:
@@ -54,18 +56,23 @@ class SemanticRecords:
         with self.transaction() as db:
             self.write_facts(db, facts, audit)
 
-    def write_facts(self, db: sqlite3.Connection, facts: Sequence[Fact],
-                    audit: Sequence[tuple[str, str, str, str | None, str]]) -> None:
+    def write_facts(
+        self, db: sqlite3.Connection, facts: Sequence[Fact], audit: Sequence[tuple[str, str, str, str | None, str]]
+    ) -> None:
         for decision_id, op, chunk_id, target, reason in audit:
             chunk = self.get_chunk(chunk_id)
-            self.log_decision(db, decision_id, "facts", op, chunk_id, target, reason,
-                              chunk.model_dump_json() if chunk else None)
+            self.log_decision(
+                db, decision_id, "facts", op, chunk_id, target, reason, chunk.model_dump_json() if chunk else None
+            )
         for f in facts:
-            db.execute("INSERT OR REPLACE INTO facts (id, kind, state, task_type, entry) VALUES (?, ?, ?, ?, ?)",
-                       (f.id, f.kind, f.state, f.task_type, f.model_dump_json()))
+            db.execute(
+                "INSERT OR REPLACE INTO facts (id, kind, state, task_type, entry) VALUES (?, ?, ?, ?, ?)",
+                (f.id, f.kind, f.state, f.task_type, f.model_dump_json()),
+            )
             if not f.live:
-                db.execute("UPDATE chunks SET status = 'superseded', superseded_by = ? WHERE id = ?",
-                           (f.successor, f.id))
+                db.execute(
+                    "UPDATE chunks SET status = 'superseded', superseded_by = ? WHERE id = ?", (f.successor, f.id)
+                )
                 self._cached.pop(f.id, None)
 
     # -- censors ---------------------------------------------------------------
@@ -73,12 +80,14 @@ class SemanticRecords:
     def add_censor(self, censor: Censor) -> bool:
         """Once per id: a retried learning step writes nothing new."""
         with self.transaction(chunk_rows_kept=True) as db:
-            return bool(db.execute(
-                "INSERT OR IGNORE INTO censors (id, kind, state, task_type, entry) VALUES (?, ?, ?, ?, ?)",
-                (censor.id, censor.kind, censor.state, censor.task_type, censor.model_dump_json())).rowcount)
+            return bool(
+                db.execute(
+                    "INSERT OR IGNORE INTO censors (id, kind, state, task_type, entry) VALUES (?, ?, ?, ?, ?)",
+                    (censor.id, censor.kind, censor.state, censor.task_type, censor.model_dump_json()),
+                ).rowcount
+            )
 
-    def censors(self, kind: str | None = None, state: str | None = None, task_type: str | None = None
-                ) -> list[Censor]:
+    def censors(self, kind: str | None = None, state: str | None = None, task_type: str | None = None) -> list[Censor]:
         """Every censor (any status), or one context's, oldest first."""
         sql = "SELECT entry FROM censors"
         params: tuple[str | None, ...] = ()
@@ -106,16 +115,30 @@ class SemanticRecords:
 
     def applied_decisions(self, session_id: str) -> set[str]:
         with self._lock:
-            return {r[0] for r in self._db.execute(
-                "SELECT decision_id FROM consolidation_log WHERE session_id = ?", (session_id,))}
+            return {
+                r[0]
+                for r in self._db.execute(
+                    "SELECT decision_id FROM consolidation_log WHERE session_id = ?", (session_id,)
+                )
+            }
 
-    def log_decision(self, db: sqlite3.Connection, decision_id: str, session_id: str, op: str, chunk_id: str,
-                     target_id: str | None, reason: str, tombstone: str | None) -> bool:
+    def log_decision(
+        self,
+        db: sqlite3.Connection,
+        decision_id: str,
+        session_id: str,
+        op: str,
+        chunk_id: str,
+        target_id: str | None,
+        reason: str,
+        tombstone: str | None,
+    ) -> bool:
         """Inside the caller's transaction: False if the decision was already applied."""
         seq = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM consolidation_log").fetchone()[0]
         cur = db.execute(
             "INSERT OR IGNORE INTO consolidation_log VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (decision_id, session_id, op, chunk_id, target_id, reason, tombstone, seq))
+            (decision_id, session_id, op, chunk_id, target_id, reason, tombstone, seq),
+        )
         return bool(cur.rowcount)
 
     def audit_log(self) -> list[dict]:

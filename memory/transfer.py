@@ -72,8 +72,12 @@ def snapshot(memory_dir: Path, staging: Path) -> Snapshot:
             tar.add(memory_dir, arcname=".")
         os.replace(tmp, archive)
     size = archive.stat().st_size
-    return Snapshot(size=size, sha256=_sha256(archive), pieces=max(1, -(-size // PIECE_BYTES)),
-                    outcomes=_outcomes(memory_dir / "memory.db"))
+    return Snapshot(
+        size=size,
+        sha256=_sha256(archive),
+        pieces=max(1, -(-size // PIECE_BYTES)),
+        outcomes=_outcomes(memory_dir / "memory.db"),
+    )
 
 
 def read_piece(staging: Path, index: int) -> bytes:

@@ -28,8 +28,10 @@ class VectorsUnusable(StoreError):
 def vectors_unusable(directory: Path, principal: str, exc: BaseException) -> StoreError:
     """The one line for a vector store that cannot be read: which file, and the repair."""
     cause = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-    return VectorsUnusable(f"vector store {directory / 'chroma' / 'chroma.sqlite3'} of {principal!r} is unusable "
-                      f"({cause}); rebuild it from the records with `vicar memory repair {principal}`")
+    return VectorsUnusable(
+        f"vector store {directory / 'chroma' / 'chroma.sqlite3'} of {principal!r} is unusable "
+        f"({cause}); rebuild it from the records with `vicar memory repair {principal}`"
+    )
 
 
 def open_vectors(directory: Path, principal: str, model: str) -> "VectorStore":
@@ -103,8 +105,7 @@ class VectorStore:
                 got = self._col.get(include=["metadatas"], limit=page, offset=offset)
             if not got["ids"]:
                 return out
-            out.extend((vid, str(meta["chunk_id"]))
-                       for vid, meta in zip(got["ids"], got["metadatas"]))  # type: ignore[arg-type]  # included
+            out.extend((vid, str(meta["chunk_id"])) for vid, meta in zip(got["ids"], got["metadatas"]))  # type: ignore[arg-type]  # included
             offset += len(got["ids"])
 
     def delete(self, vector_ids: list[str]) -> None:

@@ -38,10 +38,11 @@ def estimate_tokens(text: str) -> int:
 def entry(chunk: MemoryChunk, activation: float) -> str:
     if chunk.kind.value in ("preference", "procedure"):
         what = "the human wants" if chunk.kind.value == "preference" else "the human always checks"
-        return (f"- {chunk.state} / {chunk.task_type} ({chunk.kind.value}, activation {activation:.2f}): "
-                f"{what}: {clip(chunk.human_response, ENTRY_TEXT_CHARS)}")
-    lines = [f"- {chunk.state} / {chunk.task_type} ({chunk.kind.value}): {chunk.outcome} "
-             f"(activation {activation:.2f})"]
+        return (
+            f"- {chunk.state} / {chunk.task_type} ({chunk.kind.value}, activation {activation:.2f}): "
+            f"{what}: {clip(chunk.human_response, ENTRY_TEXT_CHARS)}"
+        )
+    lines = [f"- {chunk.state} / {chunk.task_type} ({chunk.kind.value}): {chunk.outcome} (activation {activation:.2f})"]
     if chunk.question.strip():
         lines.append(f"  asked: {clip(chunk.question, ENTRY_TEXT_CHARS)}")
     if chunk.human_response.strip():
@@ -77,5 +78,6 @@ def load_working_memory(memory: PrincipalMemory, n: int, token_budget: int) -> W
         parts.append(text)
         used.append(cid)
         tokens += cost
-    return WorkingMemory(n=n, block="\n".join(parts), chunk_ids=used, tokens=tokens, budget=token_budget,
-                         above_threshold=len(ranked))
+    return WorkingMemory(
+        n=n, block="\n".join(parts), chunk_ids=used, tokens=tokens, budget=token_budget, above_threshold=len(ranked)
+    )

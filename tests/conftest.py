@@ -74,10 +74,13 @@ class VicarHarness:
 
     def request(self, principal: str, task_type: str = "db-migration", artifact: str = "", **kw) -> GateRequest:
         return GateRequest(
-            principal=principal, gate_id=kw.pop("gate_id", f"g-{uuid.uuid4().hex[:12]}"),
-            state=kw.pop("state", "PLAN_ASSERT"), task_type=task_type,
+            principal=principal,
+            gate_id=kw.pop("gate_id", f"g-{uuid.uuid4().hex[:12]}"),
+            state=kw.pop("state", "PLAN_ASSERT"),
+            task_type=task_type,
             question=kw.pop("question", "Approve or revise the proposed plan."),
-            artifact_text=artifact, **kw,
+            artifact_text=artifact,
+            **kw,
         )
 
 
@@ -89,8 +92,9 @@ async def harness(temporal_env, embedder, settings, request):
     brain_config = getattr(request, "param", None) or BrainConfig()
     task_queue = f"tq-{uuid.uuid4().hex[:8]}"
     registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
-    worker, _ = build_worker(temporal_env.client, settings, registry=registry,
-                             brain_config=brain_config, task_queue=task_queue)
+    worker, _ = build_worker(
+        temporal_env.client, settings, registry=registry, brain_config=brain_config, task_queue=task_queue
+    )
     async with worker:
         yield VicarHarness(temporal_env.client, task_queue, registry, settings)
     registry.close()
@@ -139,8 +143,18 @@ class DeafGate:
         await workflow.wait_condition(lambda: False)
 
 
-def record_answer(memory, request: GateRequest, n: int, action: str, text: str = "", *, by: str = "human",
-                  score: float = 0.5, predicted: str = "approve", **record) -> str:
+def record_answer(
+    memory,
+    request: GateRequest,
+    n: int,
+    action: str,
+    text: str = "",
+    *,
+    by: str = "human",
+    score: float = 0.5,
+    predicted: str = "approve",
+    **record,
+) -> str:
     """Store a gate's answer the way the gate does (record_outcome), the proxy having
     predicted `predicted` at `score` in both passes; `record`: more OutcomeRecord fields,
     or `params` / `facts` for record_outcome. Returns the chunk id."""
@@ -149,10 +163,22 @@ def record_answer(memory, request: GateRequest, n: int, action: str, text: str =
 
     options = {k: record.pop(k) for k in ("params", "facts") if k in record}
     guess = PassResult(prose="", confidence=score, action=Action(predicted))
-    chunk_id = record_outcome(memory, OutcomeRecord(
-        request=request, n=n, workflow_id=f"vicar-gate/{request.gate_id}", action=Action(action),
-        response_text=text, answered_by=AnsweredBy(by), prior=guess, posterior=guess, **record),
-        artifacts=False, **options)
+    chunk_id = record_outcome(
+        memory,
+        OutcomeRecord(
+            request=request,
+            n=n,
+            workflow_id=f"vicar-gate/{request.gate_id}",
+            action=Action(action),
+            response_text=text,
+            answered_by=AnsweredBy(by),
+            prior=guess,
+            posterior=guess,
+            **record,
+        ),
+        artifacts=False,
+        **options,
+    )
     memory.raise_counter(n)
     return chunk_id
 

@@ -161,12 +161,14 @@ class OpenAIChatStandIn(_StandIn):
             "object": "chat.completion",
             "created": 1_700_000_000,
             "model": request.get("model", "unknown"),
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": reply.text, "refusal": None},
-                "logprobs": None,
-                "finish_reason": reply.stop_reason or "stop",
-            }],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": reply.text, "refusal": None},
+                    "logprobs": None,
+                    "finish_reason": reply.stop_reason or "stop",
+                }
+            ],
             "usage": {
                 "prompt_tokens": prompt,
                 "completion_tokens": completion,

@@ -29,22 +29,32 @@ class OpenAIStandIn:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                standin.requests.append({"path": self.path, "body": body,
-                                         "auth": self.headers.get("Authorization")})
+                standin.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
                 if standin.fail_with:
-                    return self._send(standin.fail_with, {"error": {"message": "quota exceeded",
-                                                                    "type": "insufficient_quota"}})
+                    return self._send(
+                        standin.fail_with, {"error": {"message": "quota exceeded", "type": "insufficient_quota"}}
+                    )
                 if self.path != "/v1/embeddings":
                     return self._send(404, {"error": {"message": "not found"}})
                 texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
                 data = []
                 for i, text in enumerate(texts):
                     vec = fake_vector(text)
-                    emb = (base64.b64encode(vec.tobytes()).decode()
-                           if body.get("encoding_format") == "base64" else vec.tolist())
+                    emb = (
+                        base64.b64encode(vec.tobytes()).decode()
+                        if body.get("encoding_format") == "base64"
+                        else vec.tolist()
+                    )
                     data.append({"object": "embedding", "index": i, "embedding": emb})
-                self._send(200, {"object": "list", "data": data, "model": body["model"],
-                                 "usage": {"prompt_tokens": 3 * len(texts), "total_tokens": 3 * len(texts)}})
+                self._send(
+                    200,
+                    {
+                        "object": "list",
+                        "data": data,
+                        "model": body["model"],
+                        "usage": {"prompt_tokens": 3 * len(texts), "total_tokens": 3 * len(texts)},
+                    },
+                )
 
             def _send(self, status, payload):
                 raw = json.dumps(payload).encode()

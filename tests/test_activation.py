@@ -67,9 +67,10 @@ def test_vectorized_forms_match_the_scalar_ones():
     recent = np.full((len(chunks), k), -1)
     for j, t in enumerate(chunks):
         if t:
-            recent[j, k - len(t[-k:]):] = t[-k:]
-    hybrid = hybrid_levels(recent, np.array([len(t) for t in chunks]),
-                           np.array([t[0] if t else 0 for t in chunks]), now)
+            recent[j, k - len(t[-k:]) :] = t[-k:]
+    hybrid = hybrid_levels(
+        recent, np.array([len(t) for t in chunks]), np.array([t[0] if t else 0 for t in chunks]), now
+    )
     for j, t in enumerate(chunks):
         if not t:
             assert exact[j] == -math.inf and hybrid[j] == -math.inf
@@ -100,8 +101,7 @@ def test_hybrid_on_random_histories_needs_more_kept_traces():
         now = int(rng.integers(2000, 30_000))
         traces = np.sort(rng.choice(now, size=int(rng.integers(500, 2000)), replace=False))
         for k in errs:
-            errs[k].append(abs(hybrid_level(traces[-k:], len(traces), traces[0], now)
-                               - exact_reference(traces, now)))
+            errs[k].append(abs(hybrid_level(traces[-k:], len(traces), traces[0], now) - exact_reference(traces, now)))
     assert max(errs[20]) < 0.06
     assert np.mean(errs[20]) < np.mean(errs[3])
 
@@ -111,7 +111,7 @@ def test_logistic_noise_is_seeded_and_has_the_logistic_spread():
     b = logistic_noise(np.random.default_rng(42), 200_000, 0.25)
     assert np.array_equal(a, b)
     assert abs(a.mean()) < 0.01
-    assert a.var() == pytest.approx(math.pi ** 2 * 0.25 ** 2 / 3, rel=0.03)
+    assert a.var() == pytest.approx(math.pi**2 * 0.25**2 / 3, rel=0.03)
     assert not logistic_noise(np.random.default_rng(1), 10, 0.0).any()
 
 

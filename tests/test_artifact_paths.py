@@ -36,8 +36,20 @@ def root(tmp_path) -> Path:
 
 
 def gate_start_args(gid: str, *paths: str) -> list[str]:
-    args = ["gate", "start", "--principal", "alice", "--gate-id", gid, "--state", "PLAN_ASSERT",
-            "--task-type", "docs", "--question", "Approve?"]
+    args = [
+        "gate",
+        "start",
+        "--principal",
+        "alice",
+        "--gate-id",
+        gid,
+        "--state",
+        "PLAN_ASSERT",
+        "--task-type",
+        "docs",
+        "--question",
+        "Approve?",
+    ]
     for p in paths:
         args += ["--artifact-path", p]
     return args
@@ -65,8 +77,15 @@ def test_load_artifact_reads_a_regular_file_inside_a_root(root, settings):
     (root / "plan.md").write_text("Add the index CONCURRENTLY.\n" + "x" * 50)
     settings.artifact_roots = [root]
     settings.limits.artifact_file_bytes = 40  # the cap: only the first 40 bytes are read
-    req = GateRequest(principal="alice", gate_id="g1", state="PLAN_ASSERT", task_type="docs", question="Ok?",
-                      artifact_text="inline", artifact_paths=[str(root / "sub" / ".." / "plan.md")])
+    req = GateRequest(
+        principal="alice",
+        gate_id="g1",
+        state="PLAN_ASSERT",
+        task_type="docs",
+        question="Ok?",
+        artifact_text="inline",
+        artifact_paths=[str(root / "sub" / ".." / "plan.md")],
+    )
     text = load_artifact(req, settings)
     assert text == f"inline\n--- {root}/sub/../plan.md\nAdd the index CONCURRENTLY.\n" + "x" * 12
 
@@ -81,8 +100,14 @@ def test_symlinks_dotdot_fifos_and_directories_are_refused(root, tmp_path, setti
     (root / "dir").mkdir()
 
     def refused(path: str) -> str:
-        req = GateRequest(principal="alice", gate_id="g1", state="PLAN_ASSERT", task_type="docs",
-                          question="Ok?", artifact_paths=[path])
+        req = GateRequest(
+            principal="alice",
+            gate_id="g1",
+            state="PLAN_ASSERT",
+            task_type="docs",
+            question="Ok?",
+            artifact_paths=[path],
+        )
         with pytest.raises(ArtifactRefused) as info:
             load_artifact(req, settings)
         return str(info.value)

@@ -55,8 +55,14 @@ async def test_vicar_ask_prints_the_humans_answer(harness, monkeypatch, temporal
     monkeypatch.setenv("VICAR_DATA_DIR", str(settings.data_dir))
     monkeypatch.setenv("VICAR_TASK_QUEUE", h.task_queue)
     p = h.principal()
-    run = asyncio.create_task(asyncio.to_thread(CliRunner().invoke, app, [
-        "ask", p, QUESTION, "--state", "WORK_ASSERT", "--task-type", "db-migration", "--id", f"ask-{p}"]))
+    run = asyncio.create_task(
+        asyncio.to_thread(
+            CliRunner().invoke,
+            app,
+            ["ask", p, QUESTION, "--state", "WORK_ASSERT", "--task-type", "db-migration", "--id", f"ask-{p}"],
+        )
+    )
+
     async def escalated():
         try:
             d = await gate_details(h.client, f"ask-{p}")

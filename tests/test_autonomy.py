@@ -84,9 +84,12 @@ def test_threshold_search_agrees_with_brute_force():
         scores = [round(rng.random(), 1) for _ in range(size)]  # coarse: many ties
         right = [rng.random() < 0.9 for _ in range(size)]
         target, delta = rng.choice([0.05, 0.1, 0.25, 0.5]), rng.choice([0.05, 0.2])
-        proven = [t for t in sorted(set(scores))
-                  if (n := sum(s >= t for s in scores)) and
-                  bisect_bound(sum(s >= t and not ok for s, ok in zip(scores, right)), n, delta) <= target]
+        proven = [
+            t
+            for t in sorted(set(scores))
+            if (n := sum(s >= t for s in scores))
+            and bisect_bound(sum(s >= t and not ok for s, ok in zip(scores, right)), n, delta) <= target
+        ]
         rule = find_threshold(scores, right, target, delta)
         assert rule.threshold == (min(proven) if proven else None), (trial, target, delta)
         if rule.threshold is not None:
@@ -120,17 +123,41 @@ def test_the_window_keeps_the_latest_pairs_and_caches_its_rule():
 
 
 def gate(p: str, gid: str, state: str = "PLAN_ASSERT", kind: str = "gate") -> GateRequest:
-    return GateRequest(principal=p, gate_id=gid, state=state, task_type="docs", kind=kind,
-                       question="Approve or revise the plan.", artifact_text="Fix a typo.")
+    return GateRequest(
+        principal=p,
+        gate_id=gid,
+        state=state,
+        task_type="docs",
+        kind=kind,
+        question="Approve or revise the plan.",
+        artifact_text="Fix a typo.",
+    )
 
 
-def outcome(p: str, i: int, action: str, predicted: str | None, score: float, by=AnsweredBy.human,
-            guard: str = "unproven", kind: str = "gate") -> OutcomeRecord:
-    post = PassResult(prose="ok" if predicted else "", confidence=score,
-                      action=Action(predicted) if predicted else None)
-    return OutcomeRecord(request=gate(p, f"g{i}", kind=kind), n=i, workflow_id=f"vicar-gate/g{i}",
-                         action=Action(action), response_text="ok", answered_by=by, prior=post, posterior=post,
-                         calibration=Calibration(confidence=score, guard=guard))
+def outcome(
+    p: str,
+    i: int,
+    action: str,
+    predicted: str | None,
+    score: float,
+    by=AnsweredBy.human,
+    guard: str = "unproven",
+    kind: str = "gate",
+) -> OutcomeRecord:
+    post = PassResult(
+        prose="ok" if predicted else "", confidence=score, action=Action(predicted) if predicted else None
+    )
+    return OutcomeRecord(
+        request=gate(p, f"g{i}", kind=kind),
+        n=i,
+        workflow_id=f"vicar-gate/g{i}",
+        action=Action(action),
+        response_text="ok",
+        answered_by=by,
+        prior=post,
+        posterior=post,
+        calibration=Calibration(confidence=score, guard=guard),
+    )
 
 
 def test_pairs_come_from_human_answers_once_per_gate(tmp_path, embedder):
@@ -148,8 +175,9 @@ def test_pairs_come_from_human_answers_once_per_gate(tmp_path, embedder):
         assert [(s, ok) for _, s, ok in autonomy_pairs(store, "gate")] == [(0.9, True), (0.8, False), (0.0, False)]
         assert [(s, ok) for _, s, ok in autonomy_pairs(store, "question")] == [(0.7, True)]
         assert [s for _, s, _ in autonomy_pairs(store, "gate", limit=2)] == [0.8, 0.0]  # the newest, in order
-        rows = store._db.execute("SELECT outcome_seq, kind, state, task_type, n FROM autonomy_pairs ORDER BY seq"
-                                 ).fetchall()
+        rows = store._db.execute(
+            "SELECT outcome_seq, kind, state, task_type, n FROM autonomy_pairs ORDER BY seq"
+        ).fetchall()
         assert [r[4] for r in rows] == [1, 2, 3, 6]
         assert all(store.outcome_seq(f"vicar-gate/g{r[4]}") == r[0] for r in rows)  # from the outcome
         assert rows[0][1:4] == ("gate", "PLAN_ASSERT", "docs")
@@ -162,14 +190,19 @@ def test_parameters_per_principal_and_state(tmp_path, embedder):
     d = tmp_path / "bob"
     d.mkdir()
     assert autonomy_params(base, d, "PLAN_ASSERT") == base  # no file: the defaults
-    (d / AUTONOMY_FILE).write_text('{"target_error": 0.25, "audit_share": 0.5,'
-                                   ' "states": {"WORK_ASSERT": {"target_error": 0.1, "window": 50}}}')
+    (d / AUTONOMY_FILE).write_text(
+        '{"target_error": 0.25, "audit_share": 0.5, "states": {"WORK_ASSERT": {"target_error": 0.1, "window": 50}}}'
+    )
     plan = autonomy_params(base, d, "PLAN_ASSERT")
     assert (plan.target_error, plan.audit_share, plan.window, plan.delta) == (0.25, 0.5, 2000, 0.05)
     work = autonomy_params(base, d, "WORK_ASSERT")
     assert (work.target_error, work.audit_share, work.window) == (0.1, 0.5, 50)
-    for bad, why in [('{"target_error": 2}', "target_error"), ('{"target": 0.1}', "target"),
-                     ('{"states": {"X": {"audit_share": -1}}}', "states.X.audit_share"), ("{", "file")]:
+    for bad, why in [
+        ('{"target_error": 2}', "target_error"),
+        ('{"target": 0.1}', "target"),
+        ('{"states": {"X": {"audit_share": -1}}}', "states.X.audit_share"),
+        ("{", "file"),
+    ]:
         (d / AUTONOMY_FILE).write_text(bad)
         with pytest.raises(InvalidInput, match=f"not a valid autonomy file: {why}"):
             autonomy_params(base, d, "PLAN_ASSERT")

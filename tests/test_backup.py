@@ -23,8 +23,14 @@ CORRECTION = "Add a rollback step before running the migration."
 
 
 def vicar(data_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vicar.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          env=dict(os.environ, VICAR_DATA_DIR=str(data_dir)), timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "vicar.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, VICAR_DATA_DIR=str(data_dir)),
+        timeout=300,
+    )
 
 
 def memory_of(principals_dir: Path, principal: str) -> tuple[int, list[str]]:

@@ -48,9 +48,24 @@ async def gate_exists(client, gate_id: str) -> bool:
 
 async def test_invalid_gate_request_is_refused_before_any_workflow(cli_env, temporal_env, tmp_path):
     gid = f"g-{uuid.uuid4().hex[:8]}"
-    result = await asyncio.to_thread(runner.invoke, app, [
-        "gate", "start", "--principal", "not a name", "--gate-id", gid, "--state", "PLAN_ASSERT",
-        "--task-type", "docs", "--question", "Approve?"])
+    result = await asyncio.to_thread(
+        runner.invoke,
+        app,
+        [
+            "gate",
+            "start",
+            "--principal",
+            "not a name",
+            "--gate-id",
+            gid,
+            "--state",
+            "PLAN_ASSERT",
+            "--task-type",
+            "docs",
+            "--question",
+            "Approve?",
+        ],
+    )
     assert result.exit_code == 2
     assert "principal" in error_line(result)
     spec = tmp_path / "gate.json"
@@ -98,9 +113,13 @@ async def test_answering_a_gate_that_is_not_waiting_is_refused(cli_env, harness)
     async with Worker(h.client, task_queue=deaf_queue, workflows=[DeafGate]):
         deaf = await h.client.start_workflow(DeafGate.run, id=f"deaf-{uuid.uuid4().hex[:8]}", task_queue=deaf_queue)
         await h.client.start_workflow(
-            c.BRAIN_WORKFLOW, BrainInput(principal=q, config=BrainConfig()), id=c.brain_workflow_id(q),
-            task_queue=h.task_queue, start_signal="request_turn",
-            start_signal_args=[TurnRequest(gate_id="deaf", workflow_id=deaf.id)])
+            c.BRAIN_WORKFLOW,
+            BrainInput(principal=q, config=BrainConfig()),
+            id=c.brain_workflow_id(q),
+            task_queue=h.task_queue,
+            start_signal="request_turn",
+            start_signal_args=[TurnRequest(gate_id="deaf", workflow_id=deaf.id)],
+        )
         await wait_for(lambda: deaf.query(DeafGate.has_turn))
         req = h.request(q)
         handle = await start_gate(h.client, req, h.task_queue)

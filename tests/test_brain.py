@@ -21,17 +21,19 @@ from .conftest import DeafGate, wait_for
 
 async def run_never_gates(h, principal: str, count: int, **kw):
     """Gates in `never` mode finish without a human, so only the brain paces them."""
-    handles = await asyncio.gather(*(
-        start_gate(h.client, h.request(principal, escalation_mode="never", artifact=f"change {i}", **kw),
-                   h.task_queue)
-        for i in range(count)
-    ))
+    handles = await asyncio.gather(
+        *(
+            start_gate(
+                h.client, h.request(principal, escalation_mode="never", artifact=f"change {i}", **kw), h.task_queue
+            )
+            for i in range(count)
+        )
+    )
     return await asyncio.gather(*(hd.result() for hd in handles))
 
 
 async def brain_status(h, principal: str) -> BrainStatus:
-    return await h.client.get_workflow_handle(c.brain_workflow_id(principal)).query(
-        "status", result_type=BrainStatus)
+    return await h.client.get_workflow_handle(c.brain_workflow_id(principal)).query("status", result_type=BrainStatus)
 
 
 async def test_fifty_concurrent_gates_get_gap_free_increasing_n(harness):
@@ -54,6 +56,7 @@ async def test_counter_survives_continue_as_new(harness):
     first = await run_never_gates(h, p, 12)
     second = await run_never_gates(h, p, 12)
     assert sorted(r.n for r in first + second) == list(range(1, 25))
+
     async def brain_runs():  # visibility is eventually consistent
         found = [wf async for wf in h.client.list_workflows(f'WorkflowId = "{c.brain_workflow_id(p)}"')]
         return found if len(found) >= 3 else None  # 24 grants at 7 per run
@@ -80,11 +83,13 @@ async def test_turn_lease_expires_for_a_dead_holder(harness):
     p = h.principal()
     deaf_queue = f"deaf-{uuid.uuid4().hex[:6]}"
     async with Worker(h.client, task_queue=deaf_queue, workflows=[DeafGate]):
-        deaf = await h.client.start_workflow(DeafGate.run, id=f"deaf-{uuid.uuid4().hex[:8]}",
-                                             task_queue=deaf_queue)
+        deaf = await h.client.start_workflow(DeafGate.run, id=f"deaf-{uuid.uuid4().hex[:8]}", task_queue=deaf_queue)
         await h.client.start_workflow(
-            c.BRAIN_WORKFLOW, BrainInput(principal=p, config=BrainConfig(lease_seconds=2.0)),
-            id=c.brain_workflow_id(p), task_queue=h.task_queue, start_signal="request_turn",
+            c.BRAIN_WORKFLOW,
+            BrainInput(principal=p, config=BrainConfig(lease_seconds=2.0)),
+            id=c.brain_workflow_id(p),
+            task_queue=h.task_queue,
+            start_signal="request_turn",
             start_signal_args=[TurnRequest(gate_id="deaf", workflow_id=deaf.id)],
         )
 
@@ -128,12 +133,22 @@ async def test_a_release_arriving_with_a_new_run_frees_the_carried_holder(harnes
 
     h = harness
     p = h.principal()
-    far = 10 ** 10  # the lease never expires during the test
-    carried = BrainState(counter=5, holder=TurnRequest(gate_id="old", workflow_id="old-wf"), holder_n=5,
-                         lease_deadline=far, assigned=[("old", 5)])
+    far = 10**10  # the lease never expires during the test
+    carried = BrainState(
+        counter=5,
+        holder=TurnRequest(gate_id="old", workflow_id="old-wf"),
+        holder_n=5,
+        lease_deadline=far,
+        assigned=[("old", 5)],
+    )
     await h.client.start_workflow(
-        c.BRAIN_WORKFLOW, BrainInput(principal=p, state=carried), id=c.brain_workflow_id(p),
-        task_queue=h.task_queue, start_signal="release_turn", start_signal_args=["old"])
+        c.BRAIN_WORKFLOW,
+        BrainInput(principal=p, state=carried),
+        id=c.brain_workflow_id(p),
+        task_queue=h.task_queue,
+        start_signal="release_turn",
+        start_signal_args=["old"],
+    )
 
     async def freed():
         s = await brain_status(h, p)
@@ -142,7 +157,8 @@ async def test_a_release_arriving_with_a_new_run_frees_the_carried_holder(harnes
     status = await wait_for(freed, timeout=10)
     assert status.counter == 5
     result = await asyncio.wait_for(
-        (await start_gate(h.client, h.request(p, escalation_mode="never"), h.task_queue)).result(), timeout=30)
+        (await start_gate(h.client, h.request(p, escalation_mode="never"), h.task_queue)).result(), timeout=30
+    )
     assert result.n == 6
 
 
@@ -177,8 +193,12 @@ async def test_a_principals_next_gate_is_granted_by_the_record_of_the_last(harne
     holds no signal at all, one workflow task per gate, and N stays gap-free."""
     h = harness
     p = h.principal()
-    results = [await (await start_gate(h.client, h.request(p, escalation_mode="never", artifact=f"change {i}"),
-                                       h.task_queue)).result() for i in range(6)]
+    results = [
+        await (
+            await start_gate(h.client, h.request(p, escalation_mode="never", artifact=f"change {i}"), h.task_queue)
+        ).result()
+        for i in range(6)
+    ]
     assert [r.n for r in results] == [1, 2, 3, 4, 5, 6]
     events = await _brain_events(h, p)
     assert "EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED" not in events
@@ -200,8 +220,13 @@ async def test_a_holder_that_died_without_a_record_frees_the_turn_at_once(harnes
     async with Worker(h.client, task_queue=deaf_queue, workflows=[DeafGate]):
         deaf = await h.client.start_workflow(DeafGate.run, id=f"deaf-{uuid.uuid4().hex[:8]}", task_queue=deaf_queue)
         await h.client.start_workflow(
-            c.BRAIN_WORKFLOW, BrainInput(principal=p), id=c.brain_workflow_id(p), task_queue=h.task_queue,
-            start_signal="request_turn", start_signal_args=[TurnRequest(gate_id="deaf", workflow_id=deaf.id)])
+            c.BRAIN_WORKFLOW,
+            BrainInput(principal=p),
+            id=c.brain_workflow_id(p),
+            task_queue=h.task_queue,
+            start_signal="request_turn",
+            start_signal_args=[TurnRequest(gate_id="deaf", workflow_id=deaf.id)],
+        )
 
         async def deaf_has_turn():
             return await deaf.query(DeafGate.has_turn)
@@ -209,7 +234,8 @@ async def test_a_holder_that_died_without_a_record_frees_the_turn_at_once(harnes
         await wait_for(deaf_has_turn)
         await deaf.terminate(reason="test: the gate's worker is gone for good")
     result = await asyncio.wait_for(
-        (await start_gate(h.client, h.request(p, escalation_mode="never"), h.task_queue)).result(), timeout=30)
+        (await start_gate(h.client, h.request(p, escalation_mode="never"), h.task_queue)).result(), timeout=30
+    )
     assert result.n == 2
     assert "EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_FAILED" in await _brain_events(h, p)
 
@@ -251,15 +277,21 @@ async def test_a_holder_still_working_is_asked_for_the_turn(harness):
     async with Worker(h.client, task_queue=queue, workflows=[SlowHolder]):
         slow = await h.client.start_workflow(SlowHolder.run, p, id=f"slow-{uuid.uuid4().hex[:8]}", task_queue=queue)
         await h.client.start_workflow(
-            c.BRAIN_WORKFLOW, BrainInput(principal=p), id=c.brain_workflow_id(p), task_queue=h.task_queue,
-            start_signal="request_turn", start_signal_args=[TurnRequest(gate_id="slow", workflow_id=slow.id)])
+            c.BRAIN_WORKFLOW,
+            BrainInput(principal=p),
+            id=c.brain_workflow_id(p),
+            task_queue=h.task_queue,
+            start_signal="request_turn",
+            start_signal_args=[TurnRequest(gate_id="slow", workflow_id=slow.id)],
+        )
 
         async def granted():
             return (await slow.query(SlowHolder.state))[0]
 
         await wait_for(granted)
         result = await asyncio.wait_for(
-            (await start_gate(h.client, h.request(p, escalation_mode="never"), h.task_queue)).result(), timeout=30)
+            (await start_gate(h.client, h.request(p, escalation_mode="never"), h.task_queue)).result(), timeout=30
+        )
         assert result.n == 2
         assert tuple(await slow.query(SlowHolder.state)) == (True, True)
         await slow.terminate()
@@ -280,15 +312,20 @@ async def test_a_gate_asking_again_during_its_own_grant_is_granted_by_signal(har
         # A short task timeout: the blocked local activity heartbeats its workflow task
         # after 80% of it, so the signal is delivered while the update still waits.
         brain = await h.client.start_workflow(
-            c.BRAIN_WORKFLOW, BrainInput(principal=p), id=c.brain_workflow_id(p), task_queue=h.task_queue,
-            task_timeout=timedelta(seconds=2))
+            c.BRAIN_WORKFLOW,
+            BrainInput(principal=p),
+            id=c.brain_workflow_id(p),
+            task_queue=h.task_queue,
+            task_timeout=timedelta(seconds=2),
+        )
         await wait_for(lambda: brain_status(h, p))
         ask = TurnRequest(gate_id="deaf", workflow_id=deaf.id)
         writer = sqlite3.connect(store_path, isolation_level=None)
         writer.execute("BEGIN IMMEDIATE")
         try:
-            update = await brain.start_update("take_turn", ask, wait_for_stage=WorkflowUpdateStage.ACCEPTED,
-                                              result_type=TurnReply)
+            update = await brain.start_update(
+                "take_turn", ask, wait_for_stage=WorkflowUpdateStage.ACCEPTED, result_type=TurnReply
+            )
             await brain.signal("request_turn", ask)
 
             async def asked_twice():

@@ -52,9 +52,19 @@ async def wait_proxy_error(client, gate_id: str, timeout: float = 30.0):
 
 
 def chunk(principal: str, i: int) -> MemoryChunk:
-    return MemoryChunk(id=f"c{i}", principal=principal, state="PLAN_ASSERT", task_type="docs", outcome="approve",
-                       answered_by="human", question=f"Approve doc change {i}?", artifact_excerpt=f"Change {i}.",
-                       human_response=f"ok {i}", created_n=i, traces=[i])
+    return MemoryChunk(
+        id=f"c{i}",
+        principal=principal,
+        state="PLAN_ASSERT",
+        task_type="docs",
+        outcome="approve",
+        answered_by="human",
+        question=f"Approve doc change {i}?",
+        artifact_excerpt=f"Change {i}.",
+        human_response=f"ok {i}",
+        created_n=i,
+        traces=[i],
+    )
 
 
 async def broken_principal_escalates_and_recovers(h, break_store, fix_store, reason: str):
@@ -65,8 +75,10 @@ async def broken_principal_escalates_and_recovers(h, break_store, fix_store, rea
     t0 = loop.time()
     reqa = h.request(a)
     ga = await start_gate(h.client, reqa, h.task_queue)
-    gb = [await start_gate(h.client, h.request(b, escalation_mode="never", artifact=f"change {i}"), h.task_queue)
-          for i in range(3)]
+    gb = [
+        await start_gate(h.client, h.request(b, escalation_mode="never", artifact=f"change {i}"), h.task_queue)
+        for i in range(3)
+    ]
     d = await wait_proxy_error(h.client, reqa.gate_id)
     assert loop.time() - t0 < 30
     assert reason in d.calibration_note and "memory unavailable" in d.calibration_note
@@ -75,7 +87,9 @@ async def broken_principal_escalates_and_recovers(h, break_store, fix_store, rea
     assert sorted(r.n for r in results) == [1, 2, 3] and all(r.answered_by.value == "proxy" for r in results)
 
     # The human answers while the memory is still broken: the answer is kept ...
-    await answer_gate(h.client, d.gate_id, HumanAnswer(action="correct", text="Add a rollback step.", responder="tester"))
+    await answer_gate(
+        h.client, d.gate_id, HumanAnswer(action="correct", text="Add a rollback step.", responder="tester")
+    )
     await asyncio.sleep(1.5)
     details = await gate_details(h.client, d.gate_id)
     assert details is not None and details.status is GateStatus.queued  # waiting to record
@@ -87,14 +101,16 @@ async def broken_principal_escalates_and_recovers(h, break_store, fix_store, rea
     assert mem.store.outcome_seq(ga.id) is not None
     # The principal's next gate proceeds normally: a turn, an N, the proxy consulted.
     nxt = await asyncio.wait_for(
-        (await start_gate(h.client, h.request(a, escalation_mode="never"), h.task_queue)).result(), timeout=60)
+        (await start_gate(h.client, h.request(a, escalation_mode="never"), h.task_queue)).result(), timeout=60
+    )
     assert nxt.n == result.n + 1 and nxt.calibration_guard != "proxy_error"
     assert mem.store.count() == 2
 
 
 async def test_junk_memory_db_escalates_alone_and_recovers(harness):
     await broken_principal_escalates_and_recovers(
-        harness, lambda d: junk(d / "memory.db"), remove_store, "file is not a database")
+        harness, lambda d: junk(d / "memory.db"), remove_store, "file is not a database"
+    )
 
 
 async def test_junk_chroma_escalates_alone_and_recovers(harness):
@@ -106,7 +122,8 @@ async def test_junk_chroma_escalates_alone_and_recovers(harness):
         assert list(directory.glob("chroma.broken-*"))
 
     await broken_principal_escalates_and_recovers(
-        h, lambda d: junk(d / "chroma" / "chroma.sqlite3"), fix, "chroma.sqlite3")
+        h, lambda d: junk(d / "chroma" / "chroma.sqlite3"), fix, "chroma.sqlite3"
+    )
 
 
 def retry_locked(fn, attempts: int = 50):
@@ -127,7 +144,8 @@ async def test_store_corrupted_under_a_running_worker(harness):
     h = harness
     p = h.principal()
     first = await asyncio.wait_for(
-        (await start_gate(h.client, h.request(p, escalation_mode="never"), h.task_queue)).result(), timeout=60)
+        (await start_gate(h.client, h.request(p, escalation_mode="never"), h.task_queue)).result(), timeout=60
+    )
     h.registry.close()
     directory = h.settings.principals_dir / p
     remove_store(directory)
@@ -151,7 +169,9 @@ def test_deleted_chroma_is_rebuilt_on_open(settings, embedder):
         assert mem.rebuilt_on_open is not None and mem.rebuilt_on_open.missing_vectors == 6
         assert mem.chunks_without_vectors() == 0 and mem.vectors.count() == expected
         for i in range(1, 7):
-            assert all(mem.index.has_vector(f"c{i}", d) for d in chunk("alice", i).vector_texts(mem.params.blended_vectors))
+            assert all(
+                mem.index.has_vector(f"c{i}", d) for d in chunk("alice", i).vector_texts(mem.params.blended_vectors)
+            )
         hits = mem.retrieve(Query(now=8, texts={"situation": "PLAN_ASSERT docs: Approve doc change 4?"}))
         sims = {h.chunk_id: h.similarity for h, _ in hits}
         assert sims["c4"] == pytest.approx(1.0, abs=1e-5) and max(sims, key=sims.get) == "c4"
@@ -224,8 +244,14 @@ async def test_a_second_process_is_refused_with_the_holder(settings, embedder, m
     root = settings.principals_dir
     PrincipalMemory("alice", root, embedder, settings.memory).close()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(ROOT / "tests" / "memory_holder.py"), str(root), "alice", cwd=str(ROOT),
-        env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=asyncio.subprocess.PIPE)
+        sys.executable,
+        str(ROOT / "tests" / "memory_holder.py"),
+        str(root),
+        "alice",
+        cwd=str(ROOT),
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        stdout=asyncio.subprocess.PIPE,
+    )
     try:
         assert (await asyncio.wait_for(proc.stdout.readline(), timeout=60)).strip() == b"open"
         with pytest.raises(StoreLocked, match=rf"in use by pid {proc.pid} .*memory_holder\.py"):
@@ -250,11 +276,21 @@ async def test_worker_with_a_broken_store_stops_on_sigterm(temporal_env, setting
     shutdown waited for them."""
     p = "wkr-broken"
     junk(settings.principals_dir / p / "memory.db")
-    env = dict(os.environ, TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
-               VICAR_DATA_DIR=str(settings.data_dir), VICAR_TASK_QUEUE=f"tq-broken-{os.getpid()}")
+    env = dict(
+        os.environ,
+        TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
+        VICAR_DATA_DIR=str(settings.data_dir),
+        VICAR_TASK_QUEUE=f"tq-broken-{os.getpid()}",
+    )
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "vicar.worker", env=env, cwd=str(ROOT),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        sys.executable,
+        "-m",
+        "vicar.worker",
+        env=env,
+        cwd=str(ROOT),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
     try:
         req = harness_request(p)
         await start_gate(temporal_env.client, req, env["VICAR_TASK_QUEUE"])
@@ -268,8 +304,13 @@ async def test_worker_with_a_broken_store_stops_on_sigterm(temporal_env, setting
 def harness_request(principal: str):
     from vicar.models import GateRequest
 
-    return GateRequest(principal=principal, gate_id=f"broken-{os.getpid()}-{os.urandom(3).hex()}",
-                       state="WORK_ASSERT", task_type="docs", question="Approve?")
+    return GateRequest(
+        principal=principal,
+        gate_id=f"broken-{os.getpid()}-{os.urandom(3).hex()}",
+        state="WORK_ASSERT",
+        task_type="docs",
+        question="Approve?",
+    )
 
 
 # -- `vicar memory check` reads only ---------------------------------------------------
@@ -279,8 +320,11 @@ def digests(directory: Path) -> dict[str, str]:
     """md5 of every file under a principal's folder (the set of files included)."""
     import hashlib
 
-    return {str(p.relative_to(directory)): hashlib.md5(p.read_bytes()).hexdigest()
-            for p in sorted(directory.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(directory)): hashlib.md5(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 def memory_of_six(settings, embedder) -> Path:
@@ -302,8 +346,14 @@ async def test_check_writes_nothing(settings, embedder, monkeypatch):
     assert digests(directory) == before
 
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(ROOT / "tests" / "memory_holder.py"), str(settings.principals_dir), "alice",
-        cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=asyncio.subprocess.PIPE)
+        sys.executable,
+        str(ROOT / "tests" / "memory_holder.py"),
+        str(settings.principals_dir),
+        "alice",
+        cwd=str(ROOT),
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        stdout=asyncio.subprocess.PIPE,
+    )
     try:
         assert (await asyncio.wait_for(proc.stdout.readline(), timeout=60)).strip() == b"open"
         held = digests(directory)  # the holder's own files (its -wal, -shm, lock)
@@ -321,15 +371,16 @@ def read_only_view(tmp_path):
     import subprocess
 
     if os.geteuid() != 0:
-        pytest.skip(f"a read-only bind mount needs root (uid {os.geteuid()}); test_check_writes_nothing "
-                    f"covers the read-only open")
+        pytest.skip(
+            f"a read-only bind mount needs root (uid {os.geteuid()}); test_check_writes_nothing "
+            f"covers the read-only open"
+        )
     mounts: list[Path] = []
 
     def view(source: Path) -> Path:
         target = tmp_path / f"ro-{len(mounts)}"
         target.mkdir()
-        for cmd in (["mount", "--bind", str(source), str(target)],
-                    ["mount", "-o", "remount,bind,ro", str(target)]):
+        for cmd in (["mount", "--bind", str(source), str(target)], ["mount", "-o", "remount,bind,ro", str(target)]):
             done = subprocess.run(cmd, capture_output=True, text=True)
             if done.returncode:
                 if os.path.ismount(target):
@@ -403,8 +454,13 @@ def test_check_reads_a_dead_writers_wal_on_a_read_only_filesystem(settings, embe
     import subprocess
 
     directory = memory_of_six(settings, embedder)
-    subprocess.run([sys.executable, "-c", DIES_AFTER_WRITING, str(settings.principals_dir)], cwd=str(ROOT),
-                   env=dict(os.environ, PYTHONPATH=str(ROOT)), check=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-c", DIES_AFTER_WRITING, str(settings.principals_dir)],
+        cwd=str(ROOT),
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        check=True,
+        timeout=120,
+    )
     assert (directory / "memory.db-wal").stat().st_size > 0
     (directory / "memory.db-shm").unlink()
     before = digests(directory)

@@ -27,12 +27,28 @@ print(n, sys.pycache_prefix, cached.is_relative_to(Path(sys.argv[1])), _fresh(ga
 def test_the_worker_compiles_its_workflows_outside_the_source_tree(tmp_path):
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     env.pop("PYTHONPYCACHEPREFIX", None)
-    out = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path / "pycache")], env=env, cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, str(tmp_path / "pycache")],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert int(out[0]) >= 5 and out[1] == str(tmp_path / "pycache")
     assert out[2:] == ["True", "True"]  # the loader will find fresh bytecode for gate.py there
     # A second worker finds it fresh and compiles nothing.
-    again = subprocess.run([sys.executable, "-c", PROBE.replace("n = compile_package", "sys.pycache_prefix = sys.argv[1]\nn = compile_package"),
-                            str(tmp_path / "pycache")], env=env, cwd=ROOT, capture_output=True, text=True,
-                           check=True).stdout.split()
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            PROBE.replace("n = compile_package", "sys.pycache_prefix = sys.argv[1]\nn = compile_package"),
+            str(tmp_path / "pycache"),
+        ],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert again[0] == "0" and again[3] == "True"

@@ -15,15 +15,23 @@ from vicar.proxy.conflicts import ConflictKind, classify_conflict, genuine_tensi
 
 P = CalibrationParams()
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
-PROVEN = AutonomyRule(threshold=0.8, bound=0.048, evidence=612, errors=12, target=0.05, delta=0.05,
-                      audit_share=0.05)
-QUIET = CalibrationInputs(memory_depth=5, now=NOW, last_human_at=NOW - timedelta(days=1), rule=PROVEN,
-                          audit_draw=0.9)
+PROVEN = AutonomyRule(threshold=0.8, bound=0.048, evidence=612, errors=12, target=0.05, delta=0.05, audit_share=0.05)
+QUIET = CalibrationInputs(memory_depth=5, now=NOW, last_human_at=NOW - timedelta(days=1), rule=PROVEN, audit_draw=0.9)
 
 
 def chunk(cid, outcome, sim=0.9, n=10, agent=None, by=AnsweredBy.human):
-    return ChunkSummary(chunk_id=cid, state="PLAN_ASSERT", task_type="t", outcome=outcome, answered_by=by,
-                        created_n=n, upstream_agent=agent, activation=0.0, similarity=sim, score=sim)
+    return ChunkSummary(
+        chunk_id=cid,
+        state="PLAN_ASSERT",
+        task_type="t",
+        outcome=outcome,
+        answered_by=by,
+        created_n=n,
+        upstream_agent=agent,
+        activation=0.0,
+        similarity=sim,
+        score=sim,
+    )
 
 
 def test_passthrough_when_no_guard_fires():
@@ -61,8 +69,9 @@ def test_staleness_fires_after_seven_days_of_workflow_time():
 
 
 def test_unproven_fires_without_a_proven_threshold_or_below_it():
-    none = QUIET.model_copy(update={"rule": PROVEN.model_copy(update={"threshold": None, "bound": 0.12,
-                                                                       "evidence": 37})})
+    none = QUIET.model_copy(
+        update={"rule": PROVEN.model_copy(update={"threshold": None, "bound": 0.12, "evidence": 37})}
+    )
     c = calibrate(0.97, none, P)
     assert (c.guard, c.autonomous, c.confidence) == ("unproven", False, 0.97)  # the score is not doubted
     assert c.note == "no threshold proven: bound 0.120 over 37 answers > target 0.05"
@@ -108,8 +117,14 @@ def test_audit_draw_is_reproducible_and_near_the_share():
 
 
 def test_guards_apply_in_the_designs_order_and_all_are_listed():
-    everything = CalibrationInputs(memory_depth=0, tension="x", now=NOW, last_human_at=NOW - timedelta(days=30),
-                                   rule=PROVEN.model_copy(update={"threshold": None}), audit_draw=0.01)
+    everything = CalibrationInputs(
+        memory_depth=0,
+        tension="x",
+        now=NOW,
+        last_human_at=NOW - timedelta(days=30),
+        rule=PROVEN.model_copy(update={"threshold": None}),
+        audit_draw=0.01,
+    )
     c = calibrate(0.99, everything, P.model_copy(update={"memory_depth_threshold": 1}))
     assert c.guard == "cold_start" and not c.autonomous
     assert c.fired == ["cold_start", "tension", "staleness", "unproven"]

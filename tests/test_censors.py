@@ -20,8 +20,14 @@ from vicar.proxy.consult import retrieve
 from .conftest import LOOSE_AUTONOMY, record_answer, wait_escalated, wait_for
 
 DROP = "Migration {n}: drop the column {c} from the production database. There is no rollback step and no backup."
-COLUMNS = ["users.legacy_email", "users.legacy_phone", "users.legacy_fax", "users.legacy_pager",
-           "users.legacy_telex", "users.legacy_icq"]  # MiniLM: 0.77 to 0.85 apart
+COLUMNS = [
+    "users.legacy_email",
+    "users.legacy_phone",
+    "users.legacy_fax",
+    "users.legacy_pager",
+    "users.legacy_telex",
+    "users.legacy_icq",
+]  # MiniLM: 0.77 to 0.85 apart
 DOCS = "Docs: fix typos in the README installation section."
 INDEX = "Migration 50: add an index on users.created_at, with a rollback step that drops the index."  # 0.51 to 0.57
 WHY = "Never drop a column without a rollback step and a backup."
@@ -32,8 +38,14 @@ def drop(i: int) -> str:
 
 
 def gate(principal: str, i: int, artifact: str) -> GateRequest:
-    return GateRequest(principal=principal, gate_id=f"g{i}", state="PLAN_ASSERT", task_type="db-migration",
-                       question="Approve or revise the proposed plan.", artifact_text=artifact)
+    return GateRequest(
+        principal=principal,
+        gate_id=f"g{i}",
+        state="PLAN_ASSERT",
+        task_type="db-migration",
+        question="Approve or revise the proposed plan.",
+        artifact_text=artifact,
+    )
 
 
 # Censors are off by default (docs/design-decisions.md, "Which mechanisms are on"): on here.
@@ -45,9 +57,16 @@ def settings(tmp_path) -> Settings:
     return Settings(data_dir=tmp_path / "vicar", calibration=ON.model_copy(update={"autonomy": LOOSE_AUTONOMY}))
 
 
-def record(mem: PrincipalMemory, i: int, req: GateRequest, action: str, text: str = "",
-           calibration: Calibration | None = None, by: AnsweredBy = AnsweredBy.human,
-           at: datetime | None = None) -> None:
+def record(
+    mem: PrincipalMemory,
+    i: int,
+    req: GateRequest,
+    action: str,
+    text: str = "",
+    calibration: Calibration | None = None,
+    by: AnsweredBy = AnsweredBy.human,
+    at: datetime | None = None,
+) -> None:
     record_answer(mem, req, i, action, text, by=by.value, calibration=calibration, at=at, params=ON)
 
 
@@ -107,8 +126,9 @@ def test_block_is_the_first_guard_and_warn_goes_in_the_note():
 
 
 def test_the_llm_prompt_shows_the_censors():
-    hit = CensorHit(censor_id="k-1", action="warn", reason=WHY, pattern="PLAN_ASSERT db-migration: Migration 41",
-                    similarity=0.9)
+    hit = CensorHit(
+        censor_id="k-1", action="warn", reason=WHY, pattern="PLAN_ASSERT db-migration: Migration 41", similarity=0.9
+    )
     body = prompts.pass_body(gate("alice", 1, drop(3)), [], [], artifact=drop(3), censors=[hit])
     assert "CENSORS" in body and WHY in body and body.index(WHY) < body.index("ARTIFACT")
     assert "CENSORS" not in prompts.pass_body(gate("alice", 1, drop(3)), [], [], artifact=drop(3))
@@ -161,8 +181,9 @@ async def test_a_censor_from_three_rejections_blocks_the_fourth_gate_and_an_appr
     details = await wait_escalated(harness.client, req.gate_id)
     assert details.calibration_guard == "censor"
     assert censor.id in details.calibration_note and WHY in details.calibration_note
-    await answer_gate(harness.client, req.gate_id, HumanAnswer(action="approve", text="Fine: unused.",
-                                                               responder="alice"))
+    await answer_gate(
+        harness.client, req.gate_id, HumanAnswer(action="approve", text="Fine: unused.", responder="alice")
+    )
     assert (await handle.result()).answered_by is AnsweredBy.human
     [weakened] = memory.store.censors()
     assert (weakened.action, weakened.severity, weakened.false_positives) == ("warn", 0.5, 1)

@@ -34,7 +34,12 @@ from .test_bad_input import cli_env, error_line, gate_exists  # noqa: F401  (cli
 runner = CliRunner()
 
 MARKUP = ("[/bold]", "[conceal]secret[/conceal]", "[link=http://x]y[/link]")
-CONTROLS = ("\x1b[31mred\x1b[0m", "\x1b]8;;http://evil.example\x1b\\click\x1b]8;;\x1b\\", "over\rwrite", "back\x08space")
+CONTROLS = (
+    "\x1b[31mred\x1b[0m",
+    "\x1b]8;;http://evil.example\x1b\\click\x1b]8;;\x1b\\",
+    "over\rwrite",
+    "back\x08space",
+)
 HOSTILE = " ".join(MARKUP + CONTROLS)
 RAW_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -58,9 +63,16 @@ async def test_hostile_question_is_listed_as_text(cli_env, harness, monkeypatch)
     monkeypatch.setattr(cli.console, "width", 2000)  # one table row per line: the literals stay whole
     result = await invoke("escalations", "--principal", p)
     assert result.exit_code == 0, result.output
-    assert_shown_as_text(result.output, req.gate_id, *MARKUP, "\\x1b[31mred\\x1b[0m",
-                         "\\x1b]8;;http://evil.example\\x1b\\click", "over\\rwrite", "back\\x08space",
-                         "docs[/i]\\x1b[2j")
+    assert_shown_as_text(
+        result.output,
+        req.gate_id,
+        *MARKUP,
+        "\\x1b[31mred\\x1b[0m",
+        "\\x1b]8;;http://evil.example\\x1b\\click",
+        "over\\rwrite",
+        "back\\x08space",
+        "docs[/i]\\x1b[2j",
+    )
     await handle.terminate()
 
 
@@ -86,12 +98,27 @@ async def test_error_lines_embedding_hostile_ids_are_text(cli_env, temporal_env)
 
 
 def test_demo_summary_renders_hostile_text_as_text():
-    r = GateResult(gate_id="g", principal="p", state="PLAN_ASSERT", task_type=f"t {HOSTILE}", action="approve",
-                   text="ok", confidence=0.5, prior_confidence=0.4, calibration_guard="[/x]\x1b[1m", escalated=True,
-                   answered_by="human", n=1)
+    r = GateResult(
+        gate_id="g",
+        principal="p",
+        state="PLAN_ASSERT",
+        task_type=f"t {HOSTILE}",
+        action="approve",
+        text="ok",
+        confidence=0.5,
+        prior_confidence=0.4,
+        calibration_guard="[/x]\x1b[1m",
+        escalated=True,
+        answered_by="human",
+        n=1,
+    )
     out = io.StringIO()
-    render_summary(DemoSummary(results=[r], seconds=1.0, memory_chunks=1, memory_human=1),
-                   Console(file=out, width=2000, emoji=False), "[/bold]\x1b[31m", None)
+    render_summary(
+        DemoSummary(results=[r], seconds=1.0, memory_chunks=1, memory_human=1),
+        Console(file=out, width=2000, emoji=False),
+        "[/bold]\x1b[31m",
+        None,
+    )
     assert_shown_as_text(out.getvalue(), *MARKUP, "[/x]\\x1b[1m", "principal [/bold]\\x1b[31m", "over\\rwrite")
 
 
@@ -105,7 +132,8 @@ async def test_two_simultaneous_answers_one_wins_the_other_gets_a_conflict(cli_e
     outcomes = await asyncio.gather(
         answer_gate(h.client, req.gate_id, HumanAnswer(action="approve", text="first", responder="ann")),
         answer_gate(h.client, req.gate_id, HumanAnswer(action="reject", text="second", responder="bob")),
-        return_exceptions=True)
+        return_exceptions=True,
+    )
     won = [o for o in outcomes if isinstance(o, str)]
     lost = [o for o in outcomes if not isinstance(o, str)]
     assert len(won) == 1 and len(lost) == 1, outcomes
@@ -118,9 +146,20 @@ async def test_two_simultaneous_answers_one_wins_the_other_gets_a_conflict(cli_e
     handle = await start_gate(h.client, req, h.task_queue)
     await wait_escalated(h.client, req.gate_id)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    procs = [await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "vicar.cli", "answer", req.gate_id, action, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE) for action in ("approve", "reject")]
+    procs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "vicar.cli",
+            "answer",
+            req.gate_id,
+            action,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for action in ("approve", "reject")
+    ]
     outs = [await p.communicate() for p in procs]
     codes = sorted(p.returncode for p in procs)
     assert codes == [0, Conflict.exit_code], outs
@@ -131,11 +170,13 @@ async def test_two_simultaneous_answers_one_wins_the_other_gets_a_conflict(cli_e
 
 
 # A command run as `vicar` is: an atexit hook tells whether the interpreter's teardown ran.
-AS_THE_COMMAND = ("import atexit, sys\n"
-                  "atexit.register(lambda: print('torn down', file=sys.stderr, flush=True))\n"
-                  "from vicar.cli import main\n"
-                  "sys.argv = ['vicar', *sys.argv[1:]]\n"
-                  "main()\n")
+AS_THE_COMMAND = (
+    "import atexit, sys\n"
+    "atexit.register(lambda: print('torn down', file=sys.stderr, flush=True))\n"
+    "from vicar.cli import main\n"
+    "sys.argv = ['vicar', *sys.argv[1:]]\n"
+    "main()\n"
+)
 
 
 async def test_a_command_that_used_temporal_skips_the_teardown_that_can_abort_it(cli_env, harness):
@@ -145,8 +186,9 @@ async def test_a_command_that_used_temporal_skips_the_teardown_that_can_abort_it
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-c", AS_THE_COMMAND, *args], env=env, capture_output=True,
-                              text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-c", AS_THE_COMMAND, *args], env=env, capture_output=True, text=True, timeout=120
+        )
 
     listed = await asyncio.to_thread(run, "escalations", "--principal", harness.principal(), "-o", "json")
     assert (listed.returncode, json.loads(listed.stdout)) == (0, []), listed.stderr
@@ -156,8 +198,13 @@ async def test_a_command_that_used_temporal_skips_the_teardown_that_can_abort_it
     assert "torn down" not in missing.stderr
     # A reader that went away (`vicar escalations | head`): no traceback either (click
     # pacifies the broken pipe before the command's end flushes).
-    gone = subprocess.Popen([sys.executable, "-c", AS_THE_COMMAND, "escalations", "-o", "json"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    gone = subprocess.Popen(
+        [sys.executable, "-c", AS_THE_COMMAND, "escalations", "-o", "json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     gone.stdout.close()
     _, stderr = await asyncio.to_thread(gone.communicate, timeout=120)
     assert "Traceback" not in stderr and "torn down" not in stderr, stderr
@@ -168,9 +215,10 @@ async def test_a_command_that_used_temporal_skips_the_teardown_that_can_abort_it
 
 async def test_gate_file_with_invalid_utf8_is_one_line(cli_env, temporal_env, tmp_path):
     gid = f"g-{uuid.uuid4().hex[:8]}"
-    head = json.dumps({"principal": "alice", "gate_id": gid, "state": "PLAN_ASSERT", "task_type": "docs",
-                       "question": "caf"}).encode()[:-2]
-    raw = head + b"\xe9\"}"
+    head = json.dumps(
+        {"principal": "alice", "gate_id": gid, "state": "PLAN_ASSERT", "task_type": "docs", "question": "caf"}
+    ).encode()[:-2]
+    raw = head + b'\xe9"}'
     spec = tmp_path / "gate.json"
     spec.write_bytes(raw)
     result = await invoke("gate", "start", str(spec))
@@ -205,7 +253,10 @@ async def test_answer_to_a_gate_whose_workflow_task_fails_is_one_line(cli_env, h
         result = await asyncio.wait_for(invoke("answer", req.gate_id, "approve", "--timeout", "2"), 60)
         assert result.exit_code == NotResponding.exit_code
         line = error_line(result)
-        assert "cannot take an answer now: its workflow task keeps failing (attempt " in line and "broken on purpose" in line
+        assert (
+            "cannot take an answer now: its workflow task keeps failing (attempt " in line
+            and "broken on purpose" in line
+        )
         await handle.terminate()
 
 

@@ -23,6 +23,7 @@ async def test_open_await_answer_and_attach(harness):
     with pytest.raises(asyncio.TimeoutError):
         await gate.result(timeout=0.5)  # waiting for the human: no result yet, the gate goes on
     await wait_escalated(h.client, req.gate_id)
+
     async def listed():  # visibility is eventually consistent
         return [d.gate_id for d in await list_escalations(h.client, p)]
 
@@ -82,12 +83,18 @@ async def test_the_readme_example_runs(harness, tmp_path):
     # Its own principal and gate id: brains are per principal on the whole test server.
     p, gate_id = h.principal(), f"deploy-{os.urandom(4).hex()}"
     assert example.count('"alice"') == 2 and example.count('"deploy-42"') == 1
-    script.write_text(example.replace("timeout=600", "timeout=2").replace('"alice"', f'"{p}"')
-                      .replace('"deploy-42"', f'"{gate_id}"'))
-    env = {**os.environ, "TEMPORAL_ADDRESS": h.client.service_client.config.target_host,
-           "VICAR_TASK_QUEUE": h.task_queue, "VICAR_DATA_DIR": str(tmp_path / "client")}
-    proc = await asyncio.create_subprocess_exec(sys.executable, str(script), env=env,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    script.write_text(
+        example.replace("timeout=600", "timeout=2").replace('"alice"', f'"{p}"').replace('"deploy-42"', f'"{gate_id}"')
+    )
+    env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": h.client.service_client.config.target_host,
+        "VICAR_TASK_QUEUE": h.task_queue,
+        "VICAR_DATA_DIR": str(tmp_path / "client"),
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(script), env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode == 0, err.decode()[-2000:]
     assert out.decode().strip() == str([gate_id])  # escalated: the human has it
@@ -103,8 +110,23 @@ async def test_gate_start_wait_is_scriptable(harness, monkeypatch):
     monkeypatch.setenv("TEMPORAL_ADDRESS", h.client.service_client.config.target_host)
     monkeypatch.setenv("VICAR_TASK_QUEUE", h.task_queue)
     req = h.request(h.principal(), escalation_mode="always")
-    args = ["gate", "start", "--principal", req.principal, "--gate-id", req.gate_id, "--state", req.state.value,
-            "--task-type", req.task_type, "--question", req.question, "--escalation-mode", "always", "--wait"]
+    args = [
+        "gate",
+        "start",
+        "--principal",
+        req.principal,
+        "--gate-id",
+        req.gate_id,
+        "--state",
+        req.state.value,
+        "--task-type",
+        req.task_type,
+        "--question",
+        req.question,
+        "--escalation-mode",
+        "always",
+        "--wait",
+    ]
     started = asyncio.create_task(asyncio.to_thread(CliRunner().invoke, app, args))
 
     async def opened():
@@ -139,8 +161,12 @@ def test_every_option_has_help():
             else:
                 yield (*path, name), sub
 
-    missing = [(" ".join(path), p.opts) for path, cmd in commands(typer.main.get_command(app))
-               for p in cmd.params if isinstance(p, click.Option) and not p.help]
+    missing = [
+        (" ".join(path), p.opts)
+        for path, cmd in commands(typer.main.get_command(app))
+        for p in cmd.params
+        if isinstance(p, click.Option) and not p.help
+    ]
     assert missing == []
 
 
@@ -174,11 +200,14 @@ async def test_a_bad_field_through_the_client_is_invalid_input(harness):
     gate = await vc.open_gate(h.client, good.model_dump(mode="json"), h.task_queue)  # a plain dict works
     await wait_escalated(h.client, good.gate_id)
     too_long = "x" * (DEFAULT_LIMITS.answer_text + 1)
-    for call in (lambda: gate.answer("correct", too_long, responder="ann"),
-                 lambda: gate.answer("approve", "ok", responder="a\x1bb"),
-                 lambda: vc.answer(h.client, good.gate_id, {"action": "approve", "responder": "ann", "who": 1}),
-                 lambda: vc.answer(h.client, good.gate_id,
-                                   HumanAnswer.model_construct(action="approve", text=too_long, responder="ann"))):
+    for call in (
+        lambda: gate.answer("correct", too_long, responder="ann"),
+        lambda: gate.answer("approve", "ok", responder="a\x1bb"),
+        lambda: vc.answer(h.client, good.gate_id, {"action": "approve", "responder": "ann", "who": 1}),
+        lambda: vc.answer(
+            h.client, good.gate_id, HumanAnswer.model_construct(action="approve", text=too_long, responder="ann")
+        ),
+    ):
         with pytest.raises(InvalidInput, match=r"^invalid HumanAnswer: (text|responder|who)"):
             await call()
     with pytest.raises(InvalidInput, match="unknown action 'maybe'"):

@@ -35,8 +35,11 @@ async def test_a_humans_words_are_sealed_in_history_and_visibility(harness):
     first = h.request(p, escalation_mode="always", artifact="Add an index on users.email.")
     handle1 = await start_gate(h.client, first, h.task_queue)
     await wait_escalated(h.client, first.gate_id)
-    await answer_gate(h.client, first.gate_id,
-                      HumanAnswer(action="correct", text=f"{WORDS}: check the lock time first.", responder="alice"))
+    await answer_gate(
+        h.client,
+        first.gate_id,
+        HumanAnswer(action="correct", text=f"{WORDS}: check the lock time first.", responder="alice"),
+    )
     await handle1.result()
     # The next gate of the same kind: the proxy retrieves the first answer and shows it.
     second = h.request(p, escalation_mode="always", artifact="Add an index on users.email.")
@@ -112,8 +115,13 @@ async def test_a_missing_or_wrong_key_is_one_clear_line():
     tampered = Payload(metadata=sealed[0].metadata, data=sealed[0].data[:-1] + bytes([sealed[0].data[-1] ^ 1]))
     with pytest.raises(CodecKeyError, match="does not open"):
         await AesGcmCodec(parse_keys(new_key_line("k1"), "t")).decode([tampered])
-    for bad, why in (("k1", "not `id:base64-key`"), ("k1:" + base64.b64encode(b"short").decode(), "has 5 bytes"),
-                     ("k/1:AAAA", "not `id:base64-key`"), ("k1:***", "not base64"), ("", "no key")):
+    for bad, why in (
+        ("k1", "not `id:base64-key`"),
+        ("k1:" + base64.b64encode(b"short").decode(), "has 5 bytes"),
+        ("k/1:AAAA", "not `id:base64-key`"),
+        ("k1:***", "not base64"),
+        ("", "no key"),
+    ):
         with pytest.raises(Exception, match=why):
             parse_keys(bad, "VICAR_CODEC_KEYS")
 
@@ -126,7 +134,7 @@ def test_the_default_key_file_is_made_once_owner_only(tmp_path, monkeypatch):
     path = tmp_path / "vicar" / "codec-keys"
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     assert data_converter(settings).payload_codec.keys == first.keys  # read back, not made anew
-    (key_id, key), = first.keys.items()
+    ((key_id, key),) = first.keys.items()
     assert key_id.startswith("auto-") and f"{key_id}:{base64.b64encode(key).decode()}" in path.read_text()
     other = data_converter(Settings(data_dir=tmp_path / "elsewhere")).payload_codec
     assert list(other.keys) != [key_id]  # another data dir's key has another id: a mix-up names it
@@ -138,12 +146,21 @@ async def test_the_cli_without_the_key_says_so_in_one_line(harness, tmp_path):
     req = h.request(h.principal(), escalation_mode="always")
     handle = await start_gate(h.client, req, h.task_queue)
     await wait_escalated(h.client, req.gate_id)
-    env = dict(os.environ, TEMPORAL_ADDRESS=h.client.service_client.config.target_host,
-               VICAR_DATA_DIR=str(tmp_path / "other"), VICAR_CODEC_KEYS=new_key_line("k-other"))
+    env = dict(
+        os.environ,
+        TEMPORAL_ADDRESS=h.client.service_client.config.target_host,
+        VICAR_DATA_DIR=str(tmp_path / "other"),
+        VICAR_CODEC_KEYS=new_key_line("k-other"),
+    )
     try:
-        out = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "vicar.cli", "escalations",
-                                                       "--principal", req.principal],
-                                      env=env, capture_output=True, text=True, timeout=60)
+        out = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "vicar.cli", "escalations", "--principal", req.principal],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     finally:
         await handle.cancel()
     assert out.returncode == 1, out
@@ -157,8 +174,13 @@ def codec_server(tmp_path):
     """`vicar codec-server` as a process on a free loopback port."""
     token = "t-" + base64.urlsafe_b64encode(os.urandom(18)).decode()
     env = dict(os.environ, VICAR_DATA_DIR=str(tmp_path / "vicar"), VICAR_CODEC_SERVER_TOKEN=token)
-    proc = subprocess.Popen([sys.executable, "-m", "vicar.cli", "codec-server", "--port", "0"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vicar.cli", "codec-server", "--port", "0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     line = proc.stdout.readline()
     assert "codec server on http://127.0.0.1:" in line, (line, proc.stderr.read() if proc.poll() else "")
     assert token not in line  # where the token is, never the token
@@ -186,8 +208,9 @@ async def test_the_codec_server_decodes_for_the_token_holder_only(codec_server):
         for headers in ({}, {"Authorization": "Bearer wrong-token-0123456789"}, {"Authorization": token}):
             refused = await http.post(f"{url}/decode", json=body, headers=headers)
             assert refused.status_code == 401 and WORDS not in refused.text
-        opened = await http.post(f"{url}/decode", json=body,
-                                 headers={"Authorization": f"Bearer {token}", "X-Namespace": "default"})
+        opened = await http.post(
+            f"{url}/decode", json=body, headers={"Authorization": f"Bearer {token}", "X-Namespace": "default"}
+        )
         assert opened.status_code == 200, opened.text
         assert opened.headers["Cache-Control"] == "no-store"
         decoded = opened.json()["payloads"][0]
@@ -201,10 +224,12 @@ async def test_the_codec_server_decodes_for_the_token_holder_only(codec_server):
         assert base64.b64decode(payload["metadata"]["encoding"]) == ENCODING and WORDS not in resealed.text
         from google.protobuf.json_format import ParseDict
         from temporalio.api.common.v1 import Payloads
+
         assert await ours.decode(ParseDict(resealed.json(), Payloads()).payloads, [dict]) == [{"text": WORDS}]
         # CORS: the UI's origin is admitted, another is not.
-        pre = await http.options(f"{url}/decode", headers={"Origin": "http://localhost:8233",
-                                                            "Access-Control-Request-Method": "POST"})
+        pre = await http.options(
+            f"{url}/decode", headers={"Origin": "http://localhost:8233", "Access-Control-Request-Method": "POST"}
+        )
         assert pre.headers["Access-Control-Allow-Origin"] == "http://localhost:8233"
         assert "Authorization" in pre.headers["Access-Control-Allow-Headers"]
         evil = await http.options(f"{url}/decode", headers={"Origin": "http://evil.example"})
@@ -231,13 +256,28 @@ async def test_the_temporal_cli_shows_a_gate_through_the_codec_server(harness, c
     req = h.request(h.principal(), escalation_mode="always", question=f"{WORDS}: approve the plan?")
     handle = await start_gate(h.client, req, h.task_queue)
     await wait_escalated(h.client, req.gate_id)
-    show = [temporal_binary(), "workflow", "show", "-w", handle.id, "--output", "json",
-            "--address", h.client.service_client.config.target_host, "--namespace", h.client.namespace]
+    show = [
+        temporal_binary(),
+        "workflow",
+        "show",
+        "-w",
+        handle.id,
+        "--output",
+        "json",
+        "--address",
+        h.client.service_client.config.target_host,
+        "--namespace",
+        h.client.namespace,
+    ]
     try:
-        raw, decoded, refused = [await asyncio.to_thread(
-            subprocess.run, show + extra, capture_output=True, text=True, timeout=60) for extra in (
-            [], ["--codec-endpoint", url, "--codec-auth", f"Bearer {token}"],
-            ["--codec-endpoint", url, "--codec-auth", "Bearer not-the-token-0123"])]
+        raw, decoded, refused = [
+            await asyncio.to_thread(subprocess.run, show + extra, capture_output=True, text=True, timeout=60)
+            for extra in (
+                [],
+                ["--codec-endpoint", url, "--codec-auth", f"Bearer {token}"],
+                ["--codec-endpoint", url, "--codec-auth", "Bearer not-the-token-0123"],
+            )
+        ]
     finally:
         await handle.cancel()
     assert raw.returncode == 0 and decoded.returncode == 0, (raw.stderr, decoded.stderr)
@@ -292,13 +332,24 @@ async def test_a_worker_without_the_key_says_so_and_the_gate_waits_for_one_with_
     from vicar.worker import build_worker
 
     task_queue = f"tq-{uuid.uuid4().hex[:8]}"
-    env = dict(os.environ, TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
-               VICAR_DATA_DIR=str(settings.data_dir / "keyless"), VICAR_TASK_QUEUE=task_queue,
-               VICAR_CODEC_KEYS=new_key_line("not-the-workers"))
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "vicar.worker", env=env,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-    req = GateRequest(principal=f"p-{uuid.uuid4().hex[:8]}", gate_id=f"g-{uuid.uuid4().hex[:8]}",
-                      state="WORK_ASSERT", task_type="docs", question="Approve?", escalation_mode="never")
+    env = dict(
+        os.environ,
+        TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
+        VICAR_DATA_DIR=str(settings.data_dir / "keyless"),
+        VICAR_TASK_QUEUE=task_queue,
+        VICAR_CODEC_KEYS=new_key_line("not-the-workers"),
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "vicar.worker", env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    req = GateRequest(
+        principal=f"p-{uuid.uuid4().hex[:8]}",
+        gate_id=f"g-{uuid.uuid4().hex[:8]}",
+        state="WORK_ASSERT",
+        task_type="docs",
+        question="Approve?",
+        escalation_mode="never",
+    )
     handle = await start_gate(temporal_env.client, req, task_queue)
     lines: list[str] = []
     try:

@@ -23,8 +23,11 @@ SCANNED = ("vicar", "memory", "activities", "workflows")
 VICAR_NAME = re.compile(r"\bVICAR_[A-Z0-9_]*[A-Z0-9]\b")
 # Environment reads of names held in a variable that are not Vicar's: the providers'
 # keys, by provider, and Temporal's own variables.
-NOT_VICAR = {("vicar/proxy/select.py", "KEY_ENV[provider]"), ("vicar/proxy/select.py", "KEY_ENV[name]"),
-             ("vicar/server.py", "k")}
+NOT_VICAR = {
+    ("vicar/proxy/select.py", "KEY_ENV[provider]"),
+    ("vicar/proxy/select.py", "KEY_ENV[name]"),
+    ("vicar/server.py", "k"),
+}
 
 
 def _sources(root: Path = ROOT):
@@ -42,8 +45,9 @@ def environment_reads(root: Path = ROOT) -> list[tuple[str, int, str]]:
             target = None
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
                 owner = ast.unparse(node.func.value)
-                if (owner.endswith("environ") and node.func.attr in ("get", "setdefault", "pop")) or \
-                        (owner == "os" and node.func.attr == "getenv"):
+                if (owner.endswith("environ") and node.func.attr in ("get", "setdefault", "pop")) or (
+                    owner == "os" and node.func.attr == "getenv"
+                ):
                     target = node.args[0]
             elif isinstance(node, ast.Subscript) and ast.unparse(node.value).endswith("environ"):
                 target = node.slice
@@ -103,8 +107,9 @@ def test_the_configuration_page_is_generated_from_the_settings():
     assert "| `VICAR_SHUTDOWN_GRACE_SECONDS` | `30` |" in page
     assert "test-only" in rows["VICAR_TEST_MOVE_PIECE_DELAY"]
     # The generator's own check, as CI or a person runs it.
-    run = subprocess.run([sys.executable, "-m", "vicar.config_doc", "--check", str(PAGE)], capture_output=True,
-                         text=True, cwd=ROOT)
+    run = subprocess.run(
+        [sys.executable, "-m", "vicar.config_doc", "--check", str(PAGE)], capture_output=True, text=True, cwd=ROOT
+    )
     assert run.returncode == 0, run.stderr
 
 
@@ -115,12 +120,15 @@ def test_the_defaults_are_those_of_the_settings_models(monkeypatch):
     assert Settings.from_env() == Settings(data_dir=Path("/tmp/vicar-defaults"))
 
 
-@pytest.mark.parametrize("name, value, says", [
-    ("VICAR_EMBED_THREADS", "two", "VICAR_EMBED_THREADS must be a whole number, not 'two'"),
-    ("VICAR_EMBEDDER", "word2vec", "unknown VICAR_EMBEDDER 'word2vec'; available: minilm, minilm-torch, openai"),
-    ("VICAR_PREDICTOR", "gemini", "unknown VICAR_PREDICTOR 'gemini'; available: learned, offline, anthropic"),
-    ("VICAR_LLM_TIMEOUT", "-1", "VICAR_LLM_TIMEOUT must be positive, got '-1'"),
-])
+@pytest.mark.parametrize(
+    "name, value, says",
+    [
+        ("VICAR_EMBED_THREADS", "two", "VICAR_EMBED_THREADS must be a whole number, not 'two'"),
+        ("VICAR_EMBEDDER", "word2vec", "unknown VICAR_EMBEDDER 'word2vec'; available: minilm, minilm-torch, openai"),
+        ("VICAR_PREDICTOR", "gemini", "unknown VICAR_PREDICTOR 'gemini'; available: learned, offline, anthropic"),
+        ("VICAR_LLM_TIMEOUT", "-1", "VICAR_LLM_TIMEOUT must be positive, got '-1'"),
+    ],
+)
 def test_a_bad_value_stops_the_start_in_one_line(monkeypatch, name, value, says):
     monkeypatch.setenv(name, value)
     with pytest.raises(InvalidInput) as info:

@@ -25,11 +25,26 @@ def memory(tmp_path, embedder):
 
 
 def add(memory, n, action="approve", text="Fine.", artifact=PLAN, agent=None, task_type="db-migration") -> str:
-    req = GateRequest(principal="alice", gate_id=f"g{n}", state="PLAN_ASSERT", task_type=task_type,
-                      question="Approve or revise the proposed plan.", artifact_text=artifact,
-                      actor_message="Plan for the users table.", upstream_agent=agent)
-    chunk = outcome_chunk(OutcomeRecord(request=req, n=n, workflow_id=f"w{n}", action=Action(action),
-                                        response_text=text, answered_by=AnsweredBy.human))
+    req = GateRequest(
+        principal="alice",
+        gate_id=f"g{n}",
+        state="PLAN_ASSERT",
+        task_type=task_type,
+        question="Approve or revise the proposed plan.",
+        artifact_text=artifact,
+        actor_message="Plan for the users table.",
+        upstream_agent=agent,
+    )
+    chunk = outcome_chunk(
+        OutcomeRecord(
+            request=req,
+            n=n,
+            workflow_id=f"w{n}",
+            action=Action(action),
+            response_text=text,
+            answered_by=AnsweredBy.human,
+        )
+    )
     memory.record(chunk)
     return chunk.id
 
@@ -121,8 +136,14 @@ def test_no_cluster_ever_vanishes(tmp_path, embedder):
             new = []
             for _ in range(6):
                 n += rng.choice([1, 2, 60])
-                new.append(add(memory, n, rng.choice(["approve", "correct"]),
-                               rng.choice(["Fine.", "Add a rollback.", "Add a down migration.", ""])))
+                new.append(
+                    add(
+                        memory,
+                        n,
+                        rng.choice(["approve", "correct"]),
+                        rng.choice(["Fine.", "Add a rollback.", "Add a down migration.", ""]),
+                    )
+                )
             consolidate(memory, f"s{session}", new)
             ids += new
         chunks = {c.id: c for c in memory.store.chunks()}
@@ -146,8 +167,14 @@ def test_a_recorded_tension_feeds_the_calibration_guard(memory):
     add(memory, 1, "approve", "Fine.")
     b = add(memory, 5, "reject", "No: not on a Friday.")
     consolidate(memory, "s1", [b])
-    gate = GateRequest(principal="alice", gate_id="next", state="PLAN_ASSERT", task_type="db-migration",
-                       question="Approve or revise the proposed plan.", artifact_text=PLAN)
+    gate = GateRequest(
+        principal="alice",
+        gate_id="next",
+        state="PLAN_ASSERT",
+        task_type="db-migration",
+        question="Approve or revise the proposed plan.",
+        artifact_text=PLAN,
+    )
     settings = Settings(data_dir=memory.dir)
     settings.calibration.tension_similarity = 1.01  # the retrieval heuristic alone cannot fire
     c = consult(memory, OfflinePredictor(), gate, 6, settings, reinforce=False)

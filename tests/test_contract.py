@@ -28,11 +28,14 @@ from .test_codec import codec_server  # noqa: F401  (a fixture: the codec server
 FAILS_WITHIN = 15.0
 
 
-@pytest.mark.parametrize("payload, where", [
-    ({"taskType": "db-migration"}, "taskType: Extra inputs are not permitted"),
-    ({"state": "SHIP_IT"}, "state: Input should be"),
-    ({"question": ""}, "question: String should have at least 1 character"),
-])
+@pytest.mark.parametrize(
+    "payload, where",
+    [
+        ({"taskType": "db-migration"}, "taskType: Extra inputs are not permitted"),
+        ({"state": "SHIP_IT"}, "state: Input should be"),
+        ({"question": ""}, "question: String should have at least 1 character"),
+    ],
+)
 async def test_a_bad_request_from_any_client_fails_the_gate_at_once(harness, payload, where):
     h = harness
     good = h.request(h.principal()).model_dump(mode="json")
@@ -41,8 +44,9 @@ async def test_a_bad_request_from_any_client_fails_the_gate_at_once(harness, pay
     else:
         good.update(payload)
     # A plain dict, not a GateRequest: what a client without Vicar's models sends.
-    handle = await h.client.start_workflow(c.GATE_WORKFLOW, good, id=f"raw-{uuid.uuid4().hex[:8]}",
-                                           task_queue=h.task_queue)
+    handle = await h.client.start_workflow(
+        c.GATE_WORKFLOW, good, id=f"raw-{uuid.uuid4().hex[:8]}", task_queue=h.task_queue
+    )
     with pytest.raises(WorkflowFailureError) as failed:
         await asyncio.wait_for(handle.result(), FAILS_WITHIN)
     cause = failed.value.cause
@@ -56,10 +60,12 @@ async def test_a_gate_started_under_another_id_is_listed_and_answered_by_it(harn
     p = h.principal()
     req = h.request(p, escalation_mode="always")
     workflow_id = f"orchestrator/run-{uuid.uuid4().hex[:6]}/plan-gate"
-    handle = await h.client.start_workflow(c.GATE_WORKFLOW, req, id=workflow_id, task_queue=h.task_queue,
-                                           result_type=GateResult)
+    handle = await h.client.start_workflow(
+        c.GATE_WORKFLOW, req, id=workflow_id, task_queue=h.task_queue, result_type=GateResult
+    )
     details = await wait_escalated(h.client, workflow_id)
     assert details.gate_id == req.gate_id and details.workflow_id == workflow_id
+
     async def listed():  # visibility is eventually consistent
         return [(d.gate_id, d.workflow_id) for d in await list_escalations(h.client, p)]
 
@@ -77,10 +83,24 @@ def _temporal(client, codec, *args: str) -> str:
     client reaches them through the codec server, as `--codec-endpoint` does here."""
     url, token, _ = codec
     run = subprocess.run(
-        [temporal_binary(), *args, "--address", client.service_client.config.target_host,
-         "--namespace", client.namespace, "-o", "json",
-         "--codec-endpoint", url, "--codec-auth", f"Bearer {token}"],
-        capture_output=True, text=True, timeout=60)
+        [
+            temporal_binary(),
+            *args,
+            "--address",
+            client.service_client.config.target_host,
+            "--namespace",
+            client.namespace,
+            "-o",
+            "json",
+            "--codec-endpoint",
+            url,
+            "--codec-auth",
+            f"Bearer {token}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     return run.stdout
 
@@ -88,21 +108,52 @@ def _temporal(client, codec, *args: str) -> str:
 async def test_the_temporal_cli_opens_and_answers_a_gate_with_json_only(harness, codec_server):
     h = harness
     doc = document()
-    request = {"principal": h.principal(), "gate_id": f"cli-{uuid.uuid4().hex[:8]}", "state": "PLAN_ASSERT",
-               "task_type": "db-migration", "question": "Approve the migration plan?",
-               "escalation_mode": "always"}
+    request = {
+        "principal": h.principal(),
+        "gate_id": f"cli-{uuid.uuid4().hex[:8]}",
+        "state": "PLAN_ASSERT",
+        "task_type": "db-migration",
+        "question": "Approve the migration plan?",
+        "escalation_mode": "always",
+    }
     jsonschema.validate(request, doc["schemas"]["GateRequest"])  # what `vicar schema` promises is accepted
     workflow_id = doc["interface"]["workflow_id"].split()[0].replace("<gate_id>", request["gate_id"])
     await asyncio.to_thread(
-        _temporal, h.client, codec_server, "workflow", "start", "--type", doc["interface"]["workflow_type"],
-        "--task-queue", h.task_queue, "--workflow-id", workflow_id, "--input", json.dumps(request))
+        _temporal,
+        h.client,
+        codec_server,
+        "workflow",
+        "start",
+        "--type",
+        doc["interface"]["workflow_type"],
+        "--task-queue",
+        h.task_queue,
+        "--workflow-id",
+        workflow_id,
+        "--input",
+        json.dumps(request),
+    )
     await wait_escalated(h.client, request["gate_id"])
     answer = {"action": "approve", "text": "Fine by me.", "responder": "cli"}
     jsonschema.validate(answer, doc["schemas"]["HumanAnswer"])
     (name,) = doc["interface"]["updates"]
-    await asyncio.to_thread(_temporal, h.client, codec_server, "workflow", "update", "execute", "--workflow-id", workflow_id,
-                            "--name", name, "--input", json.dumps(answer))
-    out = json.loads(await asyncio.to_thread(_temporal, h.client, codec_server, "workflow", "result", "--workflow-id", workflow_id))
+    await asyncio.to_thread(
+        _temporal,
+        h.client,
+        codec_server,
+        "workflow",
+        "update",
+        "execute",
+        "--workflow-id",
+        workflow_id,
+        "--name",
+        name,
+        "--input",
+        json.dumps(answer),
+    )
+    out = json.loads(
+        await asyncio.to_thread(_temporal, h.client, codec_server, "workflow", "result", "--workflow-id", workflow_id)
+    )
     assert (out["result"]["action"], out["result"]["responder"], out["result"]["escalated"]) == ("approve", "cli", True)
     # The payload itself, as any SDK receives it (the CLI renders an empty list as null).
     raw = await h.client.get_workflow_handle(workflow_id, result_type=RawValue).result()
@@ -127,5 +178,7 @@ def test_schema_and_version_commands(tmp_path):
     doc = json.loads(printed.stdout)  # stdout is JSON only
     assert doc["interface"]["workflow_type"] == c.GATE_WORKFLOW
     assert runner.invoke(app, ["schema", "--out", str(tmp_path)]).exit_code == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["interface.json", *(f"{n}.json" for n in doc["schemas"])])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["interface.json", *(f"{n}.json" for n in doc["schemas"])]
+    )
     assert json.loads((tmp_path / "GateRequest.json").read_text()) == GateRequest.model_json_schema()

@@ -61,9 +61,15 @@ async def test_a_gate_nobody_answers_times_out_and_the_webhook_is_told(temporal_
     task_queue = f"tq-{uuid.uuid4().hex[:8]}"
     registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
     worker, _ = build_worker(temporal_env.client, settings, registry=registry, task_queue=task_queue)
-    req = GateRequest(principal=f"p-{uuid.uuid4().hex[:8]}", gate_id=f"g-{uuid.uuid4().hex[:8]}",
-                      state="PLAN_ASSERT", task_type="db-migration", question="Approve the plan?",
-                      escalation_mode="always", deadline_seconds=4)
+    req = GateRequest(
+        principal=f"p-{uuid.uuid4().hex[:8]}",
+        gate_id=f"g-{uuid.uuid4().hex[:8]}",
+        state="PLAN_ASSERT",
+        task_type="db-migration",
+        question="Approve the plan?",
+        escalation_mode="always",
+        deadline_seconds=4,
+    )
     try:
         async with worker:
             handle = await start_gate(temporal_env.client, req, task_queue)

@@ -38,8 +38,9 @@ def rule_lines(output: str) -> list[str]:
 
 
 def table_rows(output: str, columns: int) -> list[list[str]]:
-    return [[c.strip() for c in line.split("│")[1:-1]] for line in output.splitlines()
-            if line.count("│") == columns + 1]
+    return [
+        [c.strip() for c in line.split("│")[1:-1]] for line in output.splitlines() if line.count("│") == columns + 1
+    ]
 
 
 def test_demo_explains_itself_and_leaves_no_server(tmp_path):
@@ -50,8 +51,14 @@ def test_demo_explains_itself_and_leaves_no_server(tmp_path):
     # The gate ids carry a run id, so the audit draw differs per run; this test is about
     # learning from the human, so no audit (the guard has its own tests).
     env["VICAR_AUTONOMY_AUDIT_SHARE"] = "0"
-    proc = subprocess.run(vicar_cmd("demo", "--gates", "16", "--human-delay", "0"),
-                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    proc = subprocess.run(
+        vicar_cmd("demo", "--gates", "16", "--human-delay", "0"),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     m = re.search(r"16 gates in [\d.]+ s: (\d+) decided by the proxy, (\d+) escalated", out)
@@ -87,18 +94,22 @@ def test_demo_explains_itself_and_leaves_no_server(tmp_path):
         assert f"\n  {guard}: {GUARD_MEANING[guard]}." in out
     # The rule's state at the end, in the very words `vicar health` uses right after.
     said = rule_lines(out)
-    assert said and all(re.match(r"Autonomy rule for \w+( and \w+)* gates: (proven threshold [\d.]+|none proven): ",
-                                 line) for line in said), out
-    health = subprocess.run(vicar_cmd("health", "alice"), capture_output=True, text=True, env=env, timeout=120,
-                            cwd=tmp_path)
+    assert said and all(
+        re.match(r"Autonomy rule for \w+( and \w+)* gates: (proven threshold [\d.]+|none proven): ", line)
+        for line in said
+    ), out
+    health = subprocess.run(
+        vicar_cmd("health", "alice"), capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path
+    )
     assert health.returncode == 0, health.stdout + health.stderr
     assert rule_lines(health.stdout) == said, (health.stdout, said)
     # No link that is about to die: only --keep prints the UI's address.
     assert "http://" not in out and "vicar demo --keep" in out
     assert temporal_servers_for(data_dir) == []  # the embedded server stopped with the demo
     # The memory outlives the run and the CLI reads it.
-    stats = subprocess.run(vicar_cmd("memory", "stats", "alice"), capture_output=True, text=True,
-                           env=env, timeout=60, cwd=tmp_path)
+    stats = subprocess.run(
+        vicar_cmd("memory", "stats", "alice"), capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path
+    )
     assert stats.returncode == 0 and re.search(r"chunks\s*│\s*16", stats.stdout), stats.stdout
 
 
@@ -118,8 +129,10 @@ def test_a_later_demo_takes_a_fresh_name_and_a_given_name_is_kept(tmp_path):
     assert sorted(names, key=lambda n: int(n.split("-")[1])) == [f"alice-{k}" for k in range(3, 11)]
     (principals / "bob").mkdir()
     (principals / "bob" / "memory.db").write_bytes(b"")
-    assert claim_principal(principals, "bob") == ("bob", "Principal bob: it has a memory from an earlier run "
-                                                         "here, and the proxy starts from it.")
+    assert claim_principal(principals, "bob") == (
+        "bob",
+        "Principal bob: it has a memory from an earlier run here, and the proxy starts from it.",
+    )
 
 
 def test_every_guard_has_words():
@@ -148,8 +161,14 @@ def test_demo_keep_leaves_the_server_worker_and_ui_up_until_ctrl_c(tmp_path, mon
 
     data_dir = tmp_path / "vicar"
     env = demo_env(data_dir)
-    proc = subprocess.Popen(vicar_cmd("demo", "--gates", "2", "--human-delay", "0", "--keep"),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path)
+    proc = subprocess.Popen(
+        vicar_cmd("demo", "--gates", "2", "--human-delay", "0", "--keep"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
     try:
         deadline, lines = time.monotonic() + 240, []
         while time.monotonic() < deadline:

@@ -26,8 +26,9 @@ K8S_VERSION = "1.32.0"
 
 
 def known_vars() -> set[str]:
-    code = "\n".join(p.read_text() for d in ("vicar", "memory", "activities", "workflows")
-                     for p in (ROOT / d).rglob("*.py"))
+    code = "\n".join(
+        p.read_text() for d in ("vicar", "memory", "activities", "workflows") for p in (ROOT / d).rglob("*.py")
+    )
     return set(re.findall(r"VICAR_[A-Z_]+", code))
 
 
@@ -45,15 +46,22 @@ def check_env(env: dict[str, str], monkeypatch) -> None:
 def rendered() -> list[dict]:
     if not shutil.which("kubectl"):
         pytest.skip("kubectl is not installed")
-    out = subprocess.run(["kubectl", "kustomize", str(DEPLOY / "k8s")], capture_output=True, text=True,
-                         check=True, timeout=120).stdout
+    out = subprocess.run(
+        ["kubectl", "kustomize", str(DEPLOY / "k8s")], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
     return [d for d in yaml.safe_load_all(out) if d]
 
 
 def test_manifests_pass_the_kubernetes_schemas(rendered):
     kv = pytest.importorskip("kubernetes_validate")
-    assert {d["kind"] for d in rendered} >= {"Namespace", "ServiceAccount", "ConfigMap", "Service",
-                                               "StatefulSet", "PodDisruptionBudget"}
+    assert {d["kind"] for d in rendered} >= {
+        "Namespace",
+        "ServiceAccount",
+        "ConfigMap",
+        "Service",
+        "StatefulSet",
+        "PodDisruptionBudget",
+    }
     for doc in rendered:
         kv.validate(doc, K8S_VERSION, strict=True)  # raises on an unknown or mistyped field
 
@@ -170,8 +178,9 @@ def test_dockerfile_matches_the_code(monkeypatch):
     env = dict(re.findall(r"(VICAR_[A-Z_]+)=(\S+)", text))
     check_env(env, monkeypatch)
     assert f'"vicar.ops", "probe", "{ops.READY_PATH}"' in text
-    assert re.search(r"^USER 10001", text, re.M) and re.search(r"^FROM python:3\.11-slim|PYTHON_IMAGE=python:3\.11-slim",
-                                                               text, re.M)
+    assert re.search(r"^USER 10001", text, re.M) and re.search(
+        r"^FROM python:3\.11-slim|PYTHON_IMAGE=python:3\.11-slim", text, re.M
+    )
     assert 'ENTRYPOINT ["vicar"]' in text and 'CMD ["worker"]' in text
     assert f"VOLUME {env['VICAR_DATA_DIR']}" in text
 
@@ -200,9 +209,16 @@ def test_dockerfile_resolves_the_weights_from_the_installed_package(tmp_path):
     shutil.copy(ROOT / "vicar" / "__init__.py", site)
     (site / "memory").symlink_to(ROOT / "memory")  # package-dir: vicar.memory = memory
     base = getattr(sys, "_base_executable", sys.executable)
-    out = subprocess.run([base, *cmd.group(1).split(), cmd.group(2)], cwd=src, capture_output=True,
-                         text=True, timeout=60, env={"PYTHONPATH": str(site.parent), "PATH": "/usr/bin:/bin"})
+    out = subprocess.run(
+        [base, *cmd.group(1).split(), cmd.group(2)],
+        cwd=src,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PYTHONPATH": str(site.parent), "PATH": "/usr/bin:/bin"},
+    )
     from vicar.memory.optional import MINILM_WEIGHTS
+
     assert out.returncode == 0 and out.stdout.strip() == MINILM_WEIGHTS, out.stderr
 
 
@@ -222,6 +238,7 @@ def test_no_temporal_cli_says_to_set_temporal_address(tmp_path, monkeypatch):
     embedded server says to point it at a Temporal server, not to reinstall from source."""
     from vicar import server
     from vicar.errors import VicarError
+
     monkeypatch.setattr(sys, "executable", str(tmp_path / "bin" / "python"))
     monkeypatch.setattr(sys, "prefix", str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path))

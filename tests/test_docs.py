@@ -30,14 +30,35 @@ def anchors(path: Path) -> set[str]:
 
 def test_the_docs_build_strict(tmp_path):
     built = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
-         "--site-dir", str(tmp_path / "site")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "--config-file",
+            str(ROOT / "mkdocs.yml"),
+            "--site-dir",
+            str(tmp_path / "site"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     assert "WARNING" not in built.stderr, built.stderr[-3000:]
     # Every page is reachable from the navigation, the design documents included.
-    for page in ("concepts", "orchestrator", "reviewer", "configuration", "operations", "evaluation",
-                 "design-decisions", "design/approval-gate-and-proxy"):
+    for page in (
+        "concepts",
+        "orchestrator",
+        "reviewer",
+        "configuration",
+        "operations",
+        "evaluation",
+        "design-decisions",
+        "design/approval-gate-and-proxy",
+    ):
         assert (tmp_path / "site" / page / "index.html").is_file(), page
 
 
@@ -83,8 +104,13 @@ def test_the_documents_cited_are_in_the_repository():
     """A design document is cited by its path under docs/design/, and every docs/ page the
     code or the other documents cite exists."""
     design = {p.name for p in (ROOT / "docs" / "design").glob("*.md")}
-    assert {"approval-gate-and-proxy.md", "act-r-proxy-memory.md", "agent-trust-memory.md",
-            "memory-types.md", "retrieval-pipelines-addendum.md"} <= design
+    assert {
+        "approval-gate-and-proxy.md",
+        "act-r-proxy-memory.md",
+        "agent-trust-memory.md",
+        "memory-types.md",
+        "retrieval-pipelines-addendum.md",
+    } <= design
     bare = re.compile(r"(?<![\w/.-])(" + "|".join(re.escape(n) for n in sorted(design)) + r")")
     cited = re.compile(r"(?<![\w/.-])docs/[\w./-]+\.md\b")
     problems = []

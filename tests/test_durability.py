@@ -126,8 +126,9 @@ def loopfs(tmp_path):
     try:
         fs = LoopFs(tmp_path)
     except subprocess.CalledProcessError as exc:
-        pytest.skip(f"power-loss test needs an ext4 loop mount: {' '.join(exc.cmd)} failed: "
-                    f"{(exc.stderr or '').strip()}")
+        pytest.skip(
+            f"power-loss test needs an ext4 loop mount: {' '.join(exc.cmd)} failed: {(exc.stderr or '').strip()}"
+        )
     try:
         yield fs
     finally:
@@ -178,8 +179,13 @@ def _after_power_loss(fs: LoopFs, proc: subprocess.Popen | None = None) -> None:
 def test_recorded_answers_survive_power_loss(loopfs):
     root = loopfs.mnt / "principals"
     n = 3
-    proc = subprocess.Popen([sys.executable, "-c", RECORDER, str(root), str(n)], cwd=str(ROOT),
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", RECORDER, str(root), str(n)],
+        cwd=str(ROOT),
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout.readline().strip() == "open"
         assert proc.stdout.readline().strip() == "recorded"
@@ -197,19 +203,38 @@ async def test_answered_gate_survives_power_loss(loopfs, temporal_env):
     Completed, then the power goes. The answer must be in the memory after fsck."""
     data = loopfs.mnt / "vicar"
     queue = f"tq-power-{uuid.uuid4().hex[:8]}"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), VICAR_DATA_DIR=str(data), VICAR_TASK_QUEUE=queue,
-               TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host)
-    worker = subprocess.Popen([sys.executable, "-m", "vicar.worker"], cwd=str(ROOT), env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(ROOT),
+        VICAR_DATA_DIR=str(data),
+        VICAR_TASK_QUEUE=queue,
+        TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
+    )
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "vicar.worker"],
+        cwd=str(ROOT),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     principal = "powerloss"
     try:
-        req = GateRequest(principal=principal, gate_id=f"power-{uuid.uuid4().hex[:8]}", state="PLAN_ASSERT",
-                          task_type="db-migration", question="Approve or revise the proposed plan.",
-                          artifact_text="Drop the legacy table.", escalation_mode="always")
+        req = GateRequest(
+            principal=principal,
+            gate_id=f"power-{uuid.uuid4().hex[:8]}",
+            state="PLAN_ASSERT",
+            task_type="db-migration",
+            question="Approve or revise the proposed plan.",
+            artifact_text="Drop the legacy table.",
+            escalation_mode="always",
+        )
         handle = await start_gate(temporal_env.client, req, queue)
         await asyncio.wait_for(wait_escalated_long(temporal_env.client, req.gate_id), timeout=120)
-        await answer_gate(temporal_env.client, req.gate_id,
-                          HumanAnswer(action="reject", text="Never drop it; archive first.", responder="tester"))
+        await answer_gate(
+            temporal_env.client,
+            req.gate_id,
+            HumanAnswer(action="reject", text="Never drop it; archive first.", responder="tester"),
+        )
         result = await asyncio.wait_for(handle.result(), timeout=60)
         assert result.answered_by.value == "human" and result.action.value == "reject"
         # Completed: Temporal is done with the answer. Now the power goes.
@@ -308,18 +333,19 @@ async def test_answer_on_a_full_disk_waits_saying_so_and_lands_once_there_is_roo
     h = harness
     p = h.principal()
     first = await asyncio.wait_for(
-        (await start_gate(h.client, h.request(p, escalation_mode="never"), h.task_queue)).result(), timeout=60)
+        (await start_gate(h.client, h.request(p, escalation_mode="never"), h.task_queue)).result(), timeout=60
+    )
     req = h.request(p, escalation_mode="always", artifact="Rename the column.")
     handle = await start_gate(h.client, req, h.task_queue)
     await asyncio.wait_for(wait_escalated_long(h.client, req.gate_id), timeout=60)
     small_disk.fill()
     caplog.set_level("WARNING")
-    await answer_gate(h.client, req.gate_id, HumanAnswer(action="correct", text="Keep the old name.",
-                                                         responder="tester"))
+    await answer_gate(
+        h.client, req.gate_id, HumanAnswer(action="correct", text="Keep the old name.", responder="tester")
+    )
 
     async def said() -> bool:
-        return any("recording waits" in r.getMessage() and "the disk is full" in r.getMessage()
-                   for r in caplog.records)
+        return any("recording waits" in r.getMessage() and "the disk is full" in r.getMessage() for r in caplog.records)
 
     await wait_for(said, timeout=60)
     # What the gate shows while its record waits: the answer is in, the disk is the cause.
@@ -375,8 +401,14 @@ async def test_embedded_server_keeps_a_completed_gate_through_power_loss(loopfs,
         client = await Client.connect(first.address, data_converter=pydantic_data_converter)
         worker, _ = build_worker(client, settings, registry=registry, task_queue="tq-embedded-power")
         async with worker:
-            req = GateRequest(principal="embedded", gate_id=f"power-{uuid.uuid4().hex[:8]}", state="PLAN_ASSERT",
-                              task_type="docs", question="Ship it?", escalation_mode="always")
+            req = GateRequest(
+                principal="embedded",
+                gate_id=f"power-{uuid.uuid4().hex[:8]}",
+                state="PLAN_ASSERT",
+                task_type="docs",
+                question="Ship it?",
+                escalation_mode="always",
+            )
             handle = await start_gate(client, req, "tq-embedded-power")
             await asyncio.wait_for(wait_escalated_long(client, req.gate_id), timeout=60)
             await answer_gate(client, req.gate_id, HumanAnswer(action="reject", text="Not yet.", responder="tester"))

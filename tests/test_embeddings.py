@@ -29,7 +29,8 @@ from .openai_standin import OpenAIStandIn, fake_vector
 # control characters, code, and pieces the vocabulary lacks.
 LONG_DOC = " ".join(
     f"Section {i}: the installer now verifies checksums (sha256) before unpacking; "
-    f"see docs/install.md#step-{i} and run `pip install -e .[dev]`." for i in range(40)
+    f"see docs/install.md#step-{i} and run `pip install -e .[dev]`."
+    for i in range(40)
 )
 PARITY_TEXTS = [
     "PLAN_ASSERT docs: Approve or revise the overall deliverable: documentation update.",
@@ -153,9 +154,20 @@ def test_local_model_is_cached_in_memory(embedder):
 def test_reembed_migrates_a_memory_to_another_model(settings, embedder, standin):
     mem = PrincipalMemory("alice", settings.principals_dir, embedder, MemoryParams())
     for i in range(5):
-        mem.record(MemoryChunk(id=f"c{i}", principal="alice", state="PLAN_ASSERT", task_type="docs",
-                               outcome="approve", answered_by="human", question=f"Approve doc change {i}?",
-                               human_response="ok", created_n=i + 1, traces=[i + 1]))
+        mem.record(
+            MemoryChunk(
+                id=f"c{i}",
+                principal="alice",
+                state="PLAN_ASSERT",
+                task_type="docs",
+                outcome="approve",
+                answered_by="human",
+                question=f"Approve doc change {i}?",
+                human_response="ok",
+                created_n=i + 1,
+                traces=[i + 1],
+            )
+        )
     mem.close()
     other = CachedEmbedder(openai_embedder(standin))
     with pytest.raises(StoreError, match="vicar memory reembed"):

@@ -34,17 +34,23 @@ DATA = _dataset_dir()
 
 
 def P(actual, predicted, conf, autonomous=None, **kw):
-    return m.Prediction(seq=0, actual=actual, predicted=predicted, confidence=conf,
-                        autonomous=conf >= 0.8 if autonomous is None else autonomous, **kw)
+    return m.Prediction(
+        seq=0,
+        actual=actual,
+        predicted=predicted,
+        confidence=conf,
+        autonomous=conf >= 0.8 if autonomous is None else autonomous,
+        **kw,
+    )
 
 
 # A tiny synthetic history, scored by hand below.
 HISTORY = [
-    P("approve", "approve", 0.9),   # right, alone
-    P("approve", "approve", 0.7),   # right, escalated
+    P("approve", "approve", 0.9),  # right, alone
+    P("approve", "approve", 0.7),  # right, escalated
     P("correct", "approve", 0.85),  # wrong, alone
-    P("correct", "correct", 0.6),   # right
-    P("reject", None, 0.0),         # no prediction
+    P("correct", "correct", 0.6),  # right
+    P("reject", None, 0.0),  # no prediction
 ]
 
 
@@ -69,8 +75,15 @@ def test_bound_coverage_and_autonomy_against_history():
     def alone(ok: bool):
         return P("approve", "approve" if ok else "reject", 0.9, autonomous=True)
 
-    history = [alone(True), P("approve", None, 0.0, autonomous=False), alone(True), alone(False), alone(True),
-               alone(True), alone(True)]
+    history = [
+        alone(True),
+        P("approve", None, 0.0, autonomous=False),
+        alone(True),
+        alone(False),
+        alone(True),
+        alone(True),
+        alone(True),
+    ]
     # Autonomous answers wrong? 0 0 1 0 0 0 -> windows of 3: 1/3, 1/3, 1/3, 0.
     assert m.bound_coverage([history], target=0.34, window=3) == (1.0, 4)
     assert m.bound_coverage([history], target=0.3, window=3) == (0.25, 4)
@@ -93,8 +106,7 @@ def test_the_replay_earns_autonomy_online_by_the_rule(tmp_path, embedder):
 
     events = load_events([synthetic_file(tmp_path / "tiny.jsonl.gz", n=24)])["Ada Tester"]
     loose = CalibrationParams(autonomy=AutonomyParams(target_error=0.5, audit_share=0.0))
-    preds = replay_reviewer(events, Variant(name="default"), embedder,
-                            Settings(data_dir=tmp_path, calibration=loose))
+    preds = replay_reviewer(events, Variant(name="default"), embedder, Settings(data_dir=tmp_path, calibration=loose))
     first = next(i for i, p in enumerate(preds) if p.autonomous)
     # Five right predictions among the human-answered gates before it prove 0.5
     # (1 - 0.05^(1/5) = 0.451; four give 0.527).
@@ -107,11 +119,26 @@ def test_the_replay_earns_autonomy_online_by_the_rule(tmp_path, embedder):
 
 def test_concerns_surprise_and_learning_curve():
     preds = [
-        P("correct", "correct", 0.5, predicted_text="What is the rollback plan?",
-          actual_text="Please add a rollback step and a test.", surprise=True, prior_confidence=0.9,
-          surprise_percepts=["rollback"]),
-        P("approve", "correct", 0.2, predicted_text="Needs tests.", actual_text="Fine.",
-          surprise=True, prior_confidence=0.6, surprise_percepts=["regmap"]),
+        P(
+            "correct",
+            "correct",
+            0.5,
+            predicted_text="What is the rollback plan?",
+            actual_text="Please add a rollback step and a test.",
+            surprise=True,
+            prior_confidence=0.9,
+            surprise_percepts=["rollback"],
+        ),
+        P(
+            "approve",
+            "correct",
+            0.2,
+            predicted_text="Needs tests.",
+            actual_text="Fine.",
+            surprise=True,
+            prior_confidence=0.6,
+            surprise_percepts=["regmap"],
+        ),
     ]
     # Human concerns: {rollback, testing} and {} -> the prediction raised rollback only: 1/2.
     assert m.concern_recall(preds) == pytest.approx(0.5)
@@ -127,8 +154,10 @@ def test_concerns_surprise_and_learning_curve():
 @pytest.fixture(scope="module")
 def herring():
     if DATA is None:
-        pytest.fail("the gate-replay dataset (shared/datasets/gate-replay/dev) is not beside the checkout; "
-                    "set VICAR_GATE_REPLAY_DIR")
+        pytest.fail(
+            "the gate-replay dataset (shared/datasets/gate-replay/dev) is not beside the checkout; "
+            "set VICAR_GATE_REPLAY_DIR"
+        )
     events = load_events([DATA / "lkml-hwmon.jsonl.gz"])
     return events["Rob Herring"]
 
@@ -151,8 +180,13 @@ def test_a_replay_seed_gives_the_same_gates_other_draws(herring, embedder, tmp_p
     seen: list[str] = []
     base = replay_reviewer(herring[:40], Variant(name="default"), embedder, settings)
     again = replay_reviewer(herring[:40], Variant(name="default"), embedder, settings)
-    other = replay_reviewer(herring[:40], Variant(name="default", seed=3), embedder, settings,
-                            inspect=lambda memory: seen.append(memory.principal))
+    other = replay_reviewer(
+        herring[:40],
+        Variant(name="default", seed=3),
+        embedder,
+        settings,
+        inspect=lambda memory: seen.append(memory.principal),
+    )
     assert [p.model_dump() for p in again] == [p.model_dump() for p in base]  # a seed is a fixed draw
     assert seen == ["rob-herring-seed3"]
     assert [p.actual for p in other] == [p.actual for p in base]  # the same gates ...
@@ -207,11 +241,21 @@ def test_baselines(herring, embedder, tmp_path):
 def synthetic_file(path: Path, n: int = 12) -> Path:
     rows = []
     for i, (tt, action) in zip(range(n), itertools.cycle([("docs", "approve"), ("pmbus", "correct")])):
-        rows.append({"reviewer": "Ada Tester", "seq": i, "gate_id": f"t:{i}", "state": "WORK_ASSERT",
-                     "task_type": tt, "artifact_title": f"change {i}", "artifact_text": f"[PATCH] {tt}: change {i}",
-                     "question": f"Approve or revise this patch: change {i}", "action": action,
-                     "response": "Applied." if action == "approve" else "Please fix the error path.",
-                     "source": "synthetic"})
+        rows.append(
+            {
+                "reviewer": "Ada Tester",
+                "seq": i,
+                "gate_id": f"t:{i}",
+                "state": "WORK_ASSERT",
+                "task_type": tt,
+                "artifact_title": f"change {i}",
+                "artifact_text": f"[PATCH] {tt}: change {i}",
+                "question": f"Approve or revise this patch: change {i}",
+                "action": action,
+                "response": "Applied." if action == "approve" else "Please fix the error path.",
+                "source": "synthetic",
+            }
+        )
     with gzip.open(path, "wt") as fh:
         fh.write("\n".join(json.dumps(r) for r in rows) + "\n")
     return path
@@ -221,8 +265,9 @@ def test_cli_writes_report_and_plots(tmp_path, monkeypatch):
     monkeypatch.setenv("VICAR_DATA_DIR", str(tmp_path / "data"))
     data = synthetic_file(tmp_path / "tiny.jsonl.gz")
     out = tmp_path / "report"
-    result = CliRunner().invoke(app, ["eval", "replay", str(data), "--out", str(out),
-                                      "--variants", "majority,default", "--seed", "2"])
+    result = CliRunner().invoke(
+        app, ["eval", "replay", str(data), "--out", str(out), "--variants", "majority,default", "--seed", "2"]
+    )
     assert result.exit_code == 0, result.output
     report = (out / "report.md").read_text()
     assert "| default | 12 |" in report and "## Ada Tester" in report
@@ -261,12 +306,42 @@ def test_llm_replay_needs_a_limit_prints_the_cost_first_and_runs_the_real_sdk(tm
     try:
         no_limit = run.invoke(app, ["eval", "replay", str(data), "--predictor", "anthropic"])
         assert no_limit.exit_code == 2 and "give --limit" in no_limit.output
-        declined = run.invoke(app, ["eval", "replay", str(data), "--predictor", "anthropic", "--limit", "3",
-                                    "--variants", "composite-anthropic", "--out", str(tmp_path / "r0")], input="n\n")
+        declined = run.invoke(
+            app,
+            [
+                "eval",
+                "replay",
+                str(data),
+                "--predictor",
+                "anthropic",
+                "--limit",
+                "3",
+                "--variants",
+                "composite-anthropic",
+                "--out",
+                str(tmp_path / "r0"),
+            ],
+            input="n\n",
+        )
         assert declined.exit_code == 1 and "estimated cost at most $" in declined.output
         assert "nothing was called" in declined.output and standin.requests == []
-        ok = run.invoke(app, ["eval", "replay", str(data), "--predictor", "anthropic", "--limit", "3", "--yes",
-                              "--variants", "majority,composite-anthropic", "--out", str(tmp_path / "r1")])
+        ok = run.invoke(
+            app,
+            [
+                "eval",
+                "replay",
+                str(data),
+                "--predictor",
+                "anthropic",
+                "--limit",
+                "3",
+                "--yes",
+                "--variants",
+                "majority,composite-anthropic",
+                "--out",
+                str(tmp_path / "r1"),
+            ],
+        )
         assert ok.exit_code == 0, ok.output
         assert ok.output.index("estimated cost") < ok.output.index("composite-anthropic")
         results = json.loads((tmp_path / "r1" / "results.json").read_text())

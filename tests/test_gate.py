@@ -74,8 +74,13 @@ async def test_proxy_answers_never_count_as_human_answers(harness):
     p = h.principal()
     # `never` gates on an empty memory: the proxy answers 'Approved.' on its own.
     for i in range(5):
-        r = await (await start_gate(h.client, h.request(p, task_type="docs", escalation_mode="never",
-                                                         artifact=f"Fix typo {i}."), h.task_queue)).result()
+        r = await (
+            await start_gate(
+                h.client,
+                h.request(p, task_type="docs", escalation_mode="never", artifact=f"Fix typo {i}."),
+                h.task_queue,
+            )
+        ).result()
         assert r.answered_by is AnsweredBy.proxy and not r.escalated
         assert r.text == "Approved." and r.confidence == 0.0
     stats = h.registry.get(p).stats()
@@ -156,14 +161,20 @@ async def test_escalations_are_listed_with_no_worker_running(temporal_env, embed
     registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
     worker, _ = build_worker(temporal_env.client, settings, registry=registry, task_queue=task_queue)
     p = f"p-{uuid.uuid4().hex[:8]}"
-    req = GateRequest(principal=p, gate_id=f"g-{uuid.uuid4().hex[:8]}", state="WORK_ASSERT", task_type="docs",
-                      question="Ship the release notes?")
+    req = GateRequest(
+        principal=p,
+        gate_id=f"g-{uuid.uuid4().hex[:8]}",
+        state="WORK_ASSERT",
+        task_type="docs",
+        question="Ship the release notes?",
+    )
     try:
         async with worker:
             handle = await start_gate(temporal_env.client, req, task_queue)
             await wait_escalated(temporal_env.client, req.gate_id)
     finally:
         registry.close()
+
     # The worker is gone: a query would hang; the list does not. Visibility is eventually
     # consistent: each listing is bounded, and the gate shows up within the wait.
     async def listed():

@@ -28,8 +28,10 @@ AUDIT = 0.15
 def settings(tmp_path) -> Settings:
     # A target four agreeing answers can prove (0.8), and a real audit share: gate ids
     # are picked by their draw.
-    return Settings(data_dir=tmp_path / "vicar", calibration=CalibrationParams(
-        autonomy=AutonomyParams(target_error=0.8, audit_share=AUDIT)))
+    return Settings(
+        data_dir=tmp_path / "vicar",
+        calibration=CalibrationParams(autonomy=AutonomyParams(target_error=0.8, audit_share=AUDIT)),
+    )
 
 
 def gate_id(principal: str, audited: bool) -> str:
@@ -40,16 +42,41 @@ def gate_id(principal: str, audited: bool) -> str:
     raise AssertionError("itertools.count() does not end")
 
 
-def seed(h, principal: str, answers: list[tuple[str, str]], at: datetime, predicted: str = "approve",
-         question: str = "Approve or revise the proposed plan.", agent: str | None = None) -> None:
+def seed(
+    h,
+    principal: str,
+    answers: list[tuple[str, str]],
+    at: datetime,
+    predicted: str = "approve",
+    question: str = "Approve or revise the proposed plan.",
+    agent: str | None = None,
+) -> None:
     memory = h.registry.get(principal)
     for i, (action, text) in enumerate(answers, start=1):
-        req = GateRequest(principal=principal, gate_id=f"seed-{i}", state="PLAN_ASSERT", task_type="docs",
-                          question=question, artifact_text=ARTIFACT, upstream_agent=agent)
+        req = GateRequest(
+            principal=principal,
+            gate_id=f"seed-{i}",
+            state="PLAN_ASSERT",
+            task_type="docs",
+            question=question,
+            artifact_text=ARTIFACT,
+            upstream_agent=agent,
+        )
         guess = PassResult(prose="", confidence=0.5, action=Action(predicted))
-        record_outcome(memory, OutcomeRecord(
-            request=req, n=i, workflow_id=f"seed/{principal}/{i}", action=Action(action), response_text=text,
-            answered_by=AnsweredBy.human, prior=guess, posterior=guess, at=at + timedelta(minutes=i)))
+        record_outcome(
+            memory,
+            OutcomeRecord(
+                request=req,
+                n=i,
+                workflow_id=f"seed/{principal}/{i}",
+                action=Action(action),
+                response_text=text,
+                answered_by=AnsweredBy.human,
+                prior=guess,
+                posterior=guess,
+                at=at + timedelta(minutes=i),
+            ),
+        )
         memory.raise_counter(i)
 
 
@@ -98,8 +125,12 @@ async def test_unproven_fires_on_a_poor_track_record(harness):
 
 async def test_tension_guard_fires_on_disagreeing_recent_answers(harness):
     p = harness.principal()
-    seed(harness, p, [("approve", "Fine."), ("reject", "No, not like this."), ("approve", "Fine.")],
-         now() - timedelta(hours=1))
+    seed(
+        harness,
+        p,
+        [("approve", "Fine."), ("reject", "No, not like this."), ("approve", "Fine.")],
+        now() - timedelta(hours=1),
+    )
     req, handle = await run_gate(harness, p)
     details = await wait_escalated(harness.client, req.gate_id)
     assert details.calibration_guard == "tension" and "disagree" in details.calibration_note

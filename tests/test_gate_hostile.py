@@ -45,8 +45,9 @@ async def failed_at_once(handle, within: float = 15.0) -> ApplicationError:
 
 
 def human_records(h, principal: str) -> list[OutcomeRecord]:
-    return [OutcomeRecord.model_validate_json(r)
-            for _, r in h.registry.get(principal).store.outcomes(answered_by="human")]
+    return [
+        OutcomeRecord.model_validate_json(r) for _, r in h.registry.get(principal).store.outcomes(answered_by="human")
+    ]
 
 
 async def test_a_finished_gate_started_again_returns_its_recorded_answer(harness):
@@ -60,8 +61,13 @@ async def test_a_finished_gate_started_again_returns_its_recorded_answer(harness
 
     # Another client, the default id-reuse policy (a completed id may be used again).
     again = await h.client.start_workflow(
-        c.GATE_WORKFLOW, req, id=c.gate_workflow_id(req.gate_id), task_queue=h.task_queue,
-        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE, result_type=GateResult)
+        c.GATE_WORKFLOW,
+        req,
+        id=c.gate_workflow_id(req.gate_id),
+        task_queue=h.task_queue,
+        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+        result_type=GateResult,
+    )
     second = await asyncio.wait_for(again.result(), 30)  # never escalates: nobody is asked again
     assert (second.action, second.text, second.responder, second.n) == (first.action, "first", "alice", first.n)
     assert second.answered_by is first.answered_by and second.escalated
@@ -88,8 +94,11 @@ async def test_bad_starts_fail_in_their_first_task(harness):
         "move two inputs": (c.MOVE_WORKFLOW, [{"principal": victim, "to_shard": 0}, {}]),
     }
     for what, (kind, args) in starts.items():
-        wid = (c.brain_workflow_id(victim) if kind == c.BRAIN_WORKFLOW and what.endswith("garbage")
-               else f"hostile-{uuid.uuid4().hex[:8]}")
+        wid = (
+            c.brain_workflow_id(victim)
+            if kind == c.BRAIN_WORKFLOW and what.endswith("garbage")
+            else f"hostile-{uuid.uuid4().hex[:8]}"
+        )
         handle = await client.start_workflow(kind, args=args, id=wid, task_queue=h.task_queue)
         cause = await failed_at_once(handle)
         assert cause.message.startswith("invalid"), (what, cause.message)
@@ -107,8 +116,9 @@ async def test_a_gate_whose_brain_never_runs_escalates_with_proxy_error(harness)
     h = harness
     victim = h.principal()
     # A brain on a queue no worker polls: it never runs, so it never grants a turn.
-    await h.client.start_workflow(c.BRAIN_WORKFLOW, BrainInput(principal=victim),
-                                  id=c.brain_workflow_id(victim), task_queue="nobody-polls-this")
+    await h.client.start_workflow(
+        c.BRAIN_WORKFLOW, BrainInput(principal=victim), id=c.brain_workflow_id(victim), task_queue="nobody-polls-this"
+    )
     req = h.request(victim)
     await start_gate(h.client, req, h.task_queue)
 
@@ -152,8 +162,7 @@ async def test_allow_list_applies_when_the_answer_comes(cli_env, harness):  # no
     assert (await handle.result()).responder == "carol"
 
     # Every change is logged, with who made it and when.
-    log = [json.loads(line) for line in
-           (h.settings.principals_dir / p / "responders.log").read_text().splitlines()]
+    log = [json.loads(line) for line in (h.settings.principals_dir / p / "responders.log").read_text().splitlines()]
     assert [e["change"] for e in log] == ["allow", "allow", "disallow", "disallow", "anyone"]
     assert all(e["by"] and e["at"] for e in log)
     assert load_allowed(h.settings.principals_dir, p) == []
@@ -162,13 +171,15 @@ async def test_allow_list_applies_when_the_answer_comes(cli_env, harness):  # no
 async def test_the_callers_identity_is_recorded_and_can_be_required(harness, temporal_env):
     h = harness
     p = h.principal()
-    attacker = await Client.connect(temporal_env.client.service_client.config.target_host,
-                                    identity="attacker@evil", data_converter=data_converter())
+    attacker = await Client.connect(
+        temporal_env.client.service_client.config.target_host, identity="attacker@evil", data_converter=data_converter()
+    )
     req = h.request(p, artifact="Rotate the keys.")
     handle = await start_gate(h.client, req, h.task_queue)
     await wait_escalated(h.client, req.gate_id)
     await attacker.get_workflow_handle(handle.id).execute_update(
-        "respond", HumanAnswer(action="approve", responder="alice"), result_type=str)
+        "respond", HumanAnswer(action="approve", responder="alice"), result_type=str
+    )
     result = await handle.result()
     assert (result.responder, result.responder_identity) == ("alice", "attacker@evil")
     assert [(r.responder, r.responder_identity) for r in human_records(h, p)] == [("alice", "attacker@evil")]
@@ -178,7 +189,8 @@ async def test_the_callers_identity_is_recorded_and_can_be_required(harness, tem
     handle = await start_gate(h.client, req, h.task_queue)
     await wait_escalated(h.client, req.gate_id)
     await attacker.get_workflow_handle(handle.id).signal(
-        "human_response", HumanAnswer(action="reject", responder="alice"))
+        "human_response", HumanAnswer(action="reject", responder="alice")
+    )
     assert (await handle.result()).responder_identity == "attacker@evil"
 
     # Required to match: refused, then accepted from a client whose identity is the responder.
@@ -188,12 +200,15 @@ async def test_the_callers_identity_is_recorded_and_can_be_required(harness, tem
     await wait_escalated(h.client, req.gate_id)
     with pytest.raises(WorkflowUpdateFailedError) as info:
         await attacker.get_workflow_handle(handle.id).execute_update(
-            "respond", HumanAnswer(action="approve", responder="alice"), result_type=str)
+            "respond", HumanAnswer(action="approve", responder="alice"), result_type=str
+        )
     assert "identity" in str(info.value.cause) and "attacker@evil" in str(info.value.cause)
-    alice = await Client.connect(temporal_env.client.service_client.config.target_host,
-                                 identity="alice", data_converter=data_converter())
+    alice = await Client.connect(
+        temporal_env.client.service_client.config.target_host, identity="alice", data_converter=data_converter()
+    )
     await alice.get_workflow_handle(handle.id).execute_update(
-        "respond", HumanAnswer(action="approve", responder="alice"), result_type=str)
+        "respond", HumanAnswer(action="approve", responder="alice"), result_type=str
+    )
     assert (await handle.result()).responder_identity == "alice"
 
 
@@ -205,7 +220,8 @@ async def test_an_oversized_answer_is_refused_naming_the_limit(harness):
     await wait_escalated(h.client, req.gate_id)
     with pytest.raises(WorkflowUpdateFailedError) as info:
         await handle.execute_update(
-            "respond", {"action": "approve", "text": "x" * 1_000_000, "responder": "alice"}, result_type=str)
+            "respond", {"action": "approve", "text": "x" * 1_000_000, "responder": "alice"}, result_type=str
+        )
     message = str(info.value.cause)
     assert "Failed decoding" not in message and "20000" in message and "text" in message, message
     await answer_gate(h.client, req.gate_id, HumanAnswer(action="approve", responder="alice"))

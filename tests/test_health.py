@@ -23,11 +23,24 @@ def records(rates: list[float], task_type="db-migration", per_session=5, by=Answ
         approvals = round(rate * per_session)
         for k in range(per_session):
             i = s * per_session + k
-            req = GateRequest(principal="alice", gate_id=f"{task_type}-{i}", state="PLAN_ASSERT",
-                              task_type=task_type, question="Approve the plan?")
-            out.append(OutcomeRecord(request=req, n=i + 1, workflow_id=f"w/{task_type}/{i}",
-                                     action=Action.approve if k < approvals else Action.correct,
-                                     response_text="", answered_by=by, at=T0 + timedelta(days=s, minutes=k)))
+            req = GateRequest(
+                principal="alice",
+                gate_id=f"{task_type}-{i}",
+                state="PLAN_ASSERT",
+                task_type=task_type,
+                question="Approve the plan?",
+            )
+            out.append(
+                OutcomeRecord(
+                    request=req,
+                    n=i + 1,
+                    workflow_id=f"w/{task_type}/{i}",
+                    action=Action.approve if k < approvals else Action.correct,
+                    response_text="",
+                    answered_by=by,
+                    at=T0 + timedelta(days=s, minutes=k),
+                )
+            )
     return out
 
 
@@ -58,6 +71,7 @@ def test_health_command_reads_the_principals_outcomes(tmp_path, embedder, monkey
     result = CliRunner().invoke(app, ["health", "alice"], terminal_width=200)
     assert result.exit_code == 0, result.output
     assert "DROP 0.80 -> 0.40" in result.output and "PLAN_ASSERT/db-migration" in result.output
+
     # No graded answer yet (these records carry no prediction): nothing proven.
     def rule_rows(output: str) -> list[list[str]]:
         return [[c.strip() for c in line.split("│")[1:-1]] for line in output.splitlines() if line.count("│") == 9]
@@ -68,21 +82,25 @@ def test_health_command_reads_the_principals_outcomes(tmp_path, embedder, monkey
     try:
         guess = PassResult(prose="ok", confidence=0.9, action=Action.approve)
         for r in records([1.0] * 12, task_type="docs")[:59]:
-            record_outcome(memory, r.model_copy(update={"posterior": guess, "workflow_id": "p" + r.workflow_id}),
-                           artifacts=False)
+            record_outcome(
+                memory, r.model_copy(update={"posterior": guess, "workflow_id": "p" + r.workflow_id}), artifacts=False
+            )
     finally:
         memory.close()
     result = CliRunner().invoke(app, ["health", "alice"], terminal_width=200)
     assert result.exit_code == 0, result.output
     assert ["PLAN_ASSERT", "docs", "0.05", "0.90", "0.050", "59", "0", "0.05"] in rule_rows(result.output)
     (tmp_path / "principals" / "alice" / "autonomy.json").write_text(
-        '{"states": {"PLAN_ASSERT": {"target_error": 0.01, "audit_share": 0.2}}}')
+        '{"states": {"PLAN_ASSERT": {"target_error": 0.01, "audit_share": 0.2}}}'
+    )
     result = CliRunner().invoke(app, ["health", "alice"], terminal_width=200)
     assert ["PLAN_ASSERT", "docs", "0.01", "none", "0.050", "59", "0", "0.2"] in rule_rows(result.output)
     # The rule in words, from the function the demo's footer uses too.
-    assert "Autonomy rule for PLAN_ASSERT gates: none proven: the proxy answers nothing alone (error bound 0.050 > " \
-           "target 0.01 at 95% confidence, over all 59 graded answers, 0 wrong); 20% of those still go to the " \
-           "human (audit)." in " ".join(result.output.split())
+    assert (
+        "Autonomy rule for PLAN_ASSERT gates: none proven: the proxy answers nothing alone (error bound 0.050 > "
+        "target 0.01 at 95% confidence, over all 59 graded answers, 0 wrong); 20% of those still go to the "
+        "human (audit)." in " ".join(result.output.split())
+    )
     missing = CliRunner().invoke(app, ["health", "nobody"], terminal_width=400)
     assert missing.exit_code == 3 and "no memory for principal 'nobody'" in missing.output
     assert "principals here: alice" in missing.output, missing.output
@@ -108,21 +126,32 @@ def rule(**kw) -> AutonomyRule:
 def test_one_statement_of_the_rule():
     """The demo's footer and `vicar health` both print rule_lines: the rule's state, its
     evidence and its errors, once per distinct rule, naming the states it holds for."""
-    assert rule_statement(rule()) == ("none proven: the proxy answers nothing alone (no graded answer yet; "
-                                      "target error 0.4).")
+    assert rule_statement(rule()) == (
+        "none proven: the proxy answers nothing alone (no graded answer yet; target error 0.4)."
+    )
     assert rule_statement(rule(bound=0.608, evidence=18, errors=4)) == (
         "none proven: the proxy answers nothing alone (error bound 0.608 > target 0.4 at 95% confidence, "
-        "over all 18 graded answers, 4 wrong).")
+        "over all 18 graded answers, 4 wrong)."
+    )
     proven = rule(threshold=0.41, bound=0.363, evidence=15, errors=2, audit_share=0.05)
     assert rule_statement(proven) == (
         "proven threshold 0.41: the proxy may answer alone at confidence >= 0.41 (error bound 0.363 <= target "
         "0.4 at 95% confidence, over the 15 graded answers that confident, 2 wrong); 5% of those still go to "
-        "the human (audit).")
+        "the human (audit)."
+    )
     strict = rule(target=0.05, bound=0.2, evidence=15, errors=0)
-    lines = rule_lines({("PLAN_ASSERT", "db"): proven, ("PLAN_ASSERT", "api"): proven,
-                        ("WORK_ASSERT", "docs"): proven, ("INTENT_ASSERT", "x"): strict})
-    assert lines == [f"Autonomy rule for PLAN_ASSERT and WORK_ASSERT gates: {rule_statement(proven)}",
-                     f"Autonomy rule for INTENT_ASSERT gates: {rule_statement(strict)}"]
+    lines = rule_lines(
+        {
+            ("PLAN_ASSERT", "db"): proven,
+            ("PLAN_ASSERT", "api"): proven,
+            ("WORK_ASSERT", "docs"): proven,
+            ("INTENT_ASSERT", "x"): strict,
+        }
+    )
+    assert lines == [
+        f"Autonomy rule for PLAN_ASSERT and WORK_ASSERT gates: {rule_statement(proven)}",
+        f"Autonomy rule for INTENT_ASSERT gates: {rule_statement(strict)}",
+    ]
 
 
 def test_the_rule_now_is_the_rule_a_consult_computes(tmp_path, embedder):
@@ -135,8 +164,7 @@ def test_the_rule_now_is_the_rule_a_consult_computes(tmp_path, embedder):
     try:
         (memory.dir / "autonomy.json").write_text('{"target_error": 0.4}')
         for i, r in enumerate(records([1.0] * 3, task_type="docs")):
-            guess = PassResult(prose="ok", confidence=0.5 + i / 40,
-                               action=Action.approve if i % 4 else Action.reject)
+            guess = PassResult(prose="ok", confidence=0.5 + i / 40, action=Action.approve if i % 4 else Action.reject)
             record_outcome(memory, r.model_copy(update={"posterior": guess}), artifacts=False)
         settings = Settings.from_env()
         now = autonomy_rules(memory.store, memory.dir, settings.calibration.autonomy, [("PLAN_ASSERT", "docs")])

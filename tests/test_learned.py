@@ -48,11 +48,25 @@ def synthetic(n: int = 400, seed: int = 0) -> list[OutcomeRecord]:
             topic += 1
             stage[t] = 1
             action, version = Action.correct, 1
-        req = GateRequest(principal=PRINCIPAL, gate_id=f"g{len(records)}", state="WORK_ASSERT", task_type="docs",
-                          question=f"Approve or revise this patch series: {t}", title=t,
-                          artifact_text=f"Topic: {t} ({version} commits)\n - change {version} of {t}\n")
-        records.append(OutcomeRecord(request=req, n=len(records) + 1, workflow_id=f"w{len(records)}",
-                                     action=action, response_text=VERDICT[action], answered_by=AnsweredBy.human))
+        req = GateRequest(
+            principal=PRINCIPAL,
+            gate_id=f"g{len(records)}",
+            state="WORK_ASSERT",
+            task_type="docs",
+            question=f"Approve or revise this patch series: {t}",
+            title=t,
+            artifact_text=f"Topic: {t} ({version} commits)\n - change {version} of {t}\n",
+        )
+        records.append(
+            OutcomeRecord(
+                request=req,
+                n=len(records) + 1,
+                workflow_id=f"w{len(records)}",
+                action=action,
+                response_text=VERDICT[action],
+                answered_by=AnsweredBy.human,
+            )
+        )
     return records
 
 
@@ -85,10 +99,20 @@ def test_learns_the_lineage_rule_majority_cannot():
 
 def _ctx() -> RetrievalContext:
     """Three human memories that disagree, so the vote is neither empty nor unanimous."""
-    chunks = [ChunkSummary(chunk_id=f"c{i}", state="WORK_ASSERT", task_type="docs", outcome=o,
-                           answered_by=AnsweredBy.human, human_response=f"{o} words", activation=0.1 * i,
-                           similarity=s, score=s)
-              for i, (o, s) in enumerate([("approve", 0.9), ("correct", 0.8), ("approve", 0.6)])]
+    chunks = [
+        ChunkSummary(
+            chunk_id=f"c{i}",
+            state="WORK_ASSERT",
+            task_type="docs",
+            outcome=o,
+            answered_by=AnsweredBy.human,
+            human_response=f"{o} words",
+            activation=0.1 * i,
+            similarity=s,
+            score=s,
+        )
+        for i, (o, s) in enumerate([("approve", 0.9), ("correct", 0.8), ("approve", 0.6)])
+    ]
     return RetrievalContext(principal=PRINCIPAL, n=5, phase="posterior", chunks=chunks)
 
 
@@ -139,8 +163,11 @@ def test_rebuilt_from_the_outcome_log_predicts_as_online(tmp_path, embedder):
             live.observe(r)
             record_outcome(memory, r, artifacts=False)
         # A proxy answer in the log teaches nothing.
-        record_outcome(memory, records[0].model_copy(update={"workflow_id": "proxy-1", "answered_by": AnsweredBy.proxy}),
-                       artifacts=False)
+        record_outcome(
+            memory,
+            records[0].model_copy(update={"workflow_id": "proxy-1", "answered_by": AnsweredBy.proxy}),
+            artifacts=False,
+        )
         rebuilt = L.LearnedPredictor.from_log(memory.store.outcomes(answered_by="human"))
     finally:
         memory.close()
@@ -169,8 +196,9 @@ def test_learned_replay_variant_on_real_data(herring, embedder, tmp_path):
     settings = Settings(data_dir=tmp_path)
     events = herring[:70]
     predictor = L.LearnedPredictor(settings.predictor)
-    learned = replay_reviewer(events, Variant(name="learned", predictor="learned"), embedder, settings,
-                              predictor=predictor)
+    learned = replay_reviewer(
+        events, Variant(name="learned", predictor="learned"), embedder, settings, predictor=predictor
+    )
     composite = replay_reviewer(events, Variant(name="composite"), embedder, settings)
     first = M.SCHEDULE[0]
     # Before the first fit it is the memory vote; after it, the model (fitted on the
@@ -190,8 +218,9 @@ def test_the_proxys_own_answers_move_the_thread_but_never_teach():
     history = H.History()
     for r in records[:2]:
         assert history.observe(r) is True
-    proxy = records[2].model_copy(update={"answered_by": AnsweredBy.proxy, "action": Action.approve,
-                                          "response_text": "Will merge to 'next'."})
+    proxy = records[2].model_copy(
+        update={"answered_by": AnsweredBy.proxy, "action": Action.approve, "response_text": "Will merge to 'next'."}
+    )
     lin = lineage_of(proxy.request).lineage
     before = (history.n, len(history.rows), dict(history.rates["all"]), len(history.responses))
     assert history.observe(proxy) is False

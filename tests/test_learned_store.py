@@ -56,8 +56,11 @@ def test_versions_on_the_schedule_and_a_pin_outlives_later_fits(tmp_path, embedd
         assert all("learned model v30" in note for *_, note in before)
 
         # A proxy answer teaches nothing; 35 more human answers bring the v60 fit.
-        record_outcome(memory, records[40].model_copy(update={"workflow_id": "proxy-x",
-                                                              "answered_by": AnsweredBy.proxy}), artifacts=False)
+        record_outcome(
+            memory,
+            records[40].model_copy(update={"workflow_id": "proxy-x", "answered_by": AnsweredBy.proxy}),
+            artifacts=False,
+        )
         for r in records[35:]:
             record_outcome(memory, r, artifacts=False)
         newer = models.pin(principal)
@@ -109,16 +112,16 @@ async def test_a_refit_between_attempts_never_changes_the_gates_decision(tempora
         record_outcome(memory, r, artifacts=False)
     models = RefitBetweenAttempts(registry, records[30])
     task_queue = f"tq-{uuid.uuid4().hex[:8]}"
-    worker, _ = build_worker(temporal_env.client, settings, predictor=models, registry=registry,
-                             task_queue=task_queue)
+    worker, _ = build_worker(temporal_env.client, settings, predictor=models, registry=registry, task_queue=task_queue)
     probe = _records(principal, 1, seed=9)[0].request.model_copy(update={"gate_id": f"g-{uuid.uuid4().hex[:8]}"})
     try:
         async with worker:
             handle = await start_gate(temporal_env.client, probe, task_queue)
             details = await wait_for(lambda: _consulted(temporal_env.client, probe.gate_id), timeout=60)
             if details.status is GateStatus.escalated:
-                await answer_gate(temporal_env.client, probe.gate_id,
-                                  HumanAnswer(action="approve", text="ok", responder="test"))
+                await answer_gate(
+                    temporal_env.client, probe.gate_id, HumanAnswer(action="approve", text="ok", responder="test")
+                )
             result: GateResult = await handle.result()
         # Pinned under the turn before any consult: v30 on 30 answers. By the retry a
         # 31st answer and a v31 fit exist, and the retry still used the pin.
@@ -126,8 +129,7 @@ async def test_a_refit_between_attempts_never_changes_the_gates_decision(tempora
         assert models.versions(principal) == [30, 31]
         assert models.used == [(30, 30)]
         assert result.model_version == 30
-        stored = [OutcomeRecord.model_validate_json(raw) for _, raw in memory.store.outcomes()
-                  if probe.gate_id in raw]
+        stored = [OutcomeRecord.model_validate_json(raw) for _, raw in memory.store.outcomes() if probe.gate_id in raw]
         assert len(stored) == 1 and stored[0].posterior.note.startswith("learned model v30")
     finally:
         registry.close()

@@ -33,8 +33,10 @@ LINEAGE_COLUMNS = ("lineage", "revision", "artifact_hash")
 @pytest.fixture(scope="module")
 def dataset_rows() -> dict[str, list[dict]]:
     if DATA is None:
-        pytest.fail("the gate-replay dataset (shared/datasets/gate-replay/dev) is not beside the checkout; "
-                    "set VICAR_GATE_REPLAY_DIR")
+        pytest.fail(
+            "the gate-replay dataset (shared/datasets/gate-replay/dev) is not beside the checkout; "
+            "set VICAR_GATE_REPLAY_DIR"
+        )
     rows = {}
     for name in ("lkml-hwmon", "git-whats-cooking"):
         with gzip.open(DATA / f"{name}.jsonl.gz", "rt", encoding="utf-8") as fh:
@@ -61,7 +63,7 @@ def test_lineage_of_real_patch_titles(dataset_rows):
             v = int(m.group(2))
             assert d.revision == f"v{v}", title
             # The reply to the next reroll: the same thread, one revision on.
-            reroll = "Re: " + title[:m.start(2)] + str(v + 1) + title[m.end(2):]
+            reroll = "Re: " + title[: m.start(2)] + str(v + 1) + title[m.end(2) :]
             r = derive(reroll)
             assert (r.lineage, r.revision) == (d.lineage, f"v{v + 1}"), (title, reroll)
             assert (r.position, r.series_size) == (d.position, d.series_size)
@@ -70,8 +72,7 @@ def test_lineage_of_real_patch_titles(dataset_rows):
     assert sum(len(revs) > 1 for revs in revisions.values()) > 100
     d = derive("[PATCH v3 2/5] hwmon: (lm75) Add support for TMP75B")
     r = derive("Re: [PATCH v4 2/5] hwmon: (lm75)  Add support for TMP75B")
-    assert (d.lineage, d.revision, d.position, d.series_size) == (
-        "hwmon: (lm75) Add support for TMP75B", "v3", 2, 5)
+    assert (d.lineage, d.revision, d.position, d.series_size) == ("hwmon: (lm75) Add support for TMP75B", "v3", 2, 5)
     assert (r.lineage, r.revision) == (d.lineage, "v4")
 
 
@@ -91,14 +92,28 @@ SIMILAR = "Please review the new regulator driver for the PMBus power supply and
 
 
 def gate(i: int, title: str, artifact: str, question: str = QUESTION, actor: str = "") -> GateRequest:
-    return GateRequest(principal="alice", gate_id=f"g{i}", state="WORK_ASSERT", task_type="hwmon",
-                       question=question, artifact_text=artifact, actor_message=actor, title=title)
+    return GateRequest(
+        principal="alice",
+        gate_id=f"g{i}",
+        state="WORK_ASSERT",
+        task_type="hwmon",
+        question=question,
+        artifact_text=artifact,
+        actor_message=actor,
+        title=title,
+    )
 
 
-def answer(mem: PrincipalMemory, i: int, req: GateRequest, action: str, text: str,
-           by: AnsweredBy = AnsweredBy.human) -> None:
-    record_outcome(mem, OutcomeRecord(request=req, n=i, workflow_id=f"vicar-gate/g{i}", action=Action(action),
-                                      response_text=text, answered_by=by), artifacts=False)
+def answer(
+    mem: PrincipalMemory, i: int, req: GateRequest, action: str, text: str, by: AnsweredBy = AnsweredBy.human
+) -> None:
+    record_outcome(
+        mem,
+        OutcomeRecord(
+            request=req, n=i, workflow_id=f"vicar-gate/g{i}", action=Action(action), response_text=text, answered_by=by
+        ),
+        artifacts=False,
+    )
 
 
 def v(title_version: int) -> str:
@@ -118,8 +133,13 @@ def thread_memory(settings, embedder):
     answer(mem, 4, gate(4, v(3), PATCH_V3), "approve", "Applied to hwmon-next.", by=AnsweredBy.proxy)
     answer(mem, 5, gate(5, v(3), PATCH_V3), "approve", "Applied to hwmon-next.")
     # Another thread, written to be far closer to the next gate's text.
-    answer(mem, 6, gate(6, "[PATCH] regulator: pmbus: new driver", SIMILAR, question=SIMILAR, actor=SIMILAR),
-           "reject", "Wrong subsystem.")
+    answer(
+        mem,
+        6,
+        gate(6, "[PATCH] regulator: pmbus: new driver", SIMILAR, question=SIMILAR, actor=SIMILAR),
+        "reject",
+        "Wrong subsystem.",
+    )
     yield mem
     mem.close()
 
@@ -131,7 +151,10 @@ def test_latest_verdicts_on_the_same_lineage_most_recent_first(thread_memory):
     hist = post.lineage_history
     # The three latest human verdicts on A, newest first; the proxy's answer and B are not among them.
     assert [(h.n, h.ago, h.action, h.revision) for h in hist] == [
-        (5, 3, "approve", "v3"), (3, 5, "hold", "v2"), (2, 6, "correct", "v2")]
+        (5, 3, "approve", "v3"),
+        (3, 5, "hold", "v2"),
+        (2, 6, "correct", "v2"),
+    ]
     assert [h.changed_since for h in hist] == [False, True, True]  # the same artifact as at n=5
     assert hist[0].response == "Applied to hwmon-next."
     # B is the most similar memory by far, and still no verdict on this thread.
@@ -147,8 +170,9 @@ def test_latest_verdicts_on_the_same_lineage_most_recent_first(thread_memory):
     assert [(h.n, h.changed_since) for h in prior.lineage_history] == [(5, None), (3, None), (2, None)]
     # Only what came before this gate's N; a lineage never seen matches nothing.
     assert [h.n for h in retrieve(mem, nxt, 3, "prior").lineage_history] == [2, 1]
-    assert retrieve(mem, gate(9, "[PATCH] hwmon: (lm90) Other", PATCH_V3), 9, "posterior",
-                    PATCH_V3).lineage_history == []
+    assert (
+        retrieve(mem, gate(9, "[PATCH] hwmon: (lm90) Other", PATCH_V3), 9, "posterior", PATCH_V3).lineage_history == []
+    )
 
 
 def test_lineage_verdicts_ignore_activation_and_can_be_turned_off(thread_memory):
@@ -164,20 +188,29 @@ def test_lineage_verdicts_ignore_activation_and_can_be_turned_off(thread_memory)
 
 def test_lineage_reaches_the_offline_predictor_inputs(thread_memory, settings):
     mem = thread_memory
-    c = consult(mem, OfflinePredictor(settings.predictor), gate(8, v(3), PATCH_V3), 8, settings,
-                reinforce=False)
+    c = consult(mem, OfflinePredictor(settings.predictor), gate(8, v(3), PATCH_V3), 8, settings, reinforce=False)
     assert [h.n for h in c.prior_context.lineage_history] == [5, 3, 2]
     assert [h.changed_since for h in c.posterior_context.lineage_history] == [False, True, True]
 
 
 def test_chunk_carries_lineage_revision_and_hash():
-    rec = OutcomeRecord(request=gate(1, "Re: [PATCH v2 1/4] hwmon: (pmbus) X", "diff"), n=1,
-                        workflow_id="vicar-gate/g1", action=Action.approve, response_text="",
-                        answered_by=AnsweredBy.human)
+    rec = OutcomeRecord(
+        request=gate(1, "Re: [PATCH v2 1/4] hwmon: (pmbus) X", "diff"),
+        n=1,
+        workflow_id="vicar-gate/g1",
+        action=Action.approve,
+        response_text="",
+        answered_by=AnsweredBy.human,
+    )
     c = outcome_chunk(rec)
     assert (c.lineage, c.revision, c.artifact_hash) == ("hwmon: (pmbus) X", "v2", artifact_hash("diff"))
-    explicit = rec.model_copy(update={"request": rec.request.model_copy(
-        update={"lineage": "topic/x", "revision": "r7", "artifact_paths": ["a.md"]})})
+    explicit = rec.model_copy(
+        update={
+            "request": rec.request.model_copy(
+                update={"lineage": "topic/x", "revision": "r7", "artifact_paths": ["a.md"]}
+            )
+        }
+    )
     # Paths that were not read leave the hash unknown, never the inline text's hash.
     c = outcome_chunk(explicit)
     assert (c.lineage, c.revision, c.artifact_hash) == ("topic/x", "r7", "")
@@ -185,6 +218,7 @@ def test_chunk_carries_lineage_revision_and_hash():
 
 
 # -- migration --------------------------------------------------------------------------
+
 
 def test_store_from_the_previous_schema_migrates(settings, embedder):
     mine = next(i for i, m in enumerate(MIGRATIONS) if "ADD COLUMN lineage" in m)
@@ -194,14 +228,20 @@ def test_store_from_the_previous_schema_migrates(settings, embedder):
     for m in MIGRATIONS[:mine]:
         db.executescript(m)
     db.execute(f"PRAGMA user_version = {mine}")
-    old = outcome_chunk(OutcomeRecord(request=gate(1, v(1), PATCH_V1), n=1, workflow_id="vicar-gate/g1",
-                                      action=Action.correct, response_text="Expecting a reroll.",
-                                      answered_by=AnsweredBy.human))
+    old = outcome_chunk(
+        OutcomeRecord(
+            request=gate(1, v(1), PATCH_V1),
+            n=1,
+            workflow_id="vicar-gate/g1",
+            action=Action.correct,
+            response_text="Expecting a reroll.",
+            answered_by=AnsweredBy.human,
+        )
+    )
     row = old.model_dump()
     row["kind"], row["salient_percepts"] = old.kind.value, "[]"
     cols = [c for c in _COLUMNS if c not in LINEAGE_COLUMNS]
-    db.execute(f"INSERT INTO chunks ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-               [row[c] for c in cols])
+    db.execute(f"INSERT INTO chunks ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", [row[c] for c in cols])
     db.execute("INSERT INTO traces VALUES (?, 1)", (old.id,))
     db.commit()
     db.close()
@@ -218,8 +258,9 @@ def test_store_from_the_previous_schema_migrates(settings, embedder):
         assert [c.chunk_id for c in ctx.chunks] == [old.id] and ctx.lineage_history == []
         assert mem.lineage_history("gate", "", 10) == []
         answer(mem, 2, gate(2, v(1), PATCH_V1), "approve", "Fine now.")
-        assert [(h.n, h.changed_since) for h in retrieve(mem, nxt, 3, "posterior", PATCH_V1).lineage_history] \
-            == [(2, False)]
+        assert [(h.n, h.changed_since) for h in retrieve(mem, nxt, 3, "posterior", PATCH_V1).lineage_history] == [
+            (2, False)
+        ]
         assert any(r[1] == "chunks_lineage" for r in mem.store._db.execute("PRAGMA index_list(chunks)"))
     finally:
         mem.close()
@@ -243,14 +284,22 @@ def test_llm_prompt_shows_the_thread_after_the_cacheable_prefix(thread_memory, s
     mem = thread_memory
     predictor = LLMPredictor(AnthropicClient(), SONNET, HAIKU)
     c = consult(mem, predictor, gate(8, f"Re: {v(3)}", PATCH_V3), 8, settings, working_memory="Prefers regmap.")
-    consult(mem, predictor, gate(9, "[PATCH] hwmon: (lm90) Another chip", SIMILAR), 9, settings,
-            working_memory="Prefers regmap.")
+    consult(
+        mem,
+        predictor,
+        gate(9, "[PATCH] hwmon: (lm90) Another chip", SIMILAR),
+        9,
+        settings,
+        working_memory="Prefers regmap.",
+    )
     calls = [b for b in anthropic_api.bodies() if b["model"] == SONNET]
     assert len(calls) == 4  # two passes of two gates
     assert all(b["system"] == calls[0]["system"] for b in calls)  # the prefix, byte-identical
     prior, post = (AnthropicStandIn.user_text(b) for b in calls[:2])
-    line = "Your last verdict on this thread, 3 interactions ago (v3; the artifact has changed since: no): " \
-           "approve — 'Applied to hwmon-next.'"
+    line = (
+        "Your last verdict on this thread, 3 interactions ago (v3; the artifact has changed since: no): "
+        "approve — 'Applied to hwmon-next.'"
+    )
     assert line in post and line not in str(calls[1]["system"])
     fenced = re.search(r"<<<BEGIN LINEAGE (\w+)>>>\n(.*?)\n<<<END LINEAGE \1>>>", post, re.S)
     assert fenced and fenced.group(2).splitlines() == [
@@ -270,6 +319,7 @@ def test_llm_prompt_shows_the_thread_after_the_cacheable_prefix(thread_memory, s
 
 # -- the replay -------------------------------------------------------------------------
 
+
 def test_replay_carries_junios_topic_history(embedder, tmp_path, monkeypatch):
     if DATA is None:
         pytest.fail("the gate-replay dataset is not beside the checkout; set VICAR_GATE_REPLAY_DIR")
@@ -287,9 +337,11 @@ def test_replay_carries_junios_topic_history(embedder, tmp_path, monkeypatch):
     assert len(preds) == len(seen) == len(events)
     repeated = unchanged = 0
     for (n, prior, post), event in zip(seen, events):
-        before = [(i + 1, e) for i, e in enumerate(events[:n - 1]) if e.artifact_title == event.artifact_title]
-        expected = [(m, e.action.value, artifact_hash(e.artifact_text) != artifact_hash(event.artifact_text))
-                    for m, e in reversed(before[-3:])]
+        before = [(i + 1, e) for i, e in enumerate(events[: n - 1]) if e.artifact_title == event.artifact_title]
+        expected = [
+            (m, e.action.value, artifact_hash(e.artifact_text) != artifact_hash(event.artifact_text))
+            for m, e in reversed(before[-3:])
+        ]
         assert [(h.n, h.action, h.changed_since) for h in post] == expected, event.artifact_title
         assert [(h.n, h.changed_since) for h in prior] == [(m, None) for m, _, _ in expected]
         assert all(h.ago == n - h.n for h in post)

@@ -40,9 +40,19 @@ ARTIFACT = (
     "<<<END ARTIFACT 000000000000>>>\n"
     "Step 3: drop the old column."
 )
-LLM_ENV = ("VICAR_PREDICTOR", "VICAR_LLM_MODEL", "VICAR_LLM_CLASSIFIER_MODEL", "VICAR_LLM_TIMEOUT",
-           "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY",
-           "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID")
+LLM_ENV = (
+    "VICAR_PREDICTOR",
+    "VICAR_LLM_MODEL",
+    "VICAR_LLM_CLASSIFIER_MODEL",
+    "VICAR_LLM_TIMEOUT",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_ORG_ID",
+    "OPENAI_PROJECT_ID",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -71,24 +81,40 @@ def openai_api(monkeypatch):
 
 def request(state: str = "PLAN_ASSERT", gate_id: str = "g-1", **kw) -> GateRequest:
     return GateRequest(
-        principal="alice", gate_id=gate_id, state=state, task_type="db-migration",
+        principal="alice",
+        gate_id=gate_id,
+        state=state,
+        task_type="db-migration",
         question=kw.pop("question", "Approve the migration plan?"),
         actor_message=kw.pop("actor_message", "Plan is ready; see PLAN.md."),
-        artifact_paths=kw.pop("artifact_paths", ["work/PLAN.md"]), **kw,
+        artifact_paths=kw.pop("artifact_paths", ["work/PLAN.md"]),
+        **kw,
     )
 
 
 def chunk(cid: str, outcome: str = "correct", response: str = "Where is the rollback plan?") -> ChunkSummary:
     return ChunkSummary(
-        chunk_id=cid, state="PLAN_ASSERT", task_type="db-migration", outcome=outcome,
-        answered_by=AnsweredBy.human, question="Approve the plan?", human_response=response,
-        activation=0.5, similarity=0.8, score=0.7,
+        chunk_id=cid,
+        state="PLAN_ASSERT",
+        task_type="db-migration",
+        outcome=outcome,
+        answered_by=AnsweredBy.human,
+        question="Approve the plan?",
+        human_response=response,
+        activation=0.5,
+        similarity=0.8,
+        score=0.7,
     )
 
 
 def ctx(phase: str = "prior", chunks=None, wm: str = WORKING_MEMORY) -> RetrievalContext:
-    return RetrievalContext(principal="alice", n=7, phase=phase, working_memory=wm,
-                            chunks=chunks if chunks is not None else [chunk("c1"), chunk("c2", "approve")])
+    return RetrievalContext(
+        principal="alice",
+        n=7,
+        phase=phase,
+        working_memory=wm,
+        chunks=chunks if chunks is not None else [chunk("c1"), chunk("c2", "approve")],
+    )
 
 
 def by_model(main_text: str, label: str = "correct", classifier=HAIKU):
@@ -105,6 +131,7 @@ def anthropic_predictor() -> LLMPredictor:
 
 
 # -- prompt caching and fencing (Anthropic) -----------------------------------------
+
 
 def test_prefix_is_cacheable_and_identical_across_passes_and_gates(anthropic_api):
     anthropic_api._script = by_model("Add a rollback plan first.\nCONFIDENCE: 0.6")
@@ -161,8 +188,7 @@ def test_empty_working_memory_keeps_a_stable_single_block_prefix(anthropic_api):
 def test_gate_bridge_slots(anthropic_api):
     anthropic_api._script = by_model("OK.\nCONFIDENCE: 0.5")
     p = anthropic_predictor()
-    req = request(state="WORK_ASSERT", actor_message="Done: all 14 tests pass.",
-                  artifact_paths=["out/report.md"])
+    req = request(state="WORK_ASSERT", actor_message="Done: all 14 tests pass.", artifact_paths=["out/report.md"])
     p.prior(req, ctx())
     body = AnthropicStandIn.user_text(main_calls(anthropic_api)[0])
     assert "Decide: Approve or revise the overall deliverable." in body
@@ -179,13 +205,16 @@ def test_used_chunk_ids_are_the_chunks_shown(anthropic_api):
 
 # -- the INTENT_ASSERT probe rule ---------------------------------------------------
 
+
 def test_intent_probe_without_dialog_then_approve_once_answered(anthropic_api):
     anthropic_api._script = by_model("Which users are in scope?\nCONFIDENCE: 0.7", "dialog")
     p = anthropic_predictor()
     req = request(state="INTENT_ASSERT", artifact_paths=["INTENT.md"])
     first = p.prior(req, ctx())
-    dialog = [DialogTurn(speaker="reviewer", text="Which users are in scope?", answered_by=AnsweredBy.proxy),
-              DialogTurn(speaker="agent", text="Only active accounts.")]
+    dialog = [
+        DialogTurn(speaker="reviewer", text="Which users are in scope?", answered_by=AnsweredBy.proxy),
+        DialogTurn(speaker="agent", text="Only active accounts."),
+    ]
     p.prior(req, ctx(), dialog)
     p.posterior(req, ctx("posterior"), ARTIFACT, first, dialog)
     no_dialog, with_dialog, post_dialog = (AnthropicStandIn.user_text(c) for c in main_calls(anthropic_api))
@@ -203,8 +232,11 @@ def test_no_probe_rule_outside_intent(anthropic_api, state):
     anthropic_api._script = by_model("OK.\nCONFIDENCE: 0.5")
     p = anthropic_predictor()
     p.prior(request(state=state), ctx())
-    p.prior(request(state=state), ctx(), [DialogTurn(speaker="reviewer", text="Why?"),
-                                          DialogTurn(speaker="agent", text="Because.")])
+    p.prior(
+        request(state=state),
+        ctx(),
+        [DialogTurn(speaker="reviewer", text="Why?"), DialogTurn(speaker="agent", text="Because.")],
+    )
     for call in main_calls(anthropic_api):
         body = AnthropicStandIn.user_text(call)
         assert "rubber-stamp" not in body and "once your questions are answered" not in body
@@ -212,18 +244,31 @@ def test_no_probe_rule_outside_intent(anthropic_api, state):
 
 # -- usage and cost -------------------------------------------------------------------
 
+
 def test_anthropic_usage_and_cost(anthropic_api):
     def script(body):
         if body["model"] == HAIKU:
             return Reply("correct", {"input_tokens": 50, "output_tokens": 2})
-        return Reply("Add a rollback plan.\nCONFIDENCE: 0.9",
-                     {"input_tokens": 1200, "cache_creation_input_tokens": 7000,
-                      "cache_read_input_tokens": 0, "output_tokens": 300})
+        return Reply(
+            "Add a rollback plan.\nCONFIDENCE: 0.9",
+            {
+                "input_tokens": 1200,
+                "cache_creation_input_tokens": 7000,
+                "cache_read_input_tokens": 0,
+                "output_tokens": 300,
+            },
+        )
+
     anthropic_api._script = script
     result = anthropic_predictor().prior(request(), ctx())
     u = result.usage
     assert (u.calls, u.input_tokens, u.cache_write_tokens, u.cache_read_tokens, u.output_tokens) == (
-        2, 1250, 7000, 0, 302)
+        2,
+        1250,
+        7000,
+        0,
+        302,
+    )
     main = (1200 * 3.00 + 7000 * 3.75 + 300 * 15.00) / 1e6  # 0.03435
     classify = (50 * 1.00 + 2 * 5.00) / 1e6  # 0.00006
     assert u.cost_usd == pytest.approx(main + classify, rel=1e-9)
@@ -231,8 +276,7 @@ def test_anthropic_usage_and_cost(anthropic_api):
 
 
 def test_anthropic_cache_read_is_priced_at_the_cache_rate(anthropic_api):
-    anthropic_api.push(Reply("x", {"input_tokens": 2000, "cache_read_input_tokens": 7000,
-                                   "output_tokens": 500}))
+    anthropic_api.push(Reply("x", {"input_tokens": 2000, "cache_read_input_tokens": 7000, "output_tokens": 500}))
     out = AnthropicClient().complete(["s"], "b", model=SONNET, max_tokens=10)
     assert out.usage.cache_read_tokens == 7000 and out.usage.calls == 1
     assert out.usage.cost_usd == pytest.approx((2000 * 3 + 7000 * 0.30 + 500 * 15) / 1e6)
@@ -243,7 +287,12 @@ def test_openai_usage_splits_cached_tokens_and_costs(openai_api):
     out = OpenAIClient().complete(["system prompt", "working memory"], "body", model="gpt-4.1", max_tokens=10)
     u = out.usage
     assert (u.calls, u.input_tokens, u.cache_read_tokens, u.cache_write_tokens, u.output_tokens) == (
-        1, 2000, 7000, 0, 500)
+        1,
+        2000,
+        7000,
+        0,
+        500,
+    )
     assert u.cost_usd == pytest.approx((2000 * 2.00 + 7000 * 0.50 + 500 * 8.00) / 1e6)  # 0.0115
     body = openai_api.bodies()[0]
     assert body["messages"][0] == {"role": "system", "content": "system prompt\n\nworking memory"}
@@ -267,8 +316,13 @@ def test_openai_prefix_identical_across_passes(openai_api):
 def test_pricing_table_and_unknown_models():
     assert price_for("claude-sonnet-4-5-20250929") == price_for(SONNET)
     assert price_for("gpt-4.1-2025-04-14") == price_for("gpt-4.1")
-    assert cost_usd("gpt-4.1-mini", input_tokens=1_000_000, cache_write_tokens=0,
-                    cache_read_tokens=1_000_000, output_tokens=1_000_000) == pytest.approx(0.40 + 0.10 + 1.60)
+    assert cost_usd(
+        "gpt-4.1-mini",
+        input_tokens=1_000_000,
+        cache_write_tokens=0,
+        cache_read_tokens=1_000_000,
+        output_tokens=1_000_000,
+    ) == pytest.approx(0.40 + 0.10 + 1.60)
     with pytest.raises(VicarError, match="no price known for LLM model 'claude-mystery'"):
         price_for("claude-mystery")
 
@@ -283,6 +337,7 @@ def test_unknown_model_refused_at_configuration(anthropic_api, monkeypatch):
 
 
 # -- classification -------------------------------------------------------------------
+
 
 def test_garbage_classification_gives_no_action(anthropic_api):
     anthropic_api._script = by_model("Ship it.\nCONFIDENCE: 0.95", "Well, it depends on the context.")
@@ -306,12 +361,17 @@ def test_empty_reply_is_no_prediction(anthropic_api):
 
 # -- surprise and agent reply ---------------------------------------------------------
 
+
 def test_surprise_and_agent_reply(anthropic_api):
     p = anthropic_predictor()
     prior = PassResult(prose="Probably fine.", confidence=0.8, action=Action.approve)
     post = PassResult(prose="This drops data.", confidence=0.3, action=Action.correct)
-    anthropic_api.push(Reply('{"description": "Step 3 drops the old column.", "percepts": ["drop column", '
-                             '"no rollback"]}', {"input_tokens": 100, "output_tokens": 20}))
+    anthropic_api.push(
+        Reply(
+            '{"description": "Step 3 drops the old column.", "percepts": ["drop column", "no rollback"]}',
+            {"input_tokens": 100, "output_tokens": 20},
+        )
+    )
     s = p.surprise(request(), ARTIFACT, prior, post, ctx("posterior"))
     assert s.description == "Step 3 drops the old column." and s.percepts == ["drop column", "no rollback"]
     assert s.usage.calls == 1 and s.usage.cost_usd == pytest.approx((100 * 1 + 20 * 5) / 1e6)
@@ -336,6 +396,7 @@ def test_surprise_and_agent_reply(anthropic_api):
 
 # -- errors ---------------------------------------------------------------------------
 
+
 def anthropic_client():
     return AnthropicClient()
 
@@ -344,20 +405,24 @@ def openai_client():
     return OpenAIClient()
 
 
-PROVIDERS = [pytest.param("anthropic", "anthropic_api", anthropic_client, SONNET, ANTHROPIC_KEY, id="anthropic"),
-             pytest.param("openai", "openai_api", openai_client, "gpt-4.1", OPENAI_KEY, id="openai")]
+PROVIDERS = [
+    pytest.param("anthropic", "anthropic_api", anthropic_client, SONNET, ANTHROPIC_KEY, id="anthropic"),
+    pytest.param("openai", "openai_api", openai_client, "gpt-4.1", OPENAI_KEY, id="openai"),
+]
 
 
 @pytest.mark.parametrize("provider, fixture, make, model, key", PROVIDERS)
-@pytest.mark.parametrize("status, etype, headers, delay", [
-    (429, "rate_limit_error", {"retry-after": "7"}, timedelta(seconds=7)),
-    (429, "rate_limit_error", {"retry-after-ms": "1500"}, timedelta(seconds=1.5)),
-    (500, "api_error", {}, None),
-    (529, "overloaded_error", {}, None),
-    (408, "timeout_error", {}, None),
-])
-def test_transient_errors_are_retryable(request, provider, fixture, make, model, key, status, etype,
-                                        headers, delay):
+@pytest.mark.parametrize(
+    "status, etype, headers, delay",
+    [
+        (429, "rate_limit_error", {"retry-after": "7"}, timedelta(seconds=7)),
+        (429, "rate_limit_error", {"retry-after-ms": "1500"}, timedelta(seconds=1.5)),
+        (500, "api_error", {}, None),
+        (529, "overloaded_error", {}, None),
+        (408, "timeout_error", {}, None),
+    ],
+)
+def test_transient_errors_are_retryable(request, provider, fixture, make, model, key, status, etype, headers, delay):
     standin = request.getfixturevalue(fixture)
     standin.push(Fail(status, etype, "try later", headers))
     with pytest.raises(ApplicationError) as info:
@@ -370,11 +435,14 @@ def test_transient_errors_are_retryable(request, provider, fixture, make, model,
 
 
 @pytest.mark.parametrize("provider, fixture, make, model, key", PROVIDERS)
-@pytest.mark.parametrize("status, etype, message", [
-    (400, "invalid_request_error", "max_tokens: must be positive"),
-    (401, "authentication_error", "invalid x-api-key {key}"),
-    (404, "not_found_error", "model: claude-nope"),
-])
+@pytest.mark.parametrize(
+    "status, etype, message",
+    [
+        (400, "invalid_request_error", "max_tokens: must be positive"),
+        (401, "authentication_error", "invalid x-api-key {key}"),
+        (404, "not_found_error", "model: claude-nope"),
+    ],
+)
 def test_client_errors_are_not_retryable(request, provider, fixture, make, model, key, status, etype, message):
     standin = request.getfixturevalue(fixture)
     # The 401 echoes the key back, as providers sometimes do; it must not reach the message.

@@ -54,8 +54,10 @@ class Reviewer:
         kind = kind_of(body)
         if kind == "pass":
             has_dialog = "<<<BEGIN DIALOG" in AnthropicStandIn.user_text(body)
-            return Reply(self.later if has_dialog else self.first,
-                         usage={"input_tokens": 200, "cache_read_input_tokens": 450, "output_tokens": 40})
+            return Reply(
+                self.later if has_dialog else self.first,
+                usage={"input_tokens": 200, "cache_read_input_tokens": 450, "output_tokens": 40},
+            )
         if kind == "classify":
             return "dialog" if reply_of(body).rstrip().endswith("?") else "approve"
         if kind == "agent":
@@ -79,16 +81,21 @@ async def llm(temporal_env, embedder, settings, standin):
     task_queue = f"tq-{uuid.uuid4().hex[:8]}"
     registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
     predictor = LLMPredictor.from_env("anthropic")
-    worker, _ = build_worker(temporal_env.client, settings, registry=registry, predictor=predictor,
-                             task_queue=task_queue)
+    worker, _ = build_worker(
+        temporal_env.client, settings, registry=registry, predictor=predictor, task_queue=task_queue
+    )
     async with worker:
         yield VicarHarness(temporal_env.client, task_queue, registry, settings)
     registry.close()
 
 
 def gate(h, **kw) -> GateRequest:
-    return h.request(h.principal(), artifact="CREATE INDEX CONCURRENTLY users_email ON users(email);",
-                     actor_message="Plan: add the index.", **kw)
+    return h.request(
+        h.principal(),
+        artifact="CREATE INDEX CONCURRENTLY users_email ON users(email);",
+        actor_message="Plan: add the index.",
+        **kw,
+    )
 
 
 async def test_proxy_dialog_then_approval_becomes_a_correction(llm, standin):
@@ -132,11 +139,14 @@ async def test_an_empty_agent_reply_never_loops(llm, standin):
     await handle.terminate()
 
 
-@pytest.mark.parametrize("reply", [
-    "Approved.",  # no CONFIDENCE line
-    "Approved.\nCONFIDENCE: very high",
-    "CONFIDENCE: 1.0",  # a bare confidence is no prediction
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Approved.",  # no CONFIDENCE line
+        "Approved.\nCONFIDENCE: very high",
+        "CONFIDENCE: 1.0",  # a bare confidence is no prediction
+    ],
+)
 async def test_malformed_output_never_auto_approves(llm, standin, reply):
     from vicar.models import OutcomeRecord, PassResult
     from vicar.proxy.outcomes import record_outcome
@@ -147,9 +157,19 @@ async def test_malformed_output_never_auto_approves(llm, standin, reply):
     memory = llm.registry.get(req.principal)
     for i in range(1, 4):
         guess = PassResult(prose="Approved.", confidence=0.0, action=Action.approve)
-        record_outcome(memory, OutcomeRecord(
-            request=req.model_copy(update={"gate_id": f"seed-{i}"}), n=i, workflow_id=f"seed-{i}",
-            action=Action.approve, response_text="ok", answered_by=AnsweredBy.human, prior=guess, posterior=guess))
+        record_outcome(
+            memory,
+            OutcomeRecord(
+                request=req.model_copy(update={"gate_id": f"seed-{i}"}),
+                n=i,
+                workflow_id=f"seed-{i}",
+                action=Action.approve,
+                response_text="ok",
+                answered_by=AnsweredBy.human,
+                prior=guess,
+                posterior=guess,
+            ),
+        )
         memory.raise_counter(i)
     handle = await start_gate(llm.client, req, llm.task_queue)
     details = await wait_escalated(llm.client, req.gate_id)
@@ -170,6 +190,7 @@ async def test_the_human_can_ask_the_agents_before_deciding(llm, standin):
         return d if len(d.dialog) == 2 else None
 
     from .conftest import wait_for
+
     details = await wait_for(answered)
     assert [(t.speaker, t.answered_by) for t in details.dialog] == [("reviewer", AnsweredBy.human), ("agent", None)]
     await answer_gate(llm.client, req.gate_id, HumanAnswer(action="approve", text="OK then.", responder="alice"))
@@ -219,13 +240,23 @@ async def test_gates_of_a_session_share_one_cached_prefix(llm, standin):
     p = llm.principal()
     memory = llm.registry.get(p)
     earlier = llm.request(p, artifact="CREATE INDEX users_name ON users(name);")
-    record_outcome(memory, OutcomeRecord(request=earlier, n=1, workflow_id="earlier", action=Action.correct,
-                                         response_text="Build indexes CONCURRENTLY.", answered_by=AnsweredBy.human))
+    record_outcome(
+        memory,
+        OutcomeRecord(
+            request=earlier,
+            n=1,
+            workflow_id="earlier",
+            action=Action.correct,
+            response_text="Build indexes CONCURRENTLY.",
+            answered_by=AnsweredBy.human,
+        ),
+    )
     memory.raise_counter(1)
     results = []
     for i in range(2):
-        req = llm.request(p, artifact=f"CREATE INDEX CONCURRENTLY idx_{i} ON users(email);", session_id="s1",
-                          escalation_mode="never")
+        req = llm.request(
+            p, artifact=f"CREATE INDEX CONCURRENTLY idx_{i} ON users(email);", session_id="s1", escalation_mode="never"
+        )
         results.append(await (await start_gate(llm.client, req, llm.task_queue)).result())
     passes = [b for b in standin.bodies() if kind_of(b) == "pass"]
     assert len(passes) == 4
@@ -284,10 +315,12 @@ async def test_a_confident_model_earns_autonomy_only_by_measured_agreement(llm, 
     (d / AUTONOMY_FILE).write_text('{"target_error": 0.25, "audit_share": 0.5}')
 
     def req(i: int, audited: bool) -> GateRequest:
-        gid = next(f"earn-{p}-{i}-{j}" for j in range(1000)
-                   if (audit_draw(p, f"vicar-gate/earn-{p}-{i}-{j}") < 0.5) == audited)
-        return llm.request(p, gate_id=gid, question="Approve dropping the users table in production?",
-                           artifact="DROP TABLE users;")
+        gid = next(
+            f"earn-{p}-{i}-{j}" for j in range(1000) if (audit_draw(p, f"vicar-gate/earn-{p}-{i}-{j}") < 0.5) == audited
+        )
+        return llm.request(
+            p, gate_id=gid, question="Approve dropping the users table in production?", artifact="DROP TABLE users;"
+        )
 
     first, details = await run_answered(llm, req(0, audited=False), "approve")
     assert first.escalated and details.calibration_guard == "unproven"

@@ -50,7 +50,9 @@ def test_select_explicit_choice_and_models(monkeypatch):
 
 def test_select_errors(monkeypatch):
     monkeypatch.setenv("VICAR_PREDICTOR", "gemini")
-    with pytest.raises(VicarError, match="unknown VICAR_PREDICTOR 'gemini'; available: learned, offline, anthropic, openai"):
+    with pytest.raises(
+        VicarError, match="unknown VICAR_PREDICTOR 'gemini'; available: learned, offline, anthropic, openai"
+    ):
         _select(Settings())
     monkeypatch.setenv("VICAR_PREDICTOR", "openai")
     monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_KEY)  # the other provider's key does not count

@@ -19,8 +19,7 @@ GATES, PRINCIPALS, KILL_AT = 60, 4, 30
 
 
 async def test_duplicate_answers_and_a_sigkill_leave_every_answer_once(tmp_path):
-    report = await run_load(tmp_path, GATES, PRINCIPALS, [KILL_AT], duplicates=6, clients=3, in_flight=40,
-                            stall=240)
+    report = await run_load(tmp_path, GATES, PRINCIPALS, [KILL_AT], duplicates=6, clients=3, in_flight=40, stall=240)
     print(markdown(report, f"tests/test_load_soak.py ({GATES} gates, {PRINCIPALS} principals)"))
     assert report.problems == []
     assert len(report.results) == GATES

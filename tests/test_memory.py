@@ -39,10 +39,17 @@ def test_vectorized_base_levels_match_scalar():
 
 
 def gate_record(principal: str, i: int, action: str = "approve", answered_by: str = "human") -> OutcomeRecord:
-    req = GateRequest(principal=principal, gate_id=f"g{i}", state="PLAN_ASSERT", task_type="docs",
-                      question="Approve the plan?", artifact_text=f"Fix typo {i} in the guide.")
-    return OutcomeRecord(request=req, n=i, workflow_id=f"vicar-gate/g{i}", action=action,
-                         response_text="Fine.", answered_by=answered_by)
+    req = GateRequest(
+        principal=principal,
+        gate_id=f"g{i}",
+        state="PLAN_ASSERT",
+        task_type="docs",
+        question="Approve the plan?",
+        artifact_text=f"Fix typo {i} in the guide.",
+    )
+    return OutcomeRecord(
+        request=req, n=i, workflow_id=f"vicar-gate/g{i}", action=action, response_text="Fine.", answered_by=answered_by
+    )
 
 
 def test_record_and_reinforce_are_idempotent(settings, embedder):

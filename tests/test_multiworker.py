@@ -65,13 +65,19 @@ class Workers:
     async def start_worker(self, i: int, shards: int = SHARDS, extra: dict[str, str] | None = None) -> None:
         log = self.tmp / f"worker-{i}-{len(self.logs)}.log"
         self.logs.append(log)
-        env = dict(os.environ, TEMPORAL_ADDRESS=self.server.address, VICAR_DATA_DIR=str(self.data_dir(i)),
-                   **WORKER_ENV, **(extra or {}))
+        env = dict(
+            os.environ,
+            TEMPORAL_ADDRESS=self.server.address,
+            VICAR_DATA_DIR=str(self.data_dir(i)),
+            **WORKER_ENV,
+            **(extra or {}),
+        )
         if self.sharded:
             env.update(VICAR_SHARD_COUNT=str(shards), VICAR_SHARDS=str(i))
         with open(log, "wb") as out:
             self.procs[i] = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "vicar.worker", env=env, cwd=str(ROOT), stdout=out, stderr=out)
+                sys.executable, "-m", "vicar.worker", env=env, cwd=str(ROOT), stdout=out, stderr=out
+            )
 
     async def kill(self, i: int) -> None:
         self.procs[i].send_signal(signal.SIGKILL)
@@ -91,14 +97,21 @@ class Workers:
 
 async def gate(client: Client, principal: str, i: int, asked: Counter) -> GateResult:
     """One gate of the script; the human approves whenever asked."""
-    req = GateRequest(principal=principal, gate_id=f"{principal}-{i:02d}", state="PLAN_ASSERT", task_type="docs",
-                      question="Approve the documentation change?", artifact_text=f"Fix typo number {i} in the guide.")
+    req = GateRequest(
+        principal=principal,
+        gate_id=f"{principal}-{i:02d}",
+        state="PLAN_ASSERT",
+        task_type="docs",
+        question="Approve the documentation change?",
+        artifact_text=f"Fix typo number {i} in the guide.",
+    )
     answer = HumanAnswer(action="approve", text="Fine, ship it.", responder=principal)
     return await drive_gate(client, req, answer, lambda: asked.update([principal]))
 
 
 async def script(client: Client, first: int, last: int, asked: Counter, done: list) -> dict[str, list[GateResult]]:
     """Each principal's gates first..last-1 in order, the principals at once."""
+
     async def one(p: str) -> list[GateResult]:
         out = []
         for i in range(first, last):
@@ -145,7 +158,8 @@ async def test_three_sharded_workers_ask_as_one_and_survive_a_sigkill(tmp_path):
             await three.start_worker(1)
 
         more, _ = await asyncio.wait_for(
-            asyncio.gather(script(client, SCRIPT, SCRIPT + MORE, Counter(), done), fault()), timeout=900)
+            asyncio.gather(script(client, SCRIPT, SCRIPT + MORE, Counter(), done), fault()), timeout=900
+        )
     finally:
         await three.stop()
 
@@ -181,8 +195,12 @@ async def test_a_move_interrupted_by_sigkill_completes_after_restart(tmp_path):
         for i in range(3):
             await gate(client, p, i, asked)
         handle = await client.start_workflow(
-            c.MOVE_WORKFLOW, c.MoveInput(principal=p, to_shard=1), id=c.move_workflow_id(p),
-            task_queue="vicar", result_type=c.MoveReport)
+            c.MOVE_WORKFLOW,
+            c.MoveInput(principal=p, to_shard=1),
+            id=c.move_workflow_id(p),
+            task_queue="vicar",
+            result_type=c.MoveReport,
+        )
         part = workers.data_dir(1) / "moves"
 
         async def importing():
@@ -194,8 +212,11 @@ async def test_a_move_interrupted_by_sigkill_completes_after_restart(tmp_path):
         report = await asyncio.wait_for(handle.result(), timeout=240)
         assert report.moved and report.outcomes == 3
         # The kill landed inside the step: it ran again on the restarted owner.
-        attempts = [e.activity_task_started_event_attributes.attempt async for e in handle.fetch_history_events()
-                    if e.HasField("activity_task_started_event_attributes")]
+        attempts = [
+            e.activity_task_started_event_attributes.attempt
+            async for e in handle.fetch_history_events()
+            if e.HasField("activity_task_started_event_attributes")
+        ]
         assert max(attempts) >= 2, attempts
         assert not (workers.data_dir(0) / "principals" / p).exists()
         after = await asyncio.wait_for(gate(client, p, 3, asked), timeout=120)

@@ -27,13 +27,29 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCE_DIRS = ("vicar", "workflows", "activities")
 WORKFLOWS = (BrainWorkflow, ConsolidationWorkflow, GateWorkflow, MoveWorkflow, SessionWorkflow)
 NAMES = {
-    "workflow name": c.WORKFLOW_NAMES, "signal": c.SIGNALS, "update": c.UPDATES, "query": c.QUERIES,
-    "patch id": c.PATCH_IDS, "error type": errors.ERROR_TYPES,
+    "workflow name": c.WORKFLOW_NAMES,
+    "signal": c.SIGNALS,
+    "update": c.UPDATES,
+    "query": c.QUERIES,
+    "patch id": c.PATCH_IDS,
+    "error type": errors.ERROR_TYPES,
     "search attribute": tuple(k.name for k in sa.ALL),
 }
 # Calls whose first argument is a signal, update, query or patch name.
-NAME_CALLS = {"signal", "query", "execute_update", "start_update", "execute_update_with_start_workflow",
-              "patched", "deprecate_patch", "for_keyword", "for_float", "for_int", "for_text", "for_bool"}
+NAME_CALLS = {
+    "signal",
+    "query",
+    "execute_update",
+    "start_update",
+    "execute_update_with_start_workflow",
+    "patched",
+    "deprecate_patch",
+    "for_keyword",
+    "for_float",
+    "for_int",
+    "for_text",
+    "for_bool",
+}
 HANDLER_DECORATORS = {"signal", "update", "query"}
 
 
@@ -60,8 +76,12 @@ def _literals() -> Counter:
                 body = node.body
                 if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
                     docstrings.add(id(body[0].value))
-    return Counter(node.value for _, tree in TREES for node in ast.walk(tree)
-                   if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings)
+    return Counter(
+        node.value
+        for _, tree in TREES
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    )
 
 
 LITERALS = _literals()
@@ -74,9 +94,11 @@ def test_each_name_is_written_once(kind):
     twice = {n: LITERALS[n] for n in names if LITERALS[n] != 1}
     # Generic words (a query named "status", a signal named "end") also occur as
     # unrelated strings; those are checked at every call site below instead.
-    twice = {n: k for n, k in twice.items() if not (k > 1 and n in {c.BRAIN_STATUS_QUERY, c.END_SIGNAL,
-                                                                      c.JOIN_UPDATE, c.DETAILS_QUERY,
-                                                                      c.SUMMARY_QUERY})}
+    twice = {
+        n: k
+        for n, k in twice.items()
+        if not (k > 1 and n in {c.BRAIN_STATUS_QUERY, c.END_SIGNAL, c.JOIN_UPDATE, c.DETAILS_QUERY, c.SUMMARY_QUERY})
+    }
     assert not twice, f"{kind}s written as a literal other than once: {twice}"
 
 
@@ -111,8 +133,11 @@ def test_every_handler_is_declared_with_a_named_constant():
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for d in node.decorator_list:
-                    if (isinstance(d, ast.Attribute) and d.attr in HANDLER_DECORATORS
-                            and getattr(d.value, "id", "") == "workflow"):
+                    if (
+                        isinstance(d, ast.Attribute)
+                        and d.attr in HANDLER_DECORATORS
+                        and getattr(d.value, "id", "") == "workflow"
+                    ):
                         bare.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.name}")
     assert not bare, "\n".join(bare)
 

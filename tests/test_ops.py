@@ -50,16 +50,27 @@ class WorkerProcess:
         self.task_queue = f"tq-ops-{uuid.uuid4().hex[:8]}"
         self.ops = f"127.0.0.1:{free_port()}"
         self.metrics = f"127.0.0.1:{free_port()}"
-        self.env = dict(os.environ, TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
-                        VICAR_DATA_DIR=str(data_dir), VICAR_TASK_QUEUE=self.task_queue,
-                        VICAR_OPS_ADDRESS=self.ops, VICAR_METRICS_ADDRESS=self.metrics)
+        self.env = dict(
+            os.environ,
+            TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
+            VICAR_DATA_DIR=str(data_dir),
+            VICAR_TASK_QUEUE=self.task_queue,
+            VICAR_OPS_ADDRESS=self.ops,
+            VICAR_METRICS_ADDRESS=self.metrics,
+        )
         self.env.update(env)
         self.proc: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "vicar.worker", env=self.env, cwd=str(ROOT),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+            sys.executable,
+            "-m",
+            "vicar.worker",
+            env=self.env,
+            cwd=str(ROOT),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
 
     async def get(self, path: str) -> tuple[int, str]:
         base = self.metrics if path == "/metrics" else self.ops
@@ -84,8 +95,14 @@ class WorkerProcess:
 
 
 def gate(principal: str, mode: str) -> GateRequest:
-    return GateRequest(principal=principal, gate_id=f"ops-{uuid.uuid4().hex[:10]}", state="PLAN_ASSERT",
-                       task_type="db-migration", question="Approve the plan?", escalation_mode=mode)
+    return GateRequest(
+        principal=principal,
+        gate_id=f"ops-{uuid.uuid4().hex[:10]}",
+        state="PLAN_ASSERT",
+        task_type="db-migration",
+        question="Approve the plan?",
+        escalation_mode=mode,
+    )
 
 
 async def test_probes_and_metrics_of_a_real_worker(temporal_env, settings):
@@ -94,11 +111,11 @@ async def test_probes_and_metrics_of_a_real_worker(temporal_env, settings):
     try:
         await w.until("/healthz", 200)
         ready = json.loads(await w.until("/readyz", 200))
-        assert ready == {"ready": True, "temporal": True, "polling": True, "model_loaded": True,
-                         "shutting_down": False}
+        assert ready == {"ready": True, "temporal": True, "polling": True, "model_loaded": True, "shutting_down": False}
         # The container's HEALTHCHECK command, against this process's address.
-        probe = await asyncio.create_subprocess_exec(sys.executable, "-m", "vicar.ops", "probe", "/readyz",
-                                                     env=w.env, cwd=str(ROOT))
+        probe = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "vicar.ops", "probe", "/readyz", env=w.env, cwd=str(ROOT)
+        )
         assert await probe.wait() == 0
         assert (await w.get("/nope"))[0] == 404
 
@@ -108,8 +125,9 @@ async def test_probes_and_metrics_of_a_real_worker(temporal_env, settings):
         asked = gate(principal, "always")
         handle = await start_gate(temporal_env.client, asked, w.task_queue)
         await wait_escalated(temporal_env.client, asked.gate_id)
-        await answer_gate(temporal_env.client, asked.gate_id,
-                          HumanAnswer(action="approve", text="fine", responder="tester"))
+        await answer_gate(
+            temporal_env.client, asked.gate_id, HumanAnswer(action="approve", text="fine", responder="tester")
+        )
         assert (await handle.result()).answered_by is AnsweredBy.human
 
         labels = f'principal="{principal}"'
@@ -129,8 +147,11 @@ async def test_probes_and_metrics_of_a_real_worker(temporal_env, settings):
         assert value("vicar_escalation_age_seconds_count") == 1
         # The SDK runtime's own metrics on the same endpoint.
         assert any(ln.startswith("temporal_workflow_completed{") for ln in lines), metrics[:2000]
-        assert any(ln.startswith("temporal_activity_execution_latency") or
-                   ln.startswith("temporal_local_activity_execution_latency") for ln in lines)
+        assert any(
+            ln.startswith("temporal_activity_execution_latency")
+            or ln.startswith("temporal_local_activity_execution_latency")
+            for ln in lines
+        )
     finally:
         out = await w.stop()
     assert w.proc.returncode == 0, out[-2000:]
@@ -150,9 +171,14 @@ async def test_shutdown_lets_a_running_activity_finish(temporal_env, settings):
         return reviewer(body)
 
     standin = AnthropicStandIn(slow_first)
-    w = WorkerProcess(temporal_env, settings.data_dir, VICAR_PREDICTOR="anthropic",
-                      ANTHROPIC_API_KEY="sk-ant-test-not-a-real-key", ANTHROPIC_BASE_URL=standin.root,
-                      VICAR_SHUTDOWN_GRACE_SECONDS="30")
+    w = WorkerProcess(
+        temporal_env,
+        settings.data_dir,
+        VICAR_PREDICTOR="anthropic",
+        ANTHROPIC_API_KEY="sk-ant-test-not-a-real-key",
+        ANTHROPIC_BASE_URL=standin.root,
+        VICAR_SHUTDOWN_GRACE_SECONDS="30",
+    )
     await w.start()
     try:
         await w.until("/readyz", 200)
@@ -173,10 +199,17 @@ async def test_shutdown_lets_a_running_activity_finish(temporal_env, settings):
         # The call in flight was the prior pass: its activity completed. (With a grace of
         # 0 s the SDK cancels it at once; the cancelled attempt fails and is retried.)
         events = [e async for e in handle.fetch_history_events()]
-        passes = [e.event_id for e in events if e.HasField("activity_task_scheduled_event_attributes")
-                  and e.activity_task_scheduled_event_attributes.activity_type.name == c.PRIOR_PASS]
-        done = [e.activity_task_completed_event_attributes.scheduled_event_id for e in events
-                if e.HasField("activity_task_completed_event_attributes")]
+        passes = [
+            e.event_id
+            for e in events
+            if e.HasField("activity_task_scheduled_event_attributes")
+            and e.activity_task_scheduled_event_attributes.activity_type.name == c.PRIOR_PASS
+        ]
+        done = [
+            e.activity_task_completed_event_attributes.scheduled_event_id
+            for e in events
+            if e.HasField("activity_task_completed_event_attributes")
+        ]
         assert passes and passes[0] in done
         await handle.terminate("test over: no worker serves this queue any more")
     finally:
@@ -185,11 +218,17 @@ async def test_shutdown_lets_a_running_activity_finish(temporal_env, settings):
             await w.stop()
 
 
-@pytest.mark.parametrize("var,raw", [
-    ("VICAR_OPS_ADDRESS", "localhost:8080"), ("VICAR_OPS_ADDRESS", "0.0.0.0"),
-    ("VICAR_METRICS_ADDRESS", "1.2.3.4:99999"), ("VICAR_SHUTDOWN_GRACE_SECONDS", "-1"),
-    ("VICAR_SHUTDOWN_GRACE_SECONDS", "nan"), ("VICAR_SHUTDOWN_GRACE_SECONDS", "soon"),
-])
+@pytest.mark.parametrize(
+    "var,raw",
+    [
+        ("VICAR_OPS_ADDRESS", "localhost:8080"),
+        ("VICAR_OPS_ADDRESS", "0.0.0.0"),
+        ("VICAR_METRICS_ADDRESS", "1.2.3.4:99999"),
+        ("VICAR_SHUTDOWN_GRACE_SECONDS", "-1"),
+        ("VICAR_SHUTDOWN_GRACE_SECONDS", "nan"),
+        ("VICAR_SHUTDOWN_GRACE_SECONDS", "soon"),
+    ],
+)
 def test_bad_ops_settings_are_one_line(monkeypatch, var, raw):
     monkeypatch.setenv(var, raw)
     with pytest.raises(InvalidInput, match=var):

@@ -16,16 +16,37 @@ from vicar.proxy.outcomes import CONFIDENCE_FILE, INTERACTIONS_FILE, PATTERNS_FI
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 
 
-def outcome(i: int, action="approve", by=AnsweredBy.human, predicted="approve", text="Fine.",
-            task_type="db-migration", dialog=()) -> OutcomeRecord:
-    req = GateRequest(principal="alice", gate_id=f"g{i}", state="PLAN_ASSERT", task_type=task_type,
-                      question="Approve or revise the proposed plan.", artifact_text="x" * (100 + i),
-                      actor_message="Plan ready.")
-    guess = PassResult(prose=f"predicted {predicted}", confidence=0.7,
-                       action=Action(predicted) if predicted else None)
-    return OutcomeRecord(request=req, n=i, workflow_id=f"vicar-gate/g{i}", action=Action(action),
-                         response_text=text, answered_by=by, prior=guess, posterior=guess,
-                         at=T0 + timedelta(hours=i), dialog=list(dialog))
+def outcome(
+    i: int,
+    action="approve",
+    by=AnsweredBy.human,
+    predicted="approve",
+    text="Fine.",
+    task_type="db-migration",
+    dialog=(),
+) -> OutcomeRecord:
+    req = GateRequest(
+        principal="alice",
+        gate_id=f"g{i}",
+        state="PLAN_ASSERT",
+        task_type=task_type,
+        question="Approve or revise the proposed plan.",
+        artifact_text="x" * (100 + i),
+        actor_message="Plan ready.",
+    )
+    guess = PassResult(prose=f"predicted {predicted}", confidence=0.7, action=Action(predicted) if predicted else None)
+    return OutcomeRecord(
+        request=req,
+        n=i,
+        workflow_id=f"vicar-gate/g{i}",
+        action=Action(action),
+        response_text=text,
+        answered_by=by,
+        prior=guess,
+        posterior=guess,
+        at=T0 + timedelta(hours=i),
+        dialog=list(dialog),
+    )
 
 
 def test_counters_ema_and_accuracy_learn_only_from_humans():
@@ -40,7 +61,11 @@ def test_counters_ema_and_accuracy_learn_only_from_humans():
     assert (e.prior_correct_count, e.prior_total_count) == (1, 2)
     assert e.last_updated == "2026-11-01" and e.last_human_at == T0 + timedelta(hours=2)
     d = e.differentials[-1]
-    assert (d.outcome, d.summary, d.predicted_response) == ("correct", "What is the rollback? Add tests.", "predicted approve")
+    assert (d.outcome, d.summary, d.predicted_response) == (
+        "correct",
+        "What is the rollback? Add tests.",
+        "predicted approve",
+    )
     assert [q.question for q in e.question_patterns] == ["What is the rollback?"]
     assert e.question_patterns[0].concerns == ["rollback"]
     assert e.artifact_lengths == [101, 102]
@@ -72,9 +97,15 @@ def memory(tmp_path, embedder):
 
 
 def test_record_outcome_is_idempotent_and_writes_three_artifacts(memory):
-    rec = outcome(1, "correct", text="Add a rollback step?",
-                  dialog=[DialogTurn(speaker="reviewer", text="Why now?", answered_by=AnsweredBy.proxy),
-                          DialogTurn(speaker="agent", text="The release is Friday.")])
+    rec = outcome(
+        1,
+        "correct",
+        text="Add a rollback step?",
+        dialog=[
+            DialogTurn(speaker="reviewer", text="Why now?", answered_by=AnsweredBy.proxy),
+            DialogTurn(speaker="agent", text="The release is Friday."),
+        ],
+    )
     cid = record_outcome(memory, rec)
     assert record_outcome(memory, rec) == cid  # Temporal retried the activity
     record_outcome(memory, outcome(2, "approve", by=AnsweredBy.proxy))

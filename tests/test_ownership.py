@@ -57,8 +57,16 @@ def test_two_demos_at_once_share_one_server_and_leave_none(tmp_path):
     data_dir = tmp_path / "vicar"
     env = vicar_env(data_dir)
     # No --principal: the default one must differ even within the same second.
-    demos = [subprocess.Popen([str(VICAR), "demo", "--gates", "6", "--human-delay", "0"], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    demos = [
+        subprocess.Popen(
+            [str(VICAR), "demo", "--gates", "6", "--human-delay", "0"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     outs = []
     for p in demos:
         out, err = p.communicate(timeout=300)
@@ -95,7 +103,8 @@ async def spawn(tmp_path: Path, data_dir: Path, *cmd: str) -> asyncio.subprocess
     # stderr (the log) to a file: a pipe nobody reads could fill and stall the process
     with open(tmp_path / f"{len(list(tmp_path.glob('*.log')))}.log", "wb") as log:
         return await asyncio.create_subprocess_exec(
-            *cmd, env=vicar_env(data_dir), cwd=str(ROOT), stdout=asyncio.subprocess.PIPE, stderr=log)
+            *cmd, env=vicar_env(data_dir), cwd=str(ROOT), stdout=asyncio.subprocess.PIPE, stderr=log
+        )
 
 
 async def test_server_outlives_its_starter_for_other_users_and_stops_after_the_last(tmp_path):
@@ -108,8 +117,14 @@ async def test_server_outlives_its_starter_for_other_users_and_stops_after_the_l
 
         # A second worker on the same data directory and task queue: refused, one line.
         dup = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "vicar.worker", env=vicar_env(data_dir), cwd=str(ROOT),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            sys.executable,
+            "-m",
+            "vicar.worker",
+            env=vicar_env(data_dir),
+            cwd=str(ROOT),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         out, err = await asyncio.wait_for(dup.communicate(), timeout=120)
         assert dup.returncode == DATA_DIR_BUSY, out + err
         lines = [ln for ln in err.decode().splitlines() if ln.strip()]

@@ -54,8 +54,20 @@ def test_child_path_refuses_names_that_leave_their_base(tmp_path):
     base.mkdir()
     assert child_path(base, "alice") == base / "alice"
     assert child_path(base, "3f2a-uuid.x", "move id") == base / "3f2a-uuid.x"
-    for bad in (".", "..", "../x", "../../victimdir", "/etc", str(tmp_path), "a/b", "", "x\n", "a\x00b", "-x",
-                "x" * 200):
+    for bad in (
+        ".",
+        "..",
+        "../x",
+        "../../victimdir",
+        "/etc",
+        str(tmp_path),
+        "a/b",
+        "",
+        "x\n",
+        "a\x00b",
+        "-x",
+        "x" * 200,
+    ):
         with pytest.raises(InvalidInput):
             child_path(base, bad)
     # A name that passes, but a symlink there leads out of the base.
@@ -79,11 +91,17 @@ def test_the_move_activities_refuse_ids_that_leave_the_data_dir(tmp_path, embedd
     # data_dir/moves/../../victimdir is tmp_path/victimdir.
     for move_id in ("../../victimdir", str(target), "..", "a/../../../victimdir"):
         step = c.MoveStep(principal="alice", move_id=move_id)
-        for call in (lambda: moves.export_memory(step), lambda: moves.remove_memory(step),
-                     lambda: moves.export_piece(c.MovePiece(principal="alice", move_id=move_id, index=0)),
-                     lambda: moves.import_piece(c.MovePiece(principal="alice", move_id=move_id, index=0, data="eA==")),
-                     lambda: moves.install_memory(c.MoveInstall(principal="alice", move_id=move_id, snapshot=dict(
-                         size=1, sha256="0" * 64, pieces=1, outcomes=0)))):
+        for call in (
+            lambda: moves.export_memory(step),
+            lambda: moves.remove_memory(step),
+            lambda: moves.export_piece(c.MovePiece(principal="alice", move_id=move_id, index=0)),
+            lambda: moves.import_piece(c.MovePiece(principal="alice", move_id=move_id, index=0, data="eA==")),
+            lambda: moves.install_memory(
+                c.MoveInstall(
+                    principal="alice", move_id=move_id, snapshot=dict(size=1, sha256="0" * 64, pieces=1, outcomes=0)
+                )
+            ),
+        ):
             with pytest.raises(ApplicationError) as err:
                 call()
             assert err.value.non_retryable and "move id" in str(err.value), err.value
@@ -106,22 +124,28 @@ async def _memory_on_shard_0(temporal_env, embedder, settings, tmp_path, n_gates
     task_queue = f"tq-{uuid.uuid4().hex[:8]}"
     homes = [base.model_copy(update={"data_dir": tmp_path / f"home-{k}"}) for k in range(2)]
     registries = [MemoryRegistry(s.principals_dir, lambda: embedder, s.memory) for s in homes]
-    clients = [temporal_env.client, await Client.connect(temporal_env.client.service_client.config.target_host,
-                                                         data_converter=data_converter())]
-    groups = [build_worker(clients[k], s, registry=r, task_queue=task_queue, shards=[k])[0]
-              for k, (s, r) in enumerate(zip(homes, registries))]
+    clients = [
+        temporal_env.client,
+        await Client.connect(temporal_env.client.service_client.config.target_host, data_converter=data_converter()),
+    ]
+    groups = [
+        build_worker(clients[k], s, registry=r, task_queue=task_queue, shards=[k])[0]
+        for k, (s, r) in enumerate(zip(homes, registries))
+    ]
     p = next(q for q in (f"hm-{uuid.uuid4().hex[:6]}-{i}" for i in range(100)) if shard_of(q, 2) == 0)
     return base, task_queue, homes, registries, groups, p
 
 
 async def test_a_hand_started_move_with_a_hostile_input_fails_at_once_and_deletes_nothing(
-        temporal_env, embedder, settings, tmp_path):
+    temporal_env, embedder, settings, tmp_path
+):
     """Issue 24 item 1: `VicarMove` started by hand with move_id "../../victimdir" (or an
     absolute path) completed "moved" and deleted the victim directory. Now the workflow
     fails in its first task with one line, non-retryable, before taking any turn; the
     victim and the memory are intact, and a good move afterwards still works."""
-    base, task_queue, homes, registries, groups, p = await _memory_on_shard_0(temporal_env, embedder, settings,
-                                                                              tmp_path)
+    base, task_queue, homes, registries, groups, p = await _memory_on_shard_0(
+        temporal_env, embedder, settings, tmp_path
+    )
     target = victim(tmp_path)
     assert (homes[0].data_dir / "moves" / "../../victimdir").resolve() == target.resolve()
     async with groups[0], groups[1]:
@@ -136,16 +160,25 @@ async def test_a_hand_started_move_with_a_hostile_input_fails_at_once_and_delete
             # What runs carry between them, given to a first run: a chosen move id could
             # share another move's staging; a snapshot would skip the archive.
             {"principal": p, "to_shard": 1, "move_id": "fine-looking"},
-            {"principal": p, "to_shard": 1, "from_shard": 0, "next_piece": 5,
-             "snapshot": {"size": 1, "sha256": "0" * 64, "pieces": 1, "outcomes": 0}},
+            {
+                "principal": p,
+                "to_shard": 1,
+                "from_shard": 0,
+                "next_piece": 5,
+                "snapshot": {"size": 1, "sha256": "0" * 64, "pieces": 1, "outcomes": 0},
+            },
             {"principal": p},
             "garbage",
         ]
         for i, inp in enumerate(bad_inputs):
             started = time.monotonic()
             handle = await temporal_env.client.start_workflow(
-                c.MOVE_WORKFLOW, inp, id=f"hostile-move-{uuid.uuid4().hex[:6]}-{i}", task_queue=task_queue,
-                result_type=c.MoveReport)
+                c.MOVE_WORKFLOW,
+                inp,
+                id=f"hostile-move-{uuid.uuid4().hex[:6]}-{i}",
+                task_queue=task_queue,
+                result_type=c.MoveReport,
+            )
             with pytest.raises(WorkflowFailureError) as err:
                 await asyncio.wait_for(handle.result(), timeout=30)
             took = time.monotonic() - started
@@ -156,14 +189,24 @@ async def test_a_hand_started_move_with_a_hostile_input_fails_at_once_and_delete
             assert cause.message.startswith("invalid move input: ") and "\n" not in cause.message, cause.message
             assert untouched(target), inp
             assert (homes[0].principals_dir / p / "memory.db").is_file(), inp
-            scheduled = [e async for e in handle.fetch_history_events()
-                         if e.HasField("activity_task_scheduled_event_attributes")
-                         or e.HasField("marker_recorded_event_attributes")]
+            scheduled = [
+                e
+                async for e in handle.fetch_history_events()
+                if e.HasField("activity_task_scheduled_event_attributes")
+                or e.HasField("marker_recorded_event_attributes")
+            ]
             assert scheduled == [], inp  # refused before any step (not even the turn)
         # The principal's turn was never taken: a real move goes through.
-        report = await asyncio.wait_for(temporal_env.client.execute_workflow(
-            c.MOVE_WORKFLOW, c.MoveInput(principal=p, to_shard=1), id=c.move_workflow_id(p),
-            task_queue=task_queue, result_type=c.MoveReport), timeout=120)
+        report = await asyncio.wait_for(
+            temporal_env.client.execute_workflow(
+                c.MOVE_WORKFLOW,
+                c.MoveInput(principal=p, to_shard=1),
+                id=c.move_workflow_id(p),
+                task_queue=task_queue,
+                result_type=c.MoveReport,
+            ),
+            timeout=120,
+        )
         assert report.moved and report.to_shard == 1
         assert (homes[1].principals_dir / p / "memory.db").is_file()
         assert not (homes[0].principals_dir / p).exists()
@@ -186,18 +229,25 @@ async def test_a_move_between_shards_one_worker_serves_keeps_the_memory(temporal
     p = next(q for q in (f"one-{uuid.uuid4().hex[:6]}-{i}" for i in range(100)) if shard_of(q, 2) == 0)
     async with worker:
         h = VicarHarness(temporal_env.client, task_queue, registry, settings)
-        before = [await run_answering(h, h.request(p, task_type="docs", artifact=f"Fix typo {i}."))
-                  for i in range(3)]
+        before = [await run_answering(h, h.request(p, task_type="docs", artifact=f"Fix typo {i}.")) for i in range(3)]
         human = registry.get(p).stats().human_answered
         assert human >= 1
-        report = await asyncio.wait_for(temporal_env.client.execute_workflow(
-            c.MOVE_WORKFLOW, c.MoveInput(principal=p, to_shard=1), id=c.move_workflow_id(p),
-            task_queue=task_queue, result_type=c.MoveReport), timeout=120)
+        report = await asyncio.wait_for(
+            temporal_env.client.execute_workflow(
+                c.MOVE_WORKFLOW,
+                c.MoveInput(principal=p, to_shard=1),
+                id=c.move_workflow_id(p),
+                task_queue=task_queue,
+                result_type=c.MoveReport,
+            ),
+            timeout=120,
+        )
         assert report.to_shard == 1 and report.outcomes == 3
         assert (settings.principals_dir / p / "memory.db").is_file(), "the move deleted the only copy"
         assert registry.get(p).stats().human_answered == human
         status = await temporal_env.client.get_workflow_handle(c.brain_workflow_id(p)).query(
-            "status", result_type=BrainStatus)
+            "status", result_type=BrainStatus
+        )
         assert status.shard == 1
         after = await run_answering(h, h.request(p, task_type="docs", artifact="Fix typo 3."))
         assert after.n > before[-1].n
@@ -233,8 +283,14 @@ def test_transfer_between_one_directory_keeps_the_memory(tmp_path, embedder, set
 
 
 def vicar_cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vicar.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          env=dict(os.environ, VICAR_DATA_DIR=str(data_dir)), timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "vicar.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, VICAR_DATA_DIR=str(data_dir)),
+        timeout=300,
+    )
 
 
 @pytest.mark.parametrize("name", [".", "..", "../victimdir", "/tmp", "a/b"])
@@ -309,8 +365,12 @@ def test_the_cli_refuses_a_linked_out_memory_in_one_line(tmp_path, monkeypatch):
     (data_dir / "principals").mkdir(parents=True)
     (data_dir / "principals" / "mallory").symlink_to(outside)
     monkeypatch.setenv("VICAR_DATA_DIR", str(data_dir))
-    for args in (["principal", "allow", "mallory", "alice"], ["principal", "allowed", "mallory"],
-                 ["principal", "allow", "../outside", "alice"], ["principal", "move", "../x", "--to-shard", "0"]):
+    for args in (
+        ["principal", "allow", "mallory", "alice"],
+        ["principal", "allowed", "mallory"],
+        ["principal", "allow", "../outside", "alice"],
+        ["principal", "move", "../x", "--to-shard", "0"],
+    ):
         result = CliRunner().invoke(app, args)
         assert result.exit_code == InvalidInput.exit_code, (args, result.output)
         assert "principal" in error_line(result), args

@@ -31,14 +31,22 @@ def test_each_predictor_states_its_abilities():
     assert _has(LearnedModels) == {"using", "pin", "refit", "forget"}
     assert _has(LLMPredictor) == {"judge_conflict", "extract_preferences"}
     assert (OfflinePredictor.local, LearnedPredictor.local, LearnedModels.local, LLMPredictor.local) == (
-        True, True, True, False)
+        True,
+        True,
+        True,
+        False,
+    )
     # The learned predictor's own refit switch is not the refit ability.
     assert LearnedPredictor(auto_refit=False).refit is None
 
 
 def test_no_caller_probes_a_predictor_by_name():
     probe = re.compile(r"(getattr|hasattr)\([^,()]*predictor[^,()]*,")
-    found = [f"{p.relative_to(ROOT)}:{i}" for d in ("vicar", "activities", "workflows", "memory", "bench")
-             for p in sorted((ROOT / d).rglob("*.py"))
-             for i, line in enumerate(p.read_text().splitlines(), 1) if probe.search(line)]
+    found = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for d in ("vicar", "activities", "workflows", "memory", "bench")
+        for p in sorted((ROOT / d).rglob("*.py"))
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if probe.search(line)
+    ]
     assert found == []

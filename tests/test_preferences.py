@@ -21,8 +21,14 @@ WITH_ROLLBACK = PLAN + " Rollback: drop the column."
 
 
 def gate(i: int, artifact: str = PLAN, task_type: str = "db-migration") -> GateRequest:
-    return GateRequest(principal="alice", gate_id=f"g{i}", state="PLAN_ASSERT", task_type=task_type,
-                       question="Approve the migration plan?", artifact_text=artifact)
+    return GateRequest(
+        principal="alice",
+        gate_id=f"g{i}",
+        state="PLAN_ASSERT",
+        task_type=task_type,
+        question="Approve the migration plan?",
+        artifact_text=artifact,
+    )
 
 
 def answer(mem: PrincipalMemory, i: int, action: str, text: str, artifact: str = PLAN) -> None:
@@ -45,7 +51,11 @@ def test_a_repeated_concern_becomes_a_preference_retrieved_beside_the_episodes(m
     taught(memory)
     [fact] = extract(memory, [("PLAN_ASSERT", "db-migration")], 6, P)
     assert (fact.subject, fact.text, fact.stage, fact.confidence) == (
-        "rollback", "Migrations need a rollback step.", "learned", 0.5)
+        "rollback",
+        "Migrations need a rollback step.",
+        "learned",
+        0.5,
+    )
     assert len(fact.provenance) == 3
     # "thanks" is said as often when approving: the reviewer's manner, not a concern.
     assert "thanks" not in {f.subject for f in memory.store.facts("preference")}
@@ -78,9 +88,18 @@ def test_hindsight_moves_confidence_more_on_disconfirmation(memory):
     answer(memory, 9, "approve", "Fine.", WITH_ROLLBACK)  # says nothing against it
     assert live(memory)[0].disconfirmations == 1
     # A symmetric update (factor 1) would have moved it as much down as up.
-    moved = hindsight(memory, OutcomeRecord(request=gate(10), n=10, workflow_id="x", action=Action.approve,
-                                               response_text="", answered_by=AnsweredBy.human),
-                         P.model_copy(update={"hindsight_factor": 1.0}))
+    moved = hindsight(
+        memory,
+        OutcomeRecord(
+            request=gate(10),
+            n=10,
+            workflow_id="x",
+            action=Action.approve,
+            response_text="",
+            answered_by=AnsweredBy.human,
+        ),
+        P.model_copy(update={"hindsight_factor": 1.0}),
+    )
     assert moved.changed[0].confidence == pytest.approx(0.44 - 0.1 * 0.44) and moved.met_again == []
 
 
@@ -120,17 +139,37 @@ def test_switched_off_nothing_is_learned_or_moved(memory):
     taught(memory)
     off = P.model_copy(update={"preferences": False})
     assert extract(memory, [("PLAN_ASSERT", "db-migration")], 6, off) == []
-    assert hindsight(memory, OutcomeRecord(request=gate(7), n=7, workflow_id="y", action=Action.approve,
-                                           response_text="", answered_by=AnsweredBy.human), off) == ([], [], [])
-    after_hindsight(memory, hindsight(memory, OutcomeRecord(request=gate(7), n=7, workflow_id="y",
-                                                            action=Action.approve, response_text="",
-                                                            answered_by=AnsweredBy.human), off), 7)
+    assert hindsight(
+        memory,
+        OutcomeRecord(
+            request=gate(7), n=7, workflow_id="y", action=Action.approve, response_text="", answered_by=AnsweredBy.human
+        ),
+        off,
+    ) == ([], [], [])
+    after_hindsight(
+        memory,
+        hindsight(
+            memory,
+            OutcomeRecord(
+                request=gate(7),
+                n=7,
+                workflow_id="y",
+                action=Action.approve,
+                response_text="",
+                answered_by=AnsweredBy.human,
+            ),
+            off,
+        ),
+        7,
+    )
 
 
 def test_concern_words_and_sentences():
     assert concern_words("The ROLLBACK, ok v2 2024") == {"rollback"}
-    assert sentence_with("Fine otherwise. Migrations need a rollback step.", "rollback") == \
-        "Migrations need a rollback step."
+    assert (
+        sentence_with("Fine otherwise. Migrations need a rollback step.", "rollback")
+        == "Migrations need a rollback step."
+    )
 
 
 def test_a_question_the_human_keeps_asking_becomes_a_procedure_in_the_working_memory(memory):
@@ -143,8 +182,7 @@ def test_a_question_the_human_keeps_asking_becomes_a_procedure_in_the_working_me
     assert extract_procedures(memory, [("PLAN_ASSERT", "db-migration")], 4, P) == []  # twice is not a routine
     answer(memory, 4, "approve", "OK. How long does it lock the table on staging?")
     [proc] = [f for f in learn(memory, [("PLAN_ASSERT", "db-migration")], 5, P) if f.kind == "procedure"]
-    assert (proc.subject, proc.text, proc.activations) == (
-        "staging", "How long does it lock the table on staging?", 3)
+    assert (proc.subject, proc.text, proc.activations) == ("staging", "How long does it lock the table on staging?", 3)
     answer(memory, 6, "approve", "Tested on staging?")  # asked again: an activation and a trace
     [proc] = memory.store.facts("procedure")
     assert proc.activations == 4 and 6 in memory.store.get_chunk(proc.id).traces
@@ -158,9 +196,13 @@ def test_an_llm_reads_the_preferences_when_one_is_configured(memory, monkeypatch
     from vicar.proxy.llm_predictor import LLMPredictor
 
     taught(memory)
-    standin = AnthropicStandIn(["SUBJECT: Rollback | Migrations need a rollback step.\n"
-                                "SUBJECT: backups | Take a backup before any destructive change.\n"
-                                "Also, they are nice.\nSUBJECT: | nothing"])
+    standin = AnthropicStandIn(
+        [
+            "SUBJECT: Rollback | Migrations need a rollback step.\n"
+            "SUBJECT: backups | Take a backup before any destructive change.\n"
+            "Also, they are nice.\nSUBJECT: | nothing"
+        ]
+    )
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", standin.root)
     try:
@@ -168,7 +210,8 @@ def test_an_llm_reads_the_preferences_when_one_is_configured(memory, monkeypatch
         found = extract(memory, [("PLAN_ASSERT", "db-migration")], 6, P, extractor=llm.extract_preferences)
         assert [(f.subject, f.text) for f in found] == [
             ("rollback", "Migrations need a rollback step."),
-            ("backups", "Take a backup before any destructive change.")]
+            ("backups", "Take a backup before any destructive change."),
+        ]
         rollback = found[0]
         assert len(rollback.provenance) == 3  # the answers that say it
         user = AnthropicStandIn.user_text(standin.bodies()[0])

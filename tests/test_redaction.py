@@ -57,9 +57,14 @@ def secret_url(port: int) -> tuple[str, list[str]]:
 
 
 def gate(task_queue_tag: str) -> GateRequest:
-    return GateRequest(principal=f"p-{uuid.uuid4().hex[:8]}", gate_id=f"g-{task_queue_tag}-{uuid.uuid4().hex[:8]}",
-                       state="PLAN_ASSERT", task_type="db-migration", question="Approve the plan?",
-                       escalation_mode="always")
+    return GateRequest(
+        principal=f"p-{uuid.uuid4().hex[:8]}",
+        gate_id=f"g-{task_queue_tag}-{uuid.uuid4().hex[:8]}",
+        state="PLAN_ASSERT",
+        task_type="db-migration",
+        question="Approve the plan?",
+        escalation_mode="always",
+    )
 
 
 async def until(predicate, timeout: float) -> None:
@@ -88,6 +93,7 @@ async def test_the_webhook_token_never_reaches_the_worker_log(temporal_env, embe
     finally:
         registry.close()
         from vicar.logging_redact import uninstall
+
         uninstall()
     # The delivery happened with the token (the receiver saw it), and was logged...
     assert any(secrets[0] in p for p in hook.paths)
@@ -102,11 +108,22 @@ async def test_the_webhook_token_never_reaches_the_worker_log(temporal_env, embe
 async def test_a_worker_process_logs_no_webhook_token(temporal_env, settings, hook):
     url, secrets = secret_url(hook.port)
     task_queue = f"tq-{uuid.uuid4().hex[:8]}"
-    env = dict(os.environ, TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
-               VICAR_DATA_DIR=str(settings.data_dir), VICAR_TASK_QUEUE=task_queue, VICAR_WEBHOOK_URL=url)
+    env = dict(
+        os.environ,
+        TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
+        VICAR_DATA_DIR=str(settings.data_dir),
+        VICAR_TASK_QUEUE=task_queue,
+        VICAR_WEBHOOK_URL=url,
+    )
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "vicar.worker", env=env, cwd=str(ROOT),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        sys.executable,
+        "-m",
+        "vicar.worker",
+        env=env,
+        cwd=str(ROOT),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
     try:
         handle = await start_gate(temporal_env.client, gate("proc"), task_queue)
         await until(lambda: hook.paths, 120)
@@ -123,12 +140,22 @@ async def test_a_worker_process_logs_no_webhook_token(temporal_env, settings, ho
 
 
 def test_redaction_covers_credentials_in_every_shape():
-    line = ("POST https://u:hunter2pass@h.example/x?api_key=abc&sig=def "
-            "{'authorization': 'Bearer sk-ant-0123456789abcdefABCDEF', 'x-api-key': 'k-9f8e7d6c'} "
-            "Authorization: Basic dXNlcjpwYXNz key sk-proj-ABCDEFGHIJKLMNOPQRST and token=xyz123")
+    line = (
+        "POST https://u:hunter2pass@h.example/x?api_key=abc&sig=def "
+        "{'authorization': 'Bearer sk-ant-0123456789abcdefABCDEF', 'x-api-key': 'k-9f8e7d6c'} "
+        "Authorization: Basic dXNlcjpwYXNz key sk-proj-ABCDEFGHIJKLMNOPQRST and token=xyz123"
+    )
     out = redact(line, ["very-secret-value"])
-    for secret in ("hunter2pass", "abc&sig", "def", "sk-ant-0123456789", "k-9f8e7d6c", "dXNlcjpwYXNz",
-                   "sk-proj-ABCDEFGHIJKLMNOPQRST", "xyz123"):
+    for secret in (
+        "hunter2pass",
+        "abc&sig",
+        "def",
+        "sk-ant-0123456789",
+        "k-9f8e7d6c",
+        "dXNlcjpwYXNz",
+        "sk-proj-ABCDEFGHIJKLMNOPQRST",
+        "xyz123",
+    ):
         assert secret not in out, (secret, out)
     assert "h.example/x" in out and "POST" in out  # what is not secret stays readable
     assert redact("the value very-secret-value here", ["very-secret-value"]) == "the value [redacted] here"
@@ -148,8 +175,13 @@ def test_a_librarys_own_handler_is_covered_too(monkeypatch):
     library.setLevel(logging.DEBUG)
     try:
         install()
-        library.debug("Request options: %s", {"headers": {"Authorization": f"Bearer {os.environ['OPENAI_API_KEY']}"},
-                                              "url": "https://api.example/v1?key=abc123"})
+        library.debug(
+            "Request options: %s",
+            {
+                "headers": {"Authorization": f"Bearer {os.environ['OPENAI_API_KEY']}"},
+                "url": "https://api.example/v1?key=abc123",
+            },
+        )
         library.debug("retrying with key %s", os.environ["OPENAI_API_KEY"])
     finally:
         uninstall()

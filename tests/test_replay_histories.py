@@ -113,7 +113,9 @@ async def _record_endings(h) -> dict[str, WorkflowHistory]:
     await run_never_gates(h, p, 2 * CONTINUE_AFTER)
     latest = h.client.get_workflow_handle(c.brain_workflow_id(p))
     first_run = (await latest.describe()).raw_description.workflow_execution_info.first_run_id
-    out["brain-continued"] = await h.client.get_workflow_handle(c.brain_workflow_id(p), run_id=first_run).fetch_history()
+    out["brain-continued"] = await h.client.get_workflow_handle(
+        c.brain_workflow_id(p), run_id=first_run
+    ).fetch_history()
     out["brain-after-continue"] = await latest.fetch_history()
     assert out["brain-continued"].events[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
     assert out["brain-after-continue"].events[0].workflow_execution_started_event_attributes.continued_execution_run_id
@@ -134,18 +136,26 @@ async def _record_move(temporal_env, embedder, settings, tmp_path) -> dict[str, 
     task_queue = f"tq-{uuid.uuid4().hex[:8]}"
     homes = [base.model_copy(update={"data_dir": tmp_path / f"home-{k}"}) for k in range(2)]
     registries = [MemoryRegistry(s.principals_dir, lambda: embedder, s.memory) for s in homes]
-    clients = [temporal_env.client, await Client.connect(temporal_env.client.service_client.config.target_host,
-                                                         data_converter=data_converter())]
-    groups = [build_worker(clients[k], s, registry=r, task_queue=task_queue, shards=[k])[0]
-              for k, (s, r) in enumerate(zip(homes, registries))]
+    clients = [
+        temporal_env.client,
+        await Client.connect(temporal_env.client.service_client.config.target_host, data_converter=data_converter()),
+    ]
+    groups = [
+        build_worker(clients[k], s, registry=r, task_queue=task_queue, shards=[k])[0]
+        for k, (s, r) in enumerate(zip(homes, registries))
+    ]
     p = next(q for q in (f"rp-{uuid.uuid4().hex[:6]}-{i}" for i in range(100)) if shard_of(q, 2) == 0)
     try:
         async with groups[0], groups[1]:
             h = VicarHarness(temporal_env.client, task_queue, registries[0], base)
             await run_answering(h, h.request(p, task_type="docs", artifact="Fix a typo."))
             handle = await temporal_env.client.start_workflow(
-                c.MOVE_WORKFLOW, c.MoveInput(principal=p, to_shard=1), id=c.move_workflow_id(p),
-                task_queue=task_queue, result_type=c.MoveReport)
+                c.MOVE_WORKFLOW,
+                c.MoveInput(principal=p, to_shard=1),
+                id=c.move_workflow_id(p),
+                task_queue=task_queue,
+                result_type=c.MoveReport,
+            )
             report = await asyncio.wait_for(handle.result(), timeout=120)
             assert report.moved
             return {"move": await handle.fetch_history()}
@@ -159,7 +169,8 @@ def _save(label: str, histories: dict[str, WorkflowHistory]) -> None:
     HISTORIES.mkdir(exist_ok=True)
     for name, history in histories.items():
         (HISTORIES / f"{label}-{name}.json").write_text(
-            json.dumps({"workflow_id": history.workflow_id, "history": json.loads(history.to_json())}) + "\n")
+            json.dumps({"workflow_id": history.workflow_id, "history": json.loads(history.to_json())}) + "\n"
+        )
 
 
 @pytest.mark.skipif(not os.environ.get("VICAR_RECORD_HISTORIES"), reason="records only when asked")
@@ -185,9 +196,19 @@ def _stored() -> list[Path]:
 def test_histories_are_committed():
     """The replay below checks something: histories from an earlier commit are there."""
     names = {p.name.split("-", 1)[1] for p in _stored()}
-    assert {"gate-update.json", "gate-signal-session.json", "gate-proxy.json", "gate-deadline.json",
-            "gate-cancelled.json", "session.json", "consolidation.json", "brain.json", "brain-continued.json",
-            "brain-after-continue.json", "move.json"} <= names
+    assert {
+        "gate-update.json",
+        "gate-signal-session.json",
+        "gate-proxy.json",
+        "gate-deadline.json",
+        "gate-cancelled.json",
+        "session.json",
+        "consolidation.json",
+        "brain.json",
+        "brain-continued.json",
+        "brain-after-continue.json",
+        "move.json",
+    } <= names
 
 
 @pytest.mark.parametrize("path", _stored(), ids=lambda p: p.stem)
@@ -195,8 +216,9 @@ async def test_old_history_replays(path: Path):
     stored = json.loads(path.read_text())
     history = WorkflowHistory.from_json(stored["workflow_id"], stored["history"])
     stored_keys = AesGcmCodec(parse_keys(REPLAY_KEY, "REPLAY_KEY"))
-    replayer = Replayer(workflows=WORKFLOWS,
-                        data_converter=dataclasses.replace(pydantic_data_converter, payload_codec=stored_keys))
+    replayer = Replayer(
+        workflows=WORKFLOWS, data_converter=dataclasses.replace(pydantic_data_converter, payload_codec=stored_keys)
+    )
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
 

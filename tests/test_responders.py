@@ -147,9 +147,13 @@ async def turn_held(h, principal: str):
     async with Worker(h.client, task_queue=queue, workflows=[DeafGate]):
         deaf = await h.client.start_workflow(DeafGate.run, id=f"deaf-{uuid.uuid4().hex[:8]}", task_queue=queue)
         brain = await h.client.start_workflow(
-            c.BRAIN_WORKFLOW, BrainInput(principal=principal, config=BrainConfig()),
-            id=c.brain_workflow_id(principal), task_queue=h.task_queue, start_signal="request_turn",
-            start_signal_args=[TurnRequest(gate_id="deaf", workflow_id=deaf.id)])
+            c.BRAIN_WORKFLOW,
+            BrainInput(principal=principal, config=BrainConfig()),
+            id=c.brain_workflow_id(principal),
+            task_queue=h.task_queue,
+            start_signal="request_turn",
+            start_signal_args=[TurnRequest(gate_id="deaf", workflow_id=deaf.id)],
+        )
         await wait_for(lambda: deaf.query(DeafGate.has_turn))
         try:
             yield lambda: brain.signal("release_turn", "deaf")
@@ -168,8 +172,9 @@ async def test_a_signal_before_escalation_is_kept_and_applied(harness, caplog):
         for r in (unsure, alone):
             await wait_for(lambda: gate_details(h.client, r.gate_id))
         await handles[0].signal("human_response", HumanAnswer(action="sure", responder="alice"))  # invalid
-        await handles[0].signal("human_response",
-                                HumanAnswer(action="correct", text="Split it in two.", responder="alice"))
+        await handles[0].signal(
+            "human_response", HumanAnswer(action="correct", text="Split it in two.", responder="alice")
+        )
         await handles[1].signal("human_response", HumanAnswer(action="reject", text="No.", responder="alice"))
         for r in (unsure, alone):
             assert (await gate_details(h.client, r.gate_id)).status is GateStatus.queued

@@ -11,9 +11,17 @@ from vicar.memory.retrieval import EmbeddingMode, Query, RetrievalMode
 
 
 def chunk(i: int, **kw) -> MemoryChunk:
-    base = dict(id=f"c{i:03d}", principal="alice", state="PLAN_ASSERT", task_type="db-migration",
-                outcome="approve", answered_by="human", question="Approve the migration plan?",
-                created_n=i, traces=[i])
+    base = dict(
+        id=f"c{i:03d}",
+        principal="alice",
+        state="PLAN_ASSERT",
+        task_type="db-migration",
+        outcome="approve",
+        answered_by="human",
+        question="Approve the migration plan?",
+        created_n=i,
+        traces=[i],
+    )
     base.update(kw)
     return MemoryChunk(**base)
 
@@ -22,6 +30,7 @@ def chunk(i: int, **kw) -> MemoryChunk:
 def memory(settings, embedder):
     def make(**params):
         return PrincipalMemory("alice", settings.principals_dir, embedder, MemoryParams(**params))
+
     return make
 
 
@@ -38,8 +47,9 @@ def test_structural_filters_kinds_and_any(memory):
     q = dict(now=5, texts={"situation": "migration plan"})
     assert set(ids(mem.retrieve(Query(**q)))) == {"c001", "c002", "c003", "c004"}
     assert ids(mem.retrieve(Query(**q, filters={"kind": "censor"}))) == ["c002"]
-    assert set(ids(mem.retrieve(Query(**q, filters={"kind": "any", "task_type": "db-migration",
-                                                     "answered_by": "human"})))) == {"c001", "c002"}
+    assert set(
+        ids(mem.retrieve(Query(**q, filters={"kind": "any", "task_type": "db-migration", "answered_by": "human"})))
+    ) == {"c001", "c002"}
     assert ids(mem.retrieve(Query(**q, filters={"outcome": "correct"}))) == []
     with pytest.raises(ValueError, match="cannot filter on"):
         mem.retrieve(Query(**q, filters={"colour": "red"}))
@@ -58,8 +68,10 @@ def test_ranking_modes(memory):
     mem.record(chunk(1, artifact_excerpt="Add a rollback step that drops the new index.", traces=[1, 2, 3, 4]))
     mem.record(chunk(2, artifact_excerpt="Bump the numpy version in requirements.", traces=[5]))
     mem.record(chunk(9, artifact_excerpt="Update the README typo.", traces=[9]))
-    texts = {"situation": "PLAN_ASSERT db-migration: Approve the migration plan?",
-             "artifact": "Rollback: drop the index if the migration fails."}
+    texts = {
+        "situation": "PLAN_ASSERT db-migration: Approve the migration plan?",
+        "artifact": "Rollback: drop the index if the migration fails.",
+    }
     # Reinforced four times, c001 is the most active; c009 the most recent.
     assert ids(mem.retrieve(Query(now=10, texts=texts, mode=RetrievalMode.activation)))[0] == "c001"
     assert ids(mem.retrieve(Query(now=10, texts=texts, mode=RetrievalMode.recency))) == ["c009", "c002", "c001"]
@@ -76,8 +88,13 @@ def test_ranking_modes(memory):
 def test_lexical_fusion_finds_an_exact_term(memory):
     mem = memory()
     mem.record(chunk(1, artifact_excerpt="Migrate orders table; add column.", human_response="ok"))
-    mem.record(chunk(2, artifact_excerpt="Rotate the XK-4471 credentials before the cutover.",
-                     human_response="Check XK-4471 first."))
+    mem.record(
+        chunk(
+            2,
+            artifact_excerpt="Rotate the XK-4471 credentials before the cutover.",
+            human_response="Check XK-4471 first.",
+        )
+    )
     for i in range(3, 12):
         mem.record(chunk(i, artifact_excerpt=f"Migrate table t{i}; add column c{i}.", human_response="ok"))
     texts = {"artifact": "credentials XK-4471"}
@@ -133,8 +150,13 @@ def test_reinforcement_is_per_chunk_and_n(memory):
 
 def test_salience_index_is_queried_by_artifact(memory):
     mem = memory()
-    mem.record(chunk(1, surprise_description="The plan dropped a table without a backup.",
-                     salient_percepts=["drop table", "no backup"]))
+    mem.record(
+        chunk(
+            1,
+            surprise_description="The plan dropped a table without a backup.",
+            salient_percepts=["drop table", "no backup"],
+        )
+    )
     mem.record(chunk(2, surprise_description="Docs link to a missing page.", salient_percepts=["broken link"]))
     mem.record(chunk(3))  # no surprise: not in the salience index
     hits = mem.salient("Step 3: DROP TABLE sessions; we skip the backup to save time.", now=4)
@@ -147,6 +169,12 @@ def test_lexical_tokens_match_bm25s():
 
     from vicar.memory.lexical import tokenize
 
-    texts = ["PLAN_ASSERT db-migration: Approve or revise the proposed plan.", "It's the ÜBER-fast i2c_smbus path!",
-             "a an the of x y zz 42 3.14 foo_bar naïve café", "", "   ", "hwmon: (pmbus/ltc2978) Add support"]
+    texts = [
+        "PLAN_ASSERT db-migration: Approve or revise the proposed plan.",
+        "It's the ÜBER-fast i2c_smbus path!",
+        "a an the of x y zz 42 3.14 foo_bar naïve café",
+        "",
+        "   ",
+        "hwmon: (pmbus/ltc2978) Add support",
+    ]
     assert tokenize(texts) == bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)

@@ -19,6 +19,8 @@ def test_workflow_modules_never_import_a_submodule_from_its_package():
     for path in sorted((ROOT / "workflows").glob("*.py")) + [ROOT / "bench" / "floor_workflow.py"]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module in PACKAGES:
-                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: from {node.module} import "
-                                 + ", ".join(a.name for a in node.names))
+                offenders.append(
+                    f"{path.relative_to(ROOT)}:{node.lineno}: from {node.module} import "
+                    + ", ".join(a.name for a in node.names)
+                )
     assert offenders == [], "use `import vicar.x as x` in workflow modules:\n" + "\n".join(offenders)

@@ -44,8 +44,19 @@ def schema_accepts(name: str, instance) -> bool:
 
 BASE = {"principal": "alice", "gate_id": "g-1", "state": "PLAN_ASSERT", "task_type": "docs", "question": "Approve?"}
 HOSTILE_NAMES = [  # test_cli_hostile.py, test_paths_hostile.py, test_bad_input.py
-    "not a name", "[/bold]\x1b[31m", ".", "..", "../x", "../../victimdir", "/etc", "a/b", "", "a\x00b", "-x",
-    "x" * 200, "x" * 65,
+    "not a name",
+    "[/bold]\x1b[31m",
+    ".",
+    "..",
+    "../x",
+    "../../victimdir",
+    "/etc",
+    "a/b",
+    "",
+    "a\x00b",
+    "-x",
+    "x" * 200,
+    "x" * 65,
 ]
 # Each changes BASE into a request the gate refuses at once (INVALID_GATE_REQUEST).
 BAD_REQUESTS: dict[str, dict] = {
@@ -63,31 +74,48 @@ BAD_REQUESTS: dict[str, dict] = {
     **{f"principal {n!r:.30}": {"principal": n} for n in HOSTILE_NAMES},
     **{f"gate_id {g!r:.30}": {"gate_id": g} for g in ("", "../x", "-x", "a b", "g\x00", "g" * 201, "g?x")},
     # test_text_limits.py: every text one over its limit.
-    **{f"{k} over its limit": {k: v} for k, v in {
-        "question": "q" * (DEFAULT_LIMITS.question + 1),
-        "artifact_text": "a" * (DEFAULT_LIMITS.artifact_text + 1),
-        "actor_message": "m" * (DEFAULT_LIMITS.actor_message + 1),
-        "task_type": "t" * (TASK_TYPE_CHARS + 1),
-        "upstream_agent": "u" * (NAME_CHARS + 1),
-        "session_id": "s" * (NAME_CHARS + 1),
-        "revision": "r" * (NAME_CHARS + 1),
-        "artifact_paths": ["/p"] * (MAX_ARTIFACT_PATHS + 1),
-    }.items()},
+    **{
+        f"{k} over its limit": {k: v}
+        for k, v in {
+            "question": "q" * (DEFAULT_LIMITS.question + 1),
+            "artifact_text": "a" * (DEFAULT_LIMITS.artifact_text + 1),
+            "actor_message": "m" * (DEFAULT_LIMITS.actor_message + 1),
+            "task_type": "t" * (TASK_TYPE_CHARS + 1),
+            "upstream_agent": "u" * (NAME_CHARS + 1),
+            "session_id": "s" * (NAME_CHARS + 1),
+            "revision": "r" * (NAME_CHARS + 1),
+            "artifact_paths": ["/p"] * (MAX_ARTIFACT_PATHS + 1),
+        }.items()
+    },
     "artifact path over its limit": {"artifact_paths": ["/" + "p" * PATH_CHARS]},
     "empty artifact path": {"artifact_paths": [""]},
 }
 GOOD_REQUESTS: dict[str, dict] = {
     "minimal": {},
-    "test_contract's": {"principal": "p-0123456789", "gate_id": "cli-0a1b2c3d", "task_type": "db-migration",
-                        "question": "Approve the migration plan?", "escalation_mode": "always"},
+    "test_contract's": {
+        "principal": "p-0123456789",
+        "gate_id": "cli-0a1b2c3d",
+        "task_type": "db-migration",
+        "question": "Approve the migration plan?",
+        "escalation_mode": "always",
+    },
     "a question": {"kind": "question", "state": "WORK_ASSERT"},
     "every field at its limit": {
-        "principal": "a" + "b" * 63, "gate_id": "orchestrator/run-1:plan@x." + "g" * 174,
-        "question": "q" * DEFAULT_LIMITS.question, "artifact_text": "a" * DEFAULT_LIMITS.artifact_text,
-        "actor_message": "m" * DEFAULT_LIMITS.actor_message, "task_type": "t" * TASK_TYPE_CHARS,
-        "artifact_paths": ["/" + "p" * (PATH_CHARS - 1)] * MAX_ARTIFACT_PATHS, "upstream_agent": "u" * NAME_CHARS,
-        "session_id": "s" * NAME_CHARS, "title": "T" * 1000, "lineage": "feature/x", "revision": "v2",
-        "deadline_seconds": 366 * 24 * 3600, "escalation_mode": "never"},
+        "principal": "a" + "b" * 63,
+        "gate_id": "orchestrator/run-1:plan@x." + "g" * 174,
+        "question": "q" * DEFAULT_LIMITS.question,
+        "artifact_text": "a" * DEFAULT_LIMITS.artifact_text,
+        "actor_message": "m" * DEFAULT_LIMITS.actor_message,
+        "task_type": "t" * TASK_TYPE_CHARS,
+        "artifact_paths": ["/" + "p" * (PATH_CHARS - 1)] * MAX_ARTIFACT_PATHS,
+        "upstream_agent": "u" * NAME_CHARS,
+        "session_id": "s" * NAME_CHARS,
+        "title": "T" * 1000,
+        "lineage": "feature/x",
+        "revision": "v2",
+        "deadline_seconds": 366 * 24 * 3600,
+        "escalation_mode": "never",
+    },
     "names with every allowed character": {"principal": "a.b_c@d-e", "gate_id": "g.h_i:j@k/l-m"},
 }
 # Each is refused by the gate's `respond` update (the model's own limits, or the validator).
@@ -101,8 +129,11 @@ BAD_ANSWERS: dict[str, dict] = {
     "responder over 64 characters": {"action": "approve", "responder": "r" * 65},
     "responder over its field limit (test_text_limits)": {"action": "approve", "responder": "x" * (NAME_CHARS + 1)},
     "action over its limit (test_text_limits)": {"action": "x" * (NAME_CHARS + 1), "responder": "ann"},
-    "text over its limit (test_text_limits)": {"action": "correct", "text": "x" * (DEFAULT_LIMITS.answer_text + 1),
-                                               "responder": "ann"},
+    "text over its limit (test_text_limits)": {
+        "action": "correct",
+        "text": "x" * (DEFAULT_LIMITS.answer_text + 1),
+        "responder": "ann",
+    },
     "1 MB text (test_text_limits)": {"action": "correct", "text": "x" * 1_000_000, "responder": "ann"},
     "a dialog turn with no text": {"action": "dialog", "responder": "ann"},
     "a dialog turn with blank text": {"action": "dialog", "text": " \n", "responder": "ann"},
@@ -112,8 +143,11 @@ BAD_ANSWERS: dict[str, dict] = {
 GOOD_ANSWERS: dict[str, dict] = {
     "test_contract's": {"action": "approve", "text": "Fine by me.", "responder": "cli"},
     "a dialog turn": {"action": "dialog", "text": "Why now?", "responder": "bob"},
-    "limits": {"action": "correct", "text": "x" * DEFAULT_LIMITS.answer_text,
-               "responder": "Ann O'Neil, ops" + "." * 49},
+    "limits": {
+        "action": "correct",
+        "text": "x" * DEFAULT_LIMITS.answer_text,
+        "responder": "Ann O'Neil, ops" + "." * 49,
+    },
 }
 
 
@@ -181,8 +215,9 @@ async def test_the_gate_refuses_each_bad_request_and_answer_the_schema_refuses(h
         bad = request(change)
         if "gate_id" not in change:
             bad["gate_id"] = f"bad-{uuid.uuid4().hex[:8]}"
-        starts[why] = await h.client.start_workflow(c.GATE_WORKFLOW, bad, id=f"raw-{uuid.uuid4().hex[:8]}",
-                                                    task_queue=h.task_queue)
+        starts[why] = await h.client.start_workflow(
+            c.GATE_WORKFLOW, bad, id=f"raw-{uuid.uuid4().hex[:8]}", task_queue=h.task_queue
+        )
     for why, handle in starts.items():
         with pytest.raises(WorkflowFailureError) as failed:
             await asyncio.wait_for(handle.result(), 30)
@@ -215,8 +250,15 @@ async def test_the_webhook_notice_matches_its_schema(temporal_env, embedder, set
     task_queue = f"tq-{uuid.uuid4().hex[:8]}"
     registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
     worker, _ = build_worker(temporal_env.client, settings, registry=registry, task_queue=task_queue)
-    req = GateRequest(**{**BASE, "principal": f"p-{uuid.uuid4().hex[:8]}", "gate_id": f"g-{uuid.uuid4().hex[:8]}",
-                         "escalation_mode": "always", "deadline_seconds": 3})
+    req = GateRequest(
+        **{
+            **BASE,
+            "principal": f"p-{uuid.uuid4().hex[:8]}",
+            "gate_id": f"g-{uuid.uuid4().hex[:8]}",
+            "escalation_mode": "always",
+            "deadline_seconds": 3,
+        }
+    )
     try:
         async with worker:
             handle = await start_gate(temporal_env.client, req, task_queue)

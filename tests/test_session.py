@@ -44,10 +44,14 @@ ROOT = Path(__file__).resolve().parents[1]
 #   migrations: "approve" long ago, "correct" now -> preference drift -> DELETE the old one
 #   docs: "correct" before and now, in new words -> UPDATE the old one
 CASES = {
-    "db-migration": ("Add a unique index on users.email; rollback drops the index.",
-                     [(1, "approve", "Fine."), (70, "correct", "From now on every migration needs a down step.")]),
-    "docs": ("Rewrite the installation guide for Windows users.",
-             [(2, "correct", "Add screenshots."), (71, "correct", "Please add screenshots of each step.")]),
+    "db-migration": (
+        "Add a unique index on users.email; rollback drops the index.",
+        [(1, "approve", "Fine."), (70, "correct", "From now on every migration needs a down step.")],
+    ),
+    "docs": (
+        "Rewrite the installation guide for Windows users.",
+        [(2, "correct", "Add screenshots."), (71, "correct", "Please add screenshots of each step.")],
+    ),
 }
 
 
@@ -57,29 +61,51 @@ def seed(memory: PrincipalMemory, principal: str) -> list[str]:
     for task_type, (artifact, answers) in CASES.items():
         for k, (n, action, text) in enumerate(answers):
             wid = f"vicar-gate/{task_type}-{n}"
-            req = GateRequest(principal=principal, gate_id=f"{task_type}-{n}", state="PLAN_ASSERT",
-                              task_type=task_type, question="Approve or revise the proposed plan.",
-                              artifact_text=artifact, actor_message="Here is the plan.")
-            record_outcome(memory, OutcomeRecord(request=req, n=n, workflow_id=wid, action=Action(action),
-                                                 response_text=text, answered_by=AnsweredBy.human), artifacts=False)
+            req = GateRequest(
+                principal=principal,
+                gate_id=f"{task_type}-{n}",
+                state="PLAN_ASSERT",
+                task_type=task_type,
+                question="Approve or revise the proposed plan.",
+                artifact_text=artifact,
+                actor_message="Here is the plan.",
+            )
+            record_outcome(
+                memory,
+                OutcomeRecord(
+                    request=req,
+                    n=n,
+                    workflow_id=wid,
+                    action=Action(action),
+                    response_text=text,
+                    answered_by=AnsweredBy.human,
+                ),
+                artifacts=False,
+            )
             if k == 1:
                 session_ids.append(wid)
     memory.raise_counter(72)  # docs-71 is one interaction old, db-migration-70 two
     return session_ids
 
 
-async def open_session(client, principal: str, session_id: str, config: SessionConfig, task_queue: str,
-                       gate_workflow_ids: list[str]):
+async def open_session(
+    client, principal: str, session_id: str, config: SessionConfig, task_queue: str, gate_workflow_ids: list[str]
+):
     """What gates do: join (starting the session), then report done."""
     handle = None
     for wid in gate_workflow_ids:
         reply = await client.execute_update_with_start_workflow(
-            "join", SessionJoin(gate_id=wid.split("/", 1)[1], workflow_id=wid),
+            "join",
+            SessionJoin(gate_id=wid.split("/", 1)[1], workflow_id=wid),
             start_workflow_operation=WithStartWorkflowOperation(
-                c.SESSION_WORKFLOW, SessionInput(principal=principal, session_id=session_id, config=config),
-                id=c.session_workflow_id(principal, session_id), task_queue=task_queue,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING),
-            result_type=JoinReply)
+                c.SESSION_WORKFLOW,
+                SessionInput(principal=principal, session_id=session_id, config=config),
+                id=c.session_workflow_id(principal, session_id),
+                task_queue=task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            ),
+            result_type=JoinReply,
+        )
         handle = client.get_workflow_handle(c.session_workflow_id(principal, session_id))
         await handle.signal("gate_done", SessionGate(gate_id=wid.split("/", 1)[1], workflow_id=wid))
     return handle, reply
@@ -99,7 +125,8 @@ async def summary_when(handle, predicate, timeout=60.0) -> SessionSummary:
 @pytest_asyncio.fixture(scope="module")
 async def skipping_env():
     env = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=skipping_server_binary(), data_converter=pydantic_data_converter)
+        test_server_existing_path=skipping_server_binary(), data_converter=pydantic_data_converter
+    )
     yield env
     await env.shutdown()
 
@@ -131,7 +158,9 @@ async def test_idle_timeout_starts_consolidation(skipping_env, embedder, tmp_pat
     memory = registry.get(p)
     old_migration = memory.store.get_chunk(chunk_id_for(p, "vicar-gate/db-migration-1"))
     assert (old_migration.status, old_migration.superseded_by) == (
-        "superseded", chunk_id_for(p, "vicar-gate/db-migration-70"))
+        "superseded",
+        chunk_id_for(p, "vicar-gate/db-migration-70"),
+    )
     updated = memory.store.get_chunk(chunk_id_for(p, "vicar-gate/docs-2"))
     assert updated.human_response == "Please add screenshots of each step." and updated.status == "active"
     registry.close()
@@ -140,20 +169,38 @@ async def test_idle_timeout_starts_consolidation(skipping_env, embedder, tmp_pat
 async def test_a_killed_consolidation_finishes_once_with_the_same_memory(temporal_env, embedder, tmp_path):
     from vicar.worker import build_worker
 
-    settings = Settings(data_dir=tmp_path / "vicar", task_queue=f"tq-{uuid.uuid4().hex[:8]}",
-                        calibration=CalibrationParams(autonomy=LOOSE_AUTONOMY))
+    settings = Settings(
+        data_dir=tmp_path / "vicar",
+        task_queue=f"tq-{uuid.uuid4().hex[:8]}",
+        calibration=CalibrationParams(autonomy=LOOSE_AUTONOMY),
+    )
     p = f"p-{uuid.uuid4().hex[:8]}"
     memory = PrincipalMemory(p, settings.principals_dir, embedder, settings.memory)
     gate_ids = seed(memory, p)
     # More decisions, so there is a middle to kill in: repeats of the docs answer.
     for i in range(6):
         wid = f"vicar-gate/docs-extra-{i}"
-        req = GateRequest(principal=p, gate_id=f"docs-extra-{i}", state="PLAN_ASSERT", task_type="docs",
-                          question="Approve or revise the proposed plan.", artifact_text=CASES["docs"][0],
-                          actor_message="Here is the plan.")
-        record_outcome(memory, OutcomeRecord(request=req, n=72 + i, workflow_id=wid, action=Action.correct,
-                                             response_text=f"Screenshots, please (take {i}).",
-                                             answered_by=AnsweredBy.human), artifacts=False)
+        req = GateRequest(
+            principal=p,
+            gate_id=f"docs-extra-{i}",
+            state="PLAN_ASSERT",
+            task_type="docs",
+            question="Approve or revise the proposed plan.",
+            artifact_text=CASES["docs"][0],
+            actor_message="Here is the plan.",
+        )
+        record_outcome(
+            memory,
+            OutcomeRecord(
+                request=req,
+                n=72 + i,
+                workflow_id=wid,
+                action=Action.correct,
+                response_text=f"Screenshots, please (take {i}).",
+                answered_by=AnsweredBy.human,
+            ),
+            artifacts=False,
+        )
         gate_ids.append(wid)
     memory.raise_counter(80)
     memory.close()
@@ -166,12 +213,22 @@ async def test_a_killed_consolidation_finishes_once_with_the_same_memory(tempora
     ref.close()
     assert len(plan.decisions) == 8
 
-    env = dict(os.environ, TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
-               VICAR_DATA_DIR=str(settings.data_dir), VICAR_TASK_QUEUE=settings.task_queue,
-               VICAR_TEST_CONSOLIDATION_STEP_DELAY="0.5")
+    env = dict(
+        os.environ,
+        TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
+        VICAR_DATA_DIR=str(settings.data_dir),
+        VICAR_TASK_QUEUE=settings.task_queue,
+        VICAR_TEST_CONSOLIDATION_STEP_DELAY="0.5",
+    )
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "vicar.worker", env=env, cwd=str(ROOT),
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+        sys.executable,
+        "-m",
+        "vicar.worker",
+        env=env,
+        cwd=str(ROOT),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
     db = settings.principals_dir / p / "memory.db"
 
     def applied() -> int:
@@ -242,8 +299,9 @@ async def test_a_gate_for_an_ended_session_still_runs(harness):
 
     h = harness
     p = h.principal()
-    first = await (await start_gate(h.client, h.request(p, escalation_mode="never", session_id="over"),
-                                    h.task_queue)).result()
+    first = await (
+        await start_gate(h.client, h.request(p, escalation_mode="never", session_id="over"), h.task_queue)
+    ).result()
     session = h.client.get_workflow_handle(c.session_workflow_id(p, "over"))
     await session.signal("end")
     await summary_when(session, lambda s: s.status != "open")

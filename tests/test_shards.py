@@ -72,12 +72,14 @@ async def test_a_sharded_worker_routes_every_memory_step_to_the_principals_shard
         h = VicarHarness(temporal_env.client, task_queue, registry, settings)
         principals = [h.principal() for _ in range(3)]
         for p in principals:
-            results = [await run_answering(h, h.request(p, task_type="docs", artifact=f"Fix typo {i}."))
-                       for i in range(4)]
+            results = [
+                await run_answering(h, h.request(p, task_type="docs", artifact=f"Fix typo {i}.")) for i in range(4)
+            ]
             assert [r.n for r in results] == [1, 2, 3, 4]
             assert results[-1].answered_by.value == "proxy"  # it learned, through the shard's memory
             status = await temporal_env.client.get_workflow_handle(c.brain_workflow_id(p)).query(
-                "status", result_type=BrainStatus)
+                "status", result_type=BrainStatus
+            )
             assert status.shard == shard_of(p, 3)
             queues = set()
             for r in results:
@@ -112,7 +114,8 @@ async def test_a_shard_without_its_owner_escalates_and_records_once_it_is_back(t
     async with half:
         req = h.request(down)
         handle = await temporal_env.client.start_workflow(
-            c.GATE_WORKFLOW, req, id=c.gate_workflow_id(req.gate_id), task_queue=task_queue, result_type=GateResult)
+            c.GATE_WORKFLOW, req, id=c.gate_workflow_id(req.gate_id), task_queue=task_queue, result_type=GateResult
+        )
         d = await wait_proxy_error(temporal_env.client, req.gate_id, timeout=40)
         assert "memory shard 1 unavailable" in d.calibration_note, d
         other = await run_answering(h, h.request(up, escalation_mode="never"))
@@ -120,16 +123,21 @@ async def test_a_shard_without_its_owner_escalates_and_records_once_it_is_back(t
         # Who may answer is in the memory too: unknown while its shard is down, so
         # nobody may (fail closed) ...
         with pytest.raises(Conflict, match="memory shard 1 unavailable"):
-            await answer_gate(temporal_env.client, req.gate_id, HumanAnswer(action="correct", text="No.",
-                                                                            responder="tester"))
+            await answer_gate(
+                temporal_env.client, req.gate_id, HumanAnswer(action="correct", text="No.", responder="tester")
+            )
     # ... until the owner of shard 1 starts (here: a worker serving it). The gate reads
     # the list again at once, takes the answer and records it.
     rest, _ = build_worker(temporal_env.client, settings, registry=registry, task_queue=task_queue, shards=[0, 1])
     async with rest:
+
         async def answered():
             try:
-                return await answer_gate(temporal_env.client, req.gate_id, HumanAnswer(
-                    action="correct", text="Add a rollback step.", responder="tester"))
+                return await answer_gate(
+                    temporal_env.client,
+                    req.gate_id,
+                    HumanAnswer(action="correct", text="Add a rollback step.", responder="tester"),
+                )
             except Conflict:
                 return None
 
@@ -153,25 +161,33 @@ async def test_a_principal_moves_to_another_shard_with_its_memory(temporal_env, 
     registries = [MemoryRegistry(s.principals_dir, lambda: embedder, s.memory) for s in homes]
     # A client each, as two processes would have: the SDK allows one worker per task
     # queue and client.
-    clients = [temporal_env.client, await Client.connect(temporal_env.client.service_client.config.target_host,
-                                                         data_converter=data_converter())]
-    groups = [build_worker(clients[k], s, registry=r, task_queue=task_queue, shards=[k])[0]
-              for k, (s, r) in enumerate(zip(homes, registries))]
+    clients = [
+        temporal_env.client,
+        await Client.connect(temporal_env.client.service_client.config.target_host, data_converter=data_converter()),
+    ]
+    groups = [
+        build_worker(clients[k], s, registry=r, task_queue=task_queue, shards=[k])[0]
+        for k, (s, r) in enumerate(zip(homes, registries))
+    ]
     p = next(q for q in (f"mv-{i}" for i in range(100)) if shard_of(q, 2) == 0)
     async with groups[0], groups[1]:
         h = VicarHarness(temporal_env.client, task_queue, registries[0], base)
-        before = [await run_answering(h, h.request(p, task_type="docs", artifact=f"Fix typo {i}."))
-                  for i in range(3)]
+        before = [await run_answering(h, h.request(p, task_type="docs", artifact=f"Fix typo {i}.")) for i in range(3)]
         assert (homes[0].principals_dir / p / "memory.db").exists()
         handle = await temporal_env.client.start_workflow(
-            c.MOVE_WORKFLOW, c.MoveInput(principal=p, to_shard=1), id=c.move_workflow_id(p),
-            task_queue=task_queue, result_type=c.MoveReport)
+            c.MOVE_WORKFLOW,
+            c.MoveInput(principal=p, to_shard=1),
+            id=c.move_workflow_id(p),
+            task_queue=task_queue,
+            result_type=c.MoveReport,
+        )
         report = await asyncio.wait_for(handle.result(), timeout=120)
         assert report.moved and (report.from_shard, report.to_shard) == (0, 1) and report.outcomes == 3
         assert not (homes[0].principals_dir / p).exists()
         assert registries[1].get(p).stats().human_answered == before[-1].n - sum(not r.escalated for r in before)
         status = await temporal_env.client.get_workflow_handle(c.brain_workflow_id(p)).query(
-            "status", result_type=BrainStatus)
+            "status", result_type=BrainStatus
+        )
         assert status.shard == 1
         after = await run_answering(h, h.request(p, task_type="docs", artifact="Fix typo 3."))
         assert isinstance(after, GateResult) and after.n > before[-1].n
@@ -179,8 +195,12 @@ async def test_a_principal_moves_to_another_shard_with_its_memory(temporal_env, 
         assert not (homes[0].principals_dir / p).exists()
         # Moving it where it is: nothing to do.
         again = await temporal_env.client.execute_workflow(
-            c.MOVE_WORKFLOW, c.MoveInput(principal=p, to_shard=1), id=c.move_workflow_id(p) + "-again",
-            task_queue=task_queue, result_type=c.MoveReport)
+            c.MOVE_WORKFLOW,
+            c.MoveInput(principal=p, to_shard=1),
+            id=c.move_workflow_id(p) + "-again",
+            task_queue=task_queue,
+            result_type=c.MoveReport,
+        )
         assert not again.moved
     for r in registries:
         r.close()
@@ -208,8 +228,13 @@ async def test_a_second_machine_on_a_served_shard_is_refused(temporal_env, tmp_p
         assert last.startswith(f"error: {first.task_queue}-shard-0 is served by another worker") and "machine-a" in last
         assert "Traceback" not in out
         # Another shard on the same queue is fine.
-        other = WorkerProcess(temporal_env, tmp_path / "machine-c", VICAR_SHARD_COUNT="2", VICAR_SHARDS="1",
-                              VICAR_TASK_QUEUE=first.task_queue)
+        other = WorkerProcess(
+            temporal_env,
+            tmp_path / "machine-c",
+            VICAR_SHARD_COUNT="2",
+            VICAR_SHARDS="1",
+            VICAR_TASK_QUEUE=first.task_queue,
+        )
         await other.start()
         await other.until("/readyz", 200)
         await other.stop()
@@ -242,8 +267,19 @@ async def test_the_move_command_with_one_worker_on_every_shard_keeps_the_memory(
         p = next(q for q in (f"cli-mv-{uuid.uuid4().hex[:6]}-{i}" for i in range(100)) if shard_of(q, 2) == 0)
         first = await (await start_gate(temporal_env.client, gate(p, "never"), worker.task_queue)).result()
         move = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "vicar.cli", "principal", "move", p, "--to-shard", "1", env=worker.env,
-            cwd=str(ROOT), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            sys.executable,
+            "-m",
+            "vicar.cli",
+            "principal",
+            "move",
+            p,
+            "--to-shard",
+            "1",
+            env=worker.env,
+            cwd=str(ROOT),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         out, err = await asyncio.wait_for(move.communicate(), timeout=120)
         assert move.returncode == 0, err.decode()
         assert "moved" in out.decode()
@@ -255,10 +291,12 @@ async def test_the_move_command_with_one_worker_on_every_shard_keeps_the_memory(
         finally:
             con.close()
         status = await temporal_env.client.get_workflow_handle(c.brain_workflow_id(p)).query(
-            "status", result_type=BrainStatus)
+            "status", result_type=BrainStatus
+        )
         assert status.shard == 1
         second = await asyncio.wait_for(
-            (await start_gate(temporal_env.client, gate(p, "never"), worker.task_queue)).result(), timeout=90)
+            (await start_gate(temporal_env.client, gate(p, "never"), worker.task_queue)).result(), timeout=90
+        )
         assert second.n > first.n
         assert not list((data_dir / "moves").iterdir())
     finally:

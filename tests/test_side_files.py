@@ -34,15 +34,18 @@ def stored_gates(memory) -> Counter:
 
 async def test_concurrent_duplicate_answers_write_each_outcome_once(harness, temporal_env):
     principal = harness.principal()
-    reqs = [harness.request(principal, gate_id=f"side-{principal}-{i:02d}", question=f"Approve plan {i}?")
-            for i in range(GATES)]
+    reqs = [
+        harness.request(principal, gate_id=f"side-{principal}-{i:02d}", question=f"Approve plan {i}?")
+        for i in range(GATES)
+    ]
     await asyncio.gather(*(start_gate(harness.client, r, task_queue=harness.task_queue) for r in reqs))
     # A new principal asks the human every time; all gates wait at once.
     await asyncio.gather(*(wait_escalated(harness.client, r.gate_id) for r in reqs))
 
     target = temporal_env.client.service_client.config.target_host
-    clients = [harness.client] + [await Client.connect(target, data_converter=data_converter())
-                                  for _ in range(CLIENTS - 1)]
+    clients = [harness.client] + [
+        await Client.connect(target, data_converter=data_converter()) for _ in range(CLIENTS - 1)
+    ]
     accepted: Counter = Counter()
 
     async def by_update(client: Client, gate_id: str, k: int) -> None:
@@ -54,7 +57,8 @@ async def test_concurrent_duplicate_answers_write_each_outcome_once(harness, tem
 
     async def by_signal(client: Client, gate_id: str, k: int) -> None:
         await client.get_workflow_handle(c.gate_workflow_id(gate_id)).signal(
-            "human_response", HumanAnswer(action="correct", text=f"fix it, from {k}", responder=principal))
+            "human_response", HumanAnswer(action="correct", text=f"fix it, from {k}", responder=principal)
+        )
 
     sends = []
     for r in reqs:
@@ -62,9 +66,15 @@ async def test_concurrent_duplicate_answers_write_each_outcome_once(harness, tem
             sends.append(by_update(client, r.gate_id, k))
             sends.append(by_signal(client, r.gate_id, k))
     await asyncio.wait_for(asyncio.gather(*sends), 120)
-    results = await asyncio.wait_for(asyncio.gather(*(
-        harness.client.get_workflow_handle(c.gate_workflow_id(r.gate_id), result_type=GateResult).result()
-        for r in reqs)), 120)
+    results = await asyncio.wait_for(
+        asyncio.gather(
+            *(
+                harness.client.get_workflow_handle(c.gate_workflow_id(r.gate_id), result_type=GateResult).result()
+                for r in reqs
+            )
+        ),
+        120,
+    )
     assert all(res.escalated for res in results)
     assert all(n <= 1 for n in accepted.values()), accepted  # the gate took one answer
 
@@ -75,10 +85,15 @@ async def test_concurrent_duplicate_answers_write_each_outcome_once(harness, tem
     assert lines == want, {g: n for g, n in lines.items() if n != 1}
     assert sections == want, {g: n for g, n in sections.items() if n != 1}
     # What the side files say is what the store says (the answer that won, for each gate).
-    stored = {OutcomeRecord.model_validate_json(r).workflow_id: OutcomeRecord.model_validate_json(r).action.value
-              for _, r in memory.store.outcomes()}
-    written = {json.loads(x)["workflow_id"]: json.loads(x)["action"]
-               for x in (memory.dir / INTERACTIONS_FILE).read_text().splitlines() if x.strip()}
+    stored = {
+        OutcomeRecord.model_validate_json(r).workflow_id: OutcomeRecord.model_validate_json(r).action.value
+        for _, r in memory.store.outcomes()
+    }
+    written = {
+        json.loads(x)["workflow_id"]: json.loads(x)["action"]
+        for x in (memory.dir / INTERACTIONS_FILE).read_text().splitlines()
+        if x.strip()
+    }
     assert written == stored
 
 
@@ -89,8 +104,10 @@ def test_a_retried_record_outcome_racing_itself_writes_nothing_twice(harness):
 
     principal = harness.principal()
     memory = harness.registry.get(principal)
-    records = [outcome(i).model_copy(update={"request": outcome(i).request.model_copy(
-        update={"principal": principal})}) for i in range(1, 9)]
+    records = [
+        outcome(i).model_copy(update={"request": outcome(i).request.model_copy(update={"principal": principal})})
+        for i in range(1, 9)
+    ]
     start = threading.Barrier(len(records) * 2)
     errors: list[BaseException] = []
 

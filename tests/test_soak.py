@@ -71,11 +71,13 @@ class Cluster:
     async def start_worker(self) -> None:
         log = self.data_dir.parent / f"worker-{len(self.logs)}.log"
         self.logs.append(log)
-        env = dict(os.environ, TEMPORAL_ADDRESS=self.address, VICAR_DATA_DIR=str(self.data_dir),
-                   VICAR_AUTONOMY_AUDIT_SHARE="0")
+        env = dict(
+            os.environ, TEMPORAL_ADDRESS=self.address, VICAR_DATA_DIR=str(self.data_dir), VICAR_AUTONOMY_AUDIT_SHARE="0"
+        )
         with open(log, "wb") as out:
             self.worker = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "vicar.worker", env=env, cwd=str(ROOT), stdout=out, stderr=out)
+                sys.executable, "-m", "vicar.worker", env=env, cwd=str(ROOT), stdout=out, stderr=out
+            )
 
     async def kill_worker(self) -> None:
         assert self.worker is not None
@@ -104,6 +106,7 @@ async def drive_gate(client: Client, req: GateRequest, answer: HumanAnswer, answ
     """Start a gate and see it to its result through worker and server kills: every
     call is retried, and whenever it waits for the human, `answer` is given (and
     `answered()` called once the update is accepted)."""
+
     async def start():
         try:
             await start_gate(client, req)
@@ -133,8 +136,14 @@ async def drive_gate(client: Client, req: GateRequest, answer: HumanAnswer, answ
 async def run_gate(client: Client, i: int, answered: Counter) -> GateResult:
     principal = PRINCIPALS[i % len(PRINCIPALS)]
     task_type = list(TASKS)[(i // len(PRINCIPALS)) % len(TASKS)]
-    req = GateRequest(principal=principal, gate_id=f"soak-{i:03d}", state="PLAN_ASSERT", task_type=task_type,
-                      question=f"Approve the {task_type} plan?", artifact_text=f"{task_type} change number {i}")
+    req = GateRequest(
+        principal=principal,
+        gate_id=f"soak-{i:03d}",
+        state="PLAN_ASSERT",
+        task_type=task_type,
+        question=f"Approve the {task_type} plan?",
+        artifact_text=f"{task_type} change number {i}",
+    )
     answer = HumanAnswer(action=TASKS[task_type], text=f"{TASKS[task_type]}: as usual", responder=principal)
     return await drive_gate(client, req, answer, lambda: answered.update([req.gate_id]))
 

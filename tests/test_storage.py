@@ -17,17 +17,35 @@ DROP = "Migration {n}: drop the column users.legacy_{c} from the production data
 
 
 def gate(i: int, artifact: str, title: str = "") -> GateRequest:
-    return GateRequest(principal="alice", gate_id=f"g{i}", state="PLAN_ASSERT", task_type="db-migration",
-                       question="Approve the migration plan?", artifact_text=artifact, title=title)
+    return GateRequest(
+        principal="alice",
+        gate_id=f"g{i}",
+        state="PLAN_ASSERT",
+        task_type="db-migration",
+        question="Approve the migration plan?",
+        artifact_text=artifact,
+        title=title,
+    )
 
 
-def answer(mem: PrincipalMemory, i: int, artifact: str, action: str = "approve", text: str = "Fine.",
-           title: str = "") -> str:
+def answer(
+    mem: PrincipalMemory, i: int, artifact: str, action: str = "approve", text: str = "Fine.", title: str = ""
+) -> str:
     guess = PassResult(prose="", confidence=0.9, action=Action.approve)
-    return record_outcome(mem, OutcomeRecord(request=gate(i, artifact, title), n=i, workflow_id=f"vicar-gate/g{i}",
-                                             action=Action(action), response_text=text,
-                                             answered_by=AnsweredBy.human, prior=guess, posterior=guess),
-                          artifacts=False)
+    return record_outcome(
+        mem,
+        OutcomeRecord(
+            request=gate(i, artifact, title),
+            n=i,
+            workflow_id=f"vicar-gate/g{i}",
+            action=Action(action),
+            response_text=text,
+            answered_by=AnsweredBy.human,
+            prior=guess,
+            posterior=guess,
+        ),
+        artifacts=False,
+    )
 
 
 @pytest.fixture
@@ -38,6 +56,7 @@ def open_memory(tmp_path, embedder):
         mem = PrincipalMemory("alice", tmp_path / "principals", embedder, params)
         opened.append(mem)
         return mem
+
     yield make
     for mem in opened:
         mem.close()
@@ -64,8 +83,12 @@ def test_a_duplicate_reinforces_and_keeps_its_bookkeeping(open_memory, tmp_path)
     # context's bookkeeping and the lineage's verdicts.
     assert mem.store.outcome_seq("vicar-gate/g2") is not None
     assert autonomy_rule(mem, gate(3, plan), CalibrationParams()).evidence == 2
-    assert [h.n for h in retrieve(mem, gate(3, plan, "[PATCH v3] users: drop legacy email"), 3, "posterior",
-                                  plan).lineage_history] == [2, 1]
+    assert [
+        h.n
+        for h in retrieve(
+            mem, gate(3, plan, "[PATCH v3] users: drop legacy email"), 3, "posterior", plan
+        ).lineage_history
+    ] == [2, 1]
     # Reopened, the record without vectors is not mistaken for lost vectors.
     mem.close()
     mem = open_memory()

@@ -28,7 +28,8 @@ def test_migrates_a_version_1_store(tmp_path):
     db.execute("PRAGMA user_version = 1")
     db.execute(
         "INSERT INTO chunks VALUES ('c1','gate','PLAN_ASSERT','docs','approve','human',NULL,'g1','q','a','',NULL,"
-        "NULL,'',NULL,'','','[]','ok',1)")
+        "NULL,'',NULL,'','','[]','ok',1)"
+    )
     db.execute("INSERT INTO traces VALUES ('c1', 1)")
     db.commit()
     db.close()
@@ -50,8 +51,13 @@ def test_refuses_a_store_from_the_future(tmp_path):
 
 def test_a_killed_writer_leaves_a_consistent_store(tmp_path, embedder):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "crash_writer.py"), str(tmp_path)],
-                            stdout=subprocess.PIPE, text=True, env=env, cwd=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "crash_writer.py"), str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=str(ROOT),
+    )
     written = 0
     deadline = time.monotonic() + 120
     while written < 40 and time.monotonic() < deadline:
@@ -97,8 +103,18 @@ def test_reconcile_repairs_both_directions(settings, embedder):
     from vicar.memory.chunk import MemoryChunk
 
     mem = PrincipalMemory("alice", settings.principals_dir, embedder, MemoryParams())
-    ch = MemoryChunk(id="c1", principal="alice", state="PLAN_ASSERT", task_type="docs", outcome="approve",
-                     answered_by="human", question="q?", human_response="ok", created_n=1, traces=[1])
+    ch = MemoryChunk(
+        id="c1",
+        principal="alice",
+        state="PLAN_ASSERT",
+        task_type="docs",
+        outcome="approve",
+        answered_by="human",
+        question="q?",
+        human_response="ok",
+        created_n=1,
+        traces=[1],
+    )
     mem.record(ch)
     mem.vectors.delete(["c1:response"])  # a record missing a vector ...
     mem.vectors.upsert("ghost", {"situation": embedder.embed(["boo"])[0]})  # ... and a vector without a record
@@ -109,8 +125,9 @@ def test_reconcile_repairs_both_directions(settings, embedder):
     assert report.missing_vectors == 1 and report.orphan_vectors == 1 and report.lost_records == ["ghost"]
     assert mem.index.has_vector("c1", "response")
     # The ghost's vector stays (a lost record's last trace) and never reaches retrieval.
-    assert sorted(vid for vid, _ in mem.vectors.ids()) == sorted([*(f"c1:{d}" for d in ch.vector_texts()),
-                                                                  "ghost:situation"])
+    assert sorted(vid for vid, _ in mem.vectors.ids()) == sorted(
+        [*(f"c1:{d}" for d in ch.vector_texts()), "ghost:situation"]
+    )
     assert "ghost" not in mem.index.pos
     assert [c.id for _, c in mem.retrieve(Query(now=2, texts={"situation": "boo"}))] == ["c1"]
     mem.close()
@@ -125,9 +142,20 @@ def test_read_only_vector_ids_agree_with_chroma(settings, embedder):
 
     mem = PrincipalMemory("alice", settings.principals_dir, embedder, MemoryParams())
     for i in range(1, 4):
-        mem.record(MemoryChunk(id=f"c{i}", principal="alice", state="PLAN_ASSERT", task_type="docs",
-                               outcome="approve", answered_by="human", question=f"q {i}?", human_response="ok",
-                               created_n=i, traces=[i]))
+        mem.record(
+            MemoryChunk(
+                id=f"c{i}",
+                principal="alice",
+                state="PLAN_ASSERT",
+                task_type="docs",
+                outcome="approve",
+                answered_by="human",
+                question=f"q {i}?",
+                human_response="ok",
+                created_n=i,
+                traces=[i],
+            )
+        )
     mem.vectors.delete(["c2:response"])
     expected = sorted(mem.vectors.ids())
     db = settings.principals_dir / "alice" / "chroma" / "chroma.sqlite3"
@@ -144,8 +172,19 @@ def test_cached_chunks_follow_the_store(tmp_path):
 
     store = RecordStore(tmp_path / "memory.db")
     store.set_meta("principal", "alice")
-    store.add_chunk(MemoryChunk(id="c1", principal="alice", state="s", task_type="t", outcome="approve",
-                                answered_by="human", human_response="ok", salient_percepts=["x"], created_n=1))
+    store.add_chunk(
+        MemoryChunk(
+            id="c1",
+            principal="alice",
+            state="s",
+            task_type="t",
+            outcome="approve",
+            answered_by="human",
+            human_response="ok",
+            salient_percepts=["x"],
+            created_n=1,
+        )
+    )
     first = store.get_chunks(["c1"], with_traces=False)[0]
     first.salient_percepts.append("changed by a caller")
     assert store.get_chunks(["c1"], with_traces=False)[0].salient_percepts == ["x"]
@@ -164,8 +203,9 @@ def test_a_transaction_left_open_by_an_interrupted_caller_is_undone(tmp_path):
     store = RecordStore(tmp_path / "memory.db")
     assert store.advance_counter(1, None) == (True, 1)
     store._db.execute("BEGIN IMMEDIATE")  # what an interrupted caller leaves behind
-    store._db.execute("INSERT INTO meta (key, value) VALUES ('counter', '99') "
-                      "ON CONFLICT(key) DO UPDATE SET value = excluded.value")
+    store._db.execute(
+        "INSERT INTO meta (key, value) VALUES ('counter', '99') ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+    )
     assert store.advance_counter(2, None) == (True, 2)  # the stale write is undone, not kept
     assert store.counter() == 2
     store.close()
@@ -177,13 +217,29 @@ def test_human_answers_from_an_agent_are_counted_by_the_index_up_to_the_bound(tm
     store = RecordStore(tmp_path / "memory.db")
     store.set_meta("principal", "alice")
     for i, (agent, by) in enumerate([("bot", "human")] * 5 + [("bot", "proxy"), ("other", "human"), (None, "human")]):
-        store.add_chunk(MemoryChunk(id=f"c{i}", principal="alice", state="s", task_type="t", outcome="approve",
-                                    answered_by=by, human_response="ok", upstream_agent=agent, created_n=i + 1))
+        store.add_chunk(
+            MemoryChunk(
+                id=f"c{i}",
+                principal="alice",
+                state="s",
+                task_type="t",
+                outcome="approve",
+                answered_by=by,
+                human_response="ok",
+                upstream_agent=agent,
+                created_n=i + 1,
+            )
+        )
     # The proxy's own answers are no human answers; the count stops at the bound.
     assert [store.human_answers_from("bot", most) for most in (0, 3, 5, 10)] == [0, 3, 5, 5]
     assert store.human_answers_from("other", 10) == 1 and store.human_answers_from("new", 10) == 0
-    plan = " ".join(r[-1] for r in store._db.execute(
-        "EXPLAIN QUERY PLAN SELECT 1 FROM chunks INDEXED BY chunks_agent WHERE upstream_agent = ? AND answered_by"
-        " = 'human' LIMIT 3", ("bot",)))
+    plan = " ".join(
+        r[-1]
+        for r in store._db.execute(
+            "EXPLAIN QUERY PLAN SELECT 1 FROM chunks INDEXED BY chunks_agent WHERE upstream_agent = ? AND answered_by"
+            " = 'human' LIMIT 3",
+            ("bot",),
+        )
+    )
     assert "USING COVERING INDEX chunks_agent" in plan
     store.close()

@@ -71,11 +71,15 @@ async def test_gate_start_refuses_each_over_limit_field_in_one_line(cli_env, tem
     spec.write_text(json.dumps({**BASE, "gate_id": gid, "artifact_text": "a" * 1001}))
     result = await asyncio.to_thread(runner.invoke, app, ["gate", "start", str(spec)])
     assert result.exit_code == 2
-    assert error_line(result) == ("error: artifact_text has 1001 characters, more than the limit of 1000 "
-                                  "(VICAR_MAX_ARTIFACT_CHARS)")
+    assert error_line(result) == (
+        "error: artifact_text has 1001 characters, more than the limit of 1000 (VICAR_MAX_ARTIFACT_CHARS)"
+    )
     monkeypatch.setenv("VICAR_MAX_QUESTION_CHARS", "10")
-    result = await asyncio.to_thread(runner.invoke, app, [
-        "ask", "alice", "What is the rollback plan?", "--state", "PLAN_ASSERT", "--task-type", "docs", "--id", gid])
+    result = await asyncio.to_thread(
+        runner.invoke,
+        app,
+        ["ask", "alice", "What is the rollback plan?", "--state", "PLAN_ASSERT", "--task-type", "docs", "--id", gid],
+    )
     assert "question has 26 characters, more than the limit of 10" in error_line(result)
     assert not await gate_exists(temporal_env.client, gid)
 
@@ -87,8 +91,9 @@ def test_answer_over_the_limit_is_one_line_before_connecting(monkeypatch, settin
     assert error_line(result) == "error: invalid HumanAnswer: text: String should have at most 20000 characters"
     monkeypatch.setenv("VICAR_MAX_ANSWER_CHARS", "100")
     result = runner.invoke(app, ["answer", "no-such-gate", "correct", "x" * 101])
-    assert error_line(result) == ("error: answer_text has 101 characters, more than the limit of 100 "
-                                  "(VICAR_MAX_ANSWER_CHARS)")
+    assert error_line(result) == (
+        "error: answer_text has 101 characters, more than the limit of 100 (VICAR_MAX_ANSWER_CHARS)"
+    )
     for bad in ("0", "20001", "lots"):
         monkeypatch.setenv("VICAR_MAX_ANSWER_CHARS", bad)
         result = runner.invoke(app, ["answer", "no-such-gate", "correct", "x"])

@@ -21,15 +21,39 @@ from .conftest import record_answer
 
 
 def patch(i: int, version: int, series: str = "lm75: add TMP75B", agent: str = "patch-bot") -> GateRequest:
-    return GateRequest(principal="alice", gate_id=f"g{i}", state="WORK_ASSERT", task_type="hwmon",
-                       question="Approve or revise this patch", title=f"[PATCH v{version}] hwmon: {series}",
-                       artifact_text=f"{series}, revision {version}", upstream_agent=agent)
+    return GateRequest(
+        principal="alice",
+        gate_id=f"g{i}",
+        state="WORK_ASSERT",
+        task_type="hwmon",
+        question="Approve or revise this patch",
+        title=f"[PATCH v{version}] hwmon: {series}",
+        artifact_text=f"{series}, revision {version}",
+        upstream_agent=agent,
+    )
 
 
-def answer(mem: PrincipalMemory, i: int, req: GateRequest, action: str, by=AnsweredBy.human,
-           score: float = 0.9, predicted: str = "approve", window: int = 100) -> None:
-    record_answer(mem, req, i, action, f"[{action}]", by=by.value, score=score, predicted=predicted,
-                  params=CalibrationParams(regret_window=window))
+def answer(
+    mem: PrincipalMemory,
+    i: int,
+    req: GateRequest,
+    action: str,
+    by=AnsweredBy.human,
+    score: float = 0.9,
+    predicted: str = "approve",
+    window: int = 100,
+) -> None:
+    record_answer(
+        mem,
+        req,
+        i,
+        action,
+        f"[{action}]",
+        by=by.value,
+        score=score,
+        predicted=predicted,
+        params=CalibrationParams(regret_window=window),
+    )
 
 
 def test_regret_is_inferred_from_a_later_correction_on_the_same_lineage(memory):
@@ -40,8 +64,14 @@ def test_regret_is_inferred_from_a_later_correction_on_the_same_lineage(memory):
     # The human corrects the next revision of the same series: the proxy's approval of v2
     # was wrong. The other thread's approval is not touched.
     answer(memory, 4, patch(4, 3), "correct", predicted="correct")
-    proxy_v2 = memory.store.proxy_answers_on("gate", memory.store.get_chunks(
-        [r[0] for r in memory.store._db.execute("SELECT id FROM chunks WHERE created_n = 2")])[0].lineage, 0, 10)
+    proxy_v2 = memory.store.proxy_answers_on(
+        "gate",
+        memory.store.get_chunks([r[0] for r in memory.store._db.execute("SELECT id FROM chunks WHERE created_n = 2")])[
+            0
+        ].lineage,
+        0,
+        10,
+    )
     assert [(c.created_n, c.outcome) for c in proxy_v2] == [(2, "approve")]
     assert [(cid, agent) for cid, agent, _ in regrets(memory.store)] == [(proxy_v2[0].id, "patch-bot")]
     # The regret is a wrong pair at the proxy's own score, arriving now: the window built
@@ -76,6 +106,7 @@ def test_overrides_and_a_new_agents_trust(memory):
     assert (a.overrides, a.regrets, a.human_answers) == (1, 0, 2)
     assert ledger([], []) == []
     from vicar.proxy.trust import AgentTrust
+
     assert AgentTrust(agent="new").score == INITIAL_TRUST
 
 
@@ -105,14 +136,29 @@ def test_pairs_from_before_regret_keep_their_order(tmp_path):
     db = sqlite3.connect(path)
     for m in MIGRATIONS[:mine]:
         db.executescript(m)
-    db.executescript("INSERT INTO autonomy_pairs VALUES (3, 'gate', 'S', 't', 3, 0.7, 1), (7, 'gate', 'S', 't', 7, 0.4, 0);"
-                     f"PRAGMA user_version = {mine};")
+    db.executescript(
+        "INSERT INTO autonomy_pairs VALUES (3, 'gate', 'S', 't', 3, 0.7, 1), (7, 'gate', 'S', 't', 7, 0.4, 0);"
+        f"PRAGMA user_version = {mine};"
+    )
     db.close()
     store = RecordStore(path)
     try:
         assert autonomy_pairs(store, "gate") == [(3, 0.7, True), (7, 0.4, False)]
-        log_outcome(store, OutcomeEntry("w/8", "S", "t", "human", "approve", None, "{}", "k", lambda e: "{}",
-                                        evidence=Evidence("gate", 8, 0.6, True, None)))
+        log_outcome(
+            store,
+            OutcomeEntry(
+                "w/8",
+                "S",
+                "t",
+                "human",
+                "approve",
+                None,
+                "{}",
+                "k",
+                lambda e: "{}",
+                evidence=Evidence("gate", 8, 0.6, True, None),
+            ),
+        )
         assert [s for _, s, _ in autonomy_pairs(store, "gate", after_seq=7)] == [0.6]
     finally:
         store.close()
@@ -169,8 +215,13 @@ def test_the_mechanisms_are_switched_from_the_environment(monkeypatch):
     monkeypatch.setenv("VICAR_STORAGE_DECISION", "1")
     monkeypatch.setenv("VICAR_TRUST_FEATURE", "true")
     s = Settings.from_env()
-    assert (s.calibration.regret_window, s.calibration.censor_min, s.facts.preferences, s.memory.storage,
-            s.predictor.trust_feature) == (100, 3, False, True, True)
+    assert (
+        s.calibration.regret_window,
+        s.calibration.censor_min,
+        s.facts.preferences,
+        s.memory.storage,
+        s.predictor.trust_feature,
+    ) == (100, 3, False, True, True)
     monkeypatch.setenv("VICAR_TRUST_FLOOR", "2")
     with pytest.raises(InvalidInput, match="VICAR_TRUST_FLOOR: Input should be less than or equal to 1"):
         Settings.from_env()

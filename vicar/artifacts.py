@@ -37,10 +37,14 @@ def confine(path: str, roots: Sequence[Path]) -> str:
     real = os.path.realpath(path)
     if not _inside(real, roots):
         resolved = f" (resolves to {real!r})" if real != os.path.abspath(path) else ""
-        where = (f"outside the artifact roots {os.pathsep.join(map(str, roots))}" if roots
-                 else "not allowed: no artifact roots are configured")
-        raise ArtifactRefused(f"artifact path {path!r}{resolved} is {where}; "
-                              f"add its directory to VICAR_ARTIFACT_ROOTS to allow it")
+        where = (
+            f"outside the artifact roots {os.pathsep.join(map(str, roots))}"
+            if roots
+            else "not allowed: no artifact roots are configured"
+        )
+        raise ArtifactRefused(
+            f"artifact path {path!r}{resolved} is {where}; add its directory to VICAR_ARTIFACT_ROOTS to allow it"
+        )
     return real
 
 
@@ -82,6 +86,5 @@ def load_artifact(request: GateRequest, settings: Settings) -> str:
     decide without its artifact."""
     parts = [request.artifact_text] if request.artifact_text else []
     for p in request.artifact_paths:
-        parts.append(f"--- {p}\n" + read_artifact_file(p, settings.artifact_roots,
-                                                         settings.limits.artifact_file_bytes))
+        parts.append(f"--- {p}\n" + read_artifact_file(p, settings.artifact_roots, settings.limits.artifact_file_bytes))
     return "\n".join(parts)

@@ -44,8 +44,16 @@ VECTORS = "chroma"
 # Never copied: the live database and its journal (copied through the backup API), the
 # lock, vectors (copied only when quiescent), vectors moved aside by a repair, and a
 # learned model version still being written.
-SKIP = ("memory.db", "memory.db-wal", "memory.db-shm", "memory.db-journal", "owner.lock", "chroma",
-        "chroma.broken-*", ".v*.tmp")
+SKIP = (
+    "memory.db",
+    "memory.db-wal",
+    "memory.db-shm",
+    "memory.db-journal",
+    "owner.lock",
+    "chroma",
+    "chroma.broken-*",
+    ".v*.tmp",
+)
 
 
 class PrincipalBackup(BaseModel):
@@ -99,8 +107,11 @@ def _principals(root: Path, names: list[str] | None) -> list[str]:
     if names:
         return [check_principal(n) for n in names]
     # Only principals' directories: not a restore's staging (.restore-*) or anything else.
-    return sorted(p.name for p in root.iterdir()
-                  if PRINCIPAL_RE.match(p.name) and (p / DB).is_file()) if root.is_dir() else []
+    return (
+        sorted(p.name for p in root.iterdir() if PRINCIPAL_RE.match(p.name) and (p / DB).is_file())
+        if root.is_dir()
+        else []
+    )
 
 
 def backup(principals_dir: Path, names: list[str] | None, dest: Path) -> BackupManifest:
@@ -127,7 +138,9 @@ def backup(principals_dir: Path, names: list[str] | None, dest: Path) -> BackupM
         finally:
             if lock:
                 lock.release()
-        done.append(PrincipalBackup(principal=name, chunks=chunks, vectors=lock is not None and (out / VECTORS).is_dir()))
+        done.append(
+            PrincipalBackup(principal=name, chunks=chunks, vectors=lock is not None and (out / VECTORS).is_dir())
+        )
     manifest = BackupManifest(created_at=datetime.now(UTC), source=str(principals_dir), principals=done)
     (dest / MANIFEST).write_text(manifest.model_dump_json(indent=2))
     return manifest
@@ -155,12 +168,15 @@ def _only_plain_files(backed: Path) -> None:
         for entry in dirs + files:
             path = Path(where, entry)
             if path.is_symlink() or not (path.is_dir() or path.is_file()):
-                raise InvalidInput(f"the backup holds {path}, which is not a regular file or directory; "
-                                   f"a backup written by `vicar memory backup` has none")
+                raise InvalidInput(
+                    f"the backup holds {path}, which is not a regular file or directory; "
+                    f"a backup written by `vicar memory backup` has none"
+                )
 
 
-def restore(src: Path, principals_dir: Path, names: list[str] | None, *, force: bool,
-            rebuild: Callable[[str], int]) -> list[RestoreReport]:
+def restore(
+    src: Path, principals_dir: Path, names: list[str] | None, *, force: bool, rebuild: Callable[[str], int]
+) -> list[RestoreReport]:
     """Restore the named principals (None: all in the backup). A memory already there is
     refused unless force, then moved aside (never deleted). rebuild(principal) rebuilds
     missing vectors from the records and returns how many chunks it re-embedded."""
@@ -171,8 +187,10 @@ def restore(src: Path, principals_dir: Path, names: list[str] | None, *, force: 
         if name not in by_name:
             raise NotFound(f"principal {name!r} is not in the backup {src} (it has: {', '.join(by_name) or 'none'})")
         if (child_path(principals_dir, name) / DB).exists() and not force:
-            raise Conflict(f"principal {name!r} already has a memory under {principals_dir}; "
-                           f"--force moves it aside and restores the backup")
+            raise Conflict(
+                f"principal {name!r} already has a memory under {principals_dir}; "
+                f"--force moves it aside and restores the backup"
+            )
         _only_plain_files(child_path(src / "principals", name))
     principals_dir.mkdir(parents=True, exist_ok=True)
     reports = []
@@ -193,6 +211,12 @@ def restore(src: Path, principals_dir: Path, names: list[str] | None, *, force: 
             finally:
                 lock.release()
         staging.rename(target)
-        reports.append(RestoreReport(principal=name, chunks=chunks, vectors_rebuilt=rebuild(name),
-                                     replaced=str(replaced) if replaced else None))
+        reports.append(
+            RestoreReport(
+                principal=name,
+                chunks=chunks,
+                vectors_rebuilt=rebuild(name),
+                replaced=str(replaced) if replaced else None,
+            )
+        )
     return reports

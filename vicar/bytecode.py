@@ -32,8 +32,12 @@ def compile_package(package_dir: Path, cache_dir: Path) -> int:
     done = 0
     for src in sources:
         try:
-            py_compile.compile(str(src), cfile=importlib.util.cache_from_source(str(src)), doraise=True,
-                               invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+            py_compile.compile(
+                str(src),
+                cfile=importlib.util.cache_from_source(str(src)),
+                doraise=True,
+                invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP,
+            )
             done += 1
         except (OSError, py_compile.PyCompileError) as exc:
             log.warning("no bytecode for %s (each workflow run compiles it): %s", src.name, exc)
@@ -47,6 +51,10 @@ def _fresh(src: Path) -> bool:
         stat = src.stat()
     except OSError:
         return False
-    return (len(data) == 16 and data[:4] == importlib.util.MAGIC_NUMBER and int.from_bytes(data[4:8], "little") == 0
-            and int.from_bytes(data[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
-            and int.from_bytes(data[12:16], "little") == stat.st_size & 0xFFFFFFFF)
+    return (
+        len(data) == 16
+        and data[:4] == importlib.util.MAGIC_NUMBER
+        and int.from_bytes(data[4:8], "little") == 0
+        and int.from_bytes(data[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
+        and int.from_bytes(data[12:16], "little") == stat.st_size & 0xFFFFFFFF
+    )

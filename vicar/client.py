@@ -33,8 +33,17 @@ from vicar.errors import InvalidInput, validation_summary
 from vicar.gates import answer_gate, find_gate, list_escalations, query_details, start_gate, started_with
 from vicar.models import GateDetails, GateRequest, GateResult, HumanAnswer
 
-__all__ = ["GateHandle", "open_gate", "get_gate", "answer", "list_escalations", "GateRequest", "GateResult",
-           "GateDetails", "HumanAnswer"]
+__all__ = [
+    "GateHandle",
+    "open_gate",
+    "get_gate",
+    "answer",
+    "list_escalations",
+    "GateRequest",
+    "GateResult",
+    "GateDetails",
+    "HumanAnswer",
+]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -70,12 +79,12 @@ class GateHandle:
 
     async def answer(self, action: str, text: str = "", *, responder: str, timeout: float = ANSWER_TIMEOUT) -> str:
         """Answer the gate as the human (it must be escalated); the gate's reply."""
-        return await answer(self.client, self.workflow_id,
-                            dict(action=action, text=text, responder=responder), timeout)
+        return await answer(self.client, self.workflow_id, dict(action=action, text=text, responder=responder), timeout)
 
 
-async def open_gate(client: Client, request: GateRequest | Mapping[str, Any],
-                    task_queue: str = TASK_QUEUE) -> GateHandle:
+async def open_gate(
+    client: Client, request: GateRequest | Mapping[str, Any], task_queue: str = TASK_QUEUE
+) -> GateHandle:
     """Open a gate, or attach to it: the same request sent again returns the existing
     gate's handle (running or finished); another request under its gate id is a Conflict."""
     request = _valid(GateRequest, request)
@@ -90,8 +99,9 @@ async def get_gate(client: Client, gate_id: str) -> GateHandle:
     return GateHandle(gate_id=request.gate_id if request else gate_id, workflow_id=handle.id, client=client)
 
 
-async def answer(client: Client, gate_id: str, answer: HumanAnswer | Mapping[str, Any],
-                 timeout: float = ANSWER_TIMEOUT) -> str:
+async def answer(
+    client: Client, gate_id: str, answer: HumanAnswer | Mapping[str, Any], timeout: float = ANSWER_TIMEOUT
+) -> str:
     """Answer an escalated gate (by gate id or workflow id); the gate's reply. An error
     names why not."""
     return await answer_gate(client, gate_id, _valid(HumanAnswer, answer), timeout)

@@ -106,8 +106,10 @@ def load_keys(settings: Settings) -> dict[str, bytes]:
     if not named:
         if not path.exists() and _serves_some_shards(settings):
             # Its own new key would seal what the other shards' workers cannot open.
-            raise InvalidInput(f"this worker serves some of {settings.shard_count} shards: give every worker "
-                               f"the same payload keys ({KEY_FILE_VAR} or {KEYS_VAR}; docs/codec.md)")
+            raise InvalidInput(
+                f"this worker serves some of {settings.shard_count} shards: give every worker "
+                f"the same payload keys ({KEY_FILE_VAR} or {KEYS_VAR}; docs/codec.md)"
+            )
         ensure_key_file(path)
     try:
         text = path.read_text()
@@ -155,13 +157,15 @@ class AesGcmCodec(PayloadCodec):
         if aead is None:
             raise CodecKeyError(
                 f"a payload is sealed with key {key_id!r}, which this process lacks (it has: "
-                f"{', '.join(self.keys)}); give it the same keys as the worker ({KEYS_VAR} or {KEY_FILE_VAR})")
+                f"{', '.join(self.keys)}); give it the same keys as the worker ({KEYS_VAR} or {KEY_FILE_VAR})"
+            )
         try:
             plain = aead.decrypt(payload.data[:NONCE_BYTES], payload.data[NONCE_BYTES:], key_id.encode())
         except InvalidTag:
             raise CodecKeyError(
                 f"a payload sealed with key {key_id!r} does not open: this process's key {key_id!r} is "
-                "not the one it was sealed with, or the payload was altered") from None
+                "not the one it was sealed with, or the payload was altered"
+            ) from None
         return Payload.FromString(plain)
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:

@@ -36,6 +36,7 @@ def server_token(settings: Settings) -> tuple[str, str]:
     if raw:
         if len(raw) < MIN_TOKEN_CHARS:
             from vicar.errors import InvalidInput
+
             raise InvalidInput(f"{TOKEN_VAR} must have at least {MIN_TOKEN_CHARS} characters")
         return raw, TOKEN_VAR
     path = settings.data_dir / TOKEN_FILE
@@ -55,13 +56,20 @@ def server_token(settings: Settings) -> tuple[str, str]:
     token = path.read_text().strip()
     if len(token) < MIN_TOKEN_CHARS:
         from vicar.errors import InvalidInput
+
         raise InvalidInput(f"{path}: the token must have at least {MIN_TOKEN_CHARS} characters")
     return token, str(path)
 
 
 class CodecServer:
-    def __init__(self, codec: AesGcmCodec, token: str, host: str = "127.0.0.1", port: int = 0,
-                 origins: Iterable[str] = DEFAULT_ORIGINS) -> None:
+    def __init__(
+        self,
+        codec: AesGcmCodec,
+        token: str,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        origins: Iterable[str] = DEFAULT_ORIGINS,
+    ) -> None:
         self.codec, self.token, self.origins = codec, token, frozenset(o.rstrip("/") for o in origins)
         self.httpd = ThreadingHTTPServer((host, port), self._handler())
         self.httpd.daemon_threads = True
@@ -86,8 +94,11 @@ class CodecServer:
     def convert(self, action: str, body: bytes) -> bytes:
         payloads = Payloads()
         ParseDict(json.loads(body), payloads)  # a bad body raises ValueError / ParseError
-        out = [self.codec.seal(p) for p in payloads.payloads] if action == "encode" else \
-            [self.codec.open(p) for p in payloads.payloads]
+        out = (
+            [self.codec.seal(p) for p in payloads.payloads]
+            if action == "encode"
+            else [self.codec.open(p) for p in payloads.payloads]
+        )
         return json.dumps(MessageToDict(Payloads(payloads=out))).encode()
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -127,8 +138,10 @@ class CodecServer:
                     length = -1
                 if not 0 <= length <= MAX_BODY_BYTES:
                     self.close_connection = True  # the body stays unread: this connection is done
-                    return self._error(413 if length > MAX_BODY_BYTES else 400,
-                                       f"a body of at most {MAX_BODY_BYTES} bytes, with its Content-Length")
+                    return self._error(
+                        413 if length > MAX_BODY_BYTES else 400,
+                        f"a body of at most {MAX_BODY_BYTES} bytes, with its Content-Length",
+                    )
                 body = self.rfile.read(length)  # read before any reply: the connection is kept alive
                 # /decode, or /<token>/decode for a UI that sends no Authorization header
                 # (the dev server's UI has no login, so no access token to pass).
@@ -166,14 +179,19 @@ def run(settings: Settings, host: str, port: int, origins: list[str], say) -> No
         server = CodecServer(codec(settings), token, host, port, origins or DEFAULT_ORIGINS)
     except OSError as exc:  # a bad host, a port in use or privileged
         from vicar.errors import InvalidInput
+
         raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     server.start()
-    say(f"codec server on {server.url} (POST /encode, /decode; bearer token from {where}; "
-        f"CORS for {', '.join(sorted(server.origins))})")
+    say(
+        f"codec server on {server.url} (POST /encode, /decode; bearer token from {where}; "
+        f"CORS for {', '.join(sorted(server.origins))})"
+    )
     if not ipaddress.ip_address(server.host).is_loopback:
-        say("warning: not on loopback: the token and decoded memory cross the network; put TLS in front (docs/codec.md)")
+        say(
+            "warning: not on loopback: the token and decoded memory cross the network; put TLS in front (docs/codec.md)"
+        )
     try:
         while not stop.wait(0.5):
             pass

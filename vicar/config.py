@@ -87,7 +87,9 @@ AUTONOMY_VARS: dict[str, str] = env.fields_under("calibration.autonomy")
 # field); docs/design-decisions.md, "Which mechanisms are on".
 MECHANISM_VARS: dict[str, tuple[str, str]] = {
     v.name: cast(tuple[str, str], tuple(v.field.split(".")))
-    for v in env.VARS if v.section == env.MECHANISMS and v.field}
+    for v in env.VARS
+    if v.section == env.MECHANISMS and v.field
+}
 AUTONOMY_FILE = "autonomy.json"  # per principal, beside its memory
 AUTONOMY_FILE_BYTES = 64_000
 
@@ -227,8 +229,9 @@ def ops_from_env() -> OpsParams:
         except ValueError:
             grace = -1.0
         if not 0.0 <= grace <= MAX_SHUTDOWN_GRACE_SECONDS:  # NaN fails too
-            raise InvalidInput(f"{var} must be a number of seconds from 0 to {MAX_SHUTDOWN_GRACE_SECONDS:g}, "
-                               f"not {grace_raw!r}")
+            raise InvalidInput(
+                f"{var} must be a number of seconds from 0 to {MAX_SHUTDOWN_GRACE_SECONDS:g}, not {grace_raw!r}"
+            )
         ops.shutdown_grace_seconds = grace
     return ops
 
@@ -243,8 +246,10 @@ def webhook_from_env() -> str | None:
     parts = urlsplit(raw)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         # Its query may hold a token: the refusal names only the scheme.
-        raise InvalidInput(f"VICAR_WEBHOOK_URL must be an http(s) URL with a host, not a {parts.scheme or 'schemeless'!r} "
-                           "URL (the value is not shown: it may hold a token)")
+        raise InvalidInput(
+            f"VICAR_WEBHOOK_URL must be an http(s) URL with a host, not a {parts.scheme or 'schemeless'!r} "
+            "URL (the value is not shown: it may hold a token)"
+        )
     return raw
 
 
@@ -257,8 +262,11 @@ class LLMEnv(BaseModel):
 
 
 def llm_from_env() -> LLMEnv:
-    return LLMEnv(model=env.text("VICAR_LLM_MODEL"), classifier_model=env.text("VICAR_LLM_CLASSIFIER_MODEL"),
-                  timeout_s=env.llm_timeout())
+    return LLMEnv(
+        model=env.text("VICAR_LLM_MODEL"),
+        classifier_model=env.text("VICAR_LLM_CLASSIFIER_MODEL"),
+        timeout_s=env.llm_timeout(),
+    )
 
 
 def embedder_from_env() -> EmbedderParams:
@@ -270,8 +278,11 @@ def embedder_from_env() -> EmbedderParams:
         threads = max(1, int(raw_threads))
     except ValueError:
         raise InvalidInput(f"VICAR_EMBED_THREADS must be a whole number, not {raw_threads!r}") from None
-    return EmbedderParams(name=name, threads=threads,
-                          openai_model=env.text("VICAR_OPENAI_EMBEDDING_MODEL") or EmbedderParams().openai_model)
+    return EmbedderParams(
+        name=name,
+        threads=threads,
+        openai_model=env.text("VICAR_OPENAI_EMBEDDING_MODEL") or EmbedderParams().openai_model,
+    )
 
 
 class FactParams(BaseModel):
@@ -338,8 +349,10 @@ class Settings(BaseModel):
     @classmethod
     def from_env(cls) -> "Settings":
         data_dir = env.raw("VICAR_DATA_DIR")
-        settings = cls(data_dir=Path(data_dir).expanduser() if data_dir else Path.home() / ".vicar",
-                       task_queue=env.raw("VICAR_TASK_QUEUE") or TASK_QUEUE)
+        settings = cls(
+            data_dir=Path(data_dir).expanduser() if data_dir else Path.home() / ".vicar",
+            task_queue=env.raw("VICAR_TASK_QUEUE") or TASK_QUEUE,
+        )
         for var, target, attr in (
             *((var, settings.calibration.autonomy, attr) for attr, var in AUTONOMY_VARS.items()),
             ("VICAR_SESSION_IDLE_SECONDS", settings.session, "idle_timeout_seconds"),
@@ -391,8 +404,9 @@ class Settings(BaseModel):
             raise InvalidInput(f"VICAR_REQUIRE_IDENTITY_MATCH must be 1 or 0, not {match!r}")
         settings.require_identity_match = match in ("1", "true", "yes")
         roots = env.raw("VICAR_ARTIFACT_ROOTS") or ""
-        settings.artifact_roots = [Path(os.path.expanduser(r.strip())).absolute()
-                                   for r in roots.split(os.pathsep) if r.strip()]
+        settings.artifact_roots = [
+            Path(os.path.expanduser(r.strip())).absolute() for r in roots.split(os.pathsep) if r.strip()
+        ]
         settings.embedder = embedder_from_env()
         # Read where they are used (vicar.proxy.select, vicar.llm.settings); checked here
         # so a bad value stops the start, not the first gate.
@@ -405,8 +419,9 @@ class Settings(BaseModel):
         for name, text in texts.items():
             limit = getattr(self.limits, name)
             if text and len(text) > limit:
-                raise InvalidInput(f"{name} has {len(text)} characters, more than the limit of {limit} "
-                                 f"({LIMIT_VARS[name]})")
+                raise InvalidInput(
+                    f"{name} has {len(text)} characters, more than the limit of {limit} ({LIMIT_VARS[name]})"
+                )
 
     def served_shards(self) -> list[int]:
         """The shards this worker serves ([] unsharded)."""

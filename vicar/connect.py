@@ -25,12 +25,17 @@ def connect_config(settings: Settings) -> dict:
             raise InvalidInput(f"invalid Temporal client configuration: {exc}") from None
         cfg.setdefault("target_host", f"localhost:{DEFAULT_PORT}")
         return cfg
-    return {"target_host": embedded_address(settings.data_dir) or f"127.0.0.1:{DEFAULT_PORT}",
-            "namespace": "default"}
+    return {"target_host": embedded_address(settings.data_dir) or f"127.0.0.1:{DEFAULT_PORT}", "namespace": "default"}
 
 
-async def connect(settings: Settings, *, target_host: str | None = None, namespace: str | None = None,
-                  timeout: float = 10.0, runtime: Runtime | None = None) -> Client:
+async def connect(
+    settings: Settings,
+    *,
+    target_host: str | None = None,
+    namespace: str | None = None,
+    timeout: float = 10.0,
+    runtime: Runtime | None = None,
+) -> Client:
     """runtime: an SDK runtime with metrics (vicar.ops.make_runtime); None: the SDK's default."""
     cfg = connect_config(settings)
     if target_host:
@@ -39,9 +44,7 @@ async def connect(settings: Settings, *, target_host: str | None = None, namespa
         cfg["namespace"] = namespace
     converter = data_converter(settings)  # payloads sealed (docs/codec.md); a bad key file fails here, in one line
     try:
-        return await asyncio.wait_for(
-            Client.connect(**cfg, data_converter=converter, runtime=runtime), timeout=timeout
-        )
+        return await asyncio.wait_for(Client.connect(**cfg, data_converter=converter, runtime=runtime), timeout=timeout)
     except (TimeoutError, RuntimeError, OSError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise Unreachable(
@@ -58,13 +61,14 @@ async def ensure_search_attributes(client: Client) -> None:
         ListSearchAttributesRequest,
     )
 
-    kinds = {"Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
-             "Double": IndexedValueType.INDEXED_VALUE_TYPE_DOUBLE}
+    kinds = {
+        "Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+        "Double": IndexedValueType.INDEXED_VALUE_TYPE_DOUBLE,
+    }
     existing = await client.operator_service.list_search_attributes(
         ListSearchAttributesRequest(namespace=client.namespace)
     )
-    missing = {name: kinds[kind] for name, kind in SEARCH_ATTRIBUTES.items()
-               if name not in existing.custom_attributes}
+    missing = {name: kinds[kind] for name, kind in SEARCH_ATTRIBUTES.items() if name not in existing.custom_attributes}
     if missing:
         await client.operator_service.add_search_attributes(
             AddSearchAttributesRequest(namespace=client.namespace, search_attributes=missing)

@@ -53,8 +53,15 @@ JOIN_UPDATE = "join"
 GATE_DONE_SIGNAL = "gate_done"
 END_SIGNAL = "end"
 SUMMARY_QUERY = "summary"
-SIGNALS = (REQUEST_TURN_SIGNAL, RELEASE_TURN_SIGNAL, TURN_GRANTED_SIGNAL, TURN_WANTED_SIGNAL, HUMAN_RESPONSE_SIGNAL,
-           GATE_DONE_SIGNAL, END_SIGNAL)
+SIGNALS = (
+    REQUEST_TURN_SIGNAL,
+    RELEASE_TURN_SIGNAL,
+    TURN_GRANTED_SIGNAL,
+    TURN_WANTED_SIGNAL,
+    HUMAN_RESPONSE_SIGNAL,
+    GATE_DONE_SIGNAL,
+    END_SIGNAL,
+)
 UPDATES = (TAKE_TURN_UPDATE, SET_SHARD_UPDATE, RESPOND_UPDATE, JOIN_UPDATE)
 QUERIES = (BRAIN_STATUS_QUERY, DETAILS_QUERY, SUMMARY_QUERY)
 # Moving a principal's memory to another shard (workflows/move.py).
@@ -114,7 +121,8 @@ GATE_ID_REUSE_NOTE = (
     "Start a gate with workflow id vicar-gate/<gate_id> and id-reuse policy REJECT_DUPLICATE "
     "(id-conflict policy USE_EXISTING to attach to a running one): a gate id is used once per "
     "principal. A client that starts a finished id again anyway gets a second run that returns "
-    "the outcome already recorded, asking nobody.")
+    "the outcome already recorded, asking nobody."
+)
 
 
 def brain_workflow_id(principal: str) -> str:
@@ -166,8 +174,9 @@ class Notice(BaseModel):
     """What the webhook receives (JSON POST) when a gate escalates or its deadline passes."""
 
     event: Literal["escalated", "timed_out"] = Field(description="What happened to the gate.")
-    event_id: str = Field(description="<workflow id>/<event>: the same for every retry of one notice "
-                                      "(also the Idempotency-Key header).")
+    event_id: str = Field(
+        description="<workflow id>/<event>: the same for every retry of one notice (also the Idempotency-Key header)."
+    )
     gate: GateDetails = Field(description="The gate as it is now.")
     deadline: datetime | None = Field(None, description="When the gate stops waiting, if it has a deadline.")
 

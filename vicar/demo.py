@@ -34,38 +34,58 @@ class Kind:
 
 # What the orchestrator's agents produce, per task type, wave after wave.
 KINDS: tuple[Kind, ...] = (
-    Kind("docs", CfAState.WORK_ASSERT, "Approve or revise the overall deliverable: documentation update.", (
-        "Docs: fix typos in the installation guide.",
-        "Docs: fix broken links in the installation guide.",
-        "Docs: clarify the installation guide's proxy section.",
-        "Docs: fix typos in the configuration guide.",
-        "Docs: update the installation guide for the new release.",
-        "Docs: fix a broken link in the installation guide.",
-    )),
-    Kind("dependency-bump", CfAState.WORK_ASSERT, "Approve or revise the overall deliverable: dependency bump.", (
-        "Bump requests from 2.31 to 2.32 (patch release, CI green).",
-        "Bump urllib3 from 2.2.1 to 2.2.2 (patch release, CI green).",
-        "Bump pydantic from 2.7.0 to 2.7.1 (patch release, CI green).",
-        "Bump numpy from 2.0.0 to 2.0.1 (patch release, CI green).",
-        "Bump rich from 13.7.0 to 13.7.1 (patch release, CI green).",
-        "Bump typer from 0.12.3 to 0.12.4 (patch release, CI green).",
-    )),
-    Kind("db-migration", CfAState.PLAN_ASSERT, "Approve or revise the proposed plan: database migration.", (
-        "Plan: add a nullable column last_login to users. No rollback step.",
-        "Plan: add an index on orders.created_at. Rollback: drop the index.",
-        "Plan: rename column users.name to users.full_name. No rollback step.",
-        "Plan: add a nullable column archived to projects. Rollback: drop the column.",
-        "Plan: drop the unused table legacy_sessions. No rollback step.",
-        "Plan: add an index on users.email. Rollback: drop the index.",
-    )),
-    Kind("api-change", CfAState.PLAN_ASSERT, "Approve or revise the proposed plan: public API change.", (
-        "Plan: add an optional `limit` parameter to GET /projects.",
-        "Plan: add an optional `cursor` parameter to GET /projects.",
-        "Plan: add an optional `sort` parameter to GET /projects.",
-        "Plan: add an optional `fields` parameter to GET /projects.",
-        "Plan: remove the `owner` field from GET /projects (breaking change).",
-        "Plan: add an optional `filter` parameter to GET /projects.",
-    )),
+    Kind(
+        "docs",
+        CfAState.WORK_ASSERT,
+        "Approve or revise the overall deliverable: documentation update.",
+        (
+            "Docs: fix typos in the installation guide.",
+            "Docs: fix broken links in the installation guide.",
+            "Docs: clarify the installation guide's proxy section.",
+            "Docs: fix typos in the configuration guide.",
+            "Docs: update the installation guide for the new release.",
+            "Docs: fix a broken link in the installation guide.",
+        ),
+    ),
+    Kind(
+        "dependency-bump",
+        CfAState.WORK_ASSERT,
+        "Approve or revise the overall deliverable: dependency bump.",
+        (
+            "Bump requests from 2.31 to 2.32 (patch release, CI green).",
+            "Bump urllib3 from 2.2.1 to 2.2.2 (patch release, CI green).",
+            "Bump pydantic from 2.7.0 to 2.7.1 (patch release, CI green).",
+            "Bump numpy from 2.0.0 to 2.0.1 (patch release, CI green).",
+            "Bump rich from 13.7.0 to 13.7.1 (patch release, CI green).",
+            "Bump typer from 0.12.3 to 0.12.4 (patch release, CI green).",
+        ),
+    ),
+    Kind(
+        "db-migration",
+        CfAState.PLAN_ASSERT,
+        "Approve or revise the proposed plan: database migration.",
+        (
+            "Plan: add a nullable column last_login to users. No rollback step.",
+            "Plan: add an index on orders.created_at. Rollback: drop the index.",
+            "Plan: rename column users.name to users.full_name. No rollback step.",
+            "Plan: add a nullable column archived to projects. Rollback: drop the column.",
+            "Plan: drop the unused table legacy_sessions. No rollback step.",
+            "Plan: add an index on users.email. Rollback: drop the index.",
+        ),
+    ),
+    Kind(
+        "api-change",
+        CfAState.PLAN_ASSERT,
+        "Approve or revise the proposed plan: public API change.",
+        (
+            "Plan: add an optional `limit` parameter to GET /projects.",
+            "Plan: add an optional `cursor` parameter to GET /projects.",
+            "Plan: add an optional `sort` parameter to GET /projects.",
+            "Plan: add an optional `fields` parameter to GET /projects.",
+            "Plan: remove the `owner` field from GET /projects (breaking change).",
+            "Plan: add an optional `filter` parameter to GET /projects.",
+        ),
+    ),
 )
 
 
@@ -85,9 +105,11 @@ def demo_autonomy(principal_dir: Path) -> str:
         return f"Autonomy rule: {path} (kept)."
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(DEMO_AUTONOMY + "\n")
-    return (f"Autonomy rule for this demo: the proxy answers alone once its error is proven <= 40% "
-            f"(at 95% confidence), set in {path}. Vicar's default is 5%, which takes about 59 agreeing "
-            f"human answers first.")
+    return (
+        f"Autonomy rule for this demo: the proxy answers alone once its error is proven <= 40% "
+        f"(at 95% confidence), set in {path}. Vicar's default is 5%, which takes about 59 agreeing "
+        f"human answers first."
+    )
 
 
 DEMO_PRINCIPAL = "alice"
@@ -106,8 +128,11 @@ def claim_principal(principals_dir: Path, wanted: str | None) -> tuple[str, str]
 
     if wanted is not None:
         used = (child_path(principals_dir, wanted) / "memory.db").exists()
-        return wanted, (f"Principal {wanted}: it has a memory from an earlier run here, and the proxy starts "
-                        f"from it." if used else f"Principal {wanted}.")
+        return wanted, (
+            f"Principal {wanted}: it has a memory from an earlier run here, and the proxy starts from it."
+            if used
+            else f"Principal {wanted}."
+        )
     principals_dir.mkdir(parents=True, exist_ok=True)
     for k in range(1, 10_000):
         name = DEMO_PRINCIPAL if k == 1 else f"{DEMO_PRINCIPAL}-{k}"
@@ -118,9 +143,11 @@ def claim_principal(principals_dir: Path, wanted: str | None) -> tuple[str, str]
         if k == 1:
             return name, f"Principal {name}: the human whose answers the proxy learns (an empty memory)."
         taken = f"{DEMO_PRINCIPAL} has" if k == 2 else f"{DEMO_PRINCIPAL} to {DEMO_PRINCIPAL}-{k - 1} have"
-        return name, (f"Principal {name}: {taken} a memory here from earlier runs, so this run starts from an "
-                      f"empty one under a new name (`vicar demo --principal {DEMO_PRINCIPAL}` continues the first "
-                      f"instead; a fresh VICAR_DATA_DIR starts over).")
+        return name, (
+            f"Principal {name}: {taken} a memory here from earlier runs, so this run starts from an "
+            f"empty one under a new name (`vicar demo --principal {DEMO_PRINCIPAL}` continues the first "
+            f"instead; a fresh VICAR_DATA_DIR starts over)."
+        )
     raise FileExistsError(f"{principals_dir}: no free demo principal name")
 
 
@@ -155,12 +182,17 @@ def scenario(principal: str, gates: int, run_id: str) -> list[list[GateRequest]]
         for kind in KINDS:
             if i >= gates:
                 break
-            batch.append(GateRequest(
-                principal=principal, gate_id=f"demo-{run_id}-{i + 1:03d}", state=kind.state,
-                task_type=kind.task_type, question=kind.question,
-                artifact_text=kind.artifacts[wave % len(kind.artifacts)],
-                actor_message=f"Finished the {kind.task_type} step; please review.",
-            ))
+            batch.append(
+                GateRequest(
+                    principal=principal,
+                    gate_id=f"demo-{run_id}-{i + 1:03d}",
+                    state=kind.state,
+                    task_type=kind.task_type,
+                    question=kind.question,
+                    artifact_text=kind.artifacts[wave % len(kind.artifacts)],
+                    actor_message=f"Finished the {kind.task_type} step; please review.",
+                )
+            )
             i += 1
         waves.append(batch)
         wave += 1
@@ -180,8 +212,9 @@ class DemoSummary(BaseModel):
         return sum(not r.escalated for r in self.results)
 
 
-async def run_gate(client, req: GateRequest, task_queue: str, human_delay: float
-                   ) -> tuple[GateResult, GateDetails | None]:
+async def run_gate(
+    client, req: GateRequest, task_queue: str, human_delay: float
+) -> tuple[GateResult, GateDetails | None]:
     """The gate's result and, when it escalated, what it showed the human then (the
     proxy's guess in words and why it did not answer alone)."""
     handle = await start_gate(client, req, task_queue)
@@ -200,8 +233,16 @@ async def run_gate(client, req: GateRequest, task_queue: str, human_delay: float
     return await result_task, escalated
 
 
-async def run_demo(client, principal: str, gates: int, task_queue: str, registry, console: Console,
-                   human_delay: float = 0.2, settings=None) -> DemoSummary:
+async def run_demo(
+    client,
+    principal: str,
+    gates: int,
+    task_queue: str,
+    registry,
+    console: Console,
+    human_delay: float = 0.2,
+    settings=None,
+) -> DemoSummary:
     run_id = f"{time.strftime('%Y%m%d%H%M%S')}-{os.getpid()}"  # gate ids are unique per namespace
     waves = scenario(principal, gates, run_id)
     results: list[GateResult] = []
@@ -211,8 +252,14 @@ async def run_demo(client, principal: str, gates: int, task_queue: str, registry
 
         settings = Settings.from_env()
     start = time.monotonic()
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, transient=False) as progress:
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
         bar = progress.add_task("gates", total=gates)
         for w, wave in enumerate(waves, 1):
             progress.update(bar, description=f"wave {w}/{len(waves)}")
@@ -228,8 +275,14 @@ async def run_demo(client, principal: str, gates: int, task_queue: str, registry
     seconds = time.monotonic() - start
     stats, rules = await asyncio.to_thread(final_state, registry.get(principal), settings)
     results.sort(key=lambda r: r.n)
-    return DemoSummary(results=results, seconds=seconds, memory_chunks=stats.chunks,
-                       memory_human=stats.human_answered, escalations=escalations, rule_lines=rules)
+    return DemoSummary(
+        results=results,
+        seconds=seconds,
+        memory_chunks=stats.chunks,
+        memory_human=stats.human_answered,
+        escalations=escalations,
+        rule_lines=rules,
+    )
 
 
 def final_state(memory, settings) -> tuple:
@@ -240,8 +293,12 @@ def final_state(memory, settings) -> tuple:
     from vicar.proxy.health import autonomy_rules, rule_lines
     from vicar.proxy.ledger import context_entries
 
-    contexts = sorted({(e.state, e.task_type) for e in
-                       (ContextEntry.model_validate_json(raw) for _, raw in context_entries(memory.store))})
+    contexts = sorted(
+        {
+            (e.state, e.task_type)
+            for e in (ContextEntry.model_validate_json(raw) for _, raw in context_entries(memory.store))
+        }
+    )
     rules = autonomy_rules(memory.store, memory.dir, settings.calibration.autonomy, contexts)
     return memory.stats(), rule_lines(rules)
 
@@ -254,13 +311,13 @@ GUARD_MEANING = {
     "tension": "the memories the guess rests on disagree with each other",
     "staleness": "the human has not answered in this context for too long to trust the old answers",
     "unproven": "the autonomy rule has not proven the proxy accurate enough at this confidence: "
-                "no threshold proven yet, or this confidence is below the proven threshold",
+    "no threshold proven yet, or this confidence is below the proven threshold",
     "probation": "the agent that made the artifact is new: the human has not yet answered enough of its work",
     "untrusted": "the agent that made the artifact has a trust score below the floor",
     "audit": "a proven answer all the same sent to the human by the audit share, so evidence keeps coming",
     "proxy_error": "the proxy could not run (its error is in the note)",
     "passthrough": "no guard fired; the gate still asked the human (escalation mode `always`, or the proxy "
-                   "gave no action or no words)",
+    "gave no action or no words)",
 }
 
 WORDS = 60  # the proxy's words are clipped to this many characters in the table
@@ -268,7 +325,7 @@ WORDS = 60  # the proxy's words are clipped to this many characters in the table
 
 def clip(value: str, most: int) -> str:
     value = " ".join(value.split())
-    return value if len(value) <= most else value[:most - 1] + "…"
+    return value if len(value) <= most else value[: most - 1] + "…"
 
 
 def legend(surprise_shown: bool) -> list[str]:
@@ -284,11 +341,15 @@ def legend(surprise_shown: bool) -> list[str]:
         "why: for an escalated gate, the guard that sent it to the human (explained below the table).",
     ]
     if surprise_shown:
-        lines.append(f"surprise: reading the artifact moved the proxy's confidence by more than {SURPRISE_DELTA} "
-                     "from its prior; the number is how far.")
+        lines.append(
+            f"surprise: reading the artifact moved the proxy's confidence by more than {SURPRISE_DELTA} "
+            "from its prior; the number is how far."
+        )
     else:
-        lines.append(f"No surprise column: reading the artifact never moved the proxy's confidence by more than "
-                     f"{SURPRISE_DELTA} from its prior (what Vicar calls a surprise) at any of these gates.")
+        lines.append(
+            f"No surprise column: reading the artifact never moved the proxy's confidence by more than "
+            f"{SURPRISE_DELTA} from its prior (what Vicar calls a surprise) at any of these gates."
+        )
     return lines
 
 
@@ -316,10 +377,13 @@ def render_summary(summary: DemoSummary, console: Console, principal: str, ui_ur
     for r in summary.results:
         shown = summary.escalations.get(r.gate_id)
         row: list[str | Text] = [
-            str(r.n), text(f"{r.state.value.removesuffix('_ASSERT')} {r.task_type}"),
-            f"{r.prior_confidence:.2f}", f"{r.confidence:.2f}",
+            str(r.n),
+            text(f"{r.state.value.removesuffix('_ASSERT')} {r.task_type}"),
+            f"{r.prior_confidence:.2f}",
+            f"{r.confidence:.2f}",
             "[yellow]human[/]" if r.answered_by.value == "human" else text(r.answered_by.value),
-            text(r.action.value), text(clip(proxy_words(r, shown), WORDS), one_line=True),
+            text(r.action.value),
+            text(clip(proxy_words(r, shown), WORDS), one_line=True),
             text(r.calibration_guard if r.escalated else ""),
         ]
         if surprise_shown:
@@ -329,8 +393,7 @@ def render_summary(summary: DemoSummary, console: Console, principal: str, ui_ur
     console.print(text("Columns:", "bold"))
     for line in legend(surprise_shown):
         console.print(text(f"  {line}"))
-    reasons = {r.n: escalation_reason(r, summary.escalations.get(r.gate_id)) for r in summary.results
-               if r.escalated}
+    reasons = {r.n: escalation_reason(r, summary.escalations.get(r.gate_id)) for r in summary.results if r.escalated}
     if reasons:
         console.print(text("Why each escalated gate went to the human (the guard, then what it saw):", "bold"))
         for n, (guard, note) in reasons.items():

@@ -43,17 +43,22 @@ async def start_gate(client: Client, req: GateRequest, task_queue: str = TASK_QU
     different request under the same gate id is a Conflict."""
     try:
         return await client.start_workflow(
-            c.GATE_WORKFLOW, req, id=c.gate_workflow_id(req.gate_id), task_queue=task_queue,
+            c.GATE_WORKFLOW,
+            req,
+            id=c.gate_workflow_id(req.gate_id),
+            task_queue=task_queue,
             result_type=GateResult,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             # With a worker in this process, the first workflow task comes back inline.
             request_eager_start=True,
-            search_attributes=TypedSearchAttributes([
-                SearchAttributePair(sa.STATUS, GateStatus.queued.value),
-                SearchAttributePair(sa.PRINCIPAL, req.principal),
-                SearchAttributePair(sa.STATE, req.state.value),
-                SearchAttributePair(sa.TASK_TYPE, req.task_type),
-            ]),
+            search_attributes=TypedSearchAttributes(
+                [
+                    SearchAttributePair(sa.STATUS, GateStatus.queued.value),
+                    SearchAttributePair(sa.PRINCIPAL, req.principal),
+                    SearchAttributePair(sa.STATE, req.state.value),
+                    SearchAttributePair(sa.TASK_TYPE, req.task_type),
+                ]
+            ),
             # What the Temporal UI shows on the list and the gate's page; once escalated,
             # the gate's current details add the proxy's guess and the guard.
             static_summary=gate_summary(req),
@@ -62,8 +67,9 @@ async def start_gate(client: Client, req: GateRequest, task_queue: str = TASK_QU
     except WorkflowAlreadyStartedError:
         handle = client.get_workflow_handle(c.gate_workflow_id(req.gate_id), result_type=GateResult)
         if await started_with(handle) != req:
-            raise Conflict(f"gate {req.gate_id!r} already exists with a different request; gate ids are unique") \
-                from None
+            raise Conflict(
+                f"gate {req.gate_id!r} already exists with a different request; gate ids are unique"
+            ) from None
         return handle
 
 
@@ -77,9 +83,11 @@ def gate_summary(req: GateRequest) -> str:
 
 def gate_how_to_answer(req: GateRequest) -> str:
     actions = " | ".join(a.value for a in req.valid_actions)
-    return (f"**Question:** {clip(req.question, 2000)}\n\n"
-            f"Answer with `vicar answer {req.gate_id} ACTION \"text\"` (ACTION: {actions}), "
-            f"or the `respond` update with a HumanAnswer. `vicar escalations` lists what waits.")
+    return (
+        f"**Question:** {clip(req.question, 2000)}\n\n"
+        f'Answer with `vicar answer {req.gate_id} ACTION "text"` (ACTION: {actions}), '
+        f"or the `respond` update with a HumanAnswer. `vicar escalations` lists what waits."
+    )
 
 
 async def started_with(handle: WorkflowHandle) -> GateRequest | None:
@@ -161,8 +169,10 @@ async def answer_gate(client: Client, gate_id: str, answer: HumanAnswer, timeout
         desc = await _describe(handle, gate_id)
         _refuse_closed(gate_id, desc)
         why = await _why_stuck(client, desc, desc.raw_description.pending_workflow_task.attempt)
-        raise NotResponding(f"gate {gate_id!r} did not take the answer within {timeout:g} s ({why}); "
-                            "it may still apply if the gate recovers: see `vicar escalations`") from None
+        raise NotResponding(
+            f"gate {gate_id!r} did not take the answer within {timeout:g} s ({why}); "
+            "it may still apply if the gate recovers: see `vicar escalations`"
+        ) from None
     except RPCError:
         # e.g. "workflow update was aborted by closing workflow": the other answer won.
         _refuse_closed(gate_id, await _describe(handle, gate_id))
@@ -191,14 +201,27 @@ async def _why_stuck(client: Client, desc: WorkflowExecutionDescription, attempt
     if attempt > 1:
         history = await client.workflow_service.get_workflow_execution_history_reverse(
             GetWorkflowExecutionHistoryReverseRequest(
-                namespace=client.namespace, maximum_page_size=50,
-                execution=WorkflowExecution(workflow_id=desc.id, run_id=desc.run_id)))
-        failure = next((e.workflow_task_failed_event_attributes.failure.message for e in history.history.events
-                        if e.HasField("workflow_task_failed_event_attributes")), "")
+                namespace=client.namespace,
+                maximum_page_size=50,
+                execution=WorkflowExecution(workflow_id=desc.id, run_id=desc.run_id),
+            )
+        )
+        failure = next(
+            (
+                e.workflow_task_failed_event_attributes.failure.message
+                for e in history.history.events
+                if e.HasField("workflow_task_failed_event_attributes")
+            ),
+            "",
+        )
         return f"its workflow task keeps failing (attempt {attempt})" + (f": {clip(failure, 200)}" if failure else "")
-    pollers = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
-        namespace=client.namespace, task_queue=TaskQueue(name=desc.task_queue),
-        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW))
+    pollers = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=desc.task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+    )
     if not pollers.pollers:
         return f"no worker polls its task queue {desc.task_queue!r}"
     return "its worker did not run it in time"
@@ -219,9 +242,16 @@ async def list_escalations(client: Client, principal: str | None = None) -> list
             continue
         # Escalated before gates wrote the memo: what the search attributes say.
         attrs = wf.typed_search_attributes
-        out.append(GateDetails(
-            gate_id=wf.id.removeprefix(c.gate_workflow_id("")), workflow_id=wf.id, status=GateStatus.escalated,
-            principal=attrs.get(sa.PRINCIPAL) or "?", state=attrs.get(sa.STATE) or CfAState.PLAN_ASSERT,
-            task_type=attrs.get(sa.TASK_TYPE) or "?", question="(no summary: escalated by an older Vicar)",
-            proxy_confidence=attrs.get(sa.CONFIDENCE)))
+        out.append(
+            GateDetails(
+                gate_id=wf.id.removeprefix(c.gate_workflow_id("")),
+                workflow_id=wf.id,
+                status=GateStatus.escalated,
+                principal=attrs.get(sa.PRINCIPAL) or "?",
+                state=attrs.get(sa.STATE) or CfAState.PLAN_ASSERT,
+                task_type=attrs.get(sa.TASK_TYPE) or "?",
+                question="(no summary: escalated by an older Vicar)",
+                proxy_confidence=attrs.get(sa.CONFIDENCE),
+            )
+        )
     return sorted(out, key=lambda d: d.escalated_at.timestamp() if d.escalated_at else 0.0)

@@ -67,8 +67,16 @@ class WorkerLock:
                 f"{_holder(path)}; one worker per data directory and task queue"
             )
         self._file.truncate(0)
-        self._file.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": command,
-                                     "since": time.strftime("%Y-%m-%d %H:%M:%S")}))
+        self._file.write(
+            json.dumps(
+                {
+                    "pid": os.getpid(),
+                    "host": socket.gethostname(),
+                    "command": command,
+                    "since": time.strftime("%Y-%m-%d %H:%M:%S"),
+                }
+            )
+        )
         self._file.flush()
 
     def release(self) -> None:

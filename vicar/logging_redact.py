@@ -33,8 +33,11 @@ def _env_secrets() -> list[str]:
     values = []
     for name, value in os.environ.items():
         # VICAR_CODEC_KEY_FILE names where a secret is, which a log line may show.
-        if (SECRET_VAR.search(name) and not name.upper().endswith(("_FILE", "_PATH", "_DIR"))
-                and len(value.strip()) >= MIN_SECRET_CHARS):
+        if (
+            SECRET_VAR.search(name)
+            and not name.upper().endswith(("_FILE", "_PATH", "_DIR"))
+            and len(value.strip()) >= MIN_SECRET_CHARS
+        ):
             values.append(value.strip())
     return sorted(set(values), key=len, reverse=True)  # the longest first: no partial mask
 

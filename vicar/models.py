@@ -68,8 +68,9 @@ def check_responder(value: str) -> str:
     bounded and printable; surrounding blanks are dropped."""
     name = value.strip()
     if not name or len(name) > RESPONDER_MAX_CHARS or not name.isprintable():
-        raise ValueError(f"invalid responder {value[:RESPONDER_MAX_CHARS]!r}: "
-                         f"1-{RESPONDER_MAX_CHARS} printable characters")
+        raise ValueError(
+            f"invalid responder {value[:RESPONDER_MAX_CHARS]!r}: 1-{RESPONDER_MAX_CHARS} printable characters"
+        )
     return name
 
 
@@ -82,40 +83,86 @@ class GateRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    kind: RequestKind = Field(RequestKind.gate, description="gate: an approval gate; question: an agent's "
-                              "question mid-turn, answered with action 'answer' and text.")
+    kind: RequestKind = Field(
+        RequestKind.gate,
+        description="gate: an approval gate; question: an agent's "
+        "question mid-turn, answered with action 'answer' and text.",
+    )
     # The patterns are the validators' own regexes (vicar/schema_rules.py), which keep their messages.
-    principal: str = Field(description="The human the proxy stands in for; names their memory's directory.",
-                           json_schema_extra={"pattern": PRINCIPAL_PATTERN})
-    gate_id: str = Field(description="Unique id of this gate, single-use; the workflow id is vicar-gate/<gate_id>.",
-                         json_schema_extra={"pattern": GATE_ID_PATTERN})
+    principal: str = Field(
+        description="The human the proxy stands in for; names their memory's directory.",
+        json_schema_extra={"pattern": PRINCIPAL_PATTERN},
+    )
+    gate_id: str = Field(
+        description="Unique id of this gate, single-use; the workflow id is vicar-gate/<gate_id>.",
+        json_schema_extra={"pattern": GATE_ID_PATTERN},
+    )
     state: CfAState = Field(description="The gate's place in the agent's cycle: intent, plan or work.")
-    task_type: str = Field(min_length=1, max_length=TASK_TYPE_CHARS, json_schema_extra={"pattern": NONBLANK_PATTERN},
-                           description="The kind of work (lower-cased); the proxy learns per state and task type.")
-    question: str = Field(min_length=1, max_length=DEFAULT_LIMITS.question,
-                          json_schema_extra={"pattern": NONBLANK_PATTERN}, description="What the human is asked.")
-    artifact_text: str = Field(default="", max_length=DEFAULT_LIMITS.artifact_text,
-                               description="The artifact under review (a plan, a diff), inline.")
-    artifact_paths: list[Annotated[str, Field(min_length=1, max_length=PATH_CHARS,
-                                              json_schema_extra={"pattern": NONBLANK_PATTERN})]] = Field(
-        default_factory=list, max_length=MAX_ARTIFACT_PATHS,
-        description="Files the worker reads as the artifact, under its VICAR_ARTIFACT_ROOTS only.")
-    actor_message: str = Field(default="", max_length=DEFAULT_LIMITS.actor_message,
-                               description="The agent's own words to the reviewer, shown with the question.")
-    escalation_mode: EscalationMode = Field(EscalationMode.when_unsure, description=(
-        "always: ask the human; when_unsure: the proxy answers when its rule allows; never: the proxy answers."))
-    upstream_agent: str | None = Field(default=None, max_length=NAME_CHARS,
-                                       description="The agent that produced the artifact (its trust is tracked).")
-    title: str = Field(default="", max_length=TITLE_CHARS, description=(
-        "The artifact's title (a patch subject, a topic branch); the lineage derives from it when absent."))
-    lineage: str | None = Field(default=None, max_length=TITLE_CHARS, description=(
-        "The artifact's thread across revisions (a topic branch, a patch and its rerolls)."))
+    task_type: str = Field(
+        min_length=1,
+        max_length=TASK_TYPE_CHARS,
+        json_schema_extra={"pattern": NONBLANK_PATTERN},
+        description="The kind of work (lower-cased); the proxy learns per state and task type.",
+    )
+    question: str = Field(
+        min_length=1,
+        max_length=DEFAULT_LIMITS.question,
+        json_schema_extra={"pattern": NONBLANK_PATTERN},
+        description="What the human is asked.",
+    )
+    artifact_text: str = Field(
+        default="",
+        max_length=DEFAULT_LIMITS.artifact_text,
+        description="The artifact under review (a plan, a diff), inline.",
+    )
+    artifact_paths: list[
+        Annotated[str, Field(min_length=1, max_length=PATH_CHARS, json_schema_extra={"pattern": NONBLANK_PATTERN})]
+    ] = Field(
+        default_factory=list,
+        max_length=MAX_ARTIFACT_PATHS,
+        description="Files the worker reads as the artifact, under its VICAR_ARTIFACT_ROOTS only.",
+    )
+    actor_message: str = Field(
+        default="",
+        max_length=DEFAULT_LIMITS.actor_message,
+        description="The agent's own words to the reviewer, shown with the question.",
+    )
+    escalation_mode: EscalationMode = Field(
+        EscalationMode.when_unsure,
+        description=(
+            "always: ask the human; when_unsure: the proxy answers when its rule allows; never: the proxy answers."
+        ),
+    )
+    upstream_agent: str | None = Field(
+        default=None, max_length=NAME_CHARS, description="The agent that produced the artifact (its trust is tracked)."
+    )
+    title: str = Field(
+        default="",
+        max_length=TITLE_CHARS,
+        description=(
+            "The artifact's title (a patch subject, a topic branch); the lineage derives from it when absent."
+        ),
+    )
+    lineage: str | None = Field(
+        default=None,
+        max_length=TITLE_CHARS,
+        description=("The artifact's thread across revisions (a topic branch, a patch and its rerolls)."),
+    )
     revision: str | None = Field(default=None, max_length=NAME_CHARS, description="This revision within the lineage.")
-    session_id: str | None = Field(default=None, max_length=NAME_CHARS, description=(
-        "The working session this gate belongs to (health trends group by it; without one, by day)."))
-    deadline_seconds: float | None = Field(default=None, gt=0, le=MAX_DEADLINE_SECONDS, description=(
-        "Seconds until the gate stops waiting and ends timed_out with the proxy's guess "
-        "(null: the worker's VICAR_GATE_DEADLINE_SECONDS)."))
+    session_id: str | None = Field(
+        default=None,
+        max_length=NAME_CHARS,
+        description=("The working session this gate belongs to (health trends group by it; without one, by day)."),
+    )
+    deadline_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_DEADLINE_SECONDS,
+        description=(
+            "Seconds until the gate stops waiting and ends timed_out with the proxy's guess "
+            "(null: the worker's VICAR_GATE_DEADLINE_SECONDS)."
+        ),
+    )
 
     @field_validator("principal")
     @classmethod
@@ -126,9 +173,7 @@ class GateRequest(BaseModel):
     @classmethod
     def _gate_id(cls, v: str) -> str:
         if not GATE_ID_RE.match(v or ""):
-            raise ValueError(
-                f"invalid gate_id {v!r}: 1-200 characters of letters, digits and . _ : @ / -"
-            )
+            raise ValueError(f"invalid gate_id {v!r}: 1-200 characters of letters, digits and . _ : @ / -")
         return v
 
     @field_validator("task_type")
@@ -148,14 +193,23 @@ class HumanAnswer(BaseModel):
     # The schema says what the gate's validator requires (responder; text for a dialog turn).
     model_config = ConfigDict(extra="forbid", json_schema_extra=answer_rules(["responder"], [Action.dialog.value]))
 
-    action: str = Field(max_length=NAME_CHARS, json_schema_extra={"enum": [a.value for a in Action]}, description=(
-        "approve, correct, reject, hold, withdraw or dialog at a gate; answer to an agent's question."))
-    text: str = Field(default="", max_length=DEFAULT_LIMITS.answer_text,
-                      description="The human's words: the correction, the reason, the question for the agent.")
+    action: str = Field(
+        max_length=NAME_CHARS,
+        json_schema_extra={"enum": [a.value for a in Action]},
+        description=("approve, correct, reject, hold, withdraw or dialog at a gate; answer to an agent's question."),
+    )
+    text: str = Field(
+        default="",
+        max_length=DEFAULT_LIMITS.answer_text,
+        description="The human's words: the correction, the reason, the question for the agent.",
+    )
     # Who answers. None only so the gate's validator, not the converter, says it is missing.
-    responder: str | None = Field(default=None, max_length=NAME_CHARS, description=(
-        "Who answers, checked against the principal's allow-list."),
-        json_schema_extra=required_string(RESPONDER_PATTERN, RESPONDER_MAX_CHARS))
+    responder: str | None = Field(
+        default=None,
+        max_length=NAME_CHARS,
+        description=("Who answers, checked against the principal's allow-list."),
+        json_schema_extra=required_string(RESPONDER_PATTERN, RESPONDER_MAX_CHARS),
+    )
 
     @field_validator("responder")
     @classmethod
@@ -349,8 +403,9 @@ class GateResult(BaseModel):
     escalated: bool = Field(description="True if the gate went to the human.")
     answered_by: AnsweredBy
     responder: str | None = Field(None, description="Who answered, for a human answer.")
-    responder_identity: str | None = Field(None, description=(
-        "The Temporal client identity the human answer came with (docs/identity.md)."))
+    responder_identity: str | None = Field(
+        None, description=("The Temporal client identity the human answer came with (docs/identity.md).")
+    )
     n: int = Field(description="The gate's place in the principal's sequence of interactions (1, 2, ...).")
     surprise: Surprise | None = None
     calibration_note: str = ""
@@ -361,9 +416,13 @@ class GateResult(BaseModel):
     autonomy_bound: float | None = None
     autonomy_evidence: int = 0
     model_version: int | None = Field(None, description="The learned model's version, when one decided.")
-    timed_out: bool = Field(False, description=(
-        "The deadline passed with no answer: action is hold, answered_by nobody, the proxy's guess in "
-        "proxy_action and text."))
+    timed_out: bool = Field(
+        False,
+        description=(
+            "The deadline passed with no answer: action is hold, answered_by nobody, the proxy's guess in "
+            "proxy_action and text."
+        ),
+    )
     proxy_action: Action | None = None
 
 
@@ -376,8 +435,12 @@ class GateDetails(BaseModel):
     task_type: str
     status: GateStatus = Field(description="Where the gate is: queued, consulting, escalated (waits for a human)...")
     question: str
-    workflow_id: str = Field("", description=(
-        "The id the gate's workflow was started under: what answering it uses (usually vicar-gate/<gate_id>)."))
+    workflow_id: str = Field(
+        "",
+        description=(
+            "The id the gate's workflow was started under: what answering it uses (usually vicar-gate/<gate_id>)."
+        ),
+    )
     escalated_at: datetime | None = Field(None, description="When it went to the human (workflow time).")
     n: int | None = Field(None, description="The gate's place in the principal's sequence, once it has one.")
     proxy_action: Action | None = Field(None, description="The proxy's guess at the human's action.")

@@ -62,11 +62,15 @@ def make_runtime(ops: OpsParams) -> Runtime | None:
     if not ops.metrics_address:
         return None
     try:
-        return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(
-            bind_address=ops.metrics_address, histogram_bucket_overrides=BUCKETS)))
+        return Runtime(
+            telemetry=TelemetryConfig(
+                metrics=PrometheusConfig(bind_address=ops.metrics_address, histogram_bucket_overrides=BUCKETS)
+            )
+        )
     except ValueError as exc:  # the SDK's only error here: a bad or taken address
-        raise Conflict(f"cannot serve metrics on {OPS_VARS['metrics_address']}={ops.metrics_address}: "
-                       f"{str(exc).splitlines()[0]}") from None
+        raise Conflict(
+            f"cannot serve metrics on {OPS_VARS['metrics_address']}={ops.metrics_address}: {str(exc).splitlines()[0]}"
+        ) from None
 
 
 class OpsServer:
@@ -92,8 +96,13 @@ class OpsServer:
     async def readiness(self) -> Readiness:
         polling = bool(self._workers) and all(w.is_running for w in self._workers)
         temporal = await self._temporal_healthy() if self._client is not None else False
-        return Readiness(ready=temporal and polling and not self._stopping, temporal=temporal, polling=polling,
-                         model_loaded=self._client is not None, shutting_down=self._stopping)
+        return Readiness(
+            ready=temporal and polling and not self._stopping,
+            temporal=temporal,
+            polling=polling,
+            model_loaded=self._client is not None,
+            shutting_down=self._stopping,
+        )
 
     async def _temporal_healthy(self) -> bool:
         assert self._client is not None  # asked only once watch() gave it
@@ -112,11 +121,11 @@ class OpsServer:
             return
         host, _, port = self.ops.address.rpartition(":")
         try:
-            self._server = await asyncio.start_server(self._handle, host.strip("[]"), int(port),
-                                                      limit=REQUEST_LIMIT)
+            self._server = await asyncio.start_server(self._handle, host.strip("[]"), int(port), limit=REQUEST_LIMIT)
         except OSError as exc:
-            raise Conflict(f"cannot serve health checks on {OPS_VARS['address']}={self.ops.address}: "
-                           f"{exc.strerror or exc}") from None
+            raise Conflict(
+                f"cannot serve health checks on {OPS_VARS['address']}={self.ops.address}: {exc.strerror or exc}"
+            ) from None
 
     async def close(self) -> None:
         if self._server is not None:
@@ -141,10 +150,12 @@ class OpsServer:
                 status, body = 404, "not found\n"
             raw = body.encode()
             reason = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}[status]
-            writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: "
-                         f"{'application/json' if path == READY_PATH else 'text/plain'}; charset=utf-8\r\n"
-                         f"Content-Length: {len(raw)}\r\nConnection: close\r\n\r\n".encode()
-                         + (raw if method != "HEAD" else b""))
+            writer.write(
+                f"HTTP/1.1 {status} {reason}\r\nContent-Type: "
+                f"{'application/json' if path == READY_PATH else 'text/plain'}; charset=utf-8\r\n"
+                f"Content-Length: {len(raw)}\r\nConnection: close\r\n\r\n".encode()
+                + (raw if method != "HEAD" else b"")
+            )
             await writer.drain()
         except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, ConnectionError):
             pass  # a slow, oversized or vanished client: nothing to answer

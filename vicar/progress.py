@@ -52,8 +52,9 @@ class PlainProgress:
 
     def add_task(self, description: str, total: int | None = None) -> TaskID:
         with self._lock:
-            self._tasks.append({"description": description, "total": total, "done": 0, "start": time.monotonic(),
-                                "ended": False})
+            self._tasks.append(
+                {"description": description, "total": total, "done": 0, "start": time.monotonic(), "ended": False}
+            )
             return TaskID(len(self._tasks) - 1)
 
     def advance(self, task: TaskID, advance: float = 1) -> None:
@@ -69,9 +70,12 @@ class PlainProgress:
         done, total = int(t["done"]), t["total"]
         share = f" ({100 * done / total:.0f}%)" if total else ""
         rate = done / elapsed if elapsed > 0 else 0.0
-        self.console.print(f"{t['description']}: {done}/{total if total is not None else '?'}{share}, "
-                           f"{rate:.1f}/s, {'done in ' + f'{elapsed:.0f}s' if t['ended'] else 'ETA ' + _eta(done, total, elapsed)}",
-                           markup=False, highlight=False)
+        self.console.print(
+            f"{t['description']}: {done}/{total if total is not None else '?'}{share}, "
+            f"{rate:.1f}/s, {'done in ' + f'{elapsed:.0f}s' if t['ended'] else 'ETA ' + _eta(done, total, elapsed)}",
+            markup=False,
+            highlight=False,
+        )
 
     def _tick(self) -> None:
         while not self._stop.wait(self.every):
@@ -84,9 +88,16 @@ class PlainProgress:
 @contextmanager
 def progress(console: Console) -> Iterator[Progress | PlainProgress]:
     if console.is_terminal:
-        with Progress(TextColumn("[bold]{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
-                      TaskProgressColumn(show_speed=True), TimeRemainingColumn(), console=console,
-                      refresh_per_second=REFRESH_PER_SECOND, transient=False) as bar:
+        with Progress(
+            TextColumn("[bold]{task.description:<22}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TaskProgressColumn(show_speed=True),
+            TimeRemainingColumn(),
+            console=console,
+            refresh_per_second=REFRESH_PER_SECOND,
+            transient=False,
+        ) as bar:
             yield bar
     else:
         with PlainProgress(console) as lines:

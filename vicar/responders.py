@@ -55,8 +55,10 @@ class AllowList(BaseModel):
             return f"{responder!r} may not answer for {principal}; allowed: {', '.join(self.responders)}"
         if self.anyone:
             return None
-        return (f"nobody may answer for {principal}: their allow-list was emptied "
-                f"(an operator reopens it with `vicar principal allow {principal} NAME` or `--anyone`)")
+        return (
+            f"nobody may answer for {principal}: their allow-list was emptied "
+            f"(an operator reopens it with `vicar principal allow {principal} NAME` or `--anyone`)"
+        )
 
 
 OPEN = AllowList(anyone=True)  # a principal that never had a list
@@ -112,8 +114,9 @@ def save_allowed(principals_dir: Path, principal: str, names: list[str], *, anyo
     return allowed
 
 
-def change_allowed(principals_dir: Path, principal: str, change: str, names: Sequence[str] = (),
-                   by: str | None = None) -> AllowList:
+def change_allowed(
+    principals_dir: Path, principal: str, change: str, names: Sequence[str] = (), by: str | None = None
+) -> AllowList:
     """Apply one change ("allow" names, "disallow" names, or "anyone": the explicit reset),
     then append it to the log with who made it (`by`, else the OS user) and when."""
     if change not in ("allow", "disallow", "anyone"):
@@ -129,8 +132,14 @@ def change_allowed(principals_dir: Path, principal: str, change: str, names: Seq
         kept = []
     save_allowed(principals_dir, principal, kept, anyone=change == "anyone")
     after = load_policy(principals_dir, principal)
-    entry = {"at": datetime.now(UTC).isoformat(), "by": who, "change": change, "names": given,
-             "responders": after.responders, "anyone": after.anyone}
+    entry = {
+        "at": datetime.now(UTC).isoformat(),
+        "by": who,
+        "change": change,
+        "names": given,
+        "responders": after.responders,
+        "anyone": after.anyone,
+    }
     log = responders_path(principals_dir, principal).with_name(CHANGES_FILE)
     # Append-only and synced: the record of who opened or closed a principal outlives a crash.
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)

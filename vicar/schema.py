@@ -36,17 +36,25 @@ def interface() -> dict:
         "result": "GateResult",
         "invalid_input": "the workflow fails at once, non-retryable, with ApplicationError type "
         f"{INVALID_GATE_REQUEST}",
-        "updates": {c.RESPOND_UPDATE: {"input": "HumanAnswer", "result": "string (accepted), or a rejection naming why"}},
-        "signals": {c.HUMAN_RESPONSE_SIGNAL: {"input": "HumanAnswer", "note": "a bad answer is logged and ignored; "
-                                                                       "use the respond update to get an error"}},
+        "updates": {
+            c.RESPOND_UPDATE: {"input": "HumanAnswer", "result": "string (accepted), or a rejection naming why"}
+        },
+        "signals": {
+            c.HUMAN_RESPONSE_SIGNAL: {
+                "input": "HumanAnswer",
+                "note": "a bad answer is logged and ignored; use the respond update to get an error",
+            }
+        },
         "queries": {c.DETAILS_QUERY: {"result": "GateDetails | null"}},
-        "webhook": {"body": "Notice", "method": "POST (VICAR_WEBHOOK_URL), Content-Type application/json",
-                    "headers": {"Idempotency-Key": "the notice's event_id: a retried notice carries the same"}},
+        "webhook": {
+            "body": "Notice",
+            "method": "POST (VICAR_WEBHOOK_URL), Content-Type application/json",
+            "headers": {"Idempotency-Key": "the notice's event_id: a retried notice carries the same"},
+        },
         "search_attributes": [key.name for key in sa.ALL],
     }
 
 
 def document() -> dict:
     """The interface and every payload's JSON Schema, one JSON document."""
-    return {"interface": interface(),
-            "schemas": {name: model.model_json_schema() for name, model in PAYLOADS.items()}}
+    return {"interface": interface(), "schemas": {name: model.model_json_schema() for name, model in PAYLOADS.items()}}

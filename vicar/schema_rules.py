@@ -40,10 +40,12 @@ RESPONDER_PATTERN = rf"^[^{_CONTROL}]*[^\s{_CONTROL}][^{_CONTROL}]*$"
 def required_string(pattern: str, max_length: int):
     """For a field that is Optional only so the gate's validator (not the converter) says
     it is missing: the schema asks for the string."""
+
     def extra(schema: dict) -> None:
         schema.pop("anyOf", None)
         schema.pop("default", None)
         schema.update(type="string", pattern=pattern, minLength=1, maxLength=max_length)
+
     return extra
 
 
@@ -55,8 +57,11 @@ def answer_rules(required: Iterable[str], actions_needing_text: Iterable[str]):
     def extra(schema: dict) -> None:
         schema["required"] = sorted(set(schema.get("required", [])) | set(required))
         if needing_text:
-            schema["allOf"] = [{
-                "if": {"properties": {"action": {"enum": needing_text}}, "required": ["action"]},
-                "then": {"required": ["text"], "properties": {"text": {"pattern": NONBLANK_PATTERN}}},
-            }]
+            schema["allOf"] = [
+                {
+                    "if": {"properties": {"action": {"enum": needing_text}}, "required": ["action"]},
+                    "then": {"required": ["text"], "properties": {"text": {"pattern": NONBLANK_PATTERN}}},
+                }
+            ]
+
     return extra

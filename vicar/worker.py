@@ -80,9 +80,15 @@ class WorkerGroup:
 
 
 def build_worker(
-    client: Client, settings: Settings, *, predictor: Predictor | None = None,
-    registry: MemoryRegistry | None = None, brain_config: BrainConfig | None = None,
-    task_queue: str = TASK_QUEUE, max_threads: int = 16, shards: list[int] | None = None,
+    client: Client,
+    settings: Settings,
+    *,
+    predictor: Predictor | None = None,
+    registry: MemoryRegistry | None = None,
+    brain_config: BrainConfig | None = None,
+    task_queue: str = TASK_QUEUE,
+    max_threads: int = 16,
+    shards: list[int] | None = None,
 ) -> tuple[Worker | WorkerGroup, MemoryRegistry]:
     """Unsharded (settings.shard_count None): one worker doing everything. Sharded: a
     WorkerGroup serving `shards` (default: settings.served_shards())."""
@@ -98,8 +104,13 @@ def build_worker(
     predictor = predictor or predictor_from_env(settings, registry)
     served = (settings.served_shards() if shards is None else shards) if settings.shard_count is not None else []
     acts = ProxyActivities(
-        client, registry, predictor, settings,
-        brain_config=brain_config, task_queue=task_queue, served_shards=served,
+        client,
+        registry,
+        predictor,
+        settings,
+        brain_config=brain_config,
+        task_queue=task_queue,
+        served_shards=served,
     )
     sessions = SessionActivities(client, registry, settings, task_queue, predictor)
     moves = MoveActivities(client, registry, settings, forget=predictor.forget)
@@ -110,24 +121,48 @@ def build_worker(
     shared = acts.shared() + sessions.shared() + moves.shared() + notices.shared()
     memory = acts.memory() + sessions.memory() + moves.memory()
     if settings.shard_count is None:
-        worker = Worker(client, task_queue=task_queue, workflows=workflows, activities=shared + memory,
-                        activity_executor=executor, max_concurrent_activities=max_threads, graceful_shutdown_timeout=grace)
+        worker = Worker(
+            client,
+            task_queue=task_queue,
+            workflows=workflows,
+            activities=shared + memory,
+            activity_executor=executor,
+            max_concurrent_activities=max_threads,
+            graceful_shutdown_timeout=grace,
+        )
         return worker, registry
     # Sharded: an identity that survives restarts, for vicar.shard_claims.
     identity = worker_identity(settings.data_dir)
-    shared_worker = Worker(client, task_queue=task_queue, workflows=workflows, activities=shared,
-                           max_concurrent_activities=max_threads, graceful_shutdown_timeout=grace,
-                           identity=identity)
-    return WorkerGroup([shared_worker] + [
-        Worker(client, task_queue=shard_queue(task_queue, k), activities=memory, activity_executor=executor,
-               max_concurrent_activities=max_threads, graceful_shutdown_timeout=grace, identity=identity)
-        for k in served
-    ]), registry
+    shared_worker = Worker(
+        client,
+        task_queue=task_queue,
+        workflows=workflows,
+        activities=shared,
+        max_concurrent_activities=max_threads,
+        graceful_shutdown_timeout=grace,
+        identity=identity,
+    )
+    return WorkerGroup(
+        [shared_worker]
+        + [
+            Worker(
+                client,
+                task_queue=shard_queue(task_queue, k),
+                activities=memory,
+                activity_executor=executor,
+                max_concurrent_activities=max_threads,
+                graceful_shutdown_timeout=grace,
+                identity=identity,
+            )
+            for k in served
+        ]
+    ), registry
 
 
 @contextlib.asynccontextmanager
-async def temporal_client(settings: Settings, *, embedded: bool | None = None,
-                          runtime=None) -> AsyncIterator[tuple[Client, SharedServer | None]]:
+async def temporal_client(
+    settings: Settings, *, embedded: bool | None = None, runtime=None
+) -> AsyncIterator[tuple[Client, SharedServer | None]]:
     """A client to the configured Temporal, or to the data directory's embedded server
     (started here unless another process runs it; it stays up while any process uses it)."""
     server = None
@@ -166,23 +201,31 @@ async def serve(settings: Settings, on_ready=None, command: str = "python -m vic
         for queue in [settings.task_queue, *(shard_queue(settings.task_queue, k) for k in settings.served_shards())]:
             locks.enter_context(WorkerLock(settings.data_dir, queue, command))
         # vicar/ops.py: /healthz, /readyz and the SDK's Prometheus /metrics (when configured).
-        async with ops.serving(settings.ops) as surface, \
-                temporal_client(settings, runtime=surface.runtime) as (client, server):
+        async with (
+            ops.serving(settings.ops) as surface,
+            temporal_client(settings, runtime=surface.runtime) as (client, server),
+        ):
             if settings.shard_count is not None:
                 # Another machine already serving one of these shards: stop before polling.
-                await check_claims(client, [shard_queue(settings.task_queue, k) for k in settings.served_shards()],
-                                   worker_identity(settings.data_dir))
+                await check_claims(
+                    client,
+                    [shard_queue(settings.task_queue, k) for k in settings.served_shards()],
+                    worker_identity(settings.data_dir),
+                )
             worker, registry = build_worker(client, settings, task_queue=settings.task_queue)
             # Load the embedding model before taking work, not inside the first activity.
             await asyncio.to_thread(make_embedder, params=settings.embedder)
             if on_ready:
                 on_ready(client, server)
             async with worker:
-                surface.watch(client, *getattr(worker, "workers", [worker]))  # ready from here: model loaded, worker polling
+                surface.watch(
+                    client, *getattr(worker, "workers", [worker])
+                )  # ready from here: model loaded, worker polling
                 await stop.wait()
                 surface.stopping()  # /readyz says 503 while running activities finish
-                log.info("shutting down: finishing running activities (at most %g s)",
-                         settings.ops.shutdown_grace_seconds)
+                log.info(
+                    "shutting down: finishing running activities (at most %g s)", settings.ops.shutdown_grace_seconds
+                )
             registry.close()
 
 

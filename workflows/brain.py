@@ -30,10 +30,15 @@ def _check(inp: BrainInput) -> None:
     cfg, wid = inp.config, workflow.info().workflow_id
     if wid != c.brain_workflow_id(inp.principal):
         raise ValueError(f"principal {inp.principal!r} does not own workflow id {wid!r}")
-    if not (cfg.lease_seconds > 0 and cfg.max_grants_per_run >= 1 and cfg.remembered_gates >= 1
-            and cfg.shard_wait_seconds > 0):
-        raise ValueError("lease_seconds and shard_wait_seconds must be positive, max_grants_per_run and "
-                         "remembered_gates at least 1")
+    if not (
+        cfg.lease_seconds > 0
+        and cfg.max_grants_per_run >= 1
+        and cfg.remembered_gates >= 1
+        and cfg.shard_wait_seconds > 0
+    ):
+        raise ValueError(
+            "lease_seconds and shard_wait_seconds must be positive, max_grants_per_run and remembered_gates at least 1"
+        )
     if cfg.shard_count is not None and not 1 <= cfg.shard_count <= MAX_SHARDS:
         raise ValueError(f"shard_count runs from 1 to {MAX_SHARDS}")
 
@@ -122,8 +127,12 @@ class BrainWorkflow:
     def status(self) -> BrainStatus:
         st = self._state
         return BrainStatus(
-            principal=self._principal, counter=st.counter, queued=[q.gate_id for q in st.queue],
-            holder=st.holder.gate_id if st.holder else None, run_grants=self._run_grants, shard=st.shard,
+            principal=self._principal,
+            counter=st.counter,
+            queued=[q.gate_id for q in st.queue],
+            holder=st.holder.gate_id if st.holder else None,
+            run_grants=self._run_grants,
+            shard=st.shard,
         )
 
     # -- main loop -------------------------------------------------------------
@@ -140,7 +149,7 @@ class BrainWorkflow:
         while True:
             if self._should_continue_as_new(cfg.max_grants_per_run):
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                st.assigned = list(self._assigned.items())[-cfg.remembered_gates:]
+                st.assigned = list(self._assigned.items())[-cfg.remembered_gates :]
                 workflow.continue_as_new(BrainInput(principal=self._principal, config=cfg, state=st))
 
             timeout = None
@@ -148,8 +157,11 @@ class BrainWorkflow:
                 timeout = max(st.lease_deadline - workflow.now().timestamp(), 0.001)
             try:
                 await workflow.wait_condition(
-                    lambda: self._regrant or (bool(st.queue) and (st.holder is None or self._asked != st.holder.gate_id))
-                    or self._should_continue_as_new(cfg.max_grants_per_run),
+                    lambda: (
+                        self._regrant
+                        or (bool(st.queue) and (st.holder is None or self._asked != st.holder.gate_id))
+                        or self._should_continue_as_new(cfg.max_grants_per_run)
+                    ),
                     timeout=timeout,
                 )
             except TimeoutError:
@@ -284,8 +296,8 @@ class BrainWorkflow:
             if release:
                 self._asked = req.gate_id
             await workflow.get_external_workflow_handle(req.workflow_id).signal(
-                c.TURN_GRANTED_SIGNAL, TurnGrant(gate_id=req.gate_id, n=n, error=refused, shard=self._state.shard,
-                                          release=release)
+                c.TURN_GRANTED_SIGNAL,
+                TurnGrant(gate_id=req.gate_id, n=n, error=refused, shard=self._state.shard, release=release),
             )
         except FailureError as exc:
             # The gate is gone (completed, terminated): the turn goes to the next one.

@@ -39,18 +39,30 @@ class ConsolidationWorkflow(TurnHolder):
     @workflow.run
     async def run(self, *args) -> ConsolidationReport:
         inp = one_input(args, ConsolidationInput, "consolidation input", _check)
-        turn = c.TurnAsk(principal=inp.principal,
-                         turn=TurnRequest(gate_id=f"consolidation/{inp.session_id}",
-                                          workflow_id=workflow.info().workflow_id))
+        turn = c.TurnAsk(
+            principal=inp.principal,
+            turn=TurnRequest(gate_id=f"consolidation/{inp.session_id}", workflow_id=workflow.info().workflow_id),
+        )
         shard = await self.take_turn(turn, f"consolidation of {inp.session_id}")
         try:
             # On the memory's shard, waiting for its owner however long: nothing is lost.
             plan = await run_memory_activity(
-                c.PLAN_CONSOLIDATION, inp, ConsolidationPlan,
-                dict(start_to_close_timeout=timedelta(minutes=10), retry_policy=FOREVER), shard=shard)
+                c.PLAN_CONSOLIDATION,
+                inp,
+                ConsolidationPlan,
+                dict(start_to_close_timeout=timedelta(minutes=10), retry_policy=FOREVER),
+                shard=shard,
+            )
             return await run_memory_activity(
-                c.APPLY_CONSOLIDATION, c.ApplyInput(principal=inp.principal, plan=plan), ConsolidationReport,
-                dict(start_to_close_timeout=timedelta(hours=1), heartbeat_timeout=timedelta(seconds=inp.heartbeat_seconds),
-                     retry_policy=FOREVER), shard=shard)
+                c.APPLY_CONSOLIDATION,
+                c.ApplyInput(principal=inp.principal, plan=plan),
+                ConsolidationReport,
+                dict(
+                    start_to_close_timeout=timedelta(hours=1),
+                    heartbeat_timeout=timedelta(seconds=inp.heartbeat_seconds),
+                    retry_policy=FOREVER,
+                ),
+                shard=shard,
+            )
         finally:
             await self.release_turn(turn)

@@ -48,8 +48,9 @@ from vicar.workflows.turn import TurnHolder
 # gate goes on without it (the escalation is in visibility and the UI regardless).
 NOTIFY: dict[str, Any] = dict(
     start_to_close_timeout=timedelta(seconds=30),
-    retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
-                             maximum_attempts=8),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=8
+    ),
 )
 # Each text an escalated gate shows in its memo (visibility listings carry it).
 MEMO_TEXT_CHARS = 1000
@@ -70,8 +71,6 @@ def _request(args: tuple) -> GateRequest:
     input, two) fails the workflow at once, non-retryable, where a failed conversion
     would fail its workflow task again and again with nothing shown as failed."""
     return one_input(args, GateRequest, "gate request", error_type=INVALID_GATE_REQUEST)
-
-
 
 
 class _DeadlinePassed(Exception):
@@ -124,9 +123,15 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
         task: each regular activity costs a workflow task round trip (~35 ms on the dev
         server). Slow ones (LLM calls) run as regular activities with their own timeouts
         and retries. Sharded, every step runs on the shard's queue."""
-        return await run_memory_activity(name, arg, result_type, options, shard=self._shard,
-                                         wait_seconds=self._shard_wait,
-                                         local=self._local_steps if local is None else local)
+        return await run_memory_activity(
+            name,
+            arg,
+            result_type,
+            options,
+            shard=self._shard,
+            wait_seconds=self._shard_wait,
+            local=self._local_steps if local is None else local,
+        )
 
     # -- handlers --------------------------------------------------------------
 
@@ -146,8 +151,11 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
         # Behind answers still kept, so they are judged in the order they came.
         if self._vetting or d is None or d.status in (GateStatus.queued, GateStatus.consulting) or self._early:
             if len(self._early) >= MAX_EARLY_ANSWERS:
-                workflow.logger.warning("ignored human_response from %s: %d answers already wait to be "
-                                        "judged", answer.responder, MAX_EARLY_ANSWERS)
+                workflow.logger.warning(
+                    "ignored human_response from %s: %d answers already wait to be judged",
+                    answer.responder,
+                    MAX_EARLY_ANSWERS,
+                )
             else:
                 self._early.append((answer, self._signals))
             return
@@ -190,9 +198,7 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
     def _check(self, answer: HumanAnswer) -> None:
         d = self._details
         if d is None or d.status is not GateStatus.escalated:
-            raise ValueError(
-                f"gate is not waiting for a human answer (status: {d.status.value if d else 'starting'})"
-            )
+            raise ValueError(f"gate is not waiting for a human answer (status: {d.status.value if d else 'starting'})")
         if self._answer is not None:
             raise ValueError("gate already has a human answer")
         check_answer(self._valid_actions, answer)
@@ -201,18 +207,22 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
                 raise ValueError("a dialog answer needs text: the question or point for the agent")
             asked = sum(1 for t in self._dialog if t.speaker == "reviewer" and t.answered_by is AnsweredBy.human)
             if asked >= self._max_dialog_turns:
-                raise ValueError(f"dialog limit ({self._max_dialog_turns} turns) reached: "
-                                 f"answer with approve, correct, reject, hold or withdraw")
+                raise ValueError(
+                    f"dialog limit ({self._max_dialog_turns} turns) reached: "
+                    f"answer with approve, correct, reject, hold or withdraw"
+                )
         if not answer.responder:
             raise ValueError("an answer needs a responder: who is answering (vicar answer --responder NAME)")
         if self._vetting:
             return  # the allow-list is read when the answer comes (_vet)
         if self._allowed_error:
-            raise ValueError(f"nobody may answer for {d.principal} until their allow-list is fixed: "
-                             f"{self._allowed_error}")
+            raise ValueError(
+                f"nobody may answer for {d.principal} until their allow-list is fixed: {self._allowed_error}"
+            )
         if self._allowed and answer.responder not in self._allowed:
-            raise ValueError(f"{answer.responder!r} may not answer for {d.principal}; "
-                             f"allowed: {', '.join(self._allowed)}")
+            raise ValueError(
+                f"{answer.responder!r} may not answer for {d.principal}; allowed: {', '.join(self._allowed)}"
+            )
 
     @workflow.query(name=c.DETAILS_QUERY)
     def details(self) -> GateDetails | None:
@@ -235,31 +245,44 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
         self._once = workflow.patched(c.GATE_ONCE)
         self._valid_actions = req.valid_actions
         self._details = GateDetails(
-            gate_id=req.gate_id, principal=req.principal, state=req.state, task_type=req.task_type,
-            status=GateStatus.queued, question=req.question, workflow_id=workflow.info().workflow_id,
+            gate_id=req.gate_id,
+            principal=req.principal,
+            state=req.state,
+            task_type=req.task_type,
+            status=GateStatus.queued,
+            question=req.question,
+            workflow_id=workflow.info().workflow_id,
         )
         gate_metrics.started(req)
         if workflow.info().typed_search_attributes.get(sa.PRINCIPAL) is None:
             # Started by a client that did not set them (vicar.gates.start_gate does):
             # every visibility write costs the server, so only when missing.
-            workflow.upsert_search_attributes([
-                sa.PRINCIPAL.value_set(req.principal), sa.STATE.value_set(req.state.value),
-                sa.TASK_TYPE.value_set(req.task_type), sa.STATUS.value_set(GateStatus.queued.value),
-            ])
+            workflow.upsert_search_attributes(
+                [
+                    sa.PRINCIPAL.value_set(req.principal),
+                    sa.STATE.value_set(req.state.value),
+                    sa.TASK_TYPE.value_set(req.task_type),
+                    sa.STATUS.value_set(GateStatus.queued.value),
+                ]
+            )
         if req.session_id:
             # The session's working memory is the cacheable prefix of this gate's prompts.
             try:
                 joined = await workflow.execute_local_activity(
                     c.JOIN_SESSION,
-                    c.JoinInput(principal=req.principal, session_id=req.session_id,
-                                join=SessionJoin(gate_id=req.gate_id, workflow_id=workflow.info().workflow_id)),
-                    result_type=JoinReply, **QUICK)
+                    c.JoinInput(
+                        principal=req.principal,
+                        session_id=req.session_id,
+                        join=SessionJoin(gate_id=req.gate_id, workflow_id=workflow.info().workflow_id),
+                    ),
+                    result_type=JoinReply,
+                    **QUICK,
+                )
                 self._working_memory = joined.working_memory
                 self._in_session = True
             except (ActivityError, ApplicationError) as exc:
                 # An ended session: the gate still runs, without its working memory.
-                workflow.logger.warning("gate %s runs outside session %s: %s", req.gate_id, req.session_id,
-                                        _cause(exc))
+                workflow.logger.warning("gate %s runs outside session %s: %s", req.gate_id, req.session_id, _cause(exc))
         n, refused = await self._take_turn(req)
         self._details.n = n
         if n is not None and self._once:
@@ -276,8 +299,7 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
         recorded = False
         try:
             # A refused turn (the principal's memory is unavailable): no consult, the human decides.
-            consulted, decision = (await self._proxy_dialog(req, n) if n is not None
-                                   else self._unavailable(refused))
+            consulted, decision = await self._proxy_dialog(req, n) if n is not None else self._unavailable(refused)
             if not decision.escalate:
                 # Stored inside the turn, so the next gate of this principal sees it.
                 action, text = self._final(decision.action, decision.text)
@@ -292,8 +314,12 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
         if not decision.escalate:
             self._set_status(GateStatus.done)
             self._ignore_early("the proxy answered the gate")
-            return await self._finish(req, self._result(req, n, action, text, consulted, escalated=False,
-                                                        answered_by=AnsweredBy.proxy, responder=None))
+            return await self._finish(
+                req,
+                self._result(
+                    req, n, action, text, consulted, escalated=False, answered_by=AnsweredBy.proxy, responder=None
+                ),
+            )
 
         # Escalate outside the turn: a slow human never blocks the principal's other gates.
         posterior, calibration = consulted.posterior, consulted.calibration
@@ -313,8 +339,11 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
             f"confidence {calibration.confidence:.2f}, guard {calibration.guard}): "
             f"{posterior.prose or posterior.note}\n\n"
             + (f"**Why:** {calibration.note}\n\n" if calibration.note else "")
-            + (f"Answer with `vicar answer {req.gate_id} answer \"text\"`." if req.kind is RequestKind.question
-               else f"Answer with `vicar answer {req.gate_id} ACTION \"text\"`.")
+            + (
+                f'Answer with `vicar answer {req.gate_id} answer "text"`.'
+                if req.kind is RequestKind.question
+                else f'Answer with `vicar answer {req.gate_id} ACTION "text"`.'
+            )
         )
         await self._notify(req, "escalated")
         try:
@@ -331,15 +360,15 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
             n = await self._turn_for_record(req)
             self._details.n = n
             try:
-                await self._record(req, n, action, text, AnsweredBy.human, answer.responder, consulted,
-                                   self._identity)
+                await self._record(req, n, action, text, AnsweredBy.human, answer.responder, consulted, self._identity)
             finally:
                 await self._release(req)
         else:
             await self._record(req, n, action, text, AnsweredBy.human, answer.responder, consulted, self._identity)
         self._set_status(GateStatus.done)
-        result = self._result(req, n, action, text, consulted, escalated=True, answered_by=AnsweredBy.human,
-                              responder=answer.responder)
+        result = self._result(
+            req, n, action, text, consulted, escalated=True, answered_by=AnsweredBy.human, responder=answer.responder
+        )
         return await self._finish(req, result.model_copy(update={"responder_identity": self._identity}))
 
     async def _human_decision(self, req: GateRequest) -> HumanAnswer:
@@ -369,11 +398,21 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
         self._set_status(GateStatus.timed_out)
         await self._notify(req, "timed_out")
         guess = consulted.posterior
-        text = (f"No answer by the deadline ({self._deadline_at.isoformat() if self._deadline_at else '?'}). "
-                f"The proxy's guess: {guess.action.value if guess.action else 'none'}"
-                + (f": {guess.prose or guess.note}" if (guess.prose or guess.note) else ""))
-        result = self._result(req, n if n is not None else 0, Action.hold, text, consulted, escalated=True,
-                              answered_by=AnsweredBy.nobody, responder=None)
+        text = (
+            f"No answer by the deadline ({self._deadline_at.isoformat() if self._deadline_at else '?'}). "
+            f"The proxy's guess: {guess.action.value if guess.action else 'none'}"
+            + (f": {guess.prose or guess.note}" if (guess.prose or guess.note) else "")
+        )
+        result = self._result(
+            req,
+            n if n is not None else 0,
+            Action.hold,
+            text,
+            consulted,
+            escalated=True,
+            answered_by=AnsweredBy.nobody,
+            responder=None,
+        )
         return await self._finish(req, result.model_copy(update={"timed_out": True, "proxy_action": guess.action}))
 
     async def _notify(self, req: GateRequest, event: str) -> None:
@@ -381,8 +420,12 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
         if not workflow.patched(c.GATE_DEADLINE):
             return
         assert self._details is not None
-        notice = c.Notice(event=event, event_id=f"{workflow.info().workflow_id}/{event}",
-                          gate=self._shown(), deadline=self._deadline_at)
+        notice = c.Notice(
+            event=event,
+            event_id=f"{workflow.info().workflow_id}/{event}",
+            gate=self._shown(),
+            deadline=self._deadline_at,
+        )
         try:
             await workflow.execute_activity(c.NOTIFY, notice, result_type=bool, **NOTIFY)
         except ActivityError as exc:
@@ -407,8 +450,9 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
                     raise _DeadlinePassed
                 timeouts.append(left)
             try:
-                await workflow.wait_condition(lambda: self._answer is not None or bool(self._early),
-                                              timeout=min(timeouts) if timeouts else None)
+                await workflow.wait_condition(
+                    lambda: self._answer is not None or bool(self._early), timeout=min(timeouts) if timeouts else None
+                )
             except TimeoutError:
                 if self._allowed_error:
                     await self._read_allowed(req)
@@ -435,10 +479,14 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
         """The gate's details with each text clipped, for the memo and the webhook."""
         d = self._details
         assert d is not None
-        return d.model_copy(update={
-            "question": d.question[:MEMO_TEXT_CHARS], "proxy_text": d.proxy_text[:MEMO_TEXT_CHARS],
-            "calibration_note": d.calibration_note[:MEMO_TEXT_CHARS],
-            "dialog": [t.model_copy(update={"text": t.text[:MEMO_TEXT_CHARS]}) for t in d.dialog]})
+        return d.model_copy(
+            update={
+                "question": d.question[:MEMO_TEXT_CHARS],
+                "proxy_text": d.proxy_text[:MEMO_TEXT_CHARS],
+                "calibration_note": d.calibration_note[:MEMO_TEXT_CHARS],
+                "dialog": [t.model_copy(update={"text": t.text[:MEMO_TEXT_CHARS]}) for t in d.dialog],
+            }
+        )
 
     def _ignore_early(self, why: str) -> None:
         for answer, _ in self._early:

@@ -24,8 +24,9 @@ from vicar.workflows.gate_state import GateState
 # then the answer is refused with the reason (the human can answer again).
 VET = dict(
     start_to_close_timeout=timedelta(seconds=30),
-    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=2),
-                             maximum_attempts=5),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=2), maximum_attempts=5
+    ),
 )
 
 
@@ -56,19 +57,27 @@ class AnswerJudge(GateState):
             return
         verdict = await self._vet(answer, signal_ordinal=ordinal)
         if not verdict.allowed or self._answer is not None:
-            workflow.logger.warning("ignored human_response from %s: %s", answer.responder,
-                                    verdict.why or "the gate already has an answer")
+            workflow.logger.warning(
+                "ignored human_response from %s: %s", answer.responder, verdict.why or "the gate already has an answer"
+            )
             return
         self._answer, self._identity = answer, verdict.identity
 
-    async def _vet(self, answer: HumanAnswer, *, update_id: str | None = None,
-                   signal_ordinal: int | None = None) -> c.AnswerVerdict:
+    async def _vet(
+        self, answer: HumanAnswer, *, update_id: str | None = None, signal_ordinal: int | None = None
+    ) -> c.AnswerVerdict:
         """A regular activity, never local: it reads the update's accepted event, which is
         in history only once this workflow task has completed."""
         assert self._details is not None and answer.responder
         info = workflow.info()
-        vet = c.AnswerVet(principal=self._details.principal, workflow_id=info.workflow_id, run_id=info.run_id,
-                          responder=answer.responder, update_id=update_id, signal_ordinal=signal_ordinal)
+        vet = c.AnswerVet(
+            principal=self._details.principal,
+            workflow_id=info.workflow_id,
+            run_id=info.run_id,
+            responder=answer.responder,
+            update_id=update_id,
+            signal_ordinal=signal_ordinal,
+        )
         try:
             return await self._step(c.VET_ANSWER, vet, c.AnswerVerdict, VET, local=False)
         except (ActivityError, ApplicationError) as exc:

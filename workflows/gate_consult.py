@@ -34,15 +34,17 @@ from vicar.workflows.gate_state import GateState
 # behind it) for ever. Non-retryable errors (a bad key) give up at once.
 STEP: dict[str, Any] = dict(
     start_to_close_timeout=timedelta(minutes=5),
-    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10),
-                             maximum_attempts=6),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10), maximum_attempts=6
+    ),
 )
 # Pinning the learned model may fit it (about 2 s at 10,000 answers): a few attempts,
 # then the proxy is unavailable and the human decides.
 PIN: dict[str, Any] = dict(
     start_to_close_timeout=timedelta(minutes=2),
-    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=5),
-                             maximum_attempts=4),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=5), maximum_attempts=4
+    ),
 )
 
 
@@ -64,8 +66,9 @@ class GateConsult(GateState):
 
     def _unavailable(self, reason: str) -> tuple[c.ConsultResult, Decision]:
         failed = PassResult(prose="", note=reason, confidence=0.0)
-        consulted = c.ConsultResult(prior=failed, posterior=failed,
-                                    calibration=Calibration(confidence=0.0, guard="proxy_error", note=reason))
+        consulted = c.ConsultResult(
+            prior=failed, posterior=failed, calibration=Calibration(confidence=0.0, guard="proxy_error", note=reason)
+        )
         self._show(consulted)
         return consulted, Decision(escalate=True, action=None, text="")
 
@@ -80,21 +83,21 @@ class GateConsult(GateState):
                 return consulted, decision
             proxy_turns = sum(1 for t in self._dialog if t.speaker == "reviewer")
             if proxy_turns >= self._max_dialog_turns:
-                self._details.calibration_note = (
-                    f"dialog bound: {proxy_turns} reviewer turns without a decision")
+                self._details.calibration_note = f"dialog bound: {proxy_turns} reviewer turns without a decision"
                 return consulted, Decision(escalate=True, action=None, text=decision.text)
             if not await self._converse(req, decision.text, AnsweredBy.proxy):
                 return consulted, Decision(escalate=True, action=None, text=decision.text)
 
-    async def _converse(self, req: GateRequest, reviewer_text: str, by: AnsweredBy,
-                        responder: str | None = None) -> bool:
+    async def _converse(
+        self, req: GateRequest, reviewer_text: str, by: AnsweredBy, responder: str | None = None
+    ) -> bool:
         """Add the reviewer's line and the agent side's reply; False if the reply is empty."""
-        self._dialog.append(DialogTurn(speaker="reviewer", text=reviewer_text, answered_by=by,
-                                       responder=responder))
+        self._dialog.append(DialogTurn(speaker="reviewer", text=reviewer_text, answered_by=by, responder=responder))
         assert self._details is not None
         self._details.dialog = list(self._dialog)  # the human sees what was asked, answered or not
-        reply = await self._step(c.AGENT_REPLY, c.AgentReplyInput(request=req, dialog=self._dialog),
-                                 result_type=c.AgentReply)
+        reply = await self._step(
+            c.AGENT_REPLY, c.AgentReplyInput(request=req, dialog=self._dialog), result_type=c.AgentReply
+        )
         self._usage = self._usage + reply.usage
         if not reply.text.strip():
             return False
@@ -126,40 +129,63 @@ class GateConsult(GateState):
         dialog = list(self._dialog)
         if self._local_steps:
             consulted = await self._step(
-                c.CONSULT, c.ConsultInput(request=req, n=n, now=now, gate_key=gate_key, dialog=dialog,
-                                          working_memory=self._working_memory, model=self._pin),
-                result_type=c.ConsultResult)
+                c.CONSULT,
+                c.ConsultInput(
+                    request=req,
+                    n=n,
+                    now=now,
+                    gate_key=gate_key,
+                    dialog=dialog,
+                    working_memory=self._working_memory,
+                    model=self._pin,
+                ),
+                result_type=c.ConsultResult,
+            )
         else:
             consulted = await self._consult_in_steps(req, n, now, gate_key, dialog)
-        self._usage = (self._usage + consulted.prior.usage + consulted.posterior.usage
-                       + (consulted.surprise.usage if consulted.surprise else None))
+        self._usage = (
+            self._usage
+            + consulted.prior.usage
+            + consulted.posterior.usage
+            + (consulted.surprise.usage if consulted.surprise else None)
+        )
         return consulted
 
     async def _consult_in_steps(self, req, n, now, gate_key, dialog) -> c.ConsultResult:
         """The same path as the CONSULT activity, one activity per step: each LLM call
         gets its own timeout and retries, and a retry never repeats a finished call."""
         bundle = await self._step(
-            c.RETRIEVE, c.RetrieveInput(request=req, n=n, working_memory=self._working_memory),
-            result_type=c.RetrievalBundle)
+            c.RETRIEVE,
+            c.RetrieveInput(request=req, n=n, working_memory=self._working_memory),
+            result_type=c.RetrievalBundle,
+        )
         prior = await self._step(
-            c.PRIOR_PASS, c.PassInput(request=req, ctx=bundle.prior, dialog=dialog), result_type=PassResult)
+            c.PRIOR_PASS, c.PassInput(request=req, ctx=bundle.prior, dialog=dialog), result_type=PassResult
+        )
         posterior = await self._step(
-            c.POSTERIOR_PASS, c.PassInput(request=req, ctx=bundle.posterior, prior=prior, dialog=dialog),
-            result_type=PassResult)
+            c.POSTERIOR_PASS,
+            c.PassInput(request=req, ctx=bundle.posterior, prior=prior, dialog=dialog),
+            result_type=PassResult,
+        )
         surprise = None
         if surprised(prior, posterior):
             surprise = await self._step(
                 c.EXTRACT_SURPRISE,
                 c.SurpriseInput(request=req, ctx=bundle.posterior, prior=prior, posterior=posterior),
-                result_type=Surprise)
+                result_type=Surprise,
+            )
         calibration = await self._step(
             c.CALIBRATE,
-            c.CalibrateInput(request=req, confidence=posterior.confidence, ctx=bundle.posterior,
-                             now=now, gate_key=gate_key),
-            result_type=Calibration)
+            c.CalibrateInput(
+                request=req, confidence=posterior.confidence, ctx=bundle.posterior, now=now, gate_key=gate_key
+            ),
+            result_type=Calibration,
+        )
         if posterior.used_chunk_ids:
             # ACT-R rule 2: only the memories the proxy actually used get a trace.
             await self._step(
-                c.REINFORCE, c.ReinforceInput(principal=req.principal, n=n, chunk_ids=posterior.used_chunk_ids),
-                result_type=list[str])
+                c.REINFORCE,
+                c.ReinforceInput(principal=req.principal, n=n, chunk_ids=posterior.used_chunk_ids),
+                result_type=list[str],
+            )
         return c.ConsultResult(prior=prior, posterior=posterior, surprise=surprise, calibration=calibration)

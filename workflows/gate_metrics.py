@@ -57,13 +57,16 @@ def finished(req, result, escalated_at: datetime | None) -> None:
     meter, labels, now = workflow.metric_meter(), _labels(req), workflow.now()
     meter.create_counter(FINISHED, "Gates finished", "1").add(1, labels)
     meter.create_histogram_float(LATENCY, "Gate start to finish", "s").record(
-        max(0.0, (now - workflow.info().workflow_start_time).total_seconds()), labels)
+        max(0.0, (now - workflow.info().workflow_start_time).total_seconds()), labels
+    )
     if result.escalated:
         if escalated_at is not None:
             meter.create_histogram_float(ESCALATION_AGE, "Time an escalated gate waited for the human", "s").record(
-                max(0.0, (now - escalated_at).total_seconds()), labels)
+                max(0.0, (now - escalated_at).total_seconds()), labels
+            )
     else:
         meter.create_counter(DECIDED_ALONE, "Gates the proxy answered alone", "1").add(1, labels)
     if result.autonomy_threshold is not None:
         meter.create_gauge_float(AUTONOMY_THRESHOLD, "Confidence the autonomy rule has proven safe", "1").set(
-            result.autonomy_threshold, {"principal": req.principal})
+            result.autonomy_threshold, {"principal": req.principal}
+        )

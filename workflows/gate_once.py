@@ -19,26 +19,46 @@ with workflow.unsafe.imports_passed_through():
 
 LOOKUP = dict(
     start_to_close_timeout=timedelta(seconds=60),
-    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=5),
-                             maximum_attempts=5),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=5), maximum_attempts=5
+    ),
 )
 ALREADY = "this gate id's outcome was recorded by an earlier run; nobody was asked again"
 
 
 async def recorded(req: GateRequest, shard: int | None, wait_seconds: float) -> OutcomeRecord | None:
     return await run_memory_activity(
-        c.RECORDED_OUTCOME, c.OutcomeLookup(principal=req.principal, workflow_id=workflow.info().workflow_id),
-        OutcomeRecord | None, LOOKUP, shard=shard, wait_seconds=wait_seconds, local=True)
+        c.RECORDED_OUTCOME,
+        c.OutcomeLookup(principal=req.principal, workflow_id=workflow.info().workflow_id),
+        OutcomeRecord | None,
+        LOOKUP,
+        shard=shard,
+        wait_seconds=wait_seconds,
+        local=True,
+    )
 
 
 def result_from_record(req: GateRequest, rec: OutcomeRecord) -> GateResult:
     cal = rec.calibration
     return GateResult(
-        gate_id=req.gate_id, principal=req.principal, state=rec.request.state, task_type=rec.request.task_type,
-        action=rec.action, text=rec.response_text, confidence=cal.confidence if cal else 0.0,
-        prior_confidence=rec.prior.confidence if rec.prior else 0.0, calibration_guard=cal.guard if cal else "",
-        calibration_note=ALREADY, escalated=rec.answered_by is AnsweredBy.human, answered_by=rec.answered_by,
-        responder=rec.responder, responder_identity=rec.responder_identity, n=rec.n, surprise=rec.surprise,
-        dialog=list(rec.dialog), autonomy_threshold=cal.threshold if cal else None,
-        autonomy_bound=cal.bound if cal else None, autonomy_evidence=cal.evidence if cal else 0,
+        gate_id=req.gate_id,
+        principal=req.principal,
+        state=rec.request.state,
+        task_type=rec.request.task_type,
+        action=rec.action,
+        text=rec.response_text,
+        confidence=cal.confidence if cal else 0.0,
+        prior_confidence=rec.prior.confidence if rec.prior else 0.0,
+        calibration_guard=cal.guard if cal else "",
+        calibration_note=ALREADY,
+        escalated=rec.answered_by is AnsweredBy.human,
+        answered_by=rec.answered_by,
+        responder=rec.responder,
+        responder_identity=rec.responder_identity,
+        n=rec.n,
+        surprise=rec.surprise,
+        dialog=list(rec.dialog),
+        autonomy_threshold=cal.threshold if cal else None,
+        autonomy_bound=cal.bound if cal else None,
+        autonomy_evidence=cal.evidence if cal else 0,
     )

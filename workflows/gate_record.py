@@ -27,8 +27,9 @@ from vicar.workflows.gate_state import GateState
 # activity retried for ever (a broken store) also kept the worker from shutting down.
 RECORD: dict[str, Any] = dict(
     start_to_close_timeout=timedelta(minutes=5),
-    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=5),
-                             maximum_attempts=5),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=5), maximum_attempts=5
+    ),
 )
 
 
@@ -43,10 +44,17 @@ class GateRecord(GateState):
         if self._in_session:
             try:
                 await workflow.get_external_workflow_handle(
-                    c.session_workflow_id(req.principal, req.session_id or "")).signal(
-                    c.GATE_DONE_SIGNAL, SessionGate(gate_id=req.gate_id, workflow_id=workflow.info().workflow_id,
-                                             escalated=result.escalated, answered_by=result.answered_by,
-                                             usage=result.usage))
+                    c.session_workflow_id(req.principal, req.session_id or "")
+                ).signal(
+                    c.GATE_DONE_SIGNAL,
+                    SessionGate(
+                        gate_id=req.gate_id,
+                        workflow_id=workflow.info().workflow_id,
+                        escalated=result.escalated,
+                        answered_by=result.answered_by,
+                        usage=result.usage,
+                    ),
+                )
             except Exception as exc:  # the session has ended: the gate's answer stands
                 workflow.logger.warning("session %s did not take gate %s: %s", req.session_id, req.gate_id, exc)
         if self._turn_owed and self._wanted:
@@ -98,13 +106,25 @@ class GateRecord(GateState):
     def _turn(req: GateRequest) -> TurnRequest:
         return TurnRequest(gate_id=req.gate_id, workflow_id=workflow.info().workflow_id)
 
-    async def _record(self, req, n, action, text, answered_by, responder, consulted: c.ConsultResult,
-                      identity: str | None = None) -> None:
-        record = OutcomeRecord(request=req, n=n, workflow_id=workflow.info().workflow_id, action=action,
-                               response_text=text, answered_by=answered_by, responder=responder,
-                               responder_identity=identity,
-                               prior=consulted.prior, posterior=consulted.posterior, surprise=consulted.surprise,
-                               at=workflow.now(), dialog=list(self._dialog), calibration=consulted.calibration)
+    async def _record(
+        self, req, n, action, text, answered_by, responder, consulted: c.ConsultResult, identity: str | None = None
+    ) -> None:
+        record = OutcomeRecord(
+            request=req,
+            n=n,
+            workflow_id=workflow.info().workflow_id,
+            action=action,
+            response_text=text,
+            answered_by=answered_by,
+            responder=responder,
+            responder_identity=identity,
+            prior=consulted.prior,
+            posterior=consulted.posterior,
+            surprise=consulted.surprise,
+            at=workflow.now(),
+            dialog=list(self._dialog),
+            calibration=consulted.calibration,
+        )
         wait = timedelta(seconds=1)
         note = self._details.calibration_note if self._details else ""
         while True:  # until it lands (record_outcome is idempotent per gate)
@@ -131,16 +151,29 @@ class GateRecord(GateState):
             updates.append(sa.CONFIDENCE.value_set(confidence))
         workflow.upsert_search_attributes(updates)
 
-    def _result(self, req, n, action, text, consulted: c.ConsultResult, *, escalated, answered_by,
-                responder) -> GateResult:
+    def _result(
+        self, req, n, action, text, consulted: c.ConsultResult, *, escalated, answered_by, responder
+    ) -> GateResult:
         return GateResult(
-            gate_id=req.gate_id, principal=req.principal, state=req.state, task_type=req.task_type,
-            action=action, text=text, confidence=consulted.calibration.confidence,
-            prior_confidence=consulted.prior.confidence, calibration_guard=consulted.calibration.guard,
+            gate_id=req.gate_id,
+            principal=req.principal,
+            state=req.state,
+            task_type=req.task_type,
+            action=action,
+            text=text,
+            confidence=consulted.calibration.confidence,
+            prior_confidence=consulted.prior.confidence,
+            calibration_guard=consulted.calibration.guard,
             calibration_note=self._details.calibration_note if self._details else "",
-            escalated=escalated, answered_by=answered_by, responder=responder, n=n,
-            surprise=consulted.surprise, dialog=list(self._dialog), usage=self._usage,
-            autonomy_threshold=consulted.calibration.threshold, autonomy_bound=consulted.calibration.bound,
+            escalated=escalated,
+            answered_by=answered_by,
+            responder=responder,
+            n=n,
+            surprise=consulted.surprise,
+            dialog=list(self._dialog),
+            usage=self._usage,
+            autonomy_threshold=consulted.calibration.threshold,
+            autonomy_bound=consulted.calibration.bound,
             autonomy_evidence=consulted.calibration.evidence,
             model_version=self._pin.version if self._pin else None,
         )

@@ -37,9 +37,14 @@ class GateState(TurnHolder):
     _default_deadline: float
     _deadline_at: datetime | None
 
-    async def _step(self, name: str, arg: Any, result_type: Any,
-                    options: dict[str, Any] = {},  # noqa: B006  (never called: GateWorkflow's runs)
-                    local: bool | None = None) -> Any:
+    async def _step(
+        self,
+        name: str,
+        arg: Any,
+        result_type: Any,
+        options: dict[str, Any] = {},  # noqa: B006  (never called: GateWorkflow's runs)
+        local: bool | None = None,
+    ) -> Any:
         raise NotImplementedError  # GateWorkflow._step
 
     def _check(self, answer: HumanAnswer) -> None:

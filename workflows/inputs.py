@@ -36,8 +36,13 @@ def raw_input(cls: C) -> C:
     return cls
 
 
-def one_input(args: tuple, model: type[M], what: str, check: Callable[[M], None] | None = None,
-              error_type: str = INVALID_WORKFLOW_INPUT) -> M:
+def one_input(
+    args: tuple,
+    model: type[M],
+    what: str,
+    check: Callable[[M], None] | None = None,
+    error_type: str = INVALID_WORKFLOW_INPUT,
+) -> M:
     """The single argument as `model`, then `check` (raising ValueError); or fail the
     workflow with "invalid <what>: <why>"."""
     if len(args) != 1:

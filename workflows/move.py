@@ -35,7 +35,6 @@ PIECE = dict(start_to_close_timeout=timedelta(seconds=20), retry_policy=_UNTIL_D
 PIECES_PER_RUN = 16
 
 
-
 def _input(args: tuple) -> c.MoveInput:
     """The input, checked before any step: its principal and move id become paths on the
     shards' disks, and a move started by hand must not reach outside the data directory
@@ -44,8 +43,11 @@ def _input(args: tuple) -> c.MoveInput:
     try:
         if len(args) != 1:  # *args: no input or two must fail here too, not in the SDK's conversion
             raise InvalidInput(f"expected one MoveInput argument, got {len(args)}")
-        inp = (workflow.payload_converter().from_payload(args[0].payload, c.MoveInput)
-               if isinstance(args[0], RawValue) else c.MoveInput.model_validate(args[0]))
+        inp = (
+            workflow.payload_converter().from_payload(args[0].payload, c.MoveInput)
+            if isinstance(args[0], RawValue)
+            else c.MoveInput.model_validate(args[0])
+        )
         check_principal(inp.principal)
         if inp.move_id:
             check_name(inp.move_id, "move id")
@@ -55,7 +57,8 @@ def _input(args: tuple) -> c.MoveInput:
         # would skip the archive the install is checked against, a move id chosen could
         # share another move's staging directory.
         if not workflow.info().continued_run_id and (
-                inp.move_id or inp.snapshot is not None or inp.from_shard is not None or inp.next_piece):
+            inp.move_id or inp.snapshot is not None or inp.from_shard is not None or inp.next_piece
+        ):
             raise InvalidInput("move_id, snapshot, from_shard and next_piece are carried between runs, not given")
         return inp
     except ValidationError as exc:
@@ -75,9 +78,13 @@ class MoveWorkflow(TurnHolder):
     async def run(self, *args) -> c.MoveReport:
         inp = _input(args)
         move_id = inp.move_id or str(workflow.uuid4())
-        turn = c.TurnAsk(principal=inp.principal,
-                         turn=TurnRequest(gate_id=f"move/{move_id}", workflow_id=workflow.info().workflow_id))
-        shard = await self.take_turn(turn, f"move of {inp.principal}")  # the holder asking again (a new run) keeps its turn
+        turn = c.TurnAsk(
+            principal=inp.principal,
+            turn=TurnRequest(gate_id=f"move/{move_id}", workflow_id=workflow.info().workflow_id),
+        )
+        shard = await self.take_turn(
+            turn, f"move of {inp.principal}"
+        )  # the holder asking again (a new run) keeps its turn
         from_shard = inp.from_shard if inp.from_shard is not None else shard
         if from_shard == inp.to_shard or shard is None:
             await self.release_turn(turn)
@@ -87,18 +94,30 @@ class MoveWorkflow(TurnHolder):
         for i in range(inp.next_piece, snap.pieces):
             if i - inp.next_piece == PIECES_PER_RUN:
                 # The turn stays with this workflow id across runs.
-                workflow.continue_as_new(inp.model_copy(update=dict(
-                    move_id=move_id, from_shard=from_shard, snapshot=snap, next_piece=i)))
+                workflow.continue_as_new(
+                    inp.model_copy(update=dict(move_id=move_id, from_shard=from_shard, snapshot=snap, next_piece=i))
+                )
             piece = await run_memory_activity(
-                c.EXPORT_PIECE, c.MovePiece(principal=inp.principal, move_id=move_id, index=i), c.MovePiece,
-                PIECE, shard=from_shard)
+                c.EXPORT_PIECE,
+                c.MovePiece(principal=inp.principal, move_id=move_id, index=i),
+                c.MovePiece,
+                PIECE,
+                shard=from_shard,
+            )
             await run_memory_activity(c.IMPORT_PIECE, piece, int, PIECE, shard=inp.to_shard)
         outcomes = await run_memory_activity(
-            c.INSTALL_MEMORY, c.MoveInstall(principal=inp.principal, move_id=move_id, snapshot=snap), int,
-            FOREVER, shard=inp.to_shard)
+            c.INSTALL_MEMORY,
+            c.MoveInstall(principal=inp.principal, move_id=move_id, snapshot=snap),
+            int,
+            FOREVER,
+            shard=inp.to_shard,
+        )
         changed = await workflow.execute_local_activity(
-            c.SET_SHARD, c.ShardChange(principal=inp.principal, turn=turn.turn, shard=inp.to_shard),
-            result_type=bool, **QUICK)
+            c.SET_SHARD,
+            c.ShardChange(principal=inp.principal, turn=turn.turn, shard=inp.to_shard),
+            result_type=bool,
+            **QUICK,
+        )
         if not changed:
             # The turn's lease ran out during the move: gates may have written the old
             # copy since the archive. Start again from a new archive; the old copy is intact.
@@ -106,5 +125,11 @@ class MoveWorkflow(TurnHolder):
             workflow.continue_as_new(c.MoveInput(principal=inp.principal, to_shard=inp.to_shard))
         await run_memory_activity(c.REMOVE_MEMORY, step, None, FOREVER, shard=from_shard)
         await self.release_turn(turn)
-        return c.MoveReport(principal=inp.principal, from_shard=from_shard, to_shard=inp.to_shard, moved=True,
-                            outcomes=outcomes, archive_bytes=snap.size)
+        return c.MoveReport(
+            principal=inp.principal,
+            from_shard=from_shard,
+            to_shard=inp.to_shard,
+            moved=True,
+            outcomes=outcomes,
+            archive_bytes=snap.size,
+        )

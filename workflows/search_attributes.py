@@ -11,5 +11,8 @@ CONFIDENCE = SearchAttributeKey.for_float("VicarConfidence")
 ALL = (STATUS, PRINCIPAL, STATE, TASK_TYPE, CONFIDENCE)
 # What the server registers (vicar/server.py, vicar/connect.py): name -> Temporal's type name.
 SEARCH_ATTRIBUTES: dict[str, str] = {
-    k.name: {SearchAttributeIndexedValueType.KEYWORD: "Keyword",
-             SearchAttributeIndexedValueType.DOUBLE: "Double"}[k.indexed_value_type] for k in ALL}
+    k.name: {SearchAttributeIndexedValueType.KEYWORD: "Keyword", SearchAttributeIndexedValueType.DOUBLE: "Double"}[
+        k.indexed_value_type
+    ]
+    for k in ALL
+}

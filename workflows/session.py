@@ -56,8 +56,9 @@ class SessionWorkflow:
             inp = one_input(args, SessionInput, "session input", _check)
         except ApplicationError as exc:
             self._bad = exc
-            inp = SessionInput.model_construct(principal="", session_id="", config=SessionConfig(), shard=None,
-                                               shard_wait_seconds=60.0)
+            inp = SessionInput.model_construct(
+                principal="", session_id="", config=SessionConfig(), shard=None, shard_wait_seconds=60.0
+            )
         self._inp = inp
         self._wm: WorkingMemoryView | None = None
         self._gates: dict[str, SessionGate] = {}
@@ -73,8 +74,13 @@ class SessionWorkflow:
         inp = self._inp
         try:
             self._wm = await run_memory_activity(
-                c.LOAD_WORKING_MEMORY, c.WorkingMemoryInput(principal=inp.principal, token_budget=inp.config.token_budget),
-                WorkingMemoryView, LOAD, shard=inp.shard, wait_seconds=inp.shard_wait_seconds)
+                c.LOAD_WORKING_MEMORY,
+                c.WorkingMemoryInput(principal=inp.principal, token_budget=inp.config.token_budget),
+                WorkingMemoryView,
+                LOAD,
+                shard=inp.shard,
+                wait_seconds=inp.shard_wait_seconds,
+            )
         except (ActivityError, ApplicationError) as exc:
             # A broken memory (non-retryable): the session opens without working memory
             # rather than holding its gates; they escalate with the reason themselves.
@@ -95,8 +101,12 @@ class SessionWorkflow:
         finished = [g.workflow_id for g in self._gates.values() if g.done]
         self._report = await workflow.execute_child_workflow(
             c.CONSOLIDATION_WORKFLOW,
-            ConsolidationInput(principal=inp.principal, session_id=inp.session_id, gate_workflow_ids=finished,
-                               heartbeat_seconds=inp.config.consolidation_heartbeat_seconds),
+            ConsolidationInput(
+                principal=inp.principal,
+                session_id=inp.session_id,
+                gate_workflow_ids=finished,
+                heartbeat_seconds=inp.config.consolidation_heartbeat_seconds,
+            ),
             id=c.consolidation_workflow_id(inp.principal, inp.session_id),
             result_type=ConsolidationReport,
             # Consolidation rewrites memory under the brain's turn: it finishes even if
@@ -136,8 +146,14 @@ class SessionWorkflow:
             usage = usage + g.usage
         wm = self._wm
         return SessionSummary(
-            principal=self._inp.principal, session_id=self._inp.session_id, status=self._status,
-            ended_by=self._ended_by, n_at_start=wm.n if wm else None,
-            working_memory_tokens=wm.tokens if wm else 0, working_memory_chunks=len(wm.chunk_ids) if wm else 0,
-            gates=list(self._gates.values()), usage=usage, consolidation=self._report,
+            principal=self._inp.principal,
+            session_id=self._inp.session_id,
+            status=self._status,
+            ended_by=self._ended_by,
+            n_at_start=wm.n if wm else None,
+            working_memory_tokens=wm.tokens if wm else 0,
+            working_memory_chunks=len(wm.chunk_ids) if wm else 0,
+            gates=list(self._gates.values()),
+            usage=usage,
+            consolidation=self._report,
         )

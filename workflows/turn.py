@@ -47,8 +47,9 @@ REPAIR_WAIT_CAP = timedelta(seconds=30)
 # the next request reads the store again, so a repaired store is picked up.
 COUNTER: dict[str, Any] = dict(
     start_to_close_timeout=timedelta(seconds=60),
-    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=2),
-                             maximum_attempts=4),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=2), maximum_attempts=4
+    ),
 )
 
 
@@ -113,18 +114,34 @@ async def read_counter(principal: str, shard: int | None, wait_seconds: float) -
     # mirrors a new N. A local read shares its workflow task with the first grants'
     # mirrors; when that task is lost (timed out under load), its retry re-read a store
     # the lost mirrors had already advanced, and N skipped values.
-    return await run_memory_activity(c.READ_COUNTER, c.CounterInput(principal=principal), int, COUNTER,
-                                     shard=shard, wait_seconds=wait_seconds)
+    return await run_memory_activity(
+        c.READ_COUNTER, c.CounterInput(principal=principal), int, COUNTER, shard=shard, wait_seconds=wait_seconds
+    )
 
 
 async def mirror_counter(principal: str, n: int | None, shard: int | None, wait_seconds: float) -> int:
     """Brains started before TURN_BY_RECORD: the next N mirrored before it is granted."""
-    return await run_memory_activity(c.MIRROR_COUNTER, c.CounterInput(principal=principal, n=n), int, COUNTER,
-                                     shard=shard, wait_seconds=wait_seconds, local=True)
+    return await run_memory_activity(
+        c.MIRROR_COUNTER,
+        c.CounterInput(principal=principal, n=n),
+        int,
+        COUNTER,
+        shard=shard,
+        wait_seconds=wait_seconds,
+        local=True,
+    )
 
 
-async def advance_turn(principal: str, n: int | None, after: str | None, shard: int | None,
-                       wait_seconds: float) -> c.TurnAdvanced:
+async def advance_turn(
+    principal: str, n: int | None, after: str | None, shard: int | None, wait_seconds: float
+) -> c.TurnAdvanced:
     """Whether `after`'s record is in (the turn is free), mirroring N if given."""
-    return await run_memory_activity(c.ADVANCE_TURN, c.TurnAdvance(principal=principal, n=n, after=after),
-                                     c.TurnAdvanced, COUNTER, shard=shard, wait_seconds=wait_seconds, local=True)
+    return await run_memory_activity(
+        c.ADVANCE_TURN,
+        c.TurnAdvance(principal=principal, n=n, after=after),
+        c.TurnAdvanced,
+        COUNTER,
+        shard=shard,
+        wait_seconds=wait_seconds,
+        local=True,
+    )

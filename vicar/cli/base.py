@@ -38,7 +38,9 @@ class Output(str, Enum):
     json = "json"
 
 
-OUTPUT = typer.Option(Output.table, "-o", "--output", help="table for people, json for scripts (stdout is then JSON only).")
+OUTPUT = typer.Option(
+    Output.table, "-o", "--output", help="table for people, json for scripts (stdout is then JSON only)."
+)
 
 
 def _print_version(value: bool) -> None:
@@ -51,10 +53,12 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    show_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
-                                      help="Print Vicar's version and exit."),
+    show_version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print Vicar's version and exit."
+    ),
 ) -> None:
     """Vicar: a human proxy for approval gates."""
+
 
 # No emoji codes: ":smile:" in a question stays ":smile:".
 # Piped (CI logs): wide enough that report tables keep every column readable.

@@ -17,24 +17,29 @@ from vicar.memory.names import child_path
 @app.command()
 @friendly
 def demo(
-    principal: Optional[str] = typer.Option(None, help="Principal name (default: alice, or alice-2, alice-3... "
-                                                       "when an earlier demo's memory has the name)."),
+    principal: Optional[str] = typer.Option(
+        None, help="Principal name (default: alice, or alice-2, alice-3... when an earlier demo's memory has the name)."
+    ),
     gates: int = typer.Option(24, min=1, max=500, help="How many gates to open."),
     human_delay: float = typer.Option(0.2, min=0.0, help="Seconds the scripted human takes to answer."),
-    keep: bool = typer.Option(False, "--keep", help="Keep the embedded server and its UI up after the session, "
-                                                    "until Ctrl-C."),
+    keep: bool = typer.Option(
+        False, "--keep", help="Keep the embedded server and its UI up after the session, until Ctrl-C."
+    ),
 ) -> None:
     """Run a scripted session: gates open, the proxy learns from the human's answers."""
     from vicar.demo import claim_principal
     from vicar.models import check_principal
 
     settings = Settings.from_env()
-    principal, said = claim_principal(settings.principals_dir, None if principal is None else check_principal(principal))
+    principal, said = claim_principal(
+        settings.principals_dir, None if principal is None else check_principal(principal)
+    )
     asyncio.run(_demo(settings, principal, gates, human_delay, keep, said))
 
 
-async def _demo(settings: Settings, principal: str, gates: int, human_delay: float, keep: bool = False,
-                said: str = "") -> None:
+async def _demo(
+    settings: Settings, principal: str, gates: int, human_delay: float, keep: bool = False, said: str = ""
+) -> None:
     from vicar.demo import demo_autonomy, demo_task_queue, render_summary, run_demo
     from vicar.locks import WorkerLock
     from vicar.memory.embedder import make_embedder
@@ -52,35 +57,50 @@ async def _demo(settings: Settings, principal: str, gates: int, human_delay: flo
         ctx = temporal_client(settings)
         client, server = await ctx.__aenter__()
     try:
-        where = f"embedded server at {server.address}" if server else f"Temporal at {client.service_client.config.target_host}"
+        where = (
+            f"embedded server at {server.address}"
+            if server
+            else f"Temporal at {client.service_client.config.target_host}"
+        )
         console.print(text(f"Connected to {where}."))
         if server and not server.started_here:
-            console.print(f"It was started by another Vicar process (pid {server.started_by}) "
-                          "and stays up after this demo while any other Vicar process uses it.")
+            console.print(
+                f"It was started by another Vicar process (pid {server.started_by}) "
+                "and stays up after this demo while any other Vicar process uses it."
+            )
         with console.status("Loading the embedding model (all-MiniLM-L6-v2, local) …"):
             await asyncio.to_thread(make_embedder, params=settings.embedder)
         # Unsharded whatever the deployment: the demo's own queue and memory, in this process.
-        worker, registry = build_worker(client, settings.model_copy(update={"shard_count": None}),
-                                        task_queue=task_queue)
+        worker, registry = build_worker(
+            client, settings.model_copy(update={"shard_count": None}), task_queue=task_queue
+        )
         try:
             async with worker:
-                summary = await run_demo(client, principal, gates, worker.task_queue, registry, console,
-                                         human_delay, settings)
+                summary = await run_demo(
+                    client, principal, gates, worker.task_queue, registry, console, human_delay, settings
+                )
                 # A link only while it works: without --keep the server goes with the demo.
                 render_summary(summary, console, principal)
                 if server and keep:
                     # The worker stays too: the UI's queries of a gate need one.
-                    console.print(text(f"--keep: the server and the UI stay up at {server.ui_url}/namespaces/"
-                                       "default/workflows until Ctrl-C."))
+                    console.print(
+                        text(
+                            f"--keep: the server and the UI stay up at {server.ui_url}/namespaces/"
+                            "default/workflows until Ctrl-C."
+                        )
+                    )
                     with stop_on_signals() as stop:
                         await stop.wait()
-                    console.print("Stopping the worker and the embedded server (unless another Vicar process "
-                                  "still uses it).")
+                    console.print(
+                        "Stopping the worker and the embedded server (unless another Vicar process still uses it)."
+                    )
         finally:
             registry.close()
         if server and not keep:
-            console.print("The embedded server stops now unless another Vicar process still uses it; "
-                          "`vicar demo --keep` keeps it, a worker and the Temporal UI up until Ctrl-C.")
+            console.print(
+                "The embedded server stops now unless another Vicar process still uses it; "
+                "`vicar demo --keep` keeps it, a worker and the Temporal UI up until Ctrl-C."
+            )
     finally:
         await ctx.__aexit__(*sys.exc_info())
         owner.release()

@@ -24,11 +24,18 @@ def eval_replay(
     variants: Optional[str] = typer.Option(None, help="Comma-separated variant names (default: all)."),
     do_sweep: bool = typer.Option(False, "--sweep", help="First sweep d, tau, s and weights; use the best."),
     predictor: Optional[str] = typer.Option(
-        None, help="Also replay with an LLM predictor (anthropic | openai): variant composite-<name>. "
-                   "Paid calls: needs --limit; the estimated cost is printed first."),
+        None,
+        help="Also replay with an LLM predictor (anthropic | openai): variant composite-<name>. "
+        "Paid calls: needs --limit; the estimated cost is printed first.",
+    ),
     yes: bool = typer.Option(False, "--yes", help="Do not ask before paid LLM calls."),
-    seed: int = typer.Option(0, min=0, max=10**6, help="Other draws of the activation noise and the audits: "
-                                                        "rerun with a few seeds to see how much a figure moves by chance."),
+    seed: int = typer.Option(
+        0,
+        min=0,
+        max=10**6,
+        help="Other draws of the activation noise and the audits: "
+        "rerun with a few seeds to see how much a figure moves by chance.",
+    ),
 ) -> None:
     """Replay real reviewers' gates through the proxy and score its predictions."""
     import shlex
@@ -53,8 +60,9 @@ def eval_replay(
     if limit:
         events = {r: evs[:limit] for r, evs in events.items()}
     total = sum(len(v) for v in events.values())
-    console.print(text(f"{total} gates from {len(events)} reviewers: " +
-                       ", ".join(f"{r} ({len(v)})" for r, v in events.items())))
+    console.print(
+        text(f"{total} gates from {len(events)} reviewers: " + ", ".join(f"{r} ({len(v)})" for r, v in events.items()))
+    )
     embedder = make_embedder(cache_file=settings.embedding_cache, params=settings.embedder)
     seconds = warm_embeddings(events, embedder, console)
     console.print(text(f"embeddings ready in {seconds:.1f} s (cached in {settings.embedding_cache})"))
@@ -63,17 +71,18 @@ def eval_replay(
     if do_sweep:
         best, tried = sweep(events, embedder, settings, console)
         base = best
-        extra = "\n## Parameter sweep (macro-F1, coordinate search)\n\n" + "\n".join(
-            f"- {', '.join(f'{k}={v}' for k, v in upd.items())}: {score:.4f}" for upd, score in tried
-        ) + f"\n\nChosen: d={best.decay}, tau={best.threshold}, s={best.noise_s}, " \
+        extra = (
+            "\n## Parameter sweep (macro-F1, coordinate search)\n\n"
+            + "\n".join(f"- {', '.join(f'{k}={v}' for k, v in upd.items())}: {score:.4f}" for upd, score in tried)
+            + f"\n\nChosen: d={best.decay}, tau={best.threshold}, s={best.noise_s}, "
             f"w_activation={best.w_activation}, w_similarity={best.w_similarity}\n"
+        )
     chosen = standard_variants(base)
     if predictor is not None:
         from vicar.eval.cost import estimate_replay_cost
         from vicar.eval.replay import Variant
 
-        chosen.append(Variant(name=f"composite-{predictor}", predictor=predictor,
-                              **({"memory": base} if base else {})))
+        chosen.append(Variant(name=f"composite-{predictor}", predictor=predictor, **({"memory": base} if base else {})))
     if variants:
         wanted = [v.strip() for v in variants.split(",") if v.strip()]
         known = {v.name for v in chosen}
@@ -85,9 +94,12 @@ def eval_replay(
     if any(v.predictor not in LOCAL_PREDICTORS for v in chosen):
         assert predictor is not None  # the only paid variant is --predictor's
         est = estimate_replay_cost(events, predictor)
-        console.print(f"LLM replay with {est.provider} ({est.model}, classifier {est.classifier_model}): "
-                      f"{est.gates} gates, ~{est.input_tokens:,} input and ~{est.output_tokens:,} output tokens, "
-                      f"estimated cost at most ${est.usd:.2f} (no cache discount counted)", markup=False)
+        console.print(
+            f"LLM replay with {est.provider} ({est.model}, classifier {est.classifier_model}): "
+            f"{est.gates} gates, ~{est.input_tokens:,} input and ~{est.output_tokens:,} output tokens, "
+            f"estimated cost at most ${est.usd:.2f} (no cache discount counted)",
+            markup=False,
+        )
         if not yes and not typer.confirm("Make these paid calls?", default=False):
             raise VicarError("LLM replay not started: nothing was called")
     start = time.perf_counter()

@@ -28,24 +28,34 @@ MAX_GATE_FILE_BYTES = 2_000_000  # a GateRequest's texts total ~225k characters;
 def gate_start(
     file: Optional[Path] = typer.Argument(None, help="GateRequest as JSON ('-' for stdin)."),
     principal: Optional[str] = typer.Option(None, help="The human the proxy stands in for."),
-    gate_id: Optional[str] = typer.Option(None, "--gate-id", help="Unique id of this gate (the workflow id derives "
-                                                                   "from it)."),
+    gate_id: Optional[str] = typer.Option(
+        None, "--gate-id", help="Unique id of this gate (the workflow id derives from it)."
+    ),
     state: Optional[CfAState] = typer.Option(None, help="What is being approved: the intent, the plan or the work."),
     task_type: Optional[str] = typer.Option(None, "--task-type", help="The kind of task, e.g. db-migration."),
     question: Optional[str] = typer.Option(None, help="The question the human would be asked."),
     artifact: Optional[str] = typer.Option(None, help="Artifact text: the plan, the diff, the deliverable."),
-    artifact_path: list[str] = typer.Option([], "--artifact-path", help="A file to read as the artifact (under "
-                                                                         "VICAR_ARTIFACT_ROOTS); repeatable."),
+    artifact_path: list[str] = typer.Option(
+        [], "--artifact-path", help="A file to read as the artifact (under VICAR_ARTIFACT_ROOTS); repeatable."
+    ),
     actor_message: Optional[str] = typer.Option(None, "--actor-message", help="What the agent says with it."),
     escalation_mode: Optional[EscalationMode] = typer.Option(
-        None, "--escalation-mode", help="when_unsure (default): the proxy answers only when it has earned it; "
-                                        "always: the human; never: the proxy."),
-    upstream_agent: Optional[str] = typer.Option(None, "--upstream-agent", help="The agent that produced the "
-                                                                                 "artifact."),
+        None,
+        "--escalation-mode",
+        help="when_unsure (default): the proxy answers only when it has earned it; "
+        "always: the human; never: the proxy.",
+    ),
+    upstream_agent: Optional[str] = typer.Option(
+        None, "--upstream-agent", help="The agent that produced the artifact."
+    ),
     session_id: Optional[str] = typer.Option(None, "--session-id", help="Join this working session."),
-    wait: bool = typer.Option(False, "--wait", help="Wait for the gate's result, print it as JSON and exit with "
-                                                    "its outcome: 0 approve, 10 correct, 11 reject, 12 hold, "
-                                                    "13 withdraw, 14 timed out."),
+    wait: bool = typer.Option(
+        False,
+        "--wait",
+        help="Wait for the gate's result, print it as JSON and exit with "
+        "its outcome: 0 approve, 10 correct, 11 reject, 12 hold, "
+        "13 withdraw, 14 timed out.",
+    ),
     output: Output = OUTPUT,
 ) -> None:
     """Open a gate from a JSON file and/or flags (flags override the file). Sending the
@@ -54,9 +64,19 @@ def gate_start(
     data: dict = {}
     if file is not None:
         data = _read_gate_file(file)
-    flags = dict(principal=principal, gate_id=gate_id, state=state, task_type=task_type, question=question,
-                 artifact_text=artifact, actor_message=actor_message, escalation_mode=escalation_mode,
-                 upstream_agent=upstream_agent, artifact_paths=artifact_path or None, session_id=session_id)
+    flags = dict(
+        principal=principal,
+        gate_id=gate_id,
+        state=state,
+        task_type=task_type,
+        question=question,
+        artifact_text=artifact,
+        actor_message=actor_message,
+        escalation_mode=escalation_mode,
+        upstream_agent=upstream_agent,
+        artifact_paths=artifact_path or None,
+        session_id=session_id,
+    )
     data.update({k: v for k, v in flags.items() if v is not None})
     req = GateRequest.model_validate(data)  # refused here, before any workflow starts
     settings = Settings.from_env()
@@ -121,8 +141,9 @@ async def _gate_start(settings: Settings, req: GateRequest, wait: bool, output: 
 @friendly
 def gate_result(
     gate_id: str = typer.Argument(..., help="The gate id, or the workflow id the gate was started under."),
-    timeout: float = typer.Option(0.0, min=0.0, help="Seconds to wait for a gate that has no result yet "
-                                                      "(0: do not wait)."),
+    timeout: float = typer.Option(
+        0.0, min=0.0, help="Seconds to wait for a gate that has no result yet (0: do not wait)."
+    ),
 ) -> None:
     """Print an earlier gate's result as JSON. Exit 8 if it has none yet, 5 if it ended
     without one (failed, cancelled, terminated), 3 if there is no such gate."""
@@ -146,8 +167,9 @@ async def _gate_result(settings: Settings, gate_id: str, timeout: float) -> None
         result = await gate.result(timeout=timeout if running else None)
     except TimeoutError:
         details = await gate.details()
-        raise Pending(f"gate {gate_id!r} has no result yet (status: "
-                      f"{details.status.value if details else 'starting'})") from None
+        raise Pending(
+            f"gate {gate_id!r} has no result yet (status: {details.status.value if details else 'starting'})"
+        ) from None
     except WorkflowFailureError as exc:
         status = (await client.get_workflow_handle(gate.workflow_id).describe()).status
         cause = getattr(exc.cause, "message", None) or str(exc.cause or exc)
@@ -170,8 +192,15 @@ def ask(
     or the question goes to the human; prints the answer."""
     import uuid
 
-    req = GateRequest(kind="question", principal=principal, gate_id=question_id or f"q-{uuid.uuid4().hex[:12]}",
-                      state=state, task_type=task_type, question=question, actor_message=context)
+    req = GateRequest(
+        kind="question",
+        principal=principal,
+        gate_id=question_id or f"q-{uuid.uuid4().hex[:12]}",
+        state=state,
+        task_type=task_type,
+        question=question,
+        actor_message=context,
+    )
     settings = Settings.from_env()
     _check_request(settings, req)
     asyncio.run(_ask(settings, req, wait))
@@ -191,8 +220,9 @@ async def _ask(settings: Settings, req: GateRequest, wait: bool) -> None:
         await asyncio.wait({task}, timeout=1.0)
         d = None if task.done() else await gate_details(client, req.gate_id)
         if d is not None and d.status.value == "escalated" and not told:
-            err.print(text(f"question {req.gate_id} is waiting for {req.principal}: "
-                           f"vicar answer {req.gate_id} answer \"...\""))
+            err.print(
+                text(f'question {req.gate_id} is waiting for {req.principal}: vicar answer {req.gate_id} answer "..."')
+            )
             told = True
     result = task.result()
     console.print(text(f"answered by the {result.answered_by.value}: {result.text}"))
@@ -202,8 +232,10 @@ async def _ask(settings: Settings, req: GateRequest, wait: bool) -> None:
 @friendly
 def schema(
     out: Optional[Path] = typer.Option(
-        None, help="Write interface.json and one NAME.json per payload into this directory, "
-                   "instead of printing one JSON document."),
+        None,
+        help="Write interface.json and one NAME.json per payload into this directory, "
+        "instead of printing one JSON document.",
+    ),
 ) -> None:
     """The gate's contract for clients in other languages: the workflow's interface
     (type, id, task queue, updates, signals, queries) and JSON Schema for every payload."""
@@ -246,9 +278,13 @@ async def _escalations(principal: str | None, output: Output) -> None:
     waiting = await list_escalations(client, principal)
     now = datetime.now(UTC)
     if output is Output.json:
-        rows = [{**d.model_dump(mode="json"),
-                 "waited_seconds": round((now - d.escalated_at).total_seconds(), 1) if d.escalated_at else None}
-                for d in waiting]
+        rows = [
+            {
+                **d.model_dump(mode="json"),
+                "waited_seconds": round((now - d.escalated_at).total_seconds(), 1) if d.escalated_at else None,
+            }
+            for d in waiting
+        ]
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
     if not waiting:
@@ -261,13 +297,27 @@ async def _escalations(principal: str | None, output: Output) -> None:
     for d in waiting:
         guess = f"{d.proxy_action.value}: {d.proxy_text}" if d.proxy_action else d.proxy_text
         if d.dialog:
-            guess += "\n" + "\n".join(f"{t.speaker}{f' ({t.responder})' if t.responder else ''}: {t.text}"
-                                       for t in d.dialog)
+            guess += "\n" + "\n".join(
+                f"{t.speaker}{f' ({t.responder})' if t.responder else ''}: {t.text}" for t in d.dialog
+            )
         guard = d.calibration_guard + (f" ({d.calibration_note})" if d.calibration_note else "")
         gate = d.gate_id if d.workflow_id in ("", c.gate_workflow_id(d.gate_id)) else d.workflow_id
-        table.add_row(*map(text, (gate, d.principal, _waited(d.escalated_at, now), d.state.value, d.task_type,
-                                  d.question, guess,
-                                  f"{d.proxy_confidence:.2f}" if d.proxy_confidence is not None else "", guard)))
+        table.add_row(
+            *map(
+                text,
+                (
+                    gate,
+                    d.principal,
+                    _waited(d.escalated_at, now),
+                    d.state.value,
+                    d.task_type,
+                    d.question,
+                    guess,
+                    f"{d.proxy_confidence:.2f}" if d.proxy_confidence is not None else "",
+                    guard,
+                ),
+            )
+        )
     console.print(table)
 
 
@@ -275,11 +325,16 @@ async def _escalations(principal: str | None, output: Output) -> None:
 @friendly
 def answer(
     gate_id: str = typer.Argument(...),
-    action: str = typer.Argument(..., help="approve | correct | reject | hold | withdraw, or dialog to ask the agents first"),
+    action: str = typer.Argument(
+        ..., help="approve | correct | reject | hold | withdraw, or dialog to ask the agents first"
+    ),
     text: str = typer.Argument("", help="What you say to the agents."),
     responder: Optional[str] = typer.Option(
-        None, envvar="VICAR_RESPONDER", show_default="$VICAR_RESPONDER, else your OS user name",
-        help="Who answers: recorded with the answer and checked against the principal's allow-list."),
+        None,
+        envvar="VICAR_RESPONDER",
+        show_default="$VICAR_RESPONDER, else your OS user name",
+        help="Who answers: recorded with the answer and checked against the principal's allow-list.",
+    ),
     timeout: float = typer.Option(ANSWER_TIMEOUT, min=0.1, help="Seconds the gate has to take the answer."),
 ) -> None:
     """Answer an escalated gate as the human."""

@@ -29,8 +29,12 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
         with open_store(principal) as store:
             records = [OutcomeRecord.model_validate_json(r) for _, r in store.outcomes(answered_by="human")]
             entries = [ContextEntry.model_validate_json(e) for _, e in context_entries(store)]
-            rules = autonomy_rules(store, child_path(settings.principals_dir, principal),
-                                   settings.calibration.autonomy, sorted({(e.state, e.task_type) for e in entries}))
+            rules = autonomy_rules(
+                store,
+                child_path(settings.principals_dir, principal),
+                settings.calibration.autonomy,
+                sorted({(e.state, e.task_type) for e in entries}),
+            )
             agents = ledger(*ledger_rows(store))
     except NotFound as exc:
         raise NotFound(f"{exc}; {known_principals(settings.principals_dir)}") from None
@@ -40,39 +44,91 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
         console.print(text(f"No human answers recorded for {principal} yet."))
         return
     table = Table(title=text(f"Approval rate of {principal}, latest {SESSIONS} sessions per context (oldest first)"))
-    for col in ("state", "task type", "human answers", "answered by", "sessions", "approval rate per session",
-                "EMA", "trend"):
+    for col in (
+        "state",
+        "task type",
+        "human answers",
+        "answered by",
+        "sessions",
+        "approval rate per session",
+        "EMA",
+        "trend",
+    ):
         table.add_column(col, overflow="fold")
     for h in rows:
         trend = text("" if h.earlier is None else f"{h.earlier:.2f} -> {h.later:.2f}")
         if h.flagged:
             trend = text(f"DROP {trend}", "bold red")
-        table.add_row(text(h.state), text(h.task_type), str(h.human_answers),
-                      text(", ".join(f"{who} {k}" for who, k in h.responders.items())), str(len(h.sessions)),
-                      " ".join(f"{r:.2f}" for r in h.approval_rates),
-                      "" if h.ema_approval_rate is None else f"{h.ema_approval_rate:.2f}", trend)
+        table.add_row(
+            text(h.state),
+            text(h.task_type),
+            str(h.human_answers),
+            text(", ".join(f"{who} {k}" for who, k in h.responders.items())),
+            str(len(h.sessions)),
+            " ".join(f"{r:.2f}" for r in h.approval_rates),
+            "" if h.ema_approval_rate is None else f"{h.ema_approval_rate:.2f}",
+            trend,
+        )
     console.print(table)
     table = Table(title=text(f"Autonomy rule of {principal}: evidence pooled over every gate, parameters per state"))
-    for col in ("state", "task type", "target error", "proven threshold", "error bound", "evidence", "errors",
-                "audit share"):
+    for col in (
+        "state",
+        "task type",
+        "target error",
+        "proven threshold",
+        "error bound",
+        "evidence",
+        "errors",
+        "audit share",
+    ):
         table.add_column(col, overflow="fold")
     for (state, task_type), r in rules.items():
-        table.add_row(text(state), text(task_type), f"{r.target:g}",
-                      "none" if r.threshold is None else f"{r.threshold:.2f}", f"{r.bound:.3f}",
-                      str(r.evidence), str(r.errors), f"{r.audit_share:g}")
+        table.add_row(
+            text(state),
+            text(task_type),
+            f"{r.target:g}",
+            "none" if r.threshold is None else f"{r.threshold:.2f}",
+            f"{r.bound:.3f}",
+            str(r.evidence),
+            str(r.errors),
+            f"{r.audit_share:g}",
+        )
     console.print(table)
     for line in rule_lines(rules):  # the demo's footer says the same, from the same function
         console.print(text(line))
     if agents:
         table = Table(title=text(f"Trust ledger of the upstream agents at {principal}'s gates (least trusted first)"))
-        for col in ("agent", "approved", "corrected", "rejected", "other", "answered alone", "overrides",
-                    "regret", "trust"):
+        for col in (
+            "agent",
+            "approved",
+            "corrected",
+            "rejected",
+            "other",
+            "answered alone",
+            "overrides",
+            "regret",
+            "trust",
+        ):
             table.add_column(col, overflow="fold")
         for t in agents:
-            table.add_row(text(t.agent), str(t.approvals), str(t.corrections), str(t.rejections), str(t.other),
-                          str(t.alone), str(t.overrides), str(t.regrets), f"{t.score:.2f}")
+            table.add_row(
+                text(t.agent),
+                str(t.approvals),
+                str(t.corrections),
+                str(t.rejections),
+                str(t.other),
+                str(t.alone),
+                str(t.overrides),
+                str(t.regrets),
+                f"{t.score:.2f}",
+            )
         console.print(table)
     flagged = [h for h in rows if h.flagged]
     if flagged:
-        console.print(Text.assemble(text(f"{len(flagged)} context(s) dropped by >= {DROP:.1f} in approval rate:",
-                                         "bold red"), " ", text(", ".join(f"{h.state}/{h.task_type}" for h in flagged))))
+        console.print(
+            Text.assemble(
+                text(f"{len(flagged)} context(s) dropped by >= {DROP:.1f} in approval rate:", "bold red"),
+                " ",
+                text(", ".join(f"{h.state}/{h.task_type}" for h in flagged)),
+            )
+        )

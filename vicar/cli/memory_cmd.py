@@ -33,8 +33,7 @@ def open_store(principal: str):
 
     def broken(exc: BaseException) -> BrokenStore:
         reason = validation_summary(exc) if isinstance(exc, ValidationError) else str(exc)
-        return BrokenStore(f"the memory store {path} cannot be read ({reason}); "
-                           f"run `vicar memory check {principal}`")
+        return BrokenStore(f"the memory store {path} cannot be read ({reason}); run `vicar memory check {principal}`")
 
     try:
         store = RecordStore(path)
@@ -109,12 +108,32 @@ def memory_censors(
         console.print(text(f"No censors learned for {principal} yet."))
         return
     table = Table(title=text(f"Censors of {principal}"))
-    for col in ("id", "status", "action", "severity", "pattern", "reason", "fired", "confirmed", "false positives",
-                "learned at N"):
+    for col in (
+        "id",
+        "status",
+        "action",
+        "severity",
+        "pattern",
+        "reason",
+        "fired",
+        "confirmed",
+        "false positives",
+        "learned at N",
+    ):
         table.add_column(col, overflow="fold")
     for c in censors:
-        table.add_row(text(c.id), c.status, c.action, f"{c.severity:.2f}", text(c.pattern), text(c.reason),
-                      str(c.activations), str(c.confirmations), str(c.false_positives), str(c.created_n))
+        table.add_row(
+            text(c.id),
+            c.status,
+            c.action,
+            f"{c.severity:.2f}",
+            text(c.pattern),
+            text(c.reason),
+            str(c.activations),
+            str(c.confirmations),
+            str(c.false_positives),
+            str(c.created_n),
+        )
     console.print(table)
 
 
@@ -134,11 +153,20 @@ def memory_reembed(
     embedder = make_embedder(to, cache_file=settings.embedding_cache, params=settings.embedder)
     with Progress(console=console) as progress:
         task = progress.add_task(f"re-embedding with {embedder.model_name}", total=None)
-        n = reembed(settings.principals_dir, principal, embedder,
-                    progress=lambda done, total: progress.update(task, completed=done, total=total),
-                    blended=settings.memory.blended_vectors)
-    console.print(text(f"{principal}: {n} chunks re-embedded with {embedder.model_name}" if n
-                       else f"{principal} already uses {embedder.model_name}"))
+        n = reembed(
+            settings.principals_dir,
+            principal,
+            embedder,
+            progress=lambda done, total: progress.update(task, completed=done, total=total),
+            blended=settings.memory.blended_vectors,
+        )
+    console.print(
+        text(
+            f"{principal}: {n} chunks re-embedded with {embedder.model_name}"
+            if n
+            else f"{principal} already uses {embedder.model_name}"
+        )
+    )
 
 
 @memory_app.command("check")
@@ -154,9 +182,16 @@ def memory_check(principal: str = typer.Argument(...)) -> None:
     for problem in report.problems[1:] + ([report.disk_full] if report.problems and report.disk_full else []):
         console.print(f"  also: {problem}", soft_wrap=True, highlight=False, markup=False)
     if report.records_by_dimension:
-        console.print("  records/vectors per dimension: " + ", ".join(
-            f"{d} {n}/{report.vectors_by_dimension.get(d, 0)}" for d, n in sorted(report.records_by_dimension.items())),
-            soft_wrap=True, highlight=False, markup=False)
+        console.print(
+            "  records/vectors per dimension: "
+            + ", ".join(
+                f"{d} {n}/{report.vectors_by_dimension.get(d, 0)}"
+                for d, n in sorted(report.records_by_dimension.items())
+            ),
+            soft_wrap=True,
+            highlight=False,
+            markup=False,
+        )
     if not report.healthy:
         from vicar.memory.diskfull import DiskFull
 
@@ -172,13 +207,24 @@ def memory_repair(principal: str = typer.Argument(...)) -> None:
     from vicar.memory.embedder import make_embedder
 
     settings = Settings.from_env()
-    r = repair(settings.principals_dir, principal, make_embedder(cache_file=settings.embedding_cache, params=settings.embedder),
-               settings.memory)  # a corrupt memory.db: RecordsUnusable, one line, exit code 6
-    console.print(f"{principal}: vectors of {r.rebuilt} of {r.chunks} chunks rebuilt"
-                  + (f"; the unreadable vector store was moved to {r.moved_aside}" if r.moved_aside else "")
-                  + (f"; LOST RECORDS kept as vectors (see `vicar memory check {principal}`): "
-                     f"{', '.join(r.lost_records)}" if r.lost_records else ""),
-                  soft_wrap=True, highlight=False, markup=False)
+    r = repair(
+        settings.principals_dir,
+        principal,
+        make_embedder(cache_file=settings.embedding_cache, params=settings.embedder),
+        settings.memory,
+    )  # a corrupt memory.db: RecordsUnusable, one line, exit code 6
+    console.print(
+        f"{principal}: vectors of {r.rebuilt} of {r.chunks} chunks rebuilt"
+        + (f"; the unreadable vector store was moved to {r.moved_aside}" if r.moved_aside else "")
+        + (
+            f"; LOST RECORDS kept as vectors (see `vicar memory check {principal}`): {', '.join(r.lost_records)}"
+            if r.lost_records
+            else ""
+        ),
+        soft_wrap=True,
+        highlight=False,
+        markup=False,
+    )
 
 
 @memory_app.command("backup")
@@ -196,8 +242,12 @@ def memory_backup(
         raise InvalidInput("name the principals to back up, or give --all")
     manifest = backup(Settings.from_env().principals_dir, principals or None, to)
     for p in manifest.principals:
-        console.print(text(f"{p.principal}: {p.chunks} chunks" + ("" if p.vectors else
-                      " (records only: the memory is open in a worker; restore rebuilds its vectors)")))
+        console.print(
+            text(
+                f"{p.principal}: {p.chunks} chunks"
+                + ("" if p.vectors else " (records only: the memory is open in a worker; restore rebuilds its vectors)")
+            )
+        )
     console.print(text(f"backup written to {to}"))
 
 
@@ -222,10 +272,18 @@ def memory_restore(
     def rebuild(principal: str) -> int:
         if check(settings.principals_dir, principal, settings.memory.blended_vectors).healthy:
             return 0
-        return repair(settings.principals_dir, principal, make_embedder(cache_file=settings.embedding_cache, params=settings.embedder),
-                      settings.memory).rebuilt
+        return repair(
+            settings.principals_dir,
+            principal,
+            make_embedder(cache_file=settings.embedding_cache, params=settings.embedder),
+            settings.memory,
+        ).rebuilt
 
     for r in restore(source, settings.principals_dir, principals or None, force=force, rebuild=rebuild):
-        console.print(text(f"{r.principal}: {r.chunks} chunks restored"
-                           + (f", vectors of {r.vectors_rebuilt} rebuilt" if r.vectors_rebuilt else "")
-                           + (f"; the memory that was there is now {r.replaced}" if r.replaced else "")))
+        console.print(
+            text(
+                f"{r.principal}: {r.chunks} chunks restored"
+                + (f", vectors of {r.vectors_rebuilt} rebuilt" if r.vectors_rebuilt else "")
+                + (f"; the memory that was there is now {r.replaced}" if r.replaced else "")
+            )
+        )

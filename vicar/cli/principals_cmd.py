@@ -14,25 +14,30 @@ from vicar.errors import InvalidInput, VicarError
 
 @principal_app.command("allow")
 @friendly
-def principal_allow(principal: str = typer.Argument(...), names: list[str] = typer.Argument(None),
-                    anyone: bool = typer.Option(False, "--anyone", help=(
-                        "Reset: no list, anyone who can reach the gates may answer.")),
-                    by: str = typer.Option(None, "--by", help="Who makes the change (default: the OS user).")
-                    ) -> None:
+def principal_allow(
+    principal: str = typer.Argument(...),
+    names: list[str] = typer.Argument(None),
+    anyone: bool = typer.Option(False, "--anyone", help=("Reset: no list, anyone who can reach the gates may answer.")),
+    by: str = typer.Option(None, "--by", help="Who makes the change (default: the OS user)."),
+) -> None:
     """Let these responders answer for PRINCIPAL (logged in responders.log with who and when)."""
     from vicar.responders import change_allowed
 
     if bool(names) == anyone:
         raise VicarError("give the names to allow, or --anyone (not both)")
-    _print_policy(principal, change_allowed(Settings.from_env().principals_dir, principal,
-                                            "anyone" if anyone else "allow", names or [], by))
+    _print_policy(
+        principal,
+        change_allowed(Settings.from_env().principals_dir, principal, "anyone" if anyone else "allow", names or [], by),
+    )
 
 
 @principal_app.command("disallow")
 @friendly
-def principal_disallow(principal: str = typer.Argument(...), names: list[str] = typer.Argument(...),
-                       by: str = typer.Option(None, "--by", help="Who makes the change (default: the OS user).")
-                       ) -> None:
+def principal_disallow(
+    principal: str = typer.Argument(...),
+    names: list[str] = typer.Argument(...),
+    by: str = typer.Option(None, "--by", help="Who makes the change (default: the OS user)."),
+) -> None:
     """Take these responders off PRINCIPAL's list (an emptied list lets nobody answer)."""
     from vicar.responders import change_allowed
 
@@ -72,21 +77,32 @@ async def _move(settings: Settings, principal: str, to_shard: int) -> None:
 
     client = await open_client(settings)
     handle = await client.start_workflow(
-        c.MOVE_WORKFLOW, c.MoveInput(principal=principal, to_shard=to_shard), id=c.move_workflow_id(principal),
-        task_queue=settings.task_queue, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        result_type=c.MoveReport)
+        c.MOVE_WORKFLOW,
+        c.MoveInput(principal=principal, to_shard=to_shard),
+        id=c.move_workflow_id(principal),
+        task_queue=settings.task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        result_type=c.MoveReport,
+    )
     with console.status(f"Moving {principal}'s memory to shard {to_shard} (workflow {handle.id}) …"):
         report = await handle.result()
     if not report.moved:
         console.print(f"{principal}'s memory is on shard {report.from_shard} already", markup=False)
     else:
-        console.print(f"moved {principal}'s memory from shard {report.from_shard} to shard {report.to_shard}: "
-                      f"{report.outcomes} outcomes, {report.archive_bytes} bytes archived; the old copy is removed",
-                      markup=False)
+        console.print(
+            f"moved {principal}'s memory from shard {report.from_shard} to shard {report.to_shard}: "
+            f"{report.outcomes} outcomes, {report.archive_bytes} bytes archived; the old copy is removed",
+            markup=False,
+        )
 
 
 def _print_policy(principal: str, policy) -> None:
-    console.print(f"may answer for {principal}: {', '.join(policy.responders)}" if policy.responders else
-                  f"anyone who can reach {principal}'s gates may answer (no allow-list)" if policy.anyone else
-                  f"nobody may answer for {principal} (the list was emptied; reopen with --anyone or a name)",
-                  markup=False, highlight=False)
+    console.print(
+        f"may answer for {principal}: {', '.join(policy.responders)}"
+        if policy.responders
+        else f"anyone who can reach {principal}'s gates may answer (no allow-list)"
+        if policy.anyone
+        else f"nobody may answer for {principal} (the list was emptied; reopen with --anyone or a name)",
+        markup=False,
+        highlight=False,
+    )

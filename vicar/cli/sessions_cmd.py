@@ -46,13 +46,23 @@ async def _session(principal: str, session_id: str, end: bool) -> None:
         if exc.status == RPCStatusCode.NOT_FOUND:
             raise NotFound(f"no session {session_id!r} for principal {principal!r}") from None
         raise
-    console.print(text(f"session {s.session_id} of {s.principal}: {s.status}"
-                       + (f" (ended by {s.ended_by})" if s.ended_by else "")
-                       + f"; working memory {s.working_memory_chunks} chunks, "
-                       + f"~{s.working_memory_tokens} tokens at N={s.n_at_start}"))
-    console.print(f"gates: {len(s.gates)} ({sum(g.done for g in s.gates)} done); LLM calls {s.usage.calls}, "
-                  f"cost ${s.usage.cost_usd:.4f}, cache saved ${s.usage.cache_savings_usd:.4f}")
+    console.print(
+        text(
+            f"session {s.session_id} of {s.principal}: {s.status}"
+            + (f" (ended by {s.ended_by})" if s.ended_by else "")
+            + f"; working memory {s.working_memory_chunks} chunks, "
+            + f"~{s.working_memory_tokens} tokens at N={s.n_at_start}"
+        )
+    )
+    console.print(
+        f"gates: {len(s.gates)} ({sum(g.done for g in s.gates)} done); LLM calls {s.usage.calls}, "
+        f"cost ${s.usage.cost_usd:.4f}, cache saved ${s.usage.cache_savings_usd:.4f}"
+    )
     if s.consolidation:
         r = s.consolidation
-        console.print(text(f"consolidation: {', '.join(f'{k} {v}' for k, v in sorted(r.counts.items())) or 'nothing to do'}; "
-                           f"superseded {len(r.superseded)}, tensions {r.tensions}"))
+        console.print(
+            text(
+                f"consolidation: {', '.join(f'{k} {v}' for k, v in sorted(r.counts.items())) or 'nothing to do'}; "
+                f"superseded {len(r.superseded)}, tensions {r.tensions}"
+            )
+        )

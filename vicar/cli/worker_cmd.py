@@ -17,8 +17,9 @@ from vicar.display import text
 def codec_server(
     host: str = typer.Option("127.0.0.1", help="Address to listen on (loopback: only this machine)."),
     port: int = typer.Option(8081, help="Port (0: any free one, printed)."),
-    origin: Optional[list[str]] = typer.Option(None, help="A Temporal UI origin allowed by CORS (repeatable; "
-                                                          "default the embedded UI's)."),
+    origin: Optional[list[str]] = typer.Option(
+        None, help="A Temporal UI origin allowed by CORS (repeatable; default the embedded UI's)."
+    ),
 ) -> None:
     """Serve Temporal's codec protocol so the Web UI and `temporal` CLI show sealed payloads (docs/codec.md)."""
     from vicar.codec_server import run
@@ -30,9 +31,12 @@ def codec_server(
 @friendly
 def worker(
     shards: Optional[str] = typer.Option(
-        None, "--shards", envvar="VICAR_SHARDS",
+        None,
+        "--shards",
+        envvar="VICAR_SHARDS",
         help="With VICAR_SHARD_COUNT set: the shards whose memories this worker holds: 'all' (default), "
-             "'0-3', '0,2,5', or 'pod:R' (a StatefulSet pod of R replicas, by its hostname's ordinal)."),
+        "'0-3', '0,2,5', or 'pod:R' (a StatefulSet pod of R replicas, by its hostname's ordinal).",
+    ),
 ) -> None:
     """Run the worker (starts the embedded Temporal server unless TEMPORAL_ADDRESS is set)."""
     from vicar.worker import configure_logging, serve

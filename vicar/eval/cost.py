@@ -50,5 +50,12 @@ def estimate_replay_cost(events: dict[str, list[GateEvent]], provider: str) -> C
             usd += 2 * (CLASSIFY_TOKENS[0] * small.input + CLASSIFY_TOKENS[1] * small.output) / 1e6
             inp += gate_in + 2 * CLASSIFY_TOKENS[0]
             out += gate_out + 2 * CLASSIFY_TOKENS[1]
-    return CostEstimate(provider=provider, model=s.model, classifier_model=s.classifier_model, gates=gates,
-                        input_tokens=inp, output_tokens=out, usd=round(usd, 4))
+    return CostEstimate(
+        provider=provider,
+        model=s.model,
+        classifier_model=s.classifier_model,
+        gates=gates,
+        input_tokens=inp,
+        output_tokens=out,
+        usd=round(usd, 4),
+    )

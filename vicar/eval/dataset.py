@@ -34,9 +34,14 @@ class GateEvent(BaseModel):
 
     def request(self, principal: str) -> GateRequest:
         return GateRequest(
-            principal=principal, gate_id=_gate_id(self.gate_id), state=self.state,
-            task_type=self.task_type or "general", question=self.question,
-            artifact_text=self.artifact_text, title=self.artifact_title, upstream_agent=self.author(),
+            principal=principal,
+            gate_id=_gate_id(self.gate_id),
+            state=self.state,
+            task_type=self.task_type or "general",
+            question=self.question,
+            artifact_text=self.artifact_text,
+            title=self.artifact_title,
+            upstream_agent=self.author(),
         )
 
     def author(self) -> str | None:
@@ -56,7 +61,7 @@ def principal_for(reviewer: str, seed: int = 0) -> str:
     principal, so it gives the same gates other draws."""
     slug = re.sub(r"[^A-Za-z0-9._@-]+", "-", reviewer).strip("-.").lower()
     suffix = f"-seed{seed}" if seed else ""
-    return (slug or "reviewer")[:64 - len(suffix)] + suffix
+    return (slug or "reviewer")[: 64 - len(suffix)] + suffix
 
 
 def _gate_id(raw: str) -> str:

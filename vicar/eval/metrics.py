@@ -105,11 +105,15 @@ def reliability(preds: Sequence[Prediction], bins: int = 10) -> list[Bin]:
     for i in range(bins):
         lo, hi = edges[i], edges[i + 1]
         inside = [p for p in preds if lo <= p.confidence < hi or (i == bins - 1 and p.confidence == 1.0)]
-        out.append(Bin(
-            lo=float(lo), hi=float(hi), count=len(inside),
-            confidence=float(np.mean([p.confidence for p in inside])) if inside else None,
-            accuracy=float(np.mean([p.correct for p in inside])) if inside else None,
-        ))
+        out.append(
+            Bin(
+                lo=float(lo),
+                hi=float(hi),
+                count=len(inside),
+                confidence=float(np.mean([p.confidence for p in inside])) if inside else None,
+                accuracy=float(np.mean([p.correct for p in inside])) if inside else None,
+            )
+        )
     return out
 
 
@@ -118,8 +122,13 @@ def ece(preds: Sequence[Prediction], bins: int = 10) -> float:
     n = len(preds)
     if not n:
         return 0.0
-    return float(sum(b.count / n * abs(b.accuracy - b.confidence) for b in reliability(preds, bins)
-                     if b.count and b.accuracy is not None and b.confidence is not None))
+    return float(
+        sum(
+            b.count / n * abs(b.accuracy - b.confidence)
+            for b in reliability(preds, bins)
+            if b.count and b.accuracy is not None and b.confidence is not None
+        )
+    )
 
 
 class Autonomy(BaseModel):
@@ -135,8 +144,9 @@ class Autonomy(BaseModel):
     by_history: list[dict] = Field(default_factory=list)
 
 
-def bound_coverage(groups: Sequence[Sequence[Prediction]], target: float = MAX_AUTONOMOUS_ERROR,
-                   window: int = COVERAGE_WINDOW) -> tuple[float | None, int]:
+def bound_coverage(
+    groups: Sequence[Sequence[Prediction]], target: float = MAX_AUTONOMOUS_ERROR, window: int = COVERAGE_WINDOW
+) -> tuple[float | None, int]:
     """(share of windows within target, windows). Each autonomous answer starts a window
     of the next `window` autonomous answers of the same reviewer (itself included);
     only full windows count, or one window of all of them when a reviewer has fewer.
@@ -159,15 +169,25 @@ def autonomy_by_history(groups: Sequence[Sequence[Prediction]], window: int = HI
     out: list[dict] = []
     longest = max((len(g) for g in groups), default=0)
     for start in range(0, longest, window):
-        chunk = [p for g in groups for p in g[start: start + window]]
+        chunk = [p for g in groups for p in g[start : start + window]]
         alone = [p for p in chunk if p.autonomous]
-        out.append({"start": start, "end": start + window, "gates": len(chunk),
-                    "share": len(alone) / len(chunk), "error": (1 - accuracy(alone)) if alone else None})
+        out.append(
+            {
+                "start": start,
+                "end": start + window,
+                "gates": len(chunk),
+                "share": len(alone) / len(chunk),
+                "error": (1 - accuracy(alone)) if alone else None,
+            }
+        )
     return out
 
 
-def autonomy(preds: Sequence[Prediction], groups: Sequence[Sequence[Prediction]] | None = None,
-             target: float = MAX_AUTONOMOUS_ERROR) -> Autonomy:
+def autonomy(
+    preds: Sequence[Prediction],
+    groups: Sequence[Sequence[Prediction]] | None = None,
+    target: float = MAX_AUTONOMOUS_ERROR,
+) -> Autonomy:
     """Realized autonomy of `preds`; `groups` splits them by reviewer (in each one's
     order) for the figures that follow a history (default: one history)."""
     groups = [preds] if groups is None else groups
@@ -187,8 +207,15 @@ def autonomy(preds: Sequence[Prediction], groups: Sequence[Sequence[Prediction]]
         taken = i + 1
         if 1 - right / taken <= target and taken / len(preds) > best:
             best, best_t = taken / len(preds), p.confidence
-    return Autonomy(share=share, error=error, best_share=best, best_threshold=best_t, coverage=coverage,
-                    coverage_windows=windows, by_history=autonomy_by_history(groups))
+    return Autonomy(
+        share=share,
+        error=error,
+        best_share=best,
+        best_threshold=best_t,
+        coverage=coverage,
+        coverage_windows=windows,
+        by_history=autonomy_by_history(groups),
+    )
 
 
 def autonomy_curve(preds: Sequence[Prediction], points: int = 21) -> list[tuple[float, float, float]]:
@@ -242,14 +269,22 @@ def surprise_calibration(preds: Sequence[Prediction]) -> SurpriseCalibration:
         return SurpriseCalibration(surprises=0, confirmed=None, percepts_in_response=None)
     confirmed = [(p.confidence > p.prior_confidence) == p.correct for p in s]
     percepts = [any(w.lower() in p.actual_text.lower() for w in p.surprise_percepts) for p in s]
-    return SurpriseCalibration(surprises=len(s), confirmed=float(np.mean(confirmed)),
-                               percepts_in_response=float(np.mean(percepts)))
+    return SurpriseCalibration(
+        surprises=len(s), confirmed=float(np.mean(confirmed)), percepts_in_response=float(np.mean(percepts))
+    )
 
 
 def _window_scores(w: Sequence[Prediction], start: int, end: int) -> dict:
     a = autonomy(w)
-    return {"start": start, "end": end, "accuracy": accuracy(w), "macro_f1": macro_f1(w), "brier": brier(w),
-            "autonomy": a.share, "autonomous_error": a.error}
+    return {
+        "start": start,
+        "end": end,
+        "accuracy": accuracy(w),
+        "macro_f1": macro_f1(w),
+        "brier": brier(w),
+        "autonomy": a.share,
+        "autonomous_error": a.error,
+    }
 
 
 def pooled_curve(groups: Sequence[Sequence[Prediction]], windows: int = 10) -> list[dict]:
@@ -260,8 +295,9 @@ def pooled_curve(groups: Sequence[Sequence[Prediction]], windows: int = 10) -> l
     splits = [np.array_split(np.arange(len(g)), windows) for g in kept]
     if not kept:
         return []
-    return [_window_scores([g[j] for g, split in zip(kept, splits) for j in split[i]], i, i + 1)
-            for i in range(windows)]
+    return [
+        _window_scores([g[j] for g, split in zip(kept, splits) for j in split[i]], i, i + 1) for i in range(windows)
+    ]
 
 
 def learning_curve(preds: Sequence[Prediction], windows: int = 10) -> list[dict]:
@@ -272,5 +308,5 @@ def learning_curve(preds: Sequence[Prediction], windows: int = 10) -> list[dict]
     out = []
     for idx in np.array_split(np.arange(len(preds)), min(windows, len(preds))):
         start = int(idx[0])
-        out.append(_window_scores(preds[start: start + len(idx)], start, start + len(idx)))
+        out.append(_window_scores(preds[start : start + len(idx)], start, start + len(idx)))
     return out

@@ -77,8 +77,11 @@ def standard_variants(base: MemoryParams | None = None) -> list[Variant]:
         Variant(name="activation-only", retrieval=RetrievalOptions(mode="activation"), memory=m),
         Variant(name="similarity-only", retrieval=RetrievalOptions(mode="similarity"), memory=m),
         Variant(name="recency-n", retrieval=RetrievalOptions(mode="recency"), memory=m),
-        Variant(name="blended", retrieval=RetrievalOptions(embedding="blended"),
-                memory=m.model_copy(update={"blended_vectors": True})),
+        Variant(
+            name="blended",
+            retrieval=RetrievalOptions(embedding="blended"),
+            memory=m.model_copy(update={"blended_vectors": True}),
+        ),
         Variant(name="composite+lexical", retrieval=RetrievalOptions(lexical=True), memory=m),
     ]
 
@@ -110,15 +113,29 @@ def event_texts(events: list[GateEvent]) -> list[str]:
             texts = build_query(request, 0, phase, request.artifact_text).texts
             out.extend(texts.values())
             out.append(blended_text(texts))  # the blended-embedding ablation's query
-        chunk = outcome_chunk(OutcomeRecord(request=request, n=1, workflow_id=e.gate_id, action=e.action,
-                                            response_text=e.response, answered_by=AnsweredBy.human))
+        chunk = outcome_chunk(
+            OutcomeRecord(
+                request=request,
+                n=1,
+                workflow_id=e.gate_id,
+                action=e.action,
+                response_text=e.response,
+                answered_by=AnsweredBy.human,
+            )
+        )
         out.extend(chunk.vector_texts().values())
     return list(dict.fromkeys(t for t in out if t.strip()))
 
 
-def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedder, settings: Settings,
-                    progress: Progress | None = None, predictor=None,
-                    inspect: Callable[[PrincipalMemory], None] | None = None) -> list[Prediction]:
+def replay_reviewer(
+    events: list[GateEvent],
+    variant: Variant,
+    embedder: Embedder,
+    settings: Settings,
+    progress: Progress | None = None,
+    predictor=None,
+    inspect: Callable[[PrincipalMemory], None] | None = None,
+) -> list[Prediction]:
     """`predictor`: an instance to use (and inspect afterwards) instead of a new one;
     `inspect`: called with the memory at the end, before it is thrown away."""
     if variant.kind == "majority":
@@ -126,11 +143,15 @@ def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedde
     if variant.kind == "ema":
         return _ema_gate(events, progress)
     principal = principal_for(events[0].reviewer if events else "reviewer", variant.seed)
-    run_settings = settings.model_copy(update={
-        "retrieval": variant.retrieval, "memory": variant.memory,
-        "calibration": settings.calibration.model_copy(update=variant.calibration),
-        "facts": settings.facts.model_copy(update=variant.facts),
-        "predictor": settings.predictor.model_copy(update=variant.predictor_params)})
+    run_settings = settings.model_copy(
+        update={
+            "retrieval": variant.retrieval,
+            "memory": variant.memory,
+            "calibration": settings.calibration.model_copy(update=variant.calibration),
+            "facts": settings.facts.model_copy(update=variant.facts),
+            "predictor": settings.predictor.model_copy(update=variant.predictor_params),
+        }
+    )
     predictor = predictor or make_predictor(variant.predictor, run_settings)
     observe = predictor.observe  # a learning predictor sees each answer
     preds: list[Prediction] = []
@@ -151,19 +172,28 @@ def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedde
                     action = c.posterior.action
                     alone = action not in (None, Action.dialog) and c.calibration.confidence >= variant.fixed_threshold
                     answer = (action, c.posterior.prose)
-                preds.append(Prediction(
-                    seq=event.seq, actual=event.action.value,
-                    predicted=c.posterior.action.value if c.posterior.action else None,
-                    confidence=c.calibration.confidence, prior_confidence=c.prior.confidence,
-                    posterior_confidence=c.posterior.confidence,
-                    autonomous=alone, predicted_text=c.posterior.prose,
-                    actual_text=event.response, surprise=c.surprise is not None,
-                    surprise_percepts=c.surprise.percepts if c.surprise else [],
-                    prior_predicted=c.prior.action.value if c.prior.action else None,
-                    cost_usd=sum(u.cost_usd for u in (c.prior.usage, c.posterior.usage,
-                                                      c.surprise.usage if c.surprise else None) if u),
-                    fired=c.calibration.fired,
-                ))
+                preds.append(
+                    Prediction(
+                        seq=event.seq,
+                        actual=event.action.value,
+                        predicted=c.posterior.action.value if c.posterior.action else None,
+                        confidence=c.calibration.confidence,
+                        prior_confidence=c.prior.confidence,
+                        posterior_confidence=c.posterior.confidence,
+                        autonomous=alone,
+                        predicted_text=c.posterior.prose,
+                        actual_text=event.response,
+                        surprise=c.surprise is not None,
+                        surprise_percepts=c.surprise.percepts if c.surprise else [],
+                        prior_predicted=c.prior.action.value if c.prior.action else None,
+                        cost_usd=sum(
+                            u.cost_usd
+                            for u in (c.prior.usage, c.posterior.usage, c.surprise.usage if c.surprise else None)
+                            if u
+                        ),
+                        fired=c.calibration.fired,
+                    )
+                )
                 # Then the gate is stored as the product stores it: the human's real answer
                 # when it escalated (a pair for the autonomy rule), the proxy's own answer
                 # when it acted alone (no pair, no evidence: the rule never peeks at the
@@ -173,13 +203,25 @@ def replay_reviewer(events: list[GateEvent], variant: Variant, embedder: Embedde
                 if alone:
                     outcome = dict(action=answer[0], response_text=answer[1], answered_by=AnsweredBy.proxy)
                 else:
-                    outcome = dict(action=event.action, response_text=event.response,
-                                   answered_by=AnsweredBy.human, responder=event.reviewer)
+                    outcome = dict(
+                        action=event.action,
+                        response_text=event.response,
+                        answered_by=AnsweredBy.human,
+                        responder=event.reviewer,
+                    )
                 record = OutcomeRecord(
-                    request=request, n=n, workflow_id=f"replay/{event.gate_id}", **outcome,
-                    prior=c.prior, posterior=c.posterior, surprise=c.surprise, calibration=c.calibration)
-                record_outcome(memory, record, artifacts=False, params=run_settings.calibration,
-                               facts=run_settings.facts)
+                    request=request,
+                    n=n,
+                    workflow_id=f"replay/{event.gate_id}",
+                    **outcome,
+                    prior=c.prior,
+                    posterior=c.posterior,
+                    surprise=c.surprise,
+                    calibration=c.calibration,
+                )
+                record_outcome(
+                    memory, record, artifacts=False, params=run_settings.calibration, facts=run_settings.facts
+                )
                 if observe:
                     observe(record)
                 touched.add((request.state.value, request.task_type))
@@ -212,9 +254,17 @@ def _majority(events: list[GateEvent], progress: Progress | None) -> list[Predic
             conf = count / sum(seen.values())
         else:
             action, conf = None, 0.0
-        preds.append(Prediction(seq=e.seq, actual=e.action.value, predicted=action, confidence=conf,
-                                autonomous=action is not None and conf >= BASELINE_THRESHOLD,
-                                predicted_text="", actual_text=e.response))
+        preds.append(
+            Prediction(
+                seq=e.seq,
+                actual=e.action.value,
+                predicted=action,
+                confidence=conf,
+                autonomous=action is not None and conf >= BASELINE_THRESHOLD,
+                predicted_text="",
+                actual_text=e.response,
+            )
+        )
         seen[e.action.value] += 1
         if progress:
             progress(1)
@@ -238,10 +288,17 @@ def _ema_gate(events: list[GateEvent], progress: Progress | None) -> list[Predic
         else:
             predicted = "approve" if value >= 0.5 else "correct"
             conf = value if predicted == "approve" else 1 - value
-        preds.append(Prediction(seq=e.seq, actual=e.action.value, predicted=predicted, confidence=conf,
-                                autonomous=predicted == "approve" and conf >= BASELINE_THRESHOLD,
-                                predicted_text="Approved." if predicted == "approve" else "",
-                                actual_text=e.response))
+        preds.append(
+            Prediction(
+                seq=e.seq,
+                actual=e.action.value,
+                predicted=predicted,
+                confidence=conf,
+                autonomous=predicted == "approve" and conf >= BASELINE_THRESHOLD,
+                predicted_text="Approved." if predicted == "approve" else "",
+                actual_text=e.response,
+            )
+        )
         x = 1.0 if e.action.value == "approve" else 0.0
         w = REGRET_WEIGHT if e.action.value == "correct" else 1.0
         prev = 0.5 if value is None else value

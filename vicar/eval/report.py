@@ -8,8 +8,22 @@ from rich.table import Table
 
 from vicar.eval.run import VariantResult
 
-COLUMNS = ("variant", "gates", "accuracy", "macro-F1", "Brier", "ECE", "autonomy", "auton. error",
-           "bound coverage", "max autonomy (err≤5%)", "text sim", "concern recall", "gates/s", "LLM $")
+COLUMNS = (
+    "variant",
+    "gates",
+    "accuracy",
+    "macro-F1",
+    "Brier",
+    "ECE",
+    "autonomy",
+    "auton. error",
+    "bound coverage",
+    "max autonomy (err≤5%)",
+    "text sim",
+    "concern recall",
+    "gates/s",
+    "LLM $",
+)
 
 
 def _f(x: float | None, digits: int = 3) -> str:
@@ -18,10 +32,22 @@ def _f(x: float | None, digits: int = 3) -> str:
 
 def _row(r: VariantResult, scores=None) -> list[str]:
     o = scores or r.overall
-    return [r.variant.name, str(o.gates), _f(o.accuracy), _f(o.macro_f1), _f(o.brier), _f(o.ece),
-            _f(o.autonomy.share), _f(o.autonomy.error), _f(o.autonomy.coverage), _f(o.autonomy.best_share),
-            _f(o.text_similarity),
-            _f(o.concern_recall), f"{r.gates_per_second:.0f}", f"{o.cost_usd:.4f}" if o.cost_usd else "—"]
+    return [
+        r.variant.name,
+        str(o.gates),
+        _f(o.accuracy),
+        _f(o.macro_f1),
+        _f(o.brier),
+        _f(o.ece),
+        _f(o.autonomy.share),
+        _f(o.autonomy.error),
+        _f(o.autonomy.coverage),
+        _f(o.autonomy.best_share),
+        _f(o.text_similarity),
+        _f(o.concern_recall),
+        f"{r.gates_per_second:.0f}",
+        f"{o.cost_usd:.4f}" if o.cost_usd else "—",
+    ]
 
 
 def summary_table(results: list[VariantResult]) -> Table:
@@ -41,26 +67,52 @@ def _md_table(header, rows) -> str:
 
 def markdown(results: list[VariantResult], command: str, files: list[Path], extra: str = "") -> str:
     seeds = sorted({r.variant.seed for r in results})
-    drawn = f"Seed: {', '.join(map(str, seeds))} (the activation noise and audit draws)\n" if seeds != [0] and seeds else ""
-    parts = [f"# Replay evaluation\n\nCommand: `{command}`\n", drawn, "## All reviewers\n",
-             _md_table(COLUMNS, [_row(r) for r in results])]
+    drawn = (
+        f"Seed: {', '.join(map(str, seeds))} (the activation noise and audit draws)\n" if seeds != [0] and seeds else ""
+    )
+    parts = [
+        f"# Replay evaluation\n\nCommand: `{command}`\n",
+        drawn,
+        "## All reviewers\n",
+        _md_table(COLUMNS, [_row(r) for r in results]),
+    ]
     reviewers = list(results[0].per_reviewer) if results else []
     for rev in reviewers:
         parts += [f"\n## {rev}\n", _md_table(COLUMNS, [_row(r, r.per_reviewer[rev]) for r in results])]
     parts.append("\n## Per-class F1 (all reviewers)\n")
     classes = list(results[0].overall.per_class_f1) if results else []
-    parts.append(_md_table(["variant", *classes],
-                           [[r.variant.name, *(_f(r.overall.per_class_f1[c]) for c in classes)] for r in results]))
+    parts.append(
+        _md_table(
+            ["variant", *classes],
+            [[r.variant.name, *(_f(r.overall.per_class_f1[c]) for c in classes)] for r in results],
+        )
+    )
     parts.append("\n## Autonomy against history (all reviewers, per 1,000 gates of each one's history)\n")
     spans = max((r.overall.autonomy.by_history for r in results), key=len, default=[])
-    parts.append(_md_table(
-        ["variant", *(f"gates {w['start'] + 1}–{w['end']}" for w in spans)],
-        [[r.variant.name, *(f"{_f(w['share'])} (err {_f(w['error'])})" for w in r.overall.autonomy.by_history)]
-         for r in results]))
+    parts.append(
+        _md_table(
+            ["variant", *(f"gates {w['start'] + 1}–{w['end']}" for w in spans)],
+            [
+                [r.variant.name, *(f"{_f(w['share'])} (err {_f(w['error'])})" for w in r.overall.autonomy.by_history)]
+                for r in results
+            ],
+        )
+    )
     parts.append("\n## Surprise calibration\n")
-    parts.append(_md_table(["variant", "surprises", "confirmed by the answer", "percept in the human's words"],
-                           [[r.variant.name, str(r.overall.surprise.surprises), _f(r.overall.surprise.confirmed),
-                             _f(r.overall.surprise.percepts_in_response)] for r in results]))
+    parts.append(
+        _md_table(
+            ["variant", "surprises", "confirmed by the answer", "percept in the human's words"],
+            [
+                [
+                    r.variant.name,
+                    str(r.overall.surprise.surprises),
+                    _f(r.overall.surprise.confirmed),
+                    _f(r.overall.surprise.percepts_in_response),
+                ]
+                for r in results
+            ],
+        )
+    )
     parts.append(
         "\nDefinitions: confidence is the calibrated confidence that the predicted action is right "
         "(no prediction = confidence 0, counted wrong). autonomy = realized share of gates answered "
@@ -77,7 +129,8 @@ def markdown(results: list[VariantResult], command: str, files: list[Path], extr
         "between the predicted and the actual words; concern recall = share of the concerns in the "
         "human's words (design vocabulary + the reviewer's 20 most frequent words) that the prediction "
         "raised. Surprise is confirmed when the confidence moved up and the prediction was right, or "
-        "down and it was wrong.\n")
+        "down and it was wrong.\n"
+    )
     if extra:
         parts.append(extra)
     if files:
@@ -105,7 +158,7 @@ def plots(results: list[VariantResult], out: Path) -> list[Path]:
             curve = r.per_reviewer[reviewer].curve
             ax.plot([c["end"] for c in curve], [c["macro_f1"] for c in curve], marker=".", label=r.variant.name)
         ax.set(title=f"{reviewer}: macro-F1 per tenth of their gates", xlabel="gates replayed", ylabel="macro-F1")
-    for ax in list(axes.flat)[len(reviewers):]:
+    for ax in list(axes.flat)[len(reviewers) :]:
         ax.axis("off")
     if reviewers:
         axes.flat[0].legend(fontsize=7)
@@ -114,8 +167,11 @@ def plots(results: list[VariantResult], out: Path) -> list[Path]:
     fig, ax = plt.subplots(figsize=(5.5, 5))
     ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect calibration")
     for r in results:
-        xy = [(b.confidence, b.accuracy) for b in r.overall.reliability
-              if b.count and b.confidence is not None and b.accuracy is not None]  # an empty bin has neither
+        xy = [
+            (b.confidence, b.accuracy)
+            for b in r.overall.reliability
+            if b.count and b.confidence is not None and b.accuracy is not None
+        ]  # an empty bin has neither
         ax.plot([x for x, _ in xy], [y for _, y in xy], marker="o", label=r.variant.name)
     ax.set(title="Reliability diagram", xlabel="confidence", ylabel="accuracy", xlim=(0, 1), ylim=(0, 1))
     ax.legend(fontsize=7)
@@ -126,8 +182,13 @@ def plots(results: list[VariantResult], out: Path) -> list[Path]:
         pts = r.overall.autonomy_curve
         ax.plot([p[1] for p in pts], [p[2] for p in pts], marker=".", label=r.variant.name)
     ax.axhline(0.05, color="red", lw=1, ls=":", label="5% error")
-    ax.set(title="Autonomy vs error (threshold 1 → 0)", xlabel="share decided alone",
-           ylabel="error of those decisions", xlim=(0, 1), ylim=(0, 1))
+    ax.set(
+        title="Autonomy vs error (threshold 1 → 0)",
+        xlabel="share decided alone",
+        ylabel="error of those decisions",
+        xlim=(0, 1),
+        ylim=(0, 1),
+    )
     ax.legend(fontsize=7)
     files.append(_save(fig, out / "autonomy_error.png"))
     return files

@@ -45,8 +45,13 @@ class VariantResult(BaseModel):
         return self.overall.gates / self.seconds if self.seconds else 0.0
 
 
-def score(preds: list[m.Prediction], embedder: Embedder, themes: list[str],
-          groups: list[list[m.Prediction]] | None = None, target: float = m.MAX_AUTONOMOUS_ERROR) -> Scores:
+def score(
+    preds: list[m.Prediction],
+    embedder: Embedder,
+    themes: list[str],
+    groups: list[list[m.Prediction]] | None = None,
+    target: float = m.MAX_AUTONOMOUS_ERROR,
+) -> Scores:
     """`groups`: the predictions split by reviewer, for the figures that follow a history."""
     pairs = [(p.predicted_text, p.actual_text) for p in preds if p.predicted_text.strip() and p.actual_text.strip()]
     sim = None
@@ -55,12 +60,20 @@ def score(preds: list[m.Prediction], embedder: Embedder, themes: list[str],
         b = embedder.embed([y for _, y in pairs])
         sim = float(np.mean(np.sum(a * b, axis=1)))
     return Scores(
-        gates=len(preds), accuracy=m.accuracy(preds), macro_f1=m.macro_f1(preds),
-        per_class_f1=m.per_class_f1(preds), brier=m.brier(preds), ece=m.ece(preds),
-        reliability=m.reliability(preds), autonomy=m.autonomy(preds, groups, target),
-        autonomy_curve=m.autonomy_curve(preds), text_similarity=sim,
-        concern_recall=m.concern_recall(preds, themes), surprise=m.surprise_calibration(preds),
-        curve=m.learning_curve(preds) if groups is None else m.pooled_curve(groups), cost_usd=sum(p.cost_usd for p in preds),
+        gates=len(preds),
+        accuracy=m.accuracy(preds),
+        macro_f1=m.macro_f1(preds),
+        per_class_f1=m.per_class_f1(preds),
+        brier=m.brier(preds),
+        ece=m.ece(preds),
+        reliability=m.reliability(preds),
+        autonomy=m.autonomy(preds, groups, target),
+        autonomy_curve=m.autonomy_curve(preds),
+        text_similarity=sim,
+        concern_recall=m.concern_recall(preds, themes),
+        surprise=m.surprise_calibration(preds),
+        curve=m.learning_curve(preds) if groups is None else m.pooled_curve(groups),
+        cost_usd=sum(p.cost_usd for p in preds),
     )
 
 
@@ -69,21 +82,27 @@ def score(preds: list[m.Prediction], embedder: Embedder, themes: list[str],
 WARM_BATCH = 64
 
 
-def warm_embeddings(events: dict[str, list[GateEvent]], embedder: Embedder, console: Console,
-                    batch: int = WARM_BATCH) -> float:
+def warm_embeddings(
+    events: dict[str, list[GateEvent]], embedder: Embedder, console: Console, batch: int = WARM_BATCH
+) -> float:
     """Embed every text of the dataset once, batched; the cache serves the replay."""
     texts = event_texts([e for evs in events.values() for e in evs])
     start = time.perf_counter()
     with progress_for(console) as progress:
         task = progress.add_task("embedding the dataset", total=len(texts))
         for i in range(0, len(texts), batch):
-            embedder.embed(texts[i: i + batch])
+            embedder.embed(texts[i : i + batch])
             progress.advance(task, min(batch, len(texts) - i))
     return time.perf_counter() - start
 
 
-def run_variants(events: dict[str, list[GateEvent]], variants: list[Variant], embedder: Embedder,
-                 settings: Settings, console: Console) -> list[VariantResult]:
+def run_variants(
+    events: dict[str, list[GateEvent]],
+    variants: list[Variant],
+    embedder: Embedder,
+    settings: Settings,
+    console: Console,
+) -> list[VariantResult]:
     total = sum(len(v) for v in events.values())
     themes = {r: m.frequent_themes([e.response for e in evs]) for r, evs in events.items()}
     results = []
@@ -99,10 +118,14 @@ def run_variants(events: dict[str, list[GateEvent]], variants: list[Variant], em
             target = settings.calibration.autonomy.target_error
             per_reviewer = {r: score(p, embedder, themes[r], target=target) for r, p in per_reviewer_preds.items()}
             all_preds = [p for ps in per_reviewer_preds.values() for p in ps]
-            overall = score(all_preds, embedder, sorted({t for ts in themes.values() for t in ts}),
-                            groups=list(per_reviewer_preds.values()), target=target)
-            results.append(VariantResult(variant=variant, per_reviewer=per_reviewer, overall=overall,
-                                         seconds=seconds))
+            overall = score(
+                all_preds,
+                embedder,
+                sorted({t for ts in themes.values() for t in ts}),
+                groups=list(per_reviewer_preds.values()),
+                target=target,
+            )
+            results.append(VariantResult(variant=variant, per_reviewer=per_reviewer, overall=overall, seconds=seconds))
     return results
 
 
@@ -114,8 +137,9 @@ SWEEP: dict[str, list[float]] = {
 }
 
 
-def sweep(events: dict[str, list[GateEvent]], embedder: Embedder, settings: Settings,
-          console: Console) -> tuple[MemoryParams, list[tuple[dict, float]]]:
+def sweep(
+    events: dict[str, list[GateEvent]], embedder: Embedder, settings: Settings, console: Console
+) -> tuple[MemoryParams, list[tuple[dict, float]]]:
     """Coordinate sweep of d, tau, s and the score weights on the dev data, by macro-F1
     (the labels are too unbalanced for accuracy). Each parameter is swept with the
     others at their best value so far."""
@@ -131,12 +155,14 @@ def sweep(events: dict[str, list[GateEvent]], embedder: Embedder, settings: Sett
             params = best.model_copy(update=update)
             key = params.model_dump_json()
             if key not in cache:
-                [res] = run_variants(events, [Variant(name=f"{name}={value}", memory=params)], embedder,
-                                     settings, console)
+                [res] = run_variants(
+                    events, [Variant(name=f"{name}={value}", memory=params)], embedder, settings, console
+                )
                 cache[key] = res.overall.macro_f1
                 tried.append((update, cache[key]))
             scores[value] = cache[key]
         winner = max(scores, key=lambda v: (scores[v], v == getattr(best, name)))
-        best = best.model_copy(update={name: winner, **({"w_similarity": 1.0 - winner} if name == "w_activation" else {})})
+        best = best.model_copy(
+            update={name: winner, **({"w_similarity": 1.0 - winner} if name == "w_activation" else {})}
+        )
     return best, tried
-

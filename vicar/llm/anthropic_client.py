@@ -42,12 +42,15 @@ class AnthropicClient:
             system[-1]["cache_control"] = {"type": "ephemeral"}
         try:
             msg = self._sdk.messages.create(
-                model=model, max_tokens=max_tokens, system=system,
+                model=model,
+                max_tokens=max_tokens,
+                system=system,
                 messages=[{"role": "user", "content": body}],
             )
         except anthropic.APIStatusError as exc:
-            raise status_failure(self.provider, exc.status_code, exc.body, exc.response.headers,
-                                 self._secrets) from None
+            raise status_failure(
+                self.provider, exc.status_code, exc.body, exc.response.headers, self._secrets
+            ) from None
         except anthropic.APIConnectionError as exc:
             raise connection_failure(self.provider, exc, self._secrets) from None
         except anthropic.APIResponseValidationError as exc:
@@ -61,7 +64,13 @@ class AnthropicClient:
             output_tokens=u.output_tokens or 0,
         )
         return Completion(
-            text=text, model=msg.model, stop_reason=msg.stop_reason,
-            usage=Usage(calls=1, cost_usd=cost_usd(model, **tokens),
-                        cache_savings_usd=cache_savings_usd(model, **tokens), **tokens),
+            text=text,
+            model=msg.model,
+            stop_reason=msg.stop_reason,
+            usage=Usage(
+                calls=1,
+                cost_usd=cost_usd(model, **tokens),
+                cache_savings_usd=cache_savings_usd(model, **tokens),
+                **tokens,
+            ),
         )

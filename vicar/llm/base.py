@@ -96,8 +96,9 @@ def error_fields(body: object) -> tuple[str | None, str | None]:
     return (etype if isinstance(etype, str) else None, msg if isinstance(msg, str) else None)
 
 
-def status_failure(provider: str, status: int, body: object, headers: Mapping[str, str] | None,
-                   secrets: Sequence[str | None]) -> ApplicationError:
+def status_failure(
+    provider: str, status: int, body: object, headers: Mapping[str, str] | None, secrets: Sequence[str | None]
+) -> ApplicationError:
     etype, msg = error_fields(body)
     head = f"{provider}: {status}" + (f" {etype}" if etype else "")
     message = scrub(f"{head}: {msg}" if msg else head, secrets)

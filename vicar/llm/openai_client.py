@@ -47,11 +47,14 @@ class OpenAIClient:
         messages.append({"role": "user", "content": body})
         try:
             resp = self._sdk.chat.completions.create(
-                model=model, messages=messages, max_completion_tokens=max_tokens,
+                model=model,
+                messages=messages,
+                max_completion_tokens=max_tokens,
             )
         except openai.APIStatusError as exc:
-            raise status_failure(self.provider, exc.status_code, exc.body, exc.response.headers,
-                                 self._secrets) from None
+            raise status_failure(
+                self.provider, exc.status_code, exc.body, exc.response.headers, self._secrets
+            ) from None
         except openai.APIConnectionError as exc:
             raise connection_failure(self.provider, exc, self._secrets) from None
         except openai.APIResponseValidationError as exc:
@@ -71,7 +74,13 @@ class OpenAIClient:
             output_tokens=(u.completion_tokens or 0) if u else 0,
         )
         return Completion(
-            text=text, model=resp.model, stop_reason=choice.finish_reason if choice else None,
-            usage=Usage(calls=1, cost_usd=cost_usd(model, **tokens),
-                        cache_savings_usd=cache_savings_usd(model, **tokens), **tokens),
+            text=text,
+            model=resp.model,
+            stop_reason=choice.finish_reason if choice else None,
+            usage=Usage(
+                calls=1,
+                cost_usd=cost_usd(model, **tokens),
+                cache_savings_usd=cache_savings_usd(model, **tokens),
+                **tokens,
+            ),
         )

@@ -46,7 +46,7 @@ def parse_reply(text: str) -> Reply:
     for i in reversed(nonempty[-CONFIDENCE_TAIL_LINES:]):
         if not _CONFIDENCE_LABEL.match(lines[i]):
             continue
-        prose = "\n".join(lines[:i] + lines[i + 1:]).strip()
+        prose = "\n".join(lines[:i] + lines[i + 1 :]).strip()
         m = _CONFIDENCE_LINE.match(lines[i])
         if not m:
             return Reply(prose, 0.0, False)
@@ -85,13 +85,13 @@ def parse_surprise(text: str) -> tuple[str, list[str]]:
     # whitespace run (quadratic).
     raw = text.strip()
     opening = _FENCE_OPEN.match(raw)
-    raw = raw[opening.end():] if opening else raw
+    raw = raw[opening.end() :] if opening else raw
     raw = raw[:-3].rstrip() if raw.endswith("```") else raw
     start, end = raw.find("{"), raw.rfind("}")
     data = None
     if 0 <= start < end:
         try:
-            data = json.loads(raw[start:end + 1])
+            data = json.loads(raw[start : end + 1])
         except ValueError:
             data = None
     if isinstance(data, dict):

@@ -50,12 +50,17 @@ def price_for(model: str) -> ModelPrice:
     return price
 
 
-def cost_usd(model: str, *, input_tokens: int, cache_write_tokens: int, cache_read_tokens: int,
-             output_tokens: int) -> float:
+def cost_usd(
+    model: str, *, input_tokens: int, cache_write_tokens: int, cache_read_tokens: int, output_tokens: int
+) -> float:
     p = price_for(model)
     write_rate = p.input if p.cache_write is None else p.cache_write
-    return (input_tokens * p.input + cache_write_tokens * write_rate
-            + cache_read_tokens * p.cache_read + output_tokens * p.output) / 1_000_000
+    return (
+        input_tokens * p.input
+        + cache_write_tokens * write_rate
+        + cache_read_tokens * p.cache_read
+        + output_tokens * p.output
+    ) / 1_000_000
 
 
 def cache_savings_usd(model: str, *, cache_write_tokens: int, cache_read_tokens: int, **_) -> float:

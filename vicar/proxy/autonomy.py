@@ -50,8 +50,9 @@ def required_answers(target: float, delta: float, most: int) -> np.ndarray:
     return n
 
 
-def find_threshold(scores: Iterable[float], correct: Iterable[bool], target: float, delta: float,
-                   audit_share: float = 0.0) -> AutonomyRule:
+def find_threshold(
+    scores: Iterable[float], correct: Iterable[bool], target: float, delta: float, audit_share: float = 0.0
+) -> AutonomyRule:
     """The lowest threshold t (ties included: score >= t) whose bound is <= target.
 
     One sort, then `search`: O(W log W) in all.
@@ -62,8 +63,14 @@ def find_threshold(scores: Iterable[float], correct: Iterable[bool], target: flo
     return search(s[order], wrong[order], target, delta, audit_share)
 
 
-def search(scores: np.ndarray, wrong: np.ndarray, target: float, delta: float,
-           audit_share: float = 0.0, most: int | None = None) -> AutonomyRule:
+def search(
+    scores: np.ndarray,
+    wrong: np.ndarray,
+    target: float,
+    delta: float,
+    audit_share: float = 0.0,
+    most: int | None = None,
+) -> AutonomyRule:
     """`find_threshold` over pairs already sorted by score, highest first: one cumulative
     sum, and each candidate threshold is one comparison with the answers its error count
     needs (`required_answers`, for up to `most` pairs: a window passes its size, so a
@@ -81,8 +88,9 @@ def search(scores: np.ndarray, wrong: np.ndarray, target: float, delta: float,
     if proven.any():
         i = int(np.flatnonzero(proven)[-1])  # the lowest proven threshold: the most pairs
         nk, kk = int(n[i]), int(k[i])
-        return AutonomyRule(threshold=float(scores[ends[i]]), bound=upper_bound(kk, nk, delta),
-                            evidence=nk, errors=kk, **base)
+        return AutonomyRule(
+            threshold=float(scores[ends[i]]), bound=upper_bound(kk, nk, delta), evidence=nk, errors=kk, **base
+        )
     total, wrong_total = len(scores), int(errors[-1])
     return AutonomyRule(bound=upper_bound(wrong_total, total, delta), evidence=total, errors=wrong_total, **base)
 

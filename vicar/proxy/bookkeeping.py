@@ -131,16 +131,28 @@ def apply_outcome(entry: ContextEntry | None, record: OutcomeRecord) -> ContextE
         e.last_human_at = record.at
     e.ema_approval_rate = _ema(e.ema_approval_rate, action)
     predicted = record.posterior.prose if record.posterior else ""
-    e.differentials = (e.differentials + [Differential(
-        outcome=action.value, summary=record.response_text, reasoning=req.question,
-        predicted_response=predicted, timestamp=stamp,
-    )])[-MAX_DIFFERENTIALS:]
+    e.differentials = (
+        e.differentials
+        + [
+            Differential(
+                outcome=action.value,
+                summary=record.response_text,
+                reasoning=req.question,
+                predicted_response=predicted,
+                timestamp=stamp,
+            )
+        ]
+    )[-MAX_DIFFERENTIALS:]
     if req.artifact_text:
         e.artifact_lengths = (e.artifact_lengths + [len(req.artifact_text)])[-MAX_ARTIFACT_LENGTHS:]
-    human_lines = [record.response_text] + [t.text for t in record.dialog
-                                            if t.speaker == "reviewer" and t.answered_by is AnsweredBy.human]
-    new_patterns = [QuestionPattern(question=q, concerns=concerns_in(q), timestamp=stamp)
-                    for line in human_lines for q in questions_in(line)]
+    human_lines = [record.response_text] + [
+        t.text for t in record.dialog if t.speaker == "reviewer" and t.answered_by is AnsweredBy.human
+    ]
+    new_patterns = [
+        QuestionPattern(question=q, concerns=concerns_in(q), timestamp=stamp)
+        for line in human_lines
+        for q in questions_in(line)
+    ]
     e.question_patterns = (e.question_patterns + new_patterns)[-MAX_QUESTION_PATTERNS:]
     if record.posterior is not None:
         e.prediction_total_count += 1

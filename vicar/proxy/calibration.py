@@ -44,12 +44,17 @@ def _reasons(confidence: float, inp: CalibrationInputs, p: CalibrationParams) ->
     rule = inp.rule
     probation = None
     if inp.agent is not None and inp.agent_human_answers < p.probation_answers:
-        probation = ("probation", f"upstream agent {inp.agent!r} on probation: the human has answered "
-                                  f"{inp.agent_human_answers} of its artifacts < {p.probation_answers}")
+        probation = (
+            "probation",
+            f"upstream agent {inp.agent!r} on probation: the human has answered "
+            f"{inp.agent_human_answers} of its artifacts < {p.probation_answers}",
+        )
     untrusted = None
     if inp.agent is not None and inp.agent_trust is not None and inp.agent_trust < p.trust_floor:
-        untrusted = ("untrusted", f"upstream agent {inp.agent!r} untrusted: trust {inp.agent_trust:.2f} "
-                                  f"< floor {p.trust_floor:g}")
+        untrusted = (
+            "untrusted",
+            f"upstream agent {inp.agent!r} untrusted: trust {inp.agent_trust:.2f} < floor {p.trust_floor:g}",
+        )
     if rule is None:
         fired.append(("unproven", "no autonomy rule: nothing proven"))
     elif rule.threshold is None:
@@ -59,15 +64,25 @@ def _reasons(confidence: float, inp: CalibrationInputs, p: CalibrationParams) ->
         # where the pairs would prove a threshold of 0.
         fired.append(("unproven", f"score 0: no confidence to act on (proven threshold {rule.threshold:.2f})"))
     elif confidence < rule.threshold:
-        fired.append(("unproven", f"score {confidence:.2f} < proven threshold {rule.threshold:.2f} "
-                                  f"({rule_note(rule)}, target {rule.target:g})"))
+        fired.append(
+            (
+                "unproven",
+                f"score {confidence:.2f} < proven threshold {rule.threshold:.2f} "
+                f"({rule_note(rule)}, target {rule.target:g})",
+            )
+        )
     elif probation:
         fired.append(probation)
     elif untrusted:
         fired.append(untrusted)
     elif inp.audit_draw < rule.audit_share:
-        fired.append(("audit", f"audited (draw {inp.audit_draw:.3f} < share {rule.audit_share:g}); "
-                               f"threshold {rule.threshold:.2f}, {rule_note(rule)}"))
+        fired.append(
+            (
+                "audit",
+                f"audited (draw {inp.audit_draw:.3f} < share {rule.audit_share:g}); "
+                f"threshold {rule.threshold:.2f}, {rule_note(rule)}",
+            )
+        )
     for withheld in (probation, untrusted):
         if withheld and withheld not in fired:
             fired.append(withheld)  # withheld already (unproven); listed all the same
@@ -83,14 +98,20 @@ def calibrate(confidence: float, inp: CalibrationInputs, params: CalibrationPara
     rule = inp.rule
     numbers: dict = dict(censors=[h.censor_id for h in inp.censors])
     if rule:
-        numbers |= dict(threshold=rule.threshold, bound=rule.bound, evidence=rule.evidence, errors=rule.errors,
-                        target=rule.target)
+        numbers |= dict(
+            threshold=rule.threshold, bound=rule.bound, evidence=rule.evidence, errors=rule.errors, target=rule.target
+        )
     # A warning withholds nothing: its reason goes with the note, whoever answers.
     warns = "".join(f" | {censor_note(h)}" for h in inp.censors if h.action == "warn")
     if not fired:
         assert rule is not None  # without a rule, "unproven" fires
-        return Calibration(confidence=confidence, guard="passthrough", autonomous=True,
-                           note=f"proven threshold {rule.threshold:.2f} ({rule_note(rule)}){warns}", **numbers)
+        return Calibration(
+            confidence=confidence,
+            guard="passthrough",
+            autonomous=True,
+            note=f"proven threshold {rule.threshold:.2f} ({rule_note(rule)}){warns}",
+            **numbers,
+        )
     guard, note = fired[0]
     capped = min(confidence, params.cap) if any(g in CAPPING for g, _ in fired) else confidence
     return Calibration(confidence=capped, guard=guard, note=note + warns, fired=[g for g, _ in fired], **numbers)

@@ -42,8 +42,9 @@ def censor_id(principal: str, chunk_id: str) -> str:
     return "k-" + hashlib.sha256(f"{principal}\x00{chunk_id}".encode()).hexdigest()[:16]
 
 
-def fire(memory: PrincipalMemory, request: GateRequest, query: dict[str, np.ndarray],
-         params: CalibrationParams) -> list[CensorHit]:
+def fire(
+    memory: PrincipalMemory, request: GateRequest, query: dict[str, np.ndarray], params: CalibrationParams
+) -> list[CensorHit]:
     """The live censors of this gate's context whose trigger is within the similarity of
     the artifact's vectors (`query`: its CENSOR_DIMS embeddings)."""
     if params.censor_min <= 0 or request.kind is not RequestKind.gate:
@@ -53,8 +54,9 @@ def fire(memory: PrincipalMemory, request: GateRequest, query: dict[str, np.ndar
     for c in memory.store.censors(request.kind.value, request.state.value, request.task_type):
         sim = c.similarity(query) if c.live else None
         if sim is not None and sim >= params.censor_similarity:
-            hits.append(CensorHit(censor_id=c.id, action=c.action, reason=c.reason, pattern=c.pattern,
-                                  similarity=round(sim, 4)))
+            hits.append(
+                CensorHit(censor_id=c.id, action=c.action, reason=c.reason, pattern=c.pattern, similarity=round(sim, 4))
+            )
     return sorted(hits, key=lambda h: (h.action != "block", -h.similarity))
 
 
@@ -62,8 +64,12 @@ def learn(memory: PrincipalMemory, chunk: MemoryChunk, params: CalibrationParams
     """After a human correction or rejection is stored: a new censor when it is the
     `censor_min`-th alike in its context and no censor (but a deactivated one) already
     covers it. Idempotent: the id comes from the chunk, so a retry adds nothing."""
-    if (params.censor_min <= 0 or chunk.answered_by != AnsweredBy.human.value
-            or chunk.outcome not in {a.value for a in REVERSALS} or chunk.kind.value != RequestKind.gate.value):
+    if (
+        params.censor_min <= 0
+        or chunk.answered_by != AnsweredBy.human.value
+        or chunk.outcome not in {a.value for a in REVERSALS}
+        or chunk.kind.value != RequestKind.gate.value
+    ):
         return None
     index = memory.index
     if chunk.id not in index.pos:
@@ -75,8 +81,13 @@ def learn(memory: PrincipalMemory, chunk: MemoryChunk, params: CalibrationParams
         sim = c.similarity(query)
         if c.status != "deactivated" and sim is not None and sim >= params.censor_similarity:
             return None  # covered: a live or operator-disabled censor already says this
-    base = {"kind": chunk.kind.value, "state": chunk.state, "task_type": chunk.task_type,
-            "answered_by": AnsweredBy.human.value, "status": "active"}
+    base = {
+        "kind": chunk.kind.value,
+        "state": chunk.state,
+        "task_type": chunk.task_type,
+        "answered_by": AnsweredBy.human.value,
+        "status": "active",
+    }
     idx = np.concatenate([index.candidates({**base, "outcome": a.value}) for a in REVERSALS])
     idx = idx[idx != index.pos[chunk.id]]
     if len(idx) + 1 < params.censor_min:
@@ -91,11 +102,19 @@ def learn(memory: PrincipalMemory, chunk: MemoryChunk, params: CalibrationParams
     vectors = [query, *(index.vectors_of(cid, CENSOR_DIMS) for cid in provenance[1:])]
     excerpt = clip(" ".join((chunk.artifact_excerpt or chunk.actor_message or chunk.question).split()), PATTERN_EXCERPT)
     reason = clip(chunk.human_response.strip(), REASON_CHARS) or (
-        f"the human {chunk.outcome}ed {len(close) + 1} artifacts like this one")
+        f"the human {chunk.outcome}ed {len(close) + 1} artifacts like this one"
+    )
     censor = Censor(
-        id=censor_id(chunk.principal, chunk.id), kind=chunk.kind.value, state=chunk.state, task_type=chunk.task_type,
-        pattern=f"{chunk.state} {chunk.task_type}: {excerpt}", reason=reason, provenance=provenance,
-        vectors=trigger_vectors(vectors), created_n=chunk.created_n, updated_n=chunk.created_n,
+        id=censor_id(chunk.principal, chunk.id),
+        kind=chunk.kind.value,
+        state=chunk.state,
+        task_type=chunk.task_type,
+        pattern=f"{chunk.state} {chunk.task_type}: {excerpt}",
+        reason=reason,
+        provenance=provenance,
+        vectors=trigger_vectors(vectors),
+        created_n=chunk.created_n,
+        updated_n=chunk.created_n,
     )
     memory.store.add_censor(censor)
     return censor

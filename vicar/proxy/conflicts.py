@@ -46,6 +46,8 @@ def genuine_tension(chunks: list[ChunkSummary], params: CalibrationParams) -> st
     """A description of the first genuine tension among the retrieved memories, or ""."""
     for a, b in combinations(chunks, 2):
         if classify_conflict(a, b, params) is ConflictKind.genuine_tension:
-            return (f"memories {a.chunk_id} ({a.outcome}, N={a.created_n}) and "
-                    f"{b.chunk_id} ({b.outcome}, N={b.created_n}) disagree on a case like this one")
+            return (
+                f"memories {a.chunk_id} ({a.outcome}, N={a.created_n}) and "
+                f"{b.chunk_id} ({b.outcome}, N={b.created_n}) disagree on a case like this one"
+            )
     return ""

@@ -48,8 +48,14 @@ from vicar.proxy.trust import AgentTrust, ledger
 LINEAGE_RESPONSE_CHARS = 300  # the human's words kept per lineage verdict
 
 
-def build_query(request: GateRequest, n: int, phase: str, artifact: str = "",
-                options: RetrievalOptions | None = None, noise: bool = False) -> Query:
+def build_query(
+    request: GateRequest,
+    n: int,
+    phase: str,
+    artifact: str = "",
+    options: RetrievalOptions | None = None,
+    noise: bool = False,
+) -> Query:
     texts = {
         "situation": situation_text(request.state.value, request.task_type, request.question),
         "stimulus": request.actor_message,
@@ -60,18 +66,31 @@ def build_query(request: GateRequest, n: int, phase: str, artifact: str = "",
     return Query(
         now=n,
         # One search across kinds: the gate's episodes and the human's facts of the context.
-        filters={"kind": [request.kind.value, *FACT_KINDS], "state": request.state.value,
-                 "task_type": request.task_type, "answered_by": AnsweredBy.human.value},
+        filters={
+            "kind": [request.kind.value, *FACT_KINDS],
+            "state": request.state.value,
+            "task_type": request.task_type,
+            "answered_by": AnsweredBy.human.value,
+        },
         texts={k: v for k, v in texts.items() if v.strip()},
-        mode=options.mode, embedding=options.embedding, lexical=options.lexical,
+        mode=options.mode,
+        embedding=options.embedding,
+        lexical=options.lexical,
         # Noise fixed by (principal, N, phase): a retried retrieval sees the same draw.
         noise_seed=noise_seed(request.principal, n, phase) if noise else None,
     )
 
 
-def retrieve(memory: PrincipalMemory, request: GateRequest, n: int, phase: str, artifact: str = "",
-             options: RetrievalOptions | None = None, params: CalibrationParams | None = None,
-             agent_trust: float | None = None) -> RetrievalContext:
+def retrieve(
+    memory: PrincipalMemory,
+    request: GateRequest,
+    n: int,
+    phase: str,
+    artifact: str = "",
+    options: RetrievalOptions | None = None,
+    params: CalibrationParams | None = None,
+    agent_trust: float | None = None,
+) -> RetrievalContext:
     """`params`: also look up the upstream agent's trust (unless the caller passes the one
     its prior retrieval found), and check the context's censors against the artifact
     (posterior only)."""
@@ -82,25 +101,35 @@ def retrieve(memory: PrincipalMemory, request: GateRequest, n: int, phase: str, 
     censors, trust = [], agent_trust
     if params is not None and phase == "posterior":
         # The same texts the retrieval just embedded: the embedder's cache answers.
-        censors = fire(memory, request, memory.query_vectors(
-            {d: t for d, t in query.texts.items() if d in CENSOR_DIMS}), params)
+        censors = fire(
+            memory, request, memory.query_vectors({d: t for d, t in query.texts.items() if d in CENSOR_DIMS}), params
+        )
     if params is not None and request.upstream_agent and trust is None:
         trust = agent_trust_score(memory, request.upstream_agent)
     return RetrievalContext(
-        censors=censors, agent_trust=trust,
+        censors=censors,
+        agent_trust=trust,
         untrusted=params is not None and trust is not None and trust < params.trust_floor,
         principal=request.principal,
         n=n,
         phase=phase,
         chunks=[
             ChunkSummary(
-                chunk_id=chunk.id, kind=chunk.kind.value, state=chunk.state, task_type=chunk.task_type,
+                chunk_id=chunk.id,
+                kind=chunk.kind.value,
+                state=chunk.state,
+                task_type=chunk.task_type,
                 confidence=facts[chunk.id].confidence if chunk.id in facts else None,
-                outcome=chunk.outcome, answered_by=AnsweredBy(chunk.answered_by),
-                question=chunk.question, artifact_excerpt=chunk.artifact_excerpt[:500],
-                human_response=chunk.human_response, upstream_agent=chunk.upstream_agent,
-                created_n=chunk.created_n, activation=hit.activation,
-                similarity=hit.similarity, score=hit.score,
+                outcome=chunk.outcome,
+                answered_by=AnsweredBy(chunk.answered_by),
+                question=chunk.question,
+                artifact_excerpt=chunk.artifact_excerpt[:500],
+                human_response=chunk.human_response,
+                upstream_agent=chunk.upstream_agent,
+                created_n=chunk.created_n,
+                activation=hit.activation,
+                similarity=hit.similarity,
+                score=hit.score,
             )
             for hit, chunk in hits
         ],
@@ -110,16 +139,21 @@ def retrieve(memory: PrincipalMemory, request: GateRequest, n: int, phase: str, 
     )
 
 
-def lineage_history(memory: PrincipalMemory, request: GateRequest, n: int, artifact: str,
-                    limit: int) -> list[LineageVerdict]:
+def lineage_history(
+    memory: PrincipalMemory, request: GateRequest, n: int, artifact: str, limit: int
+) -> list[LineageVerdict]:
     """The principal's latest human verdicts on this artifact's lineage, most recent
     first, whatever their similarity. Whether the artifact changed since each is told
     only from an artifact this pass has seen: the prior (artifact "") gets None."""
     lin = lineage_of(request, artifact)
     return [
         LineageVerdict(
-            chunk_id=c.id, action=c.outcome, response=clip(c.human_response, LINEAGE_RESPONSE_CHARS),
-            n=c.created_n, ago=n - c.created_n, revision=c.revision,
+            chunk_id=c.id,
+            action=c.outcome,
+            response=clip(c.human_response, LINEAGE_RESPONSE_CHARS),
+            n=c.created_n,
+            ago=n - c.created_n,
+            revision=c.revision,
             changed_since=(c.artifact_hash != lin.artifact_hash) if c.artifact_hash and lin.artifact_hash else None,
         )
         for c in memory.lineage_history(request.kind.value, lin.lineage, n, limit)
@@ -197,8 +231,13 @@ def autonomy_rule(memory: PrincipalMemory, request: GateRequest, params: Calibra
 
 
 def calibration_inputs(
-    memory: PrincipalMemory, request: GateRequest, ctx: RetrievalContext, params: CalibrationParams,
-    *, now: datetime | None, gate_key: str,
+    memory: PrincipalMemory,
+    request: GateRequest,
+    ctx: RetrievalContext,
+    params: CalibrationParams,
+    *,
+    now: datetime | None,
+    gate_key: str,
 ) -> CalibrationInputs:
     """Everything the guards read: memory depth, tension among the retrieved memories,
     the context's last human answer, the autonomy rule, the gate's audit draw, the
@@ -212,9 +251,13 @@ def calibration_inputs(
         rule=autonomy_rule(memory, request, params),
         audit_draw=audit_draw(request.principal, gate_key),
         agent=request.upstream_agent or None,
-        agent_human_answers=(memory.store.human_answers_from(request.upstream_agent, params.probation_answers)
-                             if request.upstream_agent else 0),
-        agent_trust=ctx.agent_trust, censors=ctx.censors,
+        agent_human_answers=(
+            memory.store.human_answers_from(request.upstream_agent, params.probation_answers)
+            if request.upstream_agent
+            else 0
+        ),
+        agent_trust=ctx.agent_trust,
+        censors=ctx.censors,
     )
 
 
@@ -229,9 +272,18 @@ class Consultation(BaseModel):
 
 
 def consult(
-    memory: PrincipalMemory, predictor: Predictor, request: GateRequest, n: int, settings: Settings,
-    *, reinforce: bool = True, now: datetime | None = None, gate_key: str | None = None,
-    dialog: Sequence[DialogTurn] = (), artifact: str | None = None, working_memory: str = "",
+    memory: PrincipalMemory,
+    predictor: Predictor,
+    request: GateRequest,
+    n: int,
+    settings: Settings,
+    *,
+    reinforce: bool = True,
+    now: datetime | None = None,
+    gate_key: str | None = None,
+    dialog: Sequence[DialogTurn] = (),
+    artifact: str | None = None,
+    working_memory: str = "",
 ) -> Consultation:
     """The whole consult path in-process: the offline predictor's local activity and the
     replay evaluation run exactly this; LLM predictors run its steps as activities."""
@@ -239,18 +291,41 @@ def consult(
     prior_ctx = retrieve(memory, request, n, "prior", options=settings.retrieval, params=settings.calibration)
     prior_ctx.working_memory = working_memory  # the session's cacheable prefix
     prior = predictor.prior(request, prior_ctx, dialog)
-    post_ctx = retrieve(memory, request, n, "posterior", artifact, settings.retrieval, settings.calibration,
-                        agent_trust=prior_ctx.agent_trust)
+    post_ctx = retrieve(
+        memory,
+        request,
+        n,
+        "posterior",
+        artifact,
+        settings.retrieval,
+        settings.calibration,
+        agent_trust=prior_ctx.agent_trust,
+    )
     post_ctx.working_memory = working_memory
     posterior = predictor.posterior(request, post_ctx, artifact, prior, dialog)
-    surprise = predictor.surprise(request, artifact, prior, posterior, post_ctx) if surprised(prior, posterior) else None
-    calibration = calibrate(posterior.confidence, calibration_inputs(
-        memory, request, post_ctx, settings.calibration, now=now, gate_key=gate_key or request.gate_id,
-    ), settings.calibration)
+    surprise = (
+        predictor.surprise(request, artifact, prior, posterior, post_ctx) if surprised(prior, posterior) else None
+    )
+    calibration = calibrate(
+        posterior.confidence,
+        calibration_inputs(
+            memory,
+            request,
+            post_ctx,
+            settings.calibration,
+            now=now,
+            gate_key=gate_key or request.gate_id,
+        ),
+        settings.calibration,
+    )
     if reinforce and posterior.used_chunk_ids:
         memory.reinforce(posterior.used_chunk_ids, n)
     return Consultation(
-        prior=prior, posterior=posterior, surprise=surprise, calibration=calibration,
-        decision=decide(request, calibration, posterior), prior_context=prior_ctx,
+        prior=prior,
+        posterior=posterior,
+        surprise=surprise,
+        calibration=calibration,
+        decision=decide(request, calibration, posterior),
+        prior_context=prior_ctx,
         posterior_context=post_ctx,
     )

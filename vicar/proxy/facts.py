@@ -70,9 +70,20 @@ def fact_id(principal: str, kind: str, state: str, task_type: str, subject: str,
 def _fact_chunk(memory: PrincipalMemory, f: Fact) -> MemoryChunk:
     # The words are its artifact and response: the query's artifact finds the facts
     # that speak to it; the situation puts it in its context.
-    return MemoryChunk(id=f.id, principal=memory.principal, kind=ChunkKind(f.kind), state=f.state,
-                       task_type=f.task_type, outcome="", answered_by=AnsweredBy.human.value, question=f.subject,
-                       artifact_excerpt=f.text, human_response=f.text, created_n=f.created_n, traces=[f.created_n])
+    return MemoryChunk(
+        id=f.id,
+        principal=memory.principal,
+        kind=ChunkKind(f.kind),
+        state=f.state,
+        task_type=f.task_type,
+        outcome="",
+        answered_by=AnsweredBy.human.value,
+        question=f.subject,
+        artifact_excerpt=f.text,
+        human_response=f.text,
+        created_n=f.created_n,
+        traces=[f.created_n],
+    )
 
 
 # An LLM's extraction: (state, task type, (action, words) newest first) -> (subject, preference).
@@ -99,8 +110,9 @@ def candidates(answers: list[MemoryChunk], params: FactParams) -> list[tuple[str
     return out
 
 
-def llm_candidates(answers: list[MemoryChunk], state: str, task_type: str,
-                   extractor: Extractor) -> list[tuple[str, str, list[str]]]:
+def llm_candidates(
+    answers: list[MemoryChunk], state: str, task_type: str, extractor: Extractor
+) -> list[tuple[str, str, list[str]]]:
     """The LLM's reading of the same answers; provenance: the answers that say the subject."""
     out = []
     for subject, text in extractor(state, task_type, [(c.outcome, c.human_response) for c in answers]):
@@ -109,8 +121,13 @@ def llm_candidates(answers: list[MemoryChunk], state: str, task_type: str,
     return out
 
 
-def extract(memory: PrincipalMemory, contexts: Iterable[tuple[str, str]], n: int, params: FactParams,
-            extractor: Extractor | None = None) -> list[Fact]:
+def extract(
+    memory: PrincipalMemory,
+    contexts: Iterable[tuple[str, str]],
+    n: int,
+    params: FactParams,
+    extractor: Extractor | None = None,
+) -> list[Fact]:
     """New preferences of these (state, task type) contexts at interaction N, from the
     LLM when `extractor` is given, else from the concern words; returns them.
     Idempotent: a retry finds them live and adds nothing."""
@@ -122,8 +139,11 @@ def extract(memory: PrincipalMemory, contexts: Iterable[tuple[str, str]], n: int
         if any(f.created_n == n for f in existing):
             continue  # extracted at this N already: a retry (an LLM may not answer the same twice)
         answers = memory.store.recent_human_answers("gate", state, task_type, params.lookback)
-        found = (llm_candidates(answers, state, task_type, extractor) if extractor and answers
-                 else candidates(answers, params))
+        found = (
+            llm_candidates(answers, state, task_type, extractor)
+            if extractor and answers
+            else candidates(answers, params)
+        )
         live = {f.subject: f for f in existing if f.live}
         room = params.per_context - len(live)
         new, changed, audit = [], [], []
@@ -134,14 +154,29 @@ def extract(memory: PrincipalMemory, contexts: Iterable[tuple[str, str]], n: int
             if old is not None and (old.confidence >= params.initial_confidence or old.text == text):
                 continue  # known and standing
             generation = sum(1 for e in existing if e.subject == word)
-            f = Fact(id=fact_id(memory.principal, "preference", state, task_type, word, generation),
-                     kind="preference", state=state, task_type=task_type, subject=word, text=text,
-                     confidence=old.confidence if old else params.initial_confidence,
-                     provenance=provenance, created_n=n, updated_n=n)
+            f = Fact(
+                id=fact_id(memory.principal, "preference", state, task_type, word, generation),
+                kind="preference",
+                state=state,
+                task_type=task_type,
+                subject=word,
+                text=text,
+                confidence=old.confidence if old else params.initial_confidence,
+                provenance=provenance,
+                created_n=n,
+                updated_n=n,
+            )
             if old is not None:
                 changed.append(old.model_copy(update={"stage": "superseded", "successor": f.id, "updated_n": n}))
-                audit.append((f"fact:{old.id}:superseded", "SUPERSEDE", old.id, f.id,
-                              f"preference on {word!r} superseded by the human's newer words"))
+                audit.append(
+                    (
+                        f"fact:{old.id}:superseded",
+                        "SUPERSEDE",
+                        old.id,
+                        f.id,
+                        f"preference on {word!r} superseded by the human's newer words",
+                    )
+                )
             else:
                 room -= 1
             live[word] = f
@@ -164,8 +199,9 @@ def questions(text: str) -> list[str]:
     return [" ".join(q.split()) for q in _QUESTION.findall(text) if len(q.split()) >= 3]
 
 
-def extract_procedures(memory: PrincipalMemory, contexts: Iterable[tuple[str, str]], n: int,
-                       params: FactParams) -> list[Fact]:
+def extract_procedures(
+    memory: PrincipalMemory, contexts: Iterable[tuple[str, str]], n: int, params: FactParams
+) -> list[Fact]:
     """New procedures of these contexts: a check the human keeps asking for. Idempotent
     like `extract`."""
     if not params.procedures:
@@ -189,11 +225,21 @@ def extract_procedures(memory: PrincipalMemory, contexts: Iterable[tuple[str, st
                 continue
             sources = [(c, q) for c, q, words in asked if word in words]  # newest first
             generation = sum(1 for e in existing if e.subject == word)
-            new.append(Fact(id=fact_id(memory.principal, "procedure", state, task_type, word, generation),
-                            kind="procedure", state=state, task_type=task_type, subject=word,
-                            text=clip(sources[0][1], FACT_CHARS), confidence=params.initial_confidence,
-                            provenance=list(dict.fromkeys(c.id for c, _ in sources))[:10],
-                            activations=k, created_n=n, updated_n=n))
+            new.append(
+                Fact(
+                    id=fact_id(memory.principal, "procedure", state, task_type, word, generation),
+                    kind="procedure",
+                    state=state,
+                    task_type=task_type,
+                    subject=word,
+                    text=clip(sources[0][1], FACT_CHARS),
+                    confidence=params.initial_confidence,
+                    provenance=list(dict.fromkeys(c.id for c, _ in sources))[:10],
+                    activations=k,
+                    created_n=n,
+                    updated_n=n,
+                )
+            )
             known.add(word)
             room -= 1
         for f in new:
@@ -212,20 +258,28 @@ def procedure_uses(memory: PrincipalMemory, record: OutcomeRecord, params: FactP
     if not asked:
         return []
     req = record.request
-    return [f.model_copy(update={"activations": f.activations + 1, "updated_n": record.n})
-            for f in memory.store.facts("procedure", req.state.value, req.task_type)
-            if f.live and f.subject in asked]
+    return [
+        f.model_copy(update={"activations": f.activations + 1, "updated_n": record.n})
+        for f in memory.store.facts("procedure", req.state.value, req.task_type)
+        if f.live and f.subject in asked
+    ]
 
 
-def after_consolidation(memory: PrincipalMemory, plan: ConsolidationPlan, params: FactParams,
-                        extractor: Extractor | None = None) -> list[Fact]:
+def after_consolidation(
+    memory: PrincipalMemory, plan: ConsolidationPlan, params: FactParams, extractor: Extractor | None = None
+) -> list[Fact]:
     """The session's contexts learn their facts from the answers just consolidated."""
     chunks = memory.store.get_chunks([d.chunk_id for d in plan.decisions], with_traces=False)
     return learn(memory, {(c.state, c.task_type) for c in chunks}, memory.counter(), params, extractor)
 
 
-def learn(memory: PrincipalMemory, contexts: Iterable[tuple[str, str]], n: int, params: FactParams,
-          extractor: Extractor | None = None) -> list[Fact]:
+def learn(
+    memory: PrincipalMemory,
+    contexts: Iterable[tuple[str, str]],
+    n: int,
+    params: FactParams,
+    extractor: Extractor | None = None,
+) -> list[Fact]:
     """Preferences and procedures of these contexts, at N."""
     contexts = set(contexts)
     return extract(memory, contexts, n, params, extractor) + extract_procedures(memory, contexts, n, params)
@@ -268,12 +322,20 @@ def hindsight(memory: PrincipalMemory, record: OutcomeRecord, params: FactParams
         stage = f.stage
         if c < params.deactivate_at:
             stage = "deactivated"
-            audit.append((f"fact:{f.id}:deactivated", "DEACTIVATE", f.id, None,
-                          f"preference on {f.subject!r} disconfirmed: confidence {c:.2f} < {params.deactivate_at:g}"))
+            audit.append(
+                (
+                    f"fact:{f.id}:deactivated",
+                    "DEACTIVATE",
+                    f.id,
+                    None,
+                    f"preference on {f.subject!r} disconfirmed: confidence {c:.2f} < {params.deactivate_at:g}",
+                )
+            )
         elif c >= params.confirm_at:
             stage = "confirmed"
-        changed.append(f.model_copy(update={**update, "confidence": round(c, 6), "stage": stage,
-                                            "updated_n": record.n}))
+        changed.append(
+            f.model_copy(update={**update, "confidence": round(c, 6), "stage": stage, "updated_n": record.n})
+        )
     return FactMoves(used + changed, audit, met_again)
 
 

@@ -44,8 +44,9 @@ def session_of(record: OutcomeRecord) -> str:
     return f"N{record.n // 50 * 50}"
 
 
-def context_health(records: list[OutcomeRecord], ema: dict[tuple[str, str], float | None] | None = None
-                   ) -> list[ContextHealth]:
+def context_health(
+    records: list[OutcomeRecord], ema: dict[tuple[str, str], float | None] | None = None
+) -> list[ContextHealth]:
     """Records in log order; proxy answers are left out (they are not the human)."""
     per: dict[tuple[str, str], dict[str, list[bool]]] = defaultdict(dict)
     who: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
@@ -59,11 +60,15 @@ def context_health(records: list[OutcomeRecord], ema: dict[tuple[str, str], floa
     for (state, task_type), sessions in sorted(per.items()):
         names = list(sessions)[-SESSIONS:]  # dicts keep first-seen order: log order
         rates = [fmean(sessions[s]) for s in names]
-        h = ContextHealth(state=state, task_type=task_type,
-                          human_answers=sum(len(v) for v in sessions.values()),
-                          sessions=names, approval_rates=rates,
-                          ema_approval_rate=(ema or {}).get((state, task_type)),
-                          responders=dict(who[(state, task_type)].most_common()))
+        h = ContextHealth(
+            state=state,
+            task_type=task_type,
+            human_answers=sum(len(v) for v in sessions.values()),
+            sessions=names,
+            approval_rates=rates,
+            ema_approval_rate=(ema or {}).get((state, task_type)),
+            responders=dict(who[(state, task_type)].most_common()),
+        )
         if len(rates) >= MIN_SESSIONS:
             half = len(rates) // 2
             h.earlier, h.later = fmean(rates[:half]), fmean(rates[-half:])
@@ -78,8 +83,9 @@ def context_health(records: list[OutcomeRecord], ema: dict[tuple[str, str], floa
 # answers were graded) in its own words, and the two disagreed.
 
 
-def autonomy_rules(store, principal_dir: Path, base: AutonomyParams,
-                   contexts: list[tuple[str, str]]) -> dict[tuple[str, str], AutonomyRule]:
+def autonomy_rules(
+    store, principal_dir: Path, base: AutonomyParams, contexts: list[tuple[str, str]]
+) -> dict[tuple[str, str], AutonomyRule]:
     """The rule each gate context is under now: the principal's latest gate pairs under
     the parameters of the context's state (the defaults, then `autonomy.json`), exactly as
     a gate's consult computes it (vicar.proxy.consult.autonomy_rule)."""
@@ -89,8 +95,9 @@ def autonomy_rules(store, principal_dir: Path, base: AutonomyParams,
         key = p.model_dump_json()
         if key not in cache:
             pairs = autonomy_pairs(store, "gate", limit=p.window)
-            cache[key] = find_threshold([s for _, s, _ in pairs], [ok for _, _, ok in pairs],
-                                        p.target_error, p.delta, p.audit_share)
+            cache[key] = find_threshold(
+                [s for _, s, _ in pairs], [ok for _, _, ok in pairs], p.target_error, p.delta, p.audit_share
+            )
         out[(state, task_type)] = cache[key]
     return out
 
@@ -101,12 +108,16 @@ def rule_statement(rule: AutonomyRule) -> str:
     if rule.threshold is None and rule.evidence == 0:
         said = f"none proven: the proxy answers nothing alone (no graded answer yet; target error {rule.target:g})"
     elif rule.threshold is None:
-        said = (f"none proven: the proxy answers nothing alone (error bound {rule.bound:.3f} > target "
-                f"{rule.target:g} {at}, over all {rule.evidence} graded answers, {rule.errors} wrong)")
+        said = (
+            f"none proven: the proxy answers nothing alone (error bound {rule.bound:.3f} > target "
+            f"{rule.target:g} {at}, over all {rule.evidence} graded answers, {rule.errors} wrong)"
+        )
     else:
-        said = (f"proven threshold {rule.threshold:.2f}: the proxy may answer alone at confidence >= "
-                f"{rule.threshold:.2f} (error bound {rule.bound:.3f} <= target {rule.target:g} {at}, over the "
-                f"{rule.evidence} graded answers that confident, {rule.errors} wrong)")
+        said = (
+            f"proven threshold {rule.threshold:.2f}: the proxy may answer alone at confidence >= "
+            f"{rule.threshold:.2f} (error bound {rule.bound:.3f} <= target {rule.target:g} {at}, over the "
+            f"{rule.evidence} graded answers that confident, {rule.errors} wrong)"
+        )
     if rule.audit_share:
         said += f"; {rule.audit_share:.0%} of those still go to the human (audit)"
     return said + "."

@@ -14,7 +14,6 @@ rebuilt by replaying the human answers in log order (each record's posterior kee
 memory-vote features the gate saw), and the fit is seeded and single-threaded.
 """
 
-
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -48,8 +47,13 @@ class LearnedPredictor(Predictor):
     name = "learned"
     local = True  # milliseconds per step, like the offline predictor
 
-    def __init__(self, params: PredictorParams | None = None, history: History | None = None,
-                 learner: str = "lightgbm", auto_refit: bool = True) -> None:
+    def __init__(
+        self,
+        params: PredictorParams | None = None,
+        history: History | None = None,
+        learner: str = "lightgbm",
+        auto_refit: bool = True,
+    ) -> None:
         self.vote = OfflinePredictor(params)
         self.trust_feature = (params or PredictorParams()).trust_feature
         self.history = history or History()
@@ -58,8 +62,9 @@ class LearnedPredictor(Predictor):
         self.model: Model | None = None
 
     @classmethod
-    def from_log(cls, rows: Iterable[tuple[int, str]], params: PredictorParams | None = None,
-                 **kw) -> "LearnedPredictor":
+    def from_log(
+        cls, rows: Iterable[tuple[int, str]], params: PredictorParams | None = None, **kw
+    ) -> "LearnedPredictor":
         """From a principal's outcome log (`RecordStore.outcomes(answered_by="human")`),
         fitted as it would have been online at the last scheduled count."""
         predictor = cls(params, History.from_records(OutcomeRecord.model_validate_json(r) for _, r in rows), **kw)
@@ -73,16 +78,24 @@ class LearnedPredictor(Predictor):
     def prior(self, request: GateRequest, ctx: RetrievalContext, dialog: Sequence[DialogTurn] = ()) -> PassResult:
         return self._predict(request, ctx)
 
-    def posterior(self, request: GateRequest, ctx: RetrievalContext, artifact: str, prior: PassResult,
-                  dialog: Sequence[DialogTurn] = ()) -> PassResult:
+    def posterior(
+        self,
+        request: GateRequest,
+        ctx: RetrievalContext,
+        artifact: str,
+        prior: PassResult,
+        dialog: Sequence[DialogTurn] = (),
+    ) -> PassResult:
         return self._predict(request, ctx)
 
-    def surprise(self, request: GateRequest, artifact: str, prior: PassResult, posterior: PassResult,
-                 ctx: RetrievalContext) -> Surprise:
+    def surprise(
+        self, request: GateRequest, artifact: str, prior: PassResult, posterior: PassResult, ctx: RetrievalContext
+    ) -> Surprise:
         return self.vote.surprise(request, artifact, prior, posterior, ctx)
 
-    def agent_reply(self, request: GateRequest, artifact: str,
-                    dialog: Sequence[DialogTurn]) -> tuple[str, Usage | None]:
+    def agent_reply(
+        self, request: GateRequest, artifact: str, dialog: Sequence[DialogTurn]
+    ) -> tuple[str, Usage | None]:
         return self.vote.agent_reply(request, artifact, dialog)
 
     # -- learning ------------------------------------------------------------------
@@ -118,10 +131,14 @@ class LearnedPredictor(Predictor):
         best = int(np.argmax(probs))
         action = self.model.classes[best]
         prose = self.history.prose(request, action) or (
-            vote.prose if vote.action is action else DEFAULT_TEXT.get(action, ""))
+            vote.prose if vote.action is action else DEFAULT_TEXT.get(action, "")
+        )
         return PassResult(
-            prose=prose, confidence=round(float(probs[best]), 4), action=action,
+            prose=prose,
+            confidence=round(float(probs[best]), 4),
+            action=action,
             note=f"learned model v{self.model.version} ({self.learner}); memory vote "
-                 f"{vote.action.value if vote.action else 'none'} at {vote.confidence:.2f}",
-            used_chunk_ids=vote.used_chunk_ids, features=memory,
+            f"{vote.action.value if vote.action else 'none'} at {vote.confidence:.2f}",
+            used_chunk_ids=vote.used_chunk_ids,
+            features=memory,
         )

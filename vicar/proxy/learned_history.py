@@ -75,33 +75,63 @@ def _revision_number(revision: str) -> float:
 # -- the feature list (one place) ---------------------------------------------------
 
 NAN = float("nan")
-MEMORY_FEATURES = ("mem_action", "mem_conf", "mem_sim1", "mem_sim2", "mem_sim3", "mem_n", "mem_top_action",
-                   "pref_n", "pref_unmet", "agent_trust")
+MEMORY_FEATURES = (
+    "mem_action",
+    "mem_conf",
+    "mem_sim1",
+    "mem_sim2",
+    "mem_sim3",
+    "mem_n",
+    "mem_top_action",
+    "pref_n",
+    "pref_unmet",
+    "agent_trust",
+)
 HISTORY_FEATURES = (
-    "lin_count", *(f"last{i}" for i in range(1, LAST_VERDICTS + 1)),
+    "lin_count",
+    *(f"last{i}" for i in range(1, LAST_VERDICTS + 1)),
     *(f"last{i}_words" for i in range(1, LAST_VERDICTS + 1)),
-    "changed", "header_changed", "revision_delta", "since",
-    "revision", "position", "series_size", "cover", "art_chars", "art_lines", "list_lines", "diff_lines",
+    "changed",
+    "header_changed",
+    "revision_delta",
+    "since",
+    "revision",
+    "position",
+    "series_size",
+    "cover",
+    "art_chars",
+    "art_lines",
+    "list_lines",
+    "diff_lines",
     *(f"{scope}_{a.value}" for scope in ("all", "ctx", "agent") for a in RATE_ACTIONS),
-    "all_n", "ctx_n", "agent_n", "prev", "agent_last", "agent_since",
+    "all_n",
+    "ctx_n",
+    "agent_n",
+    "prev",
+    "agent_last",
+    "agent_since",
     *(f"txt_{i}" for i in range(TEXT_BUCKETS)),
 )
 FEATURES = HISTORY_FEATURES + MEMORY_FEATURES
 CATEGORICAL = tuple(
-    i for i, f in enumerate(FEATURES)
+    i
+    for i, f in enumerate(FEATURES)
     if f.startswith("last") or f in ("prev", "agent_last", "mem_action", "mem_top_action")
 )
 
 
-def memory_features(vote: PassResult, ctx: RetrievalContext, artifact: str = "",
-                    trust: bool = False) -> dict[str, float]:
+def memory_features(
+    vote: PassResult, ctx: RetrievalContext, artifact: str = "", trust: bool = False
+) -> dict[str, float]:
     """What the memory vote said, how close the nearest human answers were, the human's
     retrieved preferences (how many, and the confidence of those whose subject the
     artifact does not mention: a want it may not meet), and with `trust` the upstream
     agent's trust score, the one place its regrets reach the model (PredictorParams:
     off, it is missing, and the model learns nothing from it)."""
-    human = sorted((c for c in ctx.chunks if c.answered_by is AnsweredBy.human and not c.is_fact),
-                   key=lambda c: -(c.similarity or 0.0))
+    human = sorted(
+        (c for c in ctx.chunks if c.answered_by is AnsweredBy.human and not c.is_fact),
+        key=lambda c: -(c.similarity or 0.0),
+    )
     facts = [c for c in ctx.chunks if c.kind == "preference"]
     words = concern_words(artifact) if facts else set()
     sims = [c.similarity if c.similarity is not None else NAN for c in human[:3]]
@@ -110,7 +140,9 @@ def memory_features(vote: PassResult, ctx: RetrievalContext, artifact: str = "",
     found = {
         "mem_action": float(ACTION_CODE[vote.action]) if vote.action else NAN,
         "mem_conf": vote.confidence,
-        "mem_sim1": sims[0], "mem_sim2": sims[1], "mem_sim3": sims[2],
+        "mem_sim1": sims[0],
+        "mem_sim2": sims[1],
+        "mem_sim3": sims[2],
         "mem_n": float(len(human)),
         "mem_top_action": float(ACTION_CODE[top]) if top else NAN,
         "pref_n": float(len(facts)),
@@ -171,8 +203,16 @@ class History:
         return history
 
     def features(self, request: GateRequest, memory: dict[str, float] | None = None) -> np.ndarray:
-        key = (self._changes, request.title, request.lineage, request.revision, request.artifact_text,
-               request.upstream_agent, request.state, request.task_type)
+        key = (
+            self._changes,
+            request.title,
+            request.lineage,
+            request.revision,
+            request.artifact_text,
+            request.upstream_agent,
+            request.state,
+            request.task_type,
+        )
         if self._last is None or self._last[0] != key:
             self._last = (key, self._history_features(request))
         memory = memory or {}
@@ -251,11 +291,17 @@ class History:
                         self.responses[(key, record.action)] = Counter(dict(said.most_common(MAX_RESPONSE_KINDS // 2)))
                 self.examples.setdefault(words, record.response_text.strip()[:RESPONSE_CHARS])
         if lin.lineage:
-            self.lineages.setdefault(lin.lineage, deque(maxlen=LAST_VERDICTS)).append(_Verdict(
-                action=record.action, words=bucket(words), response=record.response_text[:RESPONSE_CHARS],
-                artifact=lin.artifact_hash, header=_header(req.artifact_text),
-                revision=_revision_number(lin.revision), at=self.n,
-            ))
+            self.lineages.setdefault(lin.lineage, deque(maxlen=LAST_VERDICTS)).append(
+                _Verdict(
+                    action=record.action,
+                    words=bucket(words),
+                    response=record.response_text[:RESPONSE_CHARS],
+                    artifact=lin.artifact_hash,
+                    header=_header(req.artifact_text),
+                    revision=_revision_number(lin.revision),
+                    at=self.n,
+                )
+            )
             self.lineage_counts[lin.lineage] += 1
         self.previous = record.action
         if req.upstream_agent:

@@ -23,9 +23,17 @@ LIGHTGBM = dict(
     # Chosen on the dev data (prequential, refit every 1,000): 60 rounds at 0.1 fit in
     # half the time of 150 at 0.05 with the same accuracy, and 30 answers per leaf keep
     # the early fits from overfitting (Junio C Hamano 0.827 -> 0.840).
-    objective="multiclass", num_leaves=15, learning_rate=0.1, min_data_in_leaf=30, max_bin=63,
-    feature_pre_filter=False, num_threads=1, deterministic=True, force_row_wise=True,
-    seed=0, verbose=-1,
+    objective="multiclass",
+    num_leaves=15,
+    learning_rate=0.1,
+    min_data_in_leaf=30,
+    max_bin=63,
+    feature_pre_filter=False,
+    num_threads=1,
+    deterministic=True,
+    force_row_wise=True,
+    seed=0,
+    verbose=-1,
 )
 TREES = 60
 
@@ -35,15 +43,20 @@ def refit_due(n_answers: int) -> bool:
     return n_answers in SCHEDULE or (n_answers > SCHEDULE[-1] and n_answers % REFIT_EVERY == 0)
 
 
-
 # -- the model ------------------------------------------------------------------------
 
 
 class Model:
     """A fitted model: class probabilities for a feature row."""
 
-    def __init__(self, classes: Sequence[Action], version: int, learner: str, booster=None,
-                 constant: Sequence[float] | None = None) -> None:
+    def __init__(
+        self,
+        classes: Sequence[Action],
+        version: int,
+        learner: str,
+        booster=None,
+        constant: Sequence[float] | None = None,
+    ) -> None:
         self.classes = list(classes)
         self.version = version  # the human-answer count it was fitted on
         self.learner = learner
@@ -67,10 +80,16 @@ class Model:
         directory.mkdir(parents=True, exist_ok=True)
         if self.learner != "lightgbm":
             raise ValueError("only LightGBM models are saved (the learner in use)")
-        meta = {"format": MODEL_FORMAT, "version": self.version, "learner": self.learner,
-                "classes": [c.value for c in self.classes], "features": list(FEATURES),
-                "schedule": list(SCHEDULE), "refit_every": REFIT_EVERY,
-                "constant": self.constant.tolist() if self.constant is not None else None}
+        meta = {
+            "format": MODEL_FORMAT,
+            "version": self.version,
+            "learner": self.learner,
+            "classes": [c.value for c in self.classes],
+            "features": list(FEATURES),
+            "schedule": list(SCHEDULE),
+            "refit_every": REFIT_EVERY,
+            "constant": self.constant.tolist() if self.constant is not None else None,
+        }
         if self.booster is not None:
             (directory / f"v{self.version}.txt").write_text(self.booster.model_to_string())
         path = directory / f"v{self.version}.json"
@@ -93,8 +112,7 @@ class Model:
             import lightgbm as lgb
 
             booster = lgb.Booster(model_str=(directory / f"v{version}.txt").read_text())
-        return cls([Action(c) for c in meta["classes"]], meta["version"], meta["learner"], booster,
-                   meta["constant"])
+        return cls([Action(c) for c in meta["classes"]], meta["version"], meta["learner"], booster, meta["constant"])
 
 
 def fit(history: History, n_answers: int | None = None, learner: str = "lightgbm") -> Model | None:
@@ -117,8 +135,13 @@ def fit_rows(rows: np.ndarray, labels: Sequence[Action], learner: str = "lightgb
     if learner == "lightgbm":
         import lightgbm as lgb
 
-        data = lgb.Dataset(rows, y, feature_name=list(FEATURES), categorical_feature=list(CATEGORICAL),
-                           params={"verbose": -1, "max_bin": LIGHTGBM["max_bin"]})
+        data = lgb.Dataset(
+            rows,
+            y,
+            feature_name=list(FEATURES),
+            categorical_feature=list(CATEGORICAL),
+            params={"verbose": -1, "max_bin": LIGHTGBM["max_bin"]},
+        )
         booster = lgb.train({**LIGHTGBM, "num_class": len(classes)}, data, num_boost_round=TREES)
         return Model(classes, version, learner, booster)
     if learner == "sklearn":
@@ -128,9 +151,14 @@ def fit_rows(rows: np.ndarray, labels: Sequence[Action], learner: str = "lightgb
         mask = np.zeros(len(FEATURES), dtype=bool)
         mask[list(CATEGORICAL)] = True
         est = HistGradientBoostingClassifier(
-            max_iter=TREES, max_leaf_nodes=LIGHTGBM["num_leaves"], learning_rate=LIGHTGBM["learning_rate"],
-            min_samples_leaf=LIGHTGBM["min_data_in_leaf"], categorical_features=mask, max_bins=LIGHTGBM["max_bin"],
-            early_stopping=False, random_state=0,
+            max_iter=TREES,
+            max_leaf_nodes=LIGHTGBM["num_leaves"],
+            learning_rate=LIGHTGBM["learning_rate"],
+            min_samples_leaf=LIGHTGBM["min_data_in_leaf"],
+            categorical_features=mask,
+            max_bins=LIGHTGBM["max_bin"],
+            early_stopping=False,
+            random_state=0,
         )
         # An all-missing column (no memory vote yet) trips its binning; constant is the same.
         rows = np.where(np.isnan(rows).all(axis=0), 0.0, rows)

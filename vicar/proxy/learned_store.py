@@ -43,8 +43,9 @@ class LearnedModels(Predictor):
     name = "learned"
     local = True  # milliseconds per step: the consult runs as one local activity
 
-    def __init__(self, registry: MemoryRegistry, params: PredictorParams | None = None,
-                 learner: str = "lightgbm") -> None:
+    def __init__(
+        self, registry: MemoryRegistry, params: PredictorParams | None = None, learner: str = "lightgbm"
+    ) -> None:
         self.registry = registry
         self.params = params
         self.learner = learner

@@ -106,20 +106,34 @@ def log_outcome(store: RecordStore, entry: OutcomeEntry) -> LoggedOutcome:
         seq = cur.lastrowid
         assert seq is not None  # the row was just inserted
         row = db.execute("SELECT entry FROM contexts WHERE key = ?", (e.context_key,)).fetchone()
-        db.execute("INSERT OR REPLACE INTO contexts (key, entry) VALUES (?, ?)",
-                   (e.context_key, e.update(row[0] if row else None)))
+        db.execute(
+            "INSERT OR REPLACE INTO contexts (key, entry) VALUES (?, ?)",
+            (e.context_key, e.update(row[0] if row else None)),
+        )
         if e.evidence is not None:
             ev = e.evidence
-            db.execute("INSERT INTO autonomy_pairs (outcome_seq, agent, kind, state, task_type, n, score, correct)"
-                       " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                       (seq, ev.agent, ev.kind, e.state, e.task_type, ev.n, ev.score, int(ev.correct)))
+            db.execute(
+                "INSERT INTO autonomy_pairs (outcome_seq, agent, kind, state, task_type, n, score, correct)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (seq, ev.agent, ev.kind, e.state, e.task_type, ev.n, ev.score, int(ev.correct)),
+            )
         for c in e.regrets:
             # A proxy answer with no score (the proxy could not run) proves nothing.
             if c.posterior_confidence is not None:
-                db.execute("INSERT OR IGNORE INTO autonomy_pairs (outcome_seq, regret_of, agent, kind, state,"
-                           " task_type, n, score, correct) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)",
-                           (seq, c.id, c.upstream_agent, c.kind.value, c.state, c.task_type,
-                            c.created_n, c.posterior_confidence))
+                db.execute(
+                    "INSERT OR IGNORE INTO autonomy_pairs (outcome_seq, regret_of, agent, kind, state,"
+                    " task_type, n, score, correct) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)",
+                    (
+                        seq,
+                        c.id,
+                        c.upstream_agent,
+                        c.kind.value,
+                        c.state,
+                        c.task_type,
+                        c.created_n,
+                        c.posterior_confidence,
+                    ),
+                )
         if e.censor_change is not None:
             for cid in e.censor_ids:
                 store.change_censor(db, cid, e.censor_change)
@@ -142,8 +156,12 @@ def autonomy_pairs(store: RecordStore, kind: str, after_seq: int = 0, limit: int
 def regrets(store: RecordStore) -> list[Regret]:
     """Every regret, in the order found."""
     with store.reading() as db:
-        return [Regret(*r) for r in db.execute(
-            "SELECT regret_of, agent, outcome_seq FROM autonomy_pairs WHERE regret_of IS NOT NULL ORDER BY seq")]
+        return [
+            Regret(*r)
+            for r in db.execute(
+                "SELECT regret_of, agent, outcome_seq FROM autonomy_pairs WHERE regret_of IS NOT NULL ORDER BY seq"
+            )
+        ]
 
 
 def ledger_rows(store: RecordStore, agent: str | None = None) -> LedgerRows:
@@ -154,14 +172,24 @@ def ledger_rows(store: RecordStore, agent: str | None = None) -> LedgerRows:
     with store.reading() as db:
         gates = db.execute(
             "SELECT upstream_agent, answered_by, outcome, COUNT(*) FROM chunks"
-            + (" INDEXED BY chunks_agent WHERE upstream_agent = ?" if one else
-               " WHERE upstream_agent IS NOT NULL AND upstream_agent != ''")
-            + " AND kind = 'gate' GROUP BY 1, 2, 3", (agent,) if one else ()).fetchall()
+            + (
+                " INDEXED BY chunks_agent WHERE upstream_agent = ?"
+                if one
+                else " WHERE upstream_agent IS NOT NULL AND upstream_agent != ''"
+            )
+            + " AND kind = 'gate' GROUP BY 1, 2, 3",
+            (agent,) if one else (),
+        ).fetchall()
         wrong = db.execute(
             "SELECT agent, regret_of IS NOT NULL, COUNT(*) FROM autonomy_pairs"
-            + (" INDEXED BY autonomy_pairs_agent WHERE agent = ?" if one else
-               " WHERE agent IS NOT NULL AND agent != ''")
-            + " AND correct = 0 GROUP BY 1, 2", (agent,) if one else ()).fetchall()
+            + (
+                " INDEXED BY autonomy_pairs_agent WHERE agent = ?"
+                if one
+                else " WHERE agent IS NOT NULL AND agent != ''"
+            )
+            + " AND correct = 0 GROUP BY 1, 2",
+            (agent,) if one else (),
+        ).fetchall()
     return LedgerRows([GateCount(*r) for r in gates], [WrongCount(a, bool(r), k) for a, r, k in wrong])
 
 

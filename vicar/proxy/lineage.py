@@ -45,7 +45,7 @@ def derive(title: str) -> Lineage:
         if not m:
             break
         tags.append(m.group(0))
-        rest = rest[m.end():]
+        rest = rest[m.end() :]
     tag_text = " ".join(tags)
     version = _VERSION.search(tag_text)
     position = _POSITION.search(tag_text)
@@ -69,8 +69,10 @@ def artifact_hash(text: str) -> str:
 def lineage_of(request: GateRequest, artifact: str | None = None) -> Lineage:
     """The request's own lineage and revision where given, the title's otherwise."""
     derived = derive(request.title) if request.title else Lineage(lineage="")
-    return derived.model_copy(update={
-        "lineage": request.lineage or derived.lineage,
-        "revision": request.revision if request.revision is not None else derived.revision,
-        "artifact_hash": artifact_hash(request.artifact_text if artifact is None else artifact),
-    })
+    return derived.model_copy(
+        update={
+            "lineage": request.lineage or derived.lineage,
+            "revision": request.revision if request.revision is not None else derived.revision,
+            "artifact_hash": artifact_hash(request.artifact_text if artifact is None else artifact),
+        }
+    )

@@ -39,8 +39,9 @@ class LLMPredictor(Predictor):
 
     local = False  # network calls: the gate runs its steps as regular activities
 
-    def __init__(self, client: LLMClient, model: str, classifier_model: str, *,
-                 pass_max_tokens: int = PASS_MAX_TOKENS) -> None:
+    def __init__(
+        self, client: LLMClient, model: str, classifier_model: str, *, pass_max_tokens: int = PASS_MAX_TOKENS
+    ) -> None:
         # Unpriced models are refused now, at configuration, not billed as zero later.
         price_for(model)
         price_for(classifier_model)
@@ -57,37 +58,53 @@ class LLMPredictor(Predictor):
 
     # -- the two passes -----------------------------------------------------
 
-    def prior(
-        self, request: GateRequest, ctx: RetrievalContext, dialog: Sequence[DialogTurn] = ()
-    ) -> PassResult:
+    def prior(self, request: GateRequest, ctx: RetrievalContext, dialog: Sequence[DialogTurn] = ()) -> PassResult:
         chunks = ctx.chunks[: prompts.MAX_MEMORIES_SHOWN]
         body = prompts.pass_body(request, chunks, dialog, lineage=ctx.lineage_history, untrusted=ctx.untrusted)
         return self._pass(request, ctx, chunks, body)
 
     def posterior(
-        self, request: GateRequest, ctx: RetrievalContext, artifact: str, prior: PassResult,
+        self,
+        request: GateRequest,
+        ctx: RetrievalContext,
+        artifact: str,
+        prior: PassResult,
         dialog: Sequence[DialogTurn] = (),
     ) -> PassResult:
         chunks = ctx.chunks[: prompts.MAX_MEMORIES_SHOWN]
-        body = prompts.pass_body(request, chunks, dialog, artifact=artifact, prior=prior,
-                                 lineage=ctx.lineage_history, censors=ctx.censors, untrusted=ctx.untrusted)
+        body = prompts.pass_body(
+            request,
+            chunks,
+            dialog,
+            artifact=artifact,
+            prior=prior,
+            lineage=ctx.lineage_history,
+            censors=ctx.censors,
+            untrusted=ctx.untrusted,
+        )
         return self._pass(request, ctx, chunks, body)
 
     def surprise(
-        self, request: GateRequest, artifact: str, prior: PassResult, posterior: PassResult,
+        self,
+        request: GateRequest,
+        artifact: str,
+        prior: PassResult,
+        posterior: PassResult,
         ctx: RetrievalContext,
     ) -> Surprise:
         out = self.client.complete(
-            [prompts.SURPRISE_SYSTEM], prompts.surprise_body(request, artifact, prior, posterior),
-            model=self.classifier_model, max_tokens=SURPRISE_MAX_TOKENS,
+            [prompts.SURPRISE_SYSTEM],
+            prompts.surprise_body(request, artifact, prior, posterior),
+            model=self.classifier_model,
+            max_tokens=SURPRISE_MAX_TOKENS,
         )
         description, percepts = parse_surprise(out.text)
         if not description:  # the call was paid for; keep what is known rather than fail
             direction = "raised" if posterior.confidence > prior.confidence else "lowered"
-            description = (f"The artifact {direction} confidence from {prior.confidence:.2f} "
-                           f"to {posterior.confidence:.2f}.")
-        return Surprise(magnitude=SURPRISE_MAGNITUDE, description=description, percepts=percepts,
-                        usage=out.usage)
+            description = (
+                f"The artifact {direction} confidence from {prior.confidence:.2f} to {posterior.confidence:.2f}."
+            )
+        return Surprise(magnitude=SURPRISE_MAGNITUDE, description=description, percepts=percepts, usage=out.usage)
 
     def agent_reply(
         self, request: GateRequest, artifact: str, dialog: Sequence[DialogTurn]
@@ -95,33 +112,46 @@ class LLMPredictor(Predictor):
         if not dialog or dialog[-1].speaker != "reviewer":
             return "", None  # nothing asked of the agent side
         out = self.client.complete(
-            [prompts.AGENT_SYSTEM], prompts.agent_body(request, artifact, dialog),
-            model=self.classifier_model, max_tokens=AGENT_MAX_TOKENS,
+            [prompts.AGENT_SYSTEM],
+            prompts.agent_body(request, artifact, dialog),
+            model=self.classifier_model,
+            max_tokens=AGENT_MAX_TOKENS,
         )
         return out.text.strip(), out.usage
 
     def judge_conflict(self, a, b) -> str | None:
         """Consolidation's LLM judge for an ambiguous disagreement (a, b: memory chunks,
         older first): one of prompts.CONFLICT_KINDS, or None if the reply is not one."""
-        out = self.client.complete([prompts.JUDGE_SYSTEM], prompts.judge_body(a, b),
-                                   model=self.classifier_model, max_tokens=CLASSIFY_MAX_TOKENS)
+        out = self.client.complete(
+            [prompts.JUDGE_SYSTEM],
+            prompts.judge_body(a, b),
+            model=self.classifier_model,
+            max_tokens=CLASSIFY_MAX_TOKENS,
+        )
         word = out.text.strip().splitlines()[-1].strip().strip("*_`'\".:;!, ").lower() if out.text.strip() else ""
         return word if word in prompts.CONFLICT_KINDS else None
 
-    def extract_preferences(self, state: str, task_type: str, answers: Sequence[tuple[str, str]]
-                            ) -> list[tuple[str, str]]:
+    def extract_preferences(
+        self, state: str, task_type: str, answers: Sequence[tuple[str, str]]
+    ) -> list[tuple[str, str]]:
         """Consolidation's preference extraction: (subject, preference) pairs the model
         reads from the context's latest human answers ((action, words), newest first)."""
-        out = self.client.complete([prompts.PREFERENCES_SYSTEM], prompts.preferences_body(state, task_type, answers),
-                                   model=self.classifier_model, max_tokens=PREFERENCES_MAX_TOKENS)
+        out = self.client.complete(
+            [prompts.PREFERENCES_SYSTEM],
+            prompts.preferences_body(state, task_type, answers),
+            model=self.classifier_model,
+            max_tokens=PREFERENCES_MAX_TOKENS,
+        )
         return prompts.parse_preferences(out.text)
 
     # -- internals ------------------------------------------------------------
 
     def _pass(self, request: GateRequest, ctx: RetrievalContext, chunks, body: str) -> PassResult:
         out = self.client.complete(
-            prompts.reviewer_prefix(ctx.working_memory), body,
-            model=self.model, max_tokens=self.pass_max_tokens,
+            prompts.reviewer_prefix(ctx.working_memory),
+            body,
+            model=self.model,
+            max_tokens=self.pass_max_tokens,
         )
         usage = out.usage
         prose, confidence, found = parse_reply(out.text)
@@ -141,10 +171,15 @@ class LLMPredictor(Predictor):
         if out.stop_reason in ("max_tokens", "length"):
             notes.append("The reply was cut off at the token limit.")
         return PassResult(
-            prose=prose, note=" ".join(notes), confidence=confidence, action=action,
+            prose=prose,
+            note=" ".join(notes),
+            confidence=confidence,
+            action=action,
             # The memories shown, the verdicts on the artifact's thread among them.
-            used_chunk_ids=list(dict.fromkeys([*(c.chunk_id for c in chunks),
-                                               *(v.chunk_id for v in ctx.lineage_history)])), usage=usage,
+            used_chunk_ids=list(
+                dict.fromkeys([*(c.chunk_id for c in chunks), *(v.chunk_id for v in ctx.lineage_history)])
+            ),
+            usage=usage,
         )
 
     def _classify(self, request: GateRequest, prose: str) -> tuple[Action | None, Usage]:
@@ -152,7 +187,9 @@ class LLMPredictor(Predictor):
         if len(valid) == 1:  # an agent's question: any reply is the answer, no call needed
             return valid[0], Usage()
         out = self.client.complete(
-            [prompts.CLASSIFIER_SYSTEM], prompts.classify_body(request, prose, valid),
-            model=self.classifier_model, max_tokens=CLASSIFY_MAX_TOKENS,
+            [prompts.CLASSIFIER_SYSTEM],
+            prompts.classify_body(request, prose, valid),
+            model=self.classifier_model,
+            max_tokens=CLASSIFY_MAX_TOKENS,
         )
         return parse_action(out.text, valid), out.usage

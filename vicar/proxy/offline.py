@@ -54,13 +54,15 @@ class OfflinePredictor(Predictor):
 
     # -- the two passes -----------------------------------------------------
 
-    def prior(
-        self, request: GateRequest, ctx: RetrievalContext, dialog: Sequence[DialogTurn] = ()
-    ) -> PassResult:
+    def prior(self, request: GateRequest, ctx: RetrievalContext, dialog: Sequence[DialogTurn] = ()) -> PassResult:
         return self._vote(request, ctx)
 
     def posterior(
-        self, request: GateRequest, ctx: RetrievalContext, artifact: str, prior: PassResult,
+        self,
+        request: GateRequest,
+        ctx: RetrievalContext,
+        artifact: str,
+        prior: PassResult,
         dialog: Sequence[DialogTurn] = (),
     ) -> PassResult:
         # The artifact reaches this predictor only through retrieval similarity: its
@@ -68,7 +70,11 @@ class OfflinePredictor(Predictor):
         return self._vote(request, ctx)
 
     def surprise(
-        self, request: GateRequest, artifact: str, prior: PassResult, posterior: PassResult,
+        self,
+        request: GateRequest,
+        artifact: str,
+        prior: PassResult,
+        posterior: PassResult,
         ctx: RetrievalContext,
     ) -> Surprise:
         moved = posterior.confidence - prior.confidence
@@ -76,11 +82,11 @@ class OfflinePredictor(Predictor):
         shift = (
             f"; predicted action {prior.action.value if prior.action else 'none'} -> "
             f"{posterior.action.value if posterior.action else 'none'}"
-            if prior.action != posterior.action else ""
+            if prior.action != posterior.action
+            else ""
         )
         description = (
-            f"The artifact {direction} confidence from {prior.confidence:.2f} to "
-            f"{posterior.confidence:.2f}{shift}."
+            f"The artifact {direction} confidence from {prior.confidence:.2f} to {posterior.confidence:.2f}{shift}."
         )
         return Surprise(magnitude=0.5, description=description, percepts=self._percepts(artifact, ctx, posterior))
 
@@ -137,8 +143,10 @@ class OfflinePredictor(Predictor):
         total = sum(tally.values())
         mass = sum(m for _, _, m in evidence)
         # Ties break toward the more cautious action: never toward approve by accident.
-        caution = {a.value: i for i, a in enumerate(
-            [Action.reject, Action.correct, Action.hold, Action.withdraw, Action.approve])}
+        caution = {
+            a.value: i
+            for i, a in enumerate([Action.reject, Action.correct, Action.hold, Action.withdraw, Action.approve])
+        }
         outcome = max(tally, key=lambda o: (tally[o], -caution.get(o, 99)))
         agreement = tally[outcome] / total
         depth = 1.0 - math.exp(-mass / self.params.evidence_scale)

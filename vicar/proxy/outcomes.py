@@ -39,9 +39,15 @@ INTERACTIONS_FILE = "proxy-interactions.jsonl"
 PATTERNS_FILE = "proxy-patterns.md"
 
 
-def record_outcome(memory: PrincipalMemory, record: OutcomeRecord, *, artifacts: bool = True,
-                   artifact: str | None = None, params: CalibrationParams | None = None,
-                   facts: FactParams | None = None) -> str:
+def record_outcome(
+    memory: PrincipalMemory,
+    record: OutcomeRecord,
+    *,
+    artifacts: bool = True,
+    artifact: str | None = None,
+    params: CalibrationParams | None = None,
+    facts: FactParams | None = None,
+) -> str:
     """`artifact`: the whole artifact text (see outcome_chunk); None for the request's own.
     `params`: the regret window and the censors' learning and feedback; `facts`: how
     the human's answer moves their preferences (defaults: the shipped ones)."""
@@ -56,14 +62,26 @@ def record_outcome(memory: PrincipalMemory, record: OutcomeRecord, *, artifacts:
         return apply_outcome(load_entry(stored), record).model_dump_json()
 
     censor_ids, censor_change = censors.feedback(record, params) or ((), None)
-    logged = log_outcome(memory.store, OutcomeEntry(
-        workflow_id=record.workflow_id, state=req.state.value, task_type=req.task_type,
-        answered_by=record.answered_by.value, action=record.action.value,
-        at=record.at.isoformat() if record.at else None, record=record.model_dump_json(),
-        context_key=context_key(req.state.value, req.task_type, req.kind), update=update,
-        evidence=autonomy_pair(record), regrets=regretted(memory, record, chunk, params),
-        censor_ids=censor_ids, censor_change=censor_change, facts=moves.changed, fact_audit=moves.audit,
-    ))
+    logged = log_outcome(
+        memory.store,
+        OutcomeEntry(
+            workflow_id=record.workflow_id,
+            state=req.state.value,
+            task_type=req.task_type,
+            answered_by=record.answered_by.value,
+            action=record.action.value,
+            at=record.at.isoformat() if record.at else None,
+            record=record.model_dump_json(),
+            context_key=context_key(req.state.value, req.task_type, req.kind),
+            update=update,
+            evidence=autonomy_pair(record),
+            regrets=regretted(memory, record, chunk, params),
+            censor_ids=censor_ids,
+            censor_change=censor_change,
+            facts=moves.changed,
+            fact_audit=moves.audit,
+        ),
+    )
     if logged.new:
         fact_memory.after_hindsight(memory, moves, record.n)
     censors.learn(memory, chunk, params)
@@ -81,27 +99,40 @@ def autonomy_pair(record: OutcomeRecord) -> Evidence | None:
         return None
     if record.calibration is not None and record.calibration.guard == "proxy_error":
         return None
-    return Evidence(record.request.kind.value, record.n, post.confidence, post.action is record.action,
-                    record.request.upstream_agent or None)
+    return Evidence(
+        record.request.kind.value,
+        record.n,
+        post.confidence,
+        post.action is record.action,
+        record.request.upstream_agent or None,
+    )
 
 
-def regretted(memory: PrincipalMemory, record: OutcomeRecord, chunk: MemoryChunk,
-              params: CalibrationParams) -> list[MemoryChunk]:
+def regretted(
+    memory: PrincipalMemory, record: OutcomeRecord, chunk: MemoryChunk, params: CalibrationParams
+) -> list[MemoryChunk]:
     """Regret (docs/design/agent-trust-memory.md): the proxy's own approvals on this lineage (or this
     revision of it) within the window that this human answer reverses. Each is a wrong
     answer the proxy gave alone; it counts against the autonomy rule and the agent's trust."""
-    if (record.answered_by is not AnsweredBy.human or record.action not in censors.REVERSALS
-            or params.regret_window <= 0):
+    if (
+        record.answered_by is not AnsweredBy.human
+        or record.action not in censors.REVERSALS
+        or params.regret_window <= 0
+    ):
         return []
     return memory.store.proxy_answers_on(
-        chunk.kind.value, chunk.lineage, record.n - params.regret_window, record.n,
-        revision=chunk.revision if params.regret_scope == "revision" else None)
+        chunk.kind.value,
+        chunk.lineage,
+        record.n - params.regret_window,
+        record.n,
+        revision=chunk.revision if params.regret_scope == "revision" else None,
+    )
 
 
 def confidence_model(memory: PrincipalMemory) -> ConfidenceModel:
-    return ConfidenceModel(entries={
-        key: ContextEntry.model_validate_json(entry) for key, entry in context_entries(memory.store)
-    })
+    return ConfidenceModel(
+        entries={key: ContextEntry.model_validate_json(entry) for key, entry in context_entries(memory.store)}
+    )
 
 
 # -- artifacts -------------------------------------------------------------------
@@ -135,25 +166,28 @@ def _last_line(path: Path) -> str:
 
 def _interaction_line(record: OutcomeRecord) -> str:
     req = record.request
-    return json.dumps({
-        "workflow_id": record.workflow_id,
-        "gate_id": req.gate_id,
-        "kind": req.kind.value,
-        "state": req.state.value,
-        "task_type": req.task_type,
-        "question": req.question,
-        "answered_by": record.answered_by.value,
-        "responder": record.responder,
-        "action": record.action.value,
-        "response": record.response_text,
-        "prior": record.prior.model_dump(exclude={"usage"}) if record.prior else None,
-        "posterior": record.posterior.model_dump(exclude={"usage"}) if record.posterior else None,
-        "surprise": record.surprise.model_dump(exclude={"usage"}) if record.surprise else None,
-        "calibration": record.calibration.model_dump() if record.calibration else None,
-        "dialog": [t.model_dump() for t in record.dialog],
-        "n": record.n,
-        "timestamp": record.at.isoformat() if record.at else None,
-    }, ensure_ascii=False)
+    return json.dumps(
+        {
+            "workflow_id": record.workflow_id,
+            "gate_id": req.gate_id,
+            "kind": req.kind.value,
+            "state": req.state.value,
+            "task_type": req.task_type,
+            "question": req.question,
+            "answered_by": record.answered_by.value,
+            "responder": record.responder,
+            "action": record.action.value,
+            "response": record.response_text,
+            "prior": record.prior.model_dump(exclude={"usage"}) if record.prior else None,
+            "posterior": record.posterior.model_dump(exclude={"usage"}) if record.posterior else None,
+            "surprise": record.surprise.model_dump(exclude={"usage"}) if record.surprise else None,
+            "calibration": record.calibration.model_dump() if record.calibration else None,
+            "dialog": [t.model_dump() for t in record.dialog],
+            "n": record.n,
+            "timestamp": record.at.isoformat() if record.at else None,
+        },
+        ensure_ascii=False,
+    )
 
 
 PATTERNS_HEADER = (
@@ -169,8 +203,11 @@ _HEADER_END = PATTERNS_HEADER.rstrip("\n").splitlines()[-1]
 def _pattern_section(seq: int, r: OutcomeRecord) -> str:
     req = r.request
     stamp = r.at.isoformat(timespec="seconds") if r.at else f"N={r.n}"
-    out = ["", f"## {req.state.value} | {req.task_type} | {req.gate_id} ({stamp})",
-           f"AGENT: {(req.actor_message or req.question).strip()}"]
+    out = [
+        "",
+        f"## {req.state.value} | {req.task_type} | {req.gate_id} ({stamp})",
+        f"AGENT: {(req.actor_message or req.question).strip()}",
+    ]
     for t in r.dialog:
         if t.speaker == "agent":
             out.append(f"AGENT: {t.text.strip()}")
@@ -216,13 +253,14 @@ def _interaction_seq(memory: PrincipalMemory):
             return memory.store.outcome_seq(json.loads(line)["workflow_id"])
         except (ValueError, KeyError, TypeError):
             return None
+
     return seq_of
 
 
 def _pattern_seq(line: str) -> int | None:
     if line.startswith(_SECTION_END) and line.endswith(" -->"):
         try:
-            return int(line[len(_SECTION_END):-4])
+            return int(line[len(_SECTION_END) : -4])
         except ValueError:
             return None
     return 0 if line == _HEADER_END else None
@@ -237,8 +275,10 @@ def side_file_gates(directory: Path) -> tuple[Counter, Counter]:
     interactions, patterns = directory / INTERACTIONS_FILE, directory / PATTERNS_FILE
     lines = interactions.read_text(encoding="utf-8").splitlines() if interactions.exists() else []
     text = patterns.read_text(encoding="utf-8") if patterns.exists() else ""
-    return (Counter(json.loads(x)["gate_id"] for x in lines if x.strip()),
-            Counter(m["gate"] for m in _SECTION_HEAD.finditer(text)))
+    return (
+        Counter(json.loads(x)["gate_id"] for x in lines if x.strip()),
+        Counter(m["gate"] for m in _SECTION_HEAD.finditer(text)),
+    )
 
 
 def _append(path: Path, text: str) -> None:

@@ -53,22 +53,28 @@ class Predictor(Protocol):
 
     # -- the two passes -------------------------------------------------------------------
 
-    def prior(
-        self, request: GateRequest, ctx: RetrievalContext, dialog: Sequence[DialogTurn] = ()
-    ) -> PassResult:
+    def prior(self, request: GateRequest, ctx: RetrievalContext, dialog: Sequence[DialogTurn] = ()) -> PassResult:
         """Predict the human's reply without seeing the artifact. `PassResult.action` is
         the reply classified into the state's actions (Action.dialog for a question)."""
         raise NotImplementedError  # a subclass without its own passes (LearnedModels) is reached through `using`
 
     def posterior(
-        self, request: GateRequest, ctx: RetrievalContext, artifact: str, prior: PassResult,
+        self,
+        request: GateRequest,
+        ctx: RetrievalContext,
+        artifact: str,
+        prior: PassResult,
         dialog: Sequence[DialogTurn] = (),
     ) -> PassResult:
         """Predict again with the artifact and the prior in view."""
         raise NotImplementedError
 
     def surprise(
-        self, request: GateRequest, artifact: str, prior: PassResult, posterior: PassResult,
+        self,
+        request: GateRequest,
+        artifact: str,
+        prior: PassResult,
+        posterior: PassResult,
         ctx: RetrievalContext,
     ) -> Surprise:
         """What in the artifact moved the confidence (called only when it moved > 0.3)."""

@@ -31,9 +31,6 @@ ANSWER_TIMEOUT = 30.0  # seconds a gate has to take a human answer before the ca
 LIMIT_VARS: dict[str, str] = env.fields_under("limits")
 PREDICTORS = ("learned", "offline", "anthropic", "openai")  # VICAR_PREDICTOR's choices
 
-# Custom search attributes Vicar registers so the Temporal UI can list waiting gates.
-from vicar.workflows.search_attributes import SEARCH_ATTRIBUTES  # noqa: E402,F401  (defined there once)
-
 
 class RetrievalOptions(BaseModel):
     """How the consult path retrieves: the ablations of the design, selectable per run."""

@@ -10,9 +10,10 @@ from temporalio.envconfig import ClientConfig
 from temporalio.runtime import Runtime
 
 from vicar.codec import data_converter
-from vicar.config import SEARCH_ATTRIBUTES, Settings
+from vicar.config import Settings
 from vicar.errors import InvalidInput, Unreachable
 from vicar.server import DEFAULT_PORT, embedded_address, env_configured
+from vicar.workflows.search_attributes import SEARCH_ATTRIBUTES
 
 
 def connect_config(settings: Settings) -> dict:

@@ -23,7 +23,6 @@ import sys
 import time
 from pathlib import Path
 
-from vicar.config import SEARCH_ATTRIBUTES
 from vicar.errors import VicarError
 from vicar.locks import POLL_SECONDS, held, lock_within, try_lock
 
@@ -141,6 +140,10 @@ class EmbeddedServer:
             "--sqlite-pragma",
             "synchronous=full",
         ]
+        # Imported here: the definition imports temporalio, whose native bridge a command
+        # that never talks to Temporal must not load (vicar.cli.main's teardown).
+        from vicar.workflows.search_attributes import SEARCH_ATTRIBUTES
+
         for name, kind in SEARCH_ATTRIBUTES.items():
             cmd += ["--search-attribute", f"{name}={kind}"]
         log = open(self.dir / "server.log", "ab")

@@ -13,7 +13,7 @@ from datetime import datetime
 from pydantic import BaseModel
 
 from vicar.artifacts import load_artifact
-from vicar.config import CalibrationParams, RetrievalOptions, Settings, autonomy_params
+from vicar.config import AutonomyParams, CalibrationParams, RetrievalOptions, Settings, autonomy_params
 from vicar.memory.censor import CENSOR_DIMS
 from vicar.memory.chunk import ARTIFACT_EMBED_CHARS, MemoryChunk, chunk_id_for, situation_text
 from vicar.memory.principal import PrincipalMemory, noise_seed
@@ -219,15 +219,22 @@ _windows: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _windows_lock = threading.Lock()
 
 
-def autonomy_rule(memory: PrincipalMemory, request: GateRequest, params: CalibrationParams) -> AutonomyRule:
-    """The autonomy rule for this gate: the principal's pairs of this kind, under the
-    parameters for its state (defaults, then `autonomy.json`)."""
-    p = autonomy_params(params.autonomy, memory.dir, request.state.value)
+def rule_in_force(store, principal_dir, base: AutonomyParams, state: str, kind: str = "gate") -> AutonomyRule:
+    """The autonomy rule a gate of this kind and state is under now: the principal's
+    latest pairs of the kind, under the parameters for the state (the defaults, then
+    `autonomy.json`). The one computation: a gate's consult, `vicar health` and the
+    demo's footer all call it."""
+    p = autonomy_params(base, principal_dir, state)
     with _windows_lock:
-        windows = _windows.setdefault(memory.store, {})
-        window = windows.setdefault((request.kind.value, p.window), PairWindow(p.window))
-        window.extend(autonomy_pairs(memory.store, request.kind.value, after_seq=window.last_seq, limit=p.window))
+        windows = _windows.setdefault(store, {})
+        window = windows.setdefault((kind, p.window), PairWindow(p.window))
+        window.extend(autonomy_pairs(store, kind, after_seq=window.last_seq, limit=p.window))
         return window.rule(p.target_error, p.delta, p.audit_share)
+
+
+def autonomy_rule(memory: PrincipalMemory, request: GateRequest, params: CalibrationParams) -> AutonomyRule:
+    """The autonomy rule for this gate (`rule_in_force` for its kind and state)."""
+    return rule_in_force(memory.store, memory.dir, params.autonomy, request.state.value, request.kind.value)
 
 
 def calibration_inputs(

@@ -13,10 +13,8 @@ from statistics import fmean
 
 from pydantic import BaseModel
 
-from vicar.config import AutonomyParams, autonomy_params
+from vicar.config import AutonomyParams
 from vicar.models import Action, AnsweredBy, AutonomyRule, OutcomeRecord, RequestKind
-from vicar.proxy.autonomy import find_threshold
-from vicar.proxy.ledger import autonomy_pairs
 
 SESSIONS = 10  # the trend looks at this many latest sessions
 MIN_SESSIONS = 4
@@ -86,20 +84,11 @@ def context_health(
 def autonomy_rules(
     store, principal_dir: Path, base: AutonomyParams, contexts: list[tuple[str, str]]
 ) -> dict[tuple[str, str], AutonomyRule]:
-    """The rule each gate context is under now: the principal's latest gate pairs under
-    the parameters of the context's state (the defaults, then `autonomy.json`), exactly as
-    a gate's consult computes it (vicar.proxy.consult.autonomy_rule)."""
-    out, cache = {}, {}
-    for state, task_type in contexts:
-        p = autonomy_params(base, principal_dir, state)
-        key = p.model_dump_json()
-        if key not in cache:
-            pairs = autonomy_pairs(store, "gate", limit=p.window)
-            cache[key] = find_threshold(
-                [s for _, s, _ in pairs], [ok for _, _, ok in pairs], p.target_error, p.delta, p.audit_share
-            )
-        out[(state, task_type)] = cache[key]
-    return out
+    """The rule each gate context is under now: `rule_in_force`, the very function a
+    gate's consult calls."""
+    from vicar.proxy.consult import rule_in_force  # consult is heavy; health's CLI loads it only here
+
+    return {(state, task_type): rule_in_force(store, principal_dir, base, state) for state, task_type in contexts}
 
 
 def rule_statement(rule: AutonomyRule) -> str:

@@ -12,6 +12,7 @@ import click
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from vicar import settings_env
@@ -112,3 +113,12 @@ def open_client(settings: Settings):
     from vicar.connect import connect
 
     return connect(settings)
+
+
+def folded_table(title: str, columns: tuple[str, ...]) -> Table:
+    """A report table whose cells wrap rather than truncate: a principal's names and
+    reasons are read whole, however narrow the terminal."""
+    table = Table(title=text(title))
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    return table

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
-from vicar.cli.base import app, console, friendly
+from vicar.cli.base import app, console, folded_table, friendly
 from vicar.cli.memory_cmd import open_store
 from vicar.config import Settings
 from vicar.display import text
@@ -43,18 +42,10 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
     if not rows:
         console.print(text(f"No human answers recorded for {principal} yet."))
         return
-    table = Table(title=text(f"Approval rate of {principal}, latest {SESSIONS} sessions per context (oldest first)"))
-    for col in (
-        "state",
-        "task type",
-        "human answers",
-        "answered by",
-        "sessions",
-        "approval rate per session",
-        "EMA",
-        "trend",
-    ):
-        table.add_column(col, overflow="fold")
+    table = folded_table(
+        f"Approval rate of {principal}, latest {SESSIONS} sessions per context (oldest first)",
+        ("state", "task type", "human answers", "answered by", "sessions", "approval rate per session", "EMA", "trend"),
+    )
     for h in rows:
         trend = text("" if h.earlier is None else f"{h.earlier:.2f} -> {h.later:.2f}")
         if h.flagged:
@@ -70,18 +61,10 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
             trend,
         )
     console.print(table)
-    table = Table(title=text(f"Autonomy rule of {principal}: evidence pooled over every gate, parameters per state"))
-    for col in (
-        "state",
-        "task type",
-        "target error",
-        "proven threshold",
-        "error bound",
-        "evidence",
-        "errors",
-        "audit share",
-    ):
-        table.add_column(col, overflow="fold")
+    table = folded_table(
+        f"Autonomy rule of {principal}: evidence pooled over every gate, parameters per state",
+        ("state", "task type", "target error", "proven threshold", "error bound", "evidence", "errors", "audit share"),
+    )
     for (state, task_type), r in rules.items():
         table.add_row(
             text(state),
@@ -97,19 +80,10 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
     for line in rule_lines(rules):  # the demo's footer says the same, from the same function
         console.print(text(line))
     if agents:
-        table = Table(title=text(f"Trust ledger of the upstream agents at {principal}'s gates (least trusted first)"))
-        for col in (
-            "agent",
-            "approved",
-            "corrected",
-            "rejected",
-            "other",
-            "answered alone",
-            "overrides",
-            "regret",
-            "trust",
-        ):
-            table.add_column(col, overflow="fold")
+        table = folded_table(
+            f"Trust ledger of the upstream agents at {principal}'s gates (least trusted first)",
+            ("agent", "approved", "corrected", "rejected", "other", "answered alone", "overrides", "regret", "trust"),
+        )
         for t in agents:
             table.add_row(
                 text(t.agent),

@@ -12,7 +12,7 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from vicar.cli.base import console, friendly, memory_app
+from vicar.cli.base import console, folded_table, friendly, memory_app
 from vicar.config import Settings
 from vicar.display import text
 from vicar.errors import BrokenStore, InvalidInput, NotFound, validation_summary
@@ -107,20 +107,21 @@ def memory_censors(
     if not censors:
         console.print(text(f"No censors learned for {principal} yet."))
         return
-    table = Table(title=text(f"Censors of {principal}"))
-    for col in (
-        "id",
-        "status",
-        "action",
-        "severity",
-        "pattern",
-        "reason",
-        "fired",
-        "confirmed",
-        "false positives",
-        "learned at N",
-    ):
-        table.add_column(col, overflow="fold")
+    table = folded_table(
+        f"Censors of {principal}",
+        (
+            "id",
+            "status",
+            "action",
+            "severity",
+            "pattern",
+            "reason",
+            "fired",
+            "confirmed",
+            "false positives",
+            "learned at N",
+        ),
+    )
     for c in censors:
         table.add_row(
             text(c.id),

@@ -43,7 +43,7 @@ def eval_replay(
 
     from vicar.eval.dataset import load_events
     from vicar.eval.replay import LOCAL_PREDICTORS, standard_variants
-    from vicar.eval.report import markdown, plots, summary_table
+    from vicar.eval.report import markdown, plots, summary_table, write_gates
     from vicar.eval.run import run_variants, sweep, warm_embeddings
     from vicar.memory.embedder import make_embedder
 
@@ -114,4 +114,5 @@ def eval_replay(
     command = "vicar eval replay " + " ".join(shlex.quote(str(a)) for a in sys.argv[3:])
     (out / "report.md").write_text(markdown(results, command, figures, extra))
     (out / "results.json").write_text(json.dumps([r.model_dump(mode="json") for r in results], indent=1))
+    write_gates(results, out)
     console.print(text(f"report: {out / 'report.md'} ({time.perf_counter() - start:.0f} s of replay)"))

@@ -36,6 +36,9 @@ Progress = Callable[[int], None]  # called with the number of gates just replaye
 SESSION_GATES = 50
 
 
+NEVER = 2.0  # a fixed threshold no confidence reaches
+
+
 class Variant(BaseModel):
     name: str
     kind: Literal["proxy", "majority", "ema"] = "proxy"
@@ -73,6 +76,9 @@ def standard_variants(base: MemoryParams | None = None) -> list[Variant]:
         Variant(name="storage", predictor="learned", memory=m.model_copy(update={"storage": True})),
         Variant(name="composite", memory=m),  # the memory vote alone, under the same rule
         Variant(name="composite@0.8", memory=m, fixed_threshold=BASELINE_THRESHOLD),
+        # Never alone: every gate goes to the human, so every gate is a labelled pair; its
+        # gates file is the stream bench/autonomy_bound_bench.py simulates rules over.
+        Variant(name="never-alone", predictor="learned", memory=m, fixed_threshold=NEVER),
         Variant(name="learned@0.8", predictor="learned", memory=m, fixed_threshold=BASELINE_THRESHOLD),
         Variant(name="activation-only", retrieval=RetrievalOptions(mode="activation"), memory=m),
         Variant(name="similarity-only", retrieval=RetrievalOptions(mode="similarity"), memory=m),

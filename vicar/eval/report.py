@@ -138,6 +138,19 @@ def markdown(results: list[VariantResult], command: str, files: list[Path], extr
     return "\n".join(parts)
 
 
+def write_gates(results: list[VariantResult], out: Path) -> list[Path]:
+    """Per variant, `gates-<variant>.jsonl.gz`: one GateRow a line, for rule simulations."""
+    import gzip
+
+    files = []
+    for r in results:
+        path = out / f"gates-{r.variant.name.replace('/', '_')}.jsonl.gz"
+        with gzip.open(path, "wt") as f:
+            f.writelines(g.model_dump_json() + "\n" for g in r.gates)
+        files.append(path)
+    return files
+
+
 def plots(results: list[VariantResult], out: Path) -> list[Path]:
     """NotInstalled without the `eval` extra (matplotlib)."""
     from vicar.memory.optional import require

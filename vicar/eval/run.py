@@ -6,7 +6,7 @@ import functools
 import time
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from rich.console import Console
 
 from vicar.config import MemoryParams, Settings
@@ -34,11 +34,25 @@ class Scores(BaseModel):
     cost_usd: float = 0.0  # LLM calls of the predictor, as billed by the pricing table
 
 
+class GateRow(BaseModel):
+    """One replayed gate, for simulating autonomy rules over a recorded stream
+    (bench/autonomy_bound_bench.py): the predictions' scores hardly depend on the rule."""
+
+    reviewer: str
+    order: int  # the gate's place in the reviewer's history, from 0
+    state: str
+    task_type: str
+    score: float | None  # the predictor's own confidence (the rule's score); None: no prediction
+    correct: bool
+    autonomous: bool
+
+
 class VariantResult(BaseModel):
     variant: Variant
     per_reviewer: dict[str, Scores]
     overall: Scores
     seconds: float
+    gates: list[GateRow] = Field(default_factory=list, exclude=True)  # not in results.json
 
     @property
     def gates_per_second(self) -> float:
@@ -125,7 +139,22 @@ def run_variants(
                 groups=list(per_reviewer_preds.values()),
                 target=target,
             )
-            results.append(VariantResult(variant=variant, per_reviewer=per_reviewer, overall=overall, seconds=seconds))
+            rows = [
+                GateRow(
+                    reviewer=r,
+                    order=i,
+                    state=e.state.value,
+                    task_type=e.task_type,
+                    score=p.posterior_confidence if p.predicted is not None else None,
+                    correct=p.correct,
+                    autonomous=p.autonomous,
+                )
+                for r, ps in per_reviewer_preds.items()
+                for i, (e, p) in enumerate(zip(events[r], ps))
+            ]
+            results.append(
+                VariantResult(variant=variant, per_reviewer=per_reviewer, overall=overall, seconds=seconds, gates=rows)
+            )
     return results
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, model_validator
 
+from vicar.control_models import Control
 from vicar.memory.names import check_principal
 
 
@@ -22,6 +23,9 @@ class TurnReply(BaseModel):
     # it was granted. False only from brains that read the record as the release, so a
     # reply from an older brain (no field) keeps the signal.
     release: bool = True
+    # The principal's rules and pauses as the turn is granted (None: none, or a brain
+    # older than them): the gate obeys them, so a change holds from the next gate on.
+    control: Control | None = None
 
 
 class TurnGrant(BaseModel):
@@ -30,6 +34,7 @@ class TurnGrant(BaseModel):
     error: str | None = None  # refused (see TurnReply.error): no N was handed out
     shard: int | None = None  # see TurnReply.shard
     release: bool = True  # see TurnReply.release
+    control: Control | None = None  # see TurnReply.control
 
 
 class BrainConfig(BaseModel):
@@ -54,6 +59,7 @@ class BrainState(BaseModel):
     lease_deadline: float | None = None  # workflow time, seconds since epoch
     assigned: list[tuple[str, int]] = Field(default_factory=list)  # ordered gate_id -> N
     shard: int | None = None  # where the principal's memory lives (set once; changed only by a move)
+    control: Control = Field(default_factory=Control)  # the human's rules and pauses (vicar/control_models.py)
 
 
 class BrainInput(BaseModel):

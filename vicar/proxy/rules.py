@@ -1,0 +1,74 @@
+"""Matching the human's rules against one gate (the models and their changes are
+vicar/control_models.py). Pure: the rule-matching activity and `vicar rules test` call it.
+
+Precedence, safest first: a pause in scope wins over everything (nothing answers
+alone, rules included); then any matching `ask` rule (the first one names the
+reason); then the first matching answer rule (`approve`/`reject`) in the order the
+rules were added. An answer rule on a question (which has no approve/reject) asks.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+
+from pydantic import BaseModel
+
+from vicar.control_models import Control, Effect, Rule, compile_regex, word_regex
+from vicar.models import GateRequest, RequestKind
+
+
+def _texts(rule: Rule, request: GateRequest, artifact: str) -> list[str]:
+    return {
+        "artifact": [artifact],
+        "question": [request.question],
+        "both": [artifact, request.question],
+    }[rule.text_in]
+
+
+def matches(rule: Rule, request: GateRequest, artifact: str, lineage: str | None) -> bool:
+    """Whether every condition of the rule holds for this request. `artifact`: the whole
+    artifact the gate reviews (its text and its paths' contents)."""
+    if rule.states and request.state not in rule.states:
+        return False
+    if rule.task_types and request.task_type not in rule.task_types:
+        return False
+    if rule.upstream_agents and request.upstream_agent not in rule.upstream_agents:
+        return False
+    if rule.lineages and lineage not in rule.lineages:
+        return False
+    if rule.paths and not any(fnmatch.fnmatchcase(p, g) for p in request.artifact_paths for g in rule.paths):
+        return False
+    texts = _texts(rule, request, artifact)
+    if rule.words and not any(word_regex(w).search(t) for w in rule.words for t in texts):
+        return False
+    if rule.regex and not any(compile_regex(rule.regex).search(t) for t in texts):
+        return False
+    return True
+
+
+class Verdict(BaseModel):
+    """What the human's control says of one gate: nothing (None), escalate (with the
+    reason), or an answer by a rule."""
+
+    escalate: bool = False
+    reason: str = ""  # "paused by X at T" or "rule NAME (ask, by AUTHOR)"
+    guard: str = ""  # "paused" or "rule": shown where escalation reasons are shown
+    rule: Rule | None = None  # the rule that decided (None for a pause)
+
+
+def verdict(control: Control, request: GateRequest, artifact: str, lineage: str | None) -> Verdict | None:
+    """The precedence in the module's docstring."""
+    pause = control.pause_for(request.state, request.task_type)
+    if pause is not None:
+        return Verdict(escalate=True, reason=pause.reason(), guard="paused")
+    hits = [r for r in control.rules if matches(r, request, artifact, lineage)]
+    if not hits:
+        return None
+    asks = [r for r in hits if r.effect is Effect.ask or request.kind is not RequestKind.gate]
+    if asks:
+        r = asks[0]
+        return Verdict(
+            escalate=True, reason=f"rule {r.name} ({r.effect.value}, by {r.author or '?'})", guard="rule", rule=r
+        )
+    r = hits[0]
+    return Verdict(reason=f"rule {r.name} ({r.effect.value}, by {r.author or '?'})", guard="rule", rule=r)

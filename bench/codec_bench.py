@@ -25,18 +25,15 @@ import uuid
 from pathlib import Path
 
 from gate_bench import concurrent, gate, sequential, train
-from gate_common import BENCH_ENV, Row
+from gate_common import BENCH_ENV, Row, phase_progress, proxy_parts
 from machine_info import machine_line  # bench/ is on sys.path when run as a script
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from vicar.config import Settings
-from vicar.memory.embedder import default_embedder, make_embedder
-from vicar.memory.principal import MemoryRegistry
+from vicar.memory.embedder import default_embedder
 from vicar.models import EscalationMode
-from vicar.proxy.select import predictor_from_env
 from vicar.worker import build_worker, temporal_client
 
 
@@ -79,9 +76,7 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
         plain_client = Client(**{**sealed_client.config(), "data_converter": pydantic_data_converter})
         assert sealed_client.data_converter.payload_codec is not None
         clients = {"sealed": sealed_client, "plain": plain_client}
-        embedder = make_embedder(cache_file=settings.embedding_cache, params=settings.embedder)
-        registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
-        predictor = predictor_from_env(settings, registry)
+        _, registry, predictor = proxy_parts(settings)
         workers = [
             build_worker(clients[m], settings, task_queue=f"codec-{m}", registry=registry, predictor=predictor)[0]
             for m in people
@@ -91,13 +86,7 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
         per = math.ceil(args.gates / args.principals)
         try:
             async with workers[0], workers[1]:
-                with Progress(
-                    TextColumn("[bold]{task.description}"),
-                    BarColumn(),
-                    MofNCompleteColumn(),
-                    TimeElapsedColumn(),
-                    console=console,
-                ) as progress:
+                with phase_progress(console) as progress:
                     trained = {m: await train(clients[m], f"codec-{m}", people[m], run, progress) for m in people}
                     for r in range(args.rounds):
                         order = ["sealed", "plain"] if r % 2 == 0 else ["plain", "sealed"]

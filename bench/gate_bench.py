@@ -59,12 +59,14 @@ from gate_common import (
     breakdown,
     cpu_seconds,
     eagerly_started,
+    phase_progress,
+    proxy_parts,
 )
 from gate_floor import FloorGate, baseline, concurrent_baseline
 from gate_report import HEADERS, anatomy, report, table_rows
 from prom import delta, resource_exhausted, server_metrics_url
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 from rich.table import Table
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -72,10 +74,8 @@ from temporalio.worker import Worker
 from vicar import contracts as c
 from vicar.config import Settings
 from vicar.gates import answer_gate, gate_details, start_gate
-from vicar.memory.embedder import default_embedder, make_embedder
-from vicar.memory.principal import MemoryRegistry
+from vicar.memory.embedder import default_embedder
 from vicar.models import CfAState, EscalationMode, GateRequest, GateResult, GateStatus, HumanAnswer
-from vicar.proxy.select import predictor_from_env
 from vicar.worker import build_worker, temporal_client
 
 TASK_TYPE = "docs"
@@ -288,9 +288,7 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
     async with temporal_client(settings, embedded=True) as (base_client, server):
         await asyncio.to_thread(default_embedder)  # load the model before the clock runs
         client = Client(**{**base_client.config(), "interceptors": [timer]})
-        embedder = make_embedder(cache_file=settings.embedding_cache, params=settings.embedder)
-        registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
-        predictor = predictor_from_env(settings, registry)
+        embedder, registry, predictor = proxy_parts(settings)
         gate_worker, _ = build_worker(
             client, settings, task_queue="bench-gates", registry=registry, predictor=predictor
         )
@@ -308,13 +306,7 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
         )
         try:
             async with gate_worker, floor_worker:
-                with Progress(
-                    TextColumn("[bold]{task.description}"),
-                    BarColumn(),
-                    MofNCompleteColumn(),
-                    TimeElapsedColumn(),
-                    console=console,
-                ) as progress:
+                with phase_progress(console) as progress:
                     floor_n = max(args.gates, 50)
                     base = await metered(
                         server_pid, baseline(client, "bench-floor", floor_n, 0, "empty workflow (baseline)", progress)
@@ -361,34 +353,21 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
                         [f"bench-direct-p{i}" for i in range(args.principals)],
                         per,
                     )
-                    timer.enabled = True
-                    alone = await metered(
-                        server_pid,
-                        sequential(
-                            client,
-                            "bench-gates",
-                            principals,
-                            run + "a",
-                            args.gates,
-                            EscalationMode.when_unsure,
-                            "autonomous gate (when_unsure), sequential",
-                            progress,
-                        ),
+
+                    def in_sequence(suffix: str, mode: EscalationMode, label: str) -> Awaitable[Row]:
+                        return metered(
+                            server_pid,
+                            sequential(
+                                client, "bench-gates", principals, run + suffix, args.gates, mode, label, progress
+                            ),
+                        )
+
+                    timer.enabled = True  # the activity breakdown is of the autonomous gates alone
+                    alone = await in_sequence(
+                        "a", EscalationMode.when_unsure, "autonomous gate (when_unsure), sequential"
                     )
                     timer.enabled = False
-                    never = await metered(
-                        server_pid,
-                        sequential(
-                            client,
-                            "bench-gates",
-                            principals,
-                            run + "n",
-                            args.gates,
-                            EscalationMode.never,
-                            "gate, escalation_mode=never, sequential",
-                            progress,
-                        ),
-                    )
+                    never = await in_sequence("n", EscalationMode.never, "gate, escalation_mode=never, sequential")
                     conc = await metered(server_pid, concurrent(client, "bench-gates", principals, run, per, progress))
                     metrics_url = server_metrics_url(settings.data_dir)
                     exhausted_before = resource_exhausted(metrics_url)

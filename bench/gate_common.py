@@ -1,6 +1,6 @@
 """What the gate bench and the benches built on it share: its settings (the loosened
-autonomy rule, the gate's shape), the measured row, the activity timer and the figures'
-formatting."""
+autonomy rule, the gate's shape), the worker's memory and predictor, the phases' progress
+bar, the measured row, the activity timer and the figures' formatting."""
 
 from __future__ import annotations
 
@@ -13,10 +13,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from temporalio.client import Interceptor as ClientInterceptor
 from temporalio.client import WorkflowHandle
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput
 from temporalio.worker import Interceptor as WorkerInterceptor
+
+from vicar.config import Settings
+from vicar.memory.embedder import Embedder, make_embedder
+from vicar.memory.principal import MemoryRegistry
+from vicar.proxy.provider import Predictor
+from vicar.proxy.select import predictor_from_env
 
 # Training gates per principal at most before the bench gives up on it (-1 in the report).
 MAX_TRAINING_GATES = 12
@@ -33,6 +41,22 @@ MEASURE_POLL = 3.0
 # tests/test_multiworker.py) so principals earn autonomy within a few answers and no
 # gate is audited at random; the earned-autonomy rule's own figures are in the replay.
 BENCH_ENV = {"VICAR_AUTONOMY_TARGET_ERROR": "0.8", "VICAR_AUTONOMY_AUDIT_SHARE": "0"}
+
+
+def proxy_parts(settings: Settings) -> tuple[Embedder, MemoryRegistry, Predictor]:
+    """The embedder, memory and predictor a worker builds from these settings, made once so
+    that several workers (or a direct call outside any worker) share them; the caller
+    closes the registry."""
+    embedder = make_embedder(cache_file=settings.embedding_cache, params=settings.embedder)
+    registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
+    return embedder, registry, predictor_from_env(settings, registry)
+
+
+def phase_progress(console: Console) -> Progress:
+    """One bar per phase: its label, its gates done of all, the time it has taken."""
+    return Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    )
 
 
 @dataclass

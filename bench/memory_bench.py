@@ -59,12 +59,14 @@ from vicar.config import MemoryParams
 from vicar.memory.activation import base_levels, hybrid_levels
 from vicar.memory.index import STRUCT_FIELDS, MemoryIndex
 from vicar.memory.retrieval import Hit, Query, rank
+from vicar.memory.storage import RETRIEVABLE
 from vicar.memory.store import _COLUMNS, RecordStore
 
 ACT_CHUNKS = 1_000_000
 NOISE_S = 0.25
-# What a gate's retrieval filters on (vicar/proxy/consult.py): fewer candidates still.
-GATE_FILTER = {"kind": "gate", **FILTER, "answered_by": "human"}
+# What a gate's retrieval filters on (vicar/proxy/consult.py, and the statuses
+# PrincipalMemory.retrieve adds): fewer candidates still.
+GATE_FILTER = {"kind": "gate", **FILTER, "answered_by": "human", "status": RETRIEVABLE}
 
 
 def log(msg: str) -> None:
@@ -157,7 +159,7 @@ def repeat(fn: Callable[[int], object], reps: int) -> list[float]:
 @dataclass
 class Config:
     label: str
-    filters: dict[str, str]
+    filters: dict[str, str | list[str]]
     params: MemoryParams
     naive: bool = False  # also run the baseline, fetch the records and break rank() down
     noise: bool = False  # a noise seed per query, as PrincipalMemory derives it from N
@@ -236,7 +238,7 @@ def retrieval_part(
     configs = [
         Config("state+task_type filter", FILTER, exact, naive=True),
         Config("no filter", {}, exact, naive=True),
-        Config("gate's filter (kind, state, task_type, answered_by)", GATE_FILTER, exact),
+        Config("gate's filter (kind, state, task_type, answered_by, status)", GATE_FILTER, exact),
         Config("no filter, hybrid activation", {}, MemoryParams(threshold=THRESHOLD, activation_mode="hybrid")),
         Config(f"no filter, default threshold {default_tau:g}", {}, MemoryParams()),
         Config(
@@ -329,7 +331,7 @@ def blas_as_in_rank(fn: Callable[[], object]) -> object:
 
 
 def stage_times(
-    index: MemoryIndex, now: int, filters: dict[str, str], qv: dict[str, np.ndarray], n: int, label: str
+    index: MemoryIndex, now: int, filters: dict[str, str | list[str]], qv: dict[str, np.ndarray], n: int, label: str
 ) -> list[str]:
     """Medians of rank()'s stages, called one by one through the index's public methods
     (a new N each time, so the activation cache never answers)."""

@@ -24,6 +24,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from vicar.brain_models import BrainConfig
 from vicar.config import AutonomyParams, CalibrationParams, MemoryParams, Settings
+from vicar.memory.chunk import MemoryChunk
 from vicar.memory.embedder import default_embedder
 from vicar.memory.principal import MemoryRegistry
 from vicar.models import GateRequest
@@ -191,3 +192,20 @@ def memory(tmp_path, embedder):
     mem = PrincipalMemory("alice", tmp_path / "principals", embedder, MemoryParams())
     yield mem
     mem.close()
+
+
+def docs_chunk(i: int, principal: str = "alice") -> MemoryChunk:
+    """The human's approval of doc change i, at interaction i: what the memory tests
+    record by the handful."""
+    return MemoryChunk(
+        id=f"c{i}",
+        principal=principal,
+        state="PLAN_ASSERT",
+        task_type="docs",
+        outcome="approve",
+        answered_by="human",
+        question=f"Approve doc change {i}?",
+        human_response="ok",
+        created_n=i,
+        traces=[i],
+    )

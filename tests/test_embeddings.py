@@ -9,7 +9,6 @@ import pytest
 
 from vicar.config import MemoryParams
 from vicar.errors import VicarError
-from vicar.memory.chunk import MemoryChunk
 from vicar.memory.embedder import (
     CachedEmbedder,
     MiniLMEmbedder,
@@ -22,6 +21,7 @@ from vicar.memory.reembed import reembed
 from vicar.memory.retrieval import Query
 from vicar.memory.store import StoreError
 
+from .conftest import docs_chunk
 from .openai_standin import OpenAIStandIn, fake_vector
 
 # Texts of every kind the gate embeds and then some: short and long (past the 256 word
@@ -153,21 +153,8 @@ def test_local_model_is_cached_in_memory(embedder):
 
 def test_reembed_migrates_a_memory_to_another_model(settings, embedder, standin):
     mem = PrincipalMemory("alice", settings.principals_dir, embedder, MemoryParams())
-    for i in range(5):
-        mem.record(
-            MemoryChunk(
-                id=f"c{i}",
-                principal="alice",
-                state="PLAN_ASSERT",
-                task_type="docs",
-                outcome="approve",
-                answered_by="human",
-                question=f"Approve doc change {i}?",
-                human_response="ok",
-                created_n=i + 1,
-                traces=[i + 1],
-            )
-        )
+    for i in range(1, 6):
+        mem.record(docs_chunk(i))
     mem.close()
     other = CachedEmbedder(openai_embedder(standin))
     with pytest.raises(StoreError, match="vicar memory reembed"):

@@ -18,6 +18,8 @@ from vicar.memory.principal import PrincipalMemory
 from vicar.memory.retrieval import Query
 from vicar.memory.store import MIGRATIONS, RecordStore, StoreError
 
+from .conftest import docs_chunk
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -100,21 +102,8 @@ def test_a_killed_writer_leaves_a_consistent_store(tmp_path, embedder):
 
 
 def test_reconcile_repairs_both_directions(settings, embedder):
-    from vicar.memory.chunk import MemoryChunk
-
     mem = PrincipalMemory("alice", settings.principals_dir, embedder, MemoryParams())
-    ch = MemoryChunk(
-        id="c1",
-        principal="alice",
-        state="PLAN_ASSERT",
-        task_type="docs",
-        outcome="approve",
-        answered_by="human",
-        question="q?",
-        human_response="ok",
-        created_n=1,
-        traces=[1],
-    )
+    ch = docs_chunk(1)
     mem.record(ch)
     mem.vectors.delete(["c1:response"])  # a record missing a vector ...
     mem.vectors.upsert("ghost", {"situation": embedder.embed(["boo"])[0]})  # ... and a vector without a record
@@ -137,25 +126,11 @@ def test_read_only_vector_ids_agree_with_chroma(settings, embedder):
     """`vicar memory check` reads the vector ids from Chroma's SQLite file without a Chroma
     client (which writes): the two must agree on the installed Chroma, deletions included."""
     from vicar.memory import readonly
-    from vicar.memory.chunk import MemoryChunk
     from vicar.memory.vectors import collection_name
 
     mem = PrincipalMemory("alice", settings.principals_dir, embedder, MemoryParams())
     for i in range(1, 4):
-        mem.record(
-            MemoryChunk(
-                id=f"c{i}",
-                principal="alice",
-                state="PLAN_ASSERT",
-                task_type="docs",
-                outcome="approve",
-                answered_by="human",
-                question=f"q {i}?",
-                human_response="ok",
-                created_n=i,
-                traces=[i],
-            )
-        )
+        mem.record(docs_chunk(i))
     mem.vectors.delete(["c2:response"])
     expected = sorted(mem.vectors.ids())
     db = settings.principals_dir / "alice" / "chroma" / "chroma.sqlite3"

@@ -73,6 +73,18 @@ def test_threshold_search_on_hand_made_pairs():
     assert find_threshold([], [], 0.05, 0.05).threshold is None
 
 
+def test_the_search_stops_at_the_first_failing_threshold():
+    # Learn-then-Test: a failing threshold ends the sequence, even though a lower one
+    # would pass on more pairs (the rule before took the lowest passing one, 0.5, with no
+    # correction for the thresholds it tried).
+    scores = [0.95] * 20 + [0.9] * 3 + [0.5] * 60
+    right = [True] * 20 + [False] * 3 + [True] * 60
+    assert find_threshold(scores, right, 0.25, 0.05).threshold == 0.95
+    # Thresholds with too few pairs to ever pass are not tested: the sequence starts
+    # where a pass is possible (20 pairs here; 10 cannot prove 25%).
+    assert find_threshold([0.99] * 10 + [0.9] * 10, [True] * 20, 0.25, 0.05).threshold == 0.9
+
+
 def test_threshold_search_agrees_with_brute_force():
     import random
 
@@ -84,14 +96,19 @@ def test_threshold_search_agrees_with_brute_force():
         scores = [round(rng.random(), 1) for _ in range(size)]  # coarse: many ties
         right = [rng.random() < 0.9 for _ in range(size)]
         target, delta = rng.choice([0.05, 0.1, 0.25, 0.5]), rng.choice([0.05, 0.2])
-        proven = [
-            t
-            for t in sorted(set(scores))
-            if (n := sum(s >= t for s in scores))
-            and bisect_bound(sum(s >= t and not ok for s, ok in zip(scores, right)), n, delta) <= target
-        ]
+        # Fixed-sequence: from the highest threshold with enough pairs that 0 errors would
+        # pass, down, stopping at the first that fails.
+        fewest = next(n for n in range(1, 10_000) if bisect_bound(0, n, delta) <= target)
+        reached = None
+        for t in sorted(set(scores), reverse=True):
+            n = sum(s >= t for s in scores)
+            if n < fewest and reached is None:
+                continue
+            if bisect_bound(sum(s >= t and not ok for s, ok in zip(scores, right)), n, delta) > target:
+                break
+            reached = t
         rule = find_threshold(scores, right, target, delta)
-        assert rule.threshold == (min(proven) if proven else None), (trial, target, delta)
+        assert rule.threshold == reached, (trial, target, delta)
         if rule.threshold is not None:
             k = sum(s >= rule.threshold and not ok for s, ok in zip(scores, right))
             assert (rule.evidence, rule.errors) == (sum(s >= rule.threshold for s in scores), k)

@@ -310,3 +310,81 @@ def learning_curve(preds: Sequence[Prediction], windows: int = 10) -> list[dict]
         start = int(idx[0])
         out.append(_window_scores(preds[start : start + len(idx)], start, start + len(idx)))
     return out
+
+
+STRETCH = 1000  # gates per stretch of a reviewer's history, for the per-stretch figures
+MIN_STRETCH_ALONE = 30  # a stretch's error is judged on at least this many answers alone
+
+
+def best_share(scores: np.ndarray, correct: np.ndarray, total: int, target: float = MAX_AUTONOMOUS_ERROR) -> float:
+    """In hindsight, the largest share of `total` gates answerable alone at one threshold
+    (score >= t, ties together) with error <= target; scores NaN: no prediction."""
+    keep = ~np.isnan(scores)
+    s, ok = scores[keep], correct[keep]
+    if not len(s) or not total:
+        return 0.0
+    order = np.argsort(-s, kind="stable")
+    s, ok = s[order], ok[order]
+    ends = np.flatnonzero(np.append(s[1:] != s[:-1], True))
+    taken = ends + 1
+    err = 1 - np.cumsum(ok)[ends] / taken
+    good = taken[err <= target + 1e-12]
+    return float(good.max() / total) if len(good) else 0.0
+
+
+def hindsight_ceiling(
+    scores: Sequence[float | None],
+    correct: Sequence[bool],
+    stretch: int = STRETCH,
+    target: float = MAX_AUTONOMOUS_ERROR,
+) -> tuple[float, float]:
+    """(per-stretch, fixed) hindsight autonomy of one reviewer's history: the best
+    threshold chosen per `stretch` gates, and one threshold for the whole history. A rule
+    whose threshold moves can beat the fixed one; none can beat the per-stretch one
+    (within the stretch's resolution), so that is the ceiling autonomy is judged against."""
+    s = np.array([np.nan if x is None else x for x in scores], dtype=float)
+    ok = np.asarray(correct, dtype=bool)
+    n = len(s)
+    per = sum(
+        best_share(s[i : i + stretch], ok[i : i + stretch], 1) * len(s[i : i + stretch]) for i in range(0, n, stretch)
+    )
+    return (per / n if n else 0.0), best_share(s, ok, n)
+
+
+def stretch_errors(
+    alone: Sequence[bool], correct: Sequence[bool], stretch: int = STRETCH, least: int = MIN_STRETCH_ALONE
+) -> list[tuple[int, int, float]]:
+    """(start, answers alone, error) per `stretch` gates with at least `least` answers alone."""
+    a, ok = np.asarray(alone, dtype=bool), np.asarray(correct, dtype=bool)
+    out = []
+    for i in range(0, len(a), stretch):
+        m = a[i : i + stretch]
+        if m.sum() >= least:
+            out.append((i, int(m.sum()), float(1 - ok[i : i + stretch][m].mean())))
+    return out
+
+
+def statement_coverage(
+    stated: Sequence[float | None],
+    alone: Sequence[bool],
+    correct: Sequence[bool],
+    horizon: int = COVERAGE_WINDOW,
+    least: int = MIN_STRETCH_ALONE,
+) -> tuple[float | None, int]:
+    """(share of checks covered, checks). A check is a gate at which a bound is stated
+    (`stated`: the bound, None where the rule states none) and whose next `horizon`
+    gates hold at least `least` answers alone; it is covered when their realized error
+    is within the bound."""
+    a = np.asarray(alone, dtype=bool)
+    wrong = a & ~np.asarray(correct, dtype=bool)
+    ca, cw = np.concatenate([[0], np.cumsum(a)]), np.concatenate([[0], np.cumsum(wrong)])
+    ok = total = 0
+    for t, b in enumerate(stated):
+        if b is None:
+            continue
+        end = min(t + horizon, len(a))
+        k = ca[end] - ca[t]
+        if k >= least:
+            total += 1
+            ok += (cw[end] - cw[t]) / k <= b + 1e-12
+    return (ok / total if total else None), total

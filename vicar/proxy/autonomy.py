@@ -2,10 +2,11 @@
 is within the target.
 
 Every human-answered gate gives a pair (the proxy's score for it, whether its would-be
-answer was right). Over the latest pairs, the rule finds the lowest score threshold t
-such that the one-sided Clopper-Pearson upper bound on the error rate of the pairs
-scoring >= t is <= the target, at confidence 1 - delta. Pure: the calibrate step and
-the replay call the same functions.
+answer was right). Over the latest pairs, the rule tests score thresholds from the
+highest down (fixed-sequence testing, Learn-then-Test) and keeps the lowest one reached
+before the first whose one-sided Clopper-Pearson upper bound on the error rate of the
+pairs scoring >= it exceeds the target, at confidence 1 - delta. Pure: the calibrate
+step and the replay call the same functions.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def required_answers(target: float, delta: float, most: int) -> np.ndarray:
 def find_threshold(
     scores: Iterable[float], correct: Iterable[bool], target: float, delta: float, audit_share: float = 0.0
 ) -> AutonomyRule:
-    """The lowest threshold t (ties included: score >= t) whose bound is <= target.
+    """The lowest threshold t (ties included: score >= t) the fixed sequence reaches.
 
     One sort, then `search`: O(W log W) in all.
     """
@@ -70,12 +71,14 @@ def search(
     delta: float,
     audit_share: float = 0.0,
     most: int | None = None,
+    start: int = 0,
 ) -> AutonomyRule:
     """`find_threshold` over pairs already sorted by score, highest first: one cumulative
     sum, and each candidate threshold is one comparison with the answers its error count
     needs (`required_answers`, for up to `most` pairs: a window passes its size, so a
     growing window does not compute them again at every length); the beta quantile is
-    computed once, for the reported bound."""
+    computed once, for the reported bound. `start`: the fewest pairs a threshold needs
+    to be tested at all (default: the fewest a spotless record passes on)."""
     base = dict(target=target, delta=delta, audit_share=audit_share)
     if not len(scores):
         return AutonomyRule(**base)
@@ -84,15 +87,41 @@ def search(
     ends = np.flatnonzero(np.append(scores[1:] != scores[:-1], True))
     n = ends + 1
     k = errors[ends]
-    proven = n >= required_answers(target, delta, max(most or 0, len(scores)))[k]
-    if proven.any():
-        i = int(np.flatnonzero(proven)[-1])  # the lowest proven threshold: the most pairs
+    need = required_answers(target, delta, max(most or 0, len(scores)))
+    i = fixed_sequence(n >= need[k], n >= max(need[0], start))
+    if i is not None:
         nk, kk = int(n[i]), int(k[i])
         return AutonomyRule(
             threshold=float(scores[ends[i]]), bound=upper_bound(kk, nk, delta), evidence=nk, errors=kk, **base
         )
     total, wrong_total = len(scores), int(errors[-1])
     return AutonomyRule(bound=upper_bound(wrong_total, total, delta), evidence=total, errors=wrong_total, **base)
+
+
+def start_pairs(target: float, delta: float, rate: float) -> int:
+    """The fewest pairs on which an error at `rate` of the target passes the bound (a
+    sequence start chosen on counts alone)."""
+    for n in range(1, 1_000_000):
+        if upper_bound(int(rate * target * n), n, delta) <= target:
+            return n
+    return 1_000_000
+
+
+def fixed_sequence(proven: np.ndarray, testable: np.ndarray) -> int | None:
+    """Learn-then-Test's fixed-sequence step over candidates ordered highest first: from
+    the first testable one (enough pairs that a pass is possible at all: a choice made on
+    the scores' counts, never on a label) down, the last before the first failure.
+    Each candidate is tested at the full delta and yet the family's error stays within
+    delta: a wrong pass needs the first false hypothesis in the sequence to pass. Taking
+    the lowest passing threshold anywhere (the rule before) needs a correction for all
+    the thresholds tried, which it did not make."""
+    start = np.flatnonzero(testable)
+    if not len(start):
+        return None
+    first = int(start[0])
+    fails = np.flatnonzero(~proven[first:])
+    last = first + (int(fails[0]) if len(fails) else len(proven) - first) - 1
+    return last if last >= first else None
 
 
 def audit_draw(principal: str, gate_key: str) -> float:

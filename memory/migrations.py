@@ -157,6 +157,29 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX facts_context ON facts (kind, state, task_type);
     """,
+    # The audit trail (docs/audit.md): gates that ended with no answer (their deadline
+    # passed), kept as their OutcomeRecord JSON but apart from `outcomes`, which teach the
+    # proxy; and reviews of the proxy's autonomous answers, one per gate.
+    """
+    CREATE TABLE unanswered (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        workflow_id TEXT NOT NULL UNIQUE,
+        at TEXT,
+        record TEXT NOT NULL
+    );
+    CREATE TABLE reviews (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        workflow_id TEXT NOT NULL UNIQUE,
+        state TEXT NOT NULL,
+        task_type TEXT NOT NULL,
+        score REAL,
+        verdict TEXT NOT NULL CHECK (verdict IN ('right', 'wrong')),
+        reviewer TEXT NOT NULL,
+        identity TEXT,
+        note TEXT NOT NULL,
+        at TEXT NOT NULL
+    );
+    """,
 ]
 
 COLUMNS = (

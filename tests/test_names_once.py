@@ -16,6 +16,7 @@ from temporalio.workflow import _Definition
 from vicar import contracts as c
 from vicar import errors
 from vicar.workflows import search_attributes as sa
+from vicar.workflows.audit import AuditWorkflow, ReviewWorkflow
 from vicar.workflows.brain import BrainWorkflow
 from vicar.workflows.consolidation import ConsolidationWorkflow
 from vicar.workflows.gate import GateWorkflow
@@ -26,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # memory/ is the ground floor: its chunks have a "human_response" field, nothing Temporal names.
 SOURCE_DIRS = ("vicar", "workflows", "activities")
 WORKFLOWS = (BrainWorkflow, ConsolidationWorkflow, GateWorkflow, MoveWorkflow, SessionWorkflow)
+WORKFLOWS += (AuditWorkflow, ReviewWorkflow)
 NAMES = {
     "workflow name": c.WORKFLOW_NAMES,
     "signal": c.SIGNALS,

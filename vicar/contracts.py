@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from vicar.audit_models import Review
 from vicar.brain_models import BrainConfig, TurnRequest
 from vicar.errors import STORE_UNAVAILABLE  # noqa: F401  (error types are named in vicar/errors.py)
 from vicar.memory.consolidation_plan import ConsolidationPlan
@@ -173,12 +174,15 @@ class TurnAsk(BaseModel):
 class Notice(BaseModel):
     """What the webhook receives (JSON POST) when a gate escalates or its deadline passes."""
 
-    event: Literal["escalated", "timed_out"] = Field(description="What happened to the gate.")
+    event: Literal["escalated", "timed_out", "overruled"] = Field(
+        description="What happened to the gate (overruled: a reviewer marked the proxy's answer wrong afterwards)."
+    )
     event_id: str = Field(
         description="<workflow id>/<event>: the same for every retry of one notice (also the Idempotency-Key header)."
     )
     gate: GateDetails = Field(description="The gate as it is now.")
     deadline: datetime | None = Field(None, description="When the gate stops waiting, if it has a deadline.")
+    review: "Review | None" = Field(None, description="The review that overruled the answer (event overruled).")
 
 
 class TurnTicket(BaseModel):
@@ -343,3 +347,27 @@ class MoveReport(BaseModel):
     moved: bool  # False: it was there already
     outcomes: int = 0
     archive_bytes: int = 0
+
+
+# The audit trail (docs/audit.md): one page of a principal's gate records read where the
+# memory is (AuditPageRequest -> AuditPage), and a review of an answer the proxy gave alone
+# (ReviewRequest -> ReviewResult); each runs on the memory's shard after LOCATE_MEMORY.
+AUDIT_WORKFLOW = "VicarAudit"
+REVIEW_WORKFLOW = "VicarReview"
+WORKFLOW_NAMES = WORKFLOW_NAMES + (AUDIT_WORKFLOW, REVIEW_WORKFLOW)
+LOCATE_MEMORY = "locate_memory"  # principal -> MemoryPlace
+AUDIT_PAGE = "audit_page"
+RECORD_REVIEW = "record_review"
+RECORD_UNANSWERED = "record_unanswered"  # OutcomeRecord -> bool (new): a gate that ended with no answer
+# A gate whose deadline passes records itself in the audit trail; gates started before
+# this end without that step.
+AUDIT_UNANSWERED = "audit-unanswered"
+PATCH_IDS = PATCH_IDS + (AUDIT_UNANSWERED,)
+
+
+def audit_workflow_id(principal: str, page_id: str) -> str:
+    return f"vicar-audit/{principal}/{page_id}"
+
+
+def review_workflow_id(review_id: str) -> str:
+    return f"vicar-review/{review_id}"

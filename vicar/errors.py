@@ -13,6 +13,7 @@ typo from a dead server without parsing text:
     8  pending: the gate has no result yet (`vicar gate result` without waiting, or its wait ran out)
     9  not installed: the command needs an optional part of the install (an extra, or the model's weights)
    15  disk full: a principal's memory cannot be written for want of space (nothing is damaged)
+   16  not reviewable: `vicar review` on a gate the proxy did not answer alone
 
 `vicar gate start --wait` ends with the gate's outcome: 0 approve (or a question's
 answer), 10 correct, 11 reject, 12 hold, 13 withdraw, 14 timed out (nobody answered
@@ -47,6 +48,7 @@ INVALID_STEP_INPUT = "InvalidInput"  # a move step's input
 TRANSFER_ERROR = "TransferError"
 BRAIN_UNUSABLE = "BrainUnusable"
 ANSWER_NOT_IN_HISTORY = "AnswerNotInHistory"  # retryable: the event is not in history yet
+NO_MEMORY = "NoMemory"  # the audit trail of a principal with no memory on this deployment
 ERROR_TYPES = (
     INVALID_GATE_REQUEST,
     INVALID_MOVE_INPUT,
@@ -59,6 +61,7 @@ ERROR_TYPES = (
     TRANSFER_ERROR,
     BRAIN_UNUSABLE,
     ANSWER_NOT_IN_HISTORY,
+    NO_MEMORY,
 )
 
 
@@ -85,6 +88,12 @@ class NotResponding(VicarError):
 
 class Pending(VicarError):
     exit_code = 8
+
+
+class NotReviewable(VicarError):
+    """A review of a gate the proxy did not answer alone (docs/audit.md)."""
+
+    exit_code = 16
 
 
 class DataDirBusy(Conflict):

@@ -386,6 +386,9 @@ class OutcomeRecord(BaseModel):
     at: datetime | None = None  # workflow time of the answer (None in a clockless replay)
     dialog: list[DialogTurn] = Field(default_factory=list)
     calibration: Calibration | None = None
+    # For the audit trail (docs/audit.md), workflow times; None in records kept before them.
+    started_at: datetime | None = None
+    escalated_at: datetime | None = None
 
 
 class GateResult(BaseModel):

@@ -28,6 +28,7 @@ from temporalio.worker import Worker
 
 from vicar import ops, settings_env
 from vicar import workflows as workflow_package
+from vicar.activities.audit import AuditActivities
 from vicar.activities.move import MoveActivities
 from vicar.activities.notify import NotifyActivities
 from vicar.activities.proxy import ProxyActivities
@@ -46,6 +47,7 @@ from vicar.proxy.select import predictor_from_env
 from vicar.server import SharedServer, env_configured, use_embedded
 from vicar.shard_claims import check_claims, worker_identity
 from vicar.sharding import shard_queue
+from vicar.workflows.audit import AuditWorkflow, ReviewWorkflow
 from vicar.workflows.brain import BrainWorkflow
 from vicar.workflows.consolidation import ConsolidationWorkflow
 from vicar.workflows.gate import GateWorkflow
@@ -115,11 +117,13 @@ def build_worker(
     sessions = SessionActivities(client, registry, settings, task_queue, predictor)
     moves = MoveActivities(client, registry, settings, forget=predictor.forget)
     notices = NotifyActivities(settings)
+    audits = AuditActivities(client, registry, settings)
     grace = timedelta(seconds=settings.ops.shutdown_grace_seconds)
     executor = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="vicar-act")
-    workflows = [GateWorkflow, BrainWorkflow, SessionWorkflow, ConsolidationWorkflow, MoveWorkflow]
-    shared = acts.shared() + sessions.shared() + moves.shared() + notices.shared()
-    memory = acts.memory() + sessions.memory() + moves.memory()
+    workflows = [GateWorkflow, BrainWorkflow, SessionWorkflow, ConsolidationWorkflow, MoveWorkflow, AuditWorkflow]
+    workflows.append(ReviewWorkflow)
+    shared = acts.shared() + sessions.shared() + moves.shared() + notices.shared() + audits.shared()
+    memory = acts.memory() + sessions.memory() + moves.memory() + audits.memory()
     if settings.shard_count is None:
         worker = Worker(
             client,

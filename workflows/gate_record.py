@@ -34,6 +34,9 @@ RECORD: dict[str, Any] = dict(
 
 
 class GateRecord(GateState):
+    # The consult the result was built from: what a gate nobody answered keeps for the audit trail.
+    _audited_consult: c.ConsultResult | None = None
+
     async def _release(self, req: GateRequest) -> None:
         self._turn_owed = False
         await self.release_turn(c.TurnAsk(principal=req.principal, turn=self._turn(req)))
@@ -41,6 +44,8 @@ class GateRecord(GateState):
     async def _finish(self, req: GateRequest, result: GateResult) -> GateResult:
         """Tell the session the gate is done (its memory is ready for consolidation)."""
         gate_metrics.finished(req, result, self._escalated_at)
+        if result.timed_out and workflow.patched(c.AUDIT_UNANSWERED):
+            await self._record_unanswered(req, result)
         if self._in_session:
             try:
                 await workflow.get_external_workflow_handle(
@@ -124,6 +129,8 @@ class GateRecord(GateState):
             at=workflow.now(),
             dialog=list(self._dialog),
             calibration=consulted.calibration,
+            started_at=workflow.info().start_time,
+            escalated_at=self._details.escalated_at if self._details else None,
         )
         wait = timedelta(seconds=1)
         note = self._details.calibration_note if self._details else ""
@@ -143,6 +150,31 @@ class GateRecord(GateState):
             await workflow.sleep(wait)
             wait = min(wait * 2, REPAIR_WAIT_CAP)
 
+    async def _record_unanswered(self, req: GateRequest, result: GateResult) -> None:
+        """Keep a gate nobody answered in the audit trail (apart from the outcomes, which
+        teach the proxy). A few attempts: the gate's result stands without it."""
+        consulted = self._audited_consult
+        record = OutcomeRecord(
+            request=req,
+            n=result.n,
+            workflow_id=workflow.info().workflow_id,
+            action=result.action,
+            response_text=result.text,
+            answered_by=AnsweredBy.nobody,
+            prior=consulted.prior if consulted else None,
+            posterior=consulted.posterior if consulted else None,
+            surprise=consulted.surprise if consulted else None,
+            at=workflow.now(),
+            dialog=list(self._dialog),
+            calibration=consulted.calibration if consulted else None,
+            started_at=workflow.info().start_time,
+            escalated_at=self._details.escalated_at if self._details else None,
+        )
+        try:
+            await self._step(c.RECORD_UNANSWERED, record, result_type=bool, options=RECORD)
+        except (ActivityError, ApplicationError) as exc:
+            workflow.logger.warning("gate %s: not kept in the audit trail: %s", req.gate_id, _cause(exc))
+
     def _set_status(self, status: GateStatus, confidence: float | None = None) -> None:
         assert self._details is not None
         self._details.status = status
@@ -154,6 +186,7 @@ class GateRecord(GateState):
     def _result(
         self, req, n, action, text, consulted: c.ConsultResult, *, escalated, answered_by, responder
     ) -> GateResult:
+        self._audited_consult = consulted
         return GateResult(
             gate_id=req.gate_id,
             principal=req.principal,

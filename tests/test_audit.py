@@ -1,0 +1,223 @@
+"""The audit trail (docs/audit.md), on a real server, a real worker and real stores: the
+records of human-answered, autonomous and timed-out gates exported by `vicar` processes
+that have their own, empty data directory (they reach the records through Temporal
+only), as JSON lines and CSV, since a time, in many small pages, across principals; and
+reviews of autonomous answers, with the `overruled` webhook a local receiver gets."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+import os
+import sys
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import pytest_asyncio
+
+from vicar.audit_models import AuditRecord, csv_columns
+from vicar.errors import Conflict, NotFound, NotReviewable
+from vicar.gates import start_gate
+from vicar.models import GateResult
+from vicar.proxy.outcomes import INTERACTIONS_FILE
+from vicar.proxy.reviews import review_labels
+from vicar.responders import save_allowed
+
+from .conftest import LOOSE_AUTONOMY, VicarHarness
+from .test_deadline import Receiver
+from .test_gate import run_answering
+
+
+@dataclass
+class World:
+    h: VicarHarness
+    receiver: Receiver
+    client_dir: Path
+    p: str
+    q: str
+    results: dict[str, GateResult] = field(default_factory=dict)  # gate id -> result, p's gates in order
+    q_gate: str = ""
+
+
+@pytest_asyncio.fixture(scope="module")
+async def world(temporal_env, embedder, tmp_path_factory):
+    from vicar.config import CalibrationParams, Settings
+    from vicar.memory.principal import MemoryRegistry
+    from vicar.worker import build_worker
+
+    receiver = Receiver(fail_first=0)
+    home = tmp_path_factory.mktemp("audit")
+    settings = Settings(
+        data_dir=home / "worker", calibration=CalibrationParams(autonomy=LOOSE_AUTONOMY), webhook_url=receiver.url
+    )
+    task_queue = f"tq-{uuid.uuid4().hex[:8]}"
+    registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
+    worker, _ = build_worker(temporal_env.client, settings, registry=registry, task_queue=task_queue)
+    try:
+        async with worker:
+            h = VicarHarness(temporal_env.client, task_queue, registry, settings)
+            w = World(h, receiver, home / "client", h.principal(), h.principal())
+            alone = 0
+            for i in range(10):  # human answers until the proxy answers alone, twice
+                req = h.request(w.p, task_type="docs", artifact=f"Fix typo number {i} in the installation guide.")
+                w.results[req.gate_id] = await run_answering(h, req)
+                alone += not w.results[req.gate_id].escalated
+                if alone == 2:
+                    break
+            req = h.request(w.p, escalation_mode="always", deadline_seconds=2, artifact="Drop the users table.")
+            w.results[req.gate_id] = await (await start_gate(h.client, req, task_queue)).result()
+            req = h.request(w.q, artifact="Add an index.")
+            w.q_gate = req.gate_id
+            await run_answering(h, req, action="reject", text="Not this week.")
+            yield w
+    finally:
+        registry.close()
+        receiver.server.shutdown()
+
+
+async def vicar(w: World, *args: str) -> tuple[int, str, str]:
+    """A `vicar` process with its own data directory: it reaches only Temporal."""
+    env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": w.h.client.service_client.config.target_host,
+        "VICAR_TASK_QUEUE": w.h.task_queue,
+        "VICAR_DATA_DIR": str(w.client_dir),
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "vicar.cli",
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+def jsonl(out: str) -> list[AuditRecord]:
+    return [AuditRecord.model_validate_json(line) for line in out.splitlines() if line.strip()]
+
+
+async def test_export_holds_every_gate_as_it_happened_from_a_machine_without_the_memory(world):
+    w = world
+    code, out, err = await vicar(w, "audit", "export", "--principal", w.p, "--page-bytes", "1000")
+    assert code == 0, err
+    records = jsonl(out)
+    assert [r.gate_id for r in records] == list(w.results)  # one per gate, in the order they ended
+    assert not (w.client_dir / "principals" / w.p).exists()  # read through Temporal, not from disk
+    pages = int(err.split(" records in ")[1].split()[0])
+    assert pages >= len(records) // 2 > 1, err  # 1000-byte pages: a record or two each
+    kinds = {"human": 0, "proxy": 0, "nobody": 0}
+    for r in records:
+        res = w.results[r.gate_id]
+        kinds[r.answered_by] += 1
+        assert (r.principal, r.workflow_id, r.n) == (w.p, f"vicar-gate/{r.gate_id}", res.n)
+        assert r.answered_by == res.answered_by.value and r.action == res.action.value and r.words == res.text
+        assert r.question == "Approve or revise the proposed plan." and r.artifact_hash and r.artifact_excerpt
+        assert (r.guard, r.confidence) == (res.calibration_guard, res.confidence)
+        assert (r.threshold, r.bound) == (res.autonomy_threshold, res.autonomy_bound)
+        assert r.started_at is not None and r.answered_at is not None and r.started_at <= r.answered_at
+        assert r.score is not None and r.escalated == res.escalated
+        if r.escalated:
+            assert r.escalated_at is not None and r.started_at <= r.escalated_at <= r.answered_at
+        else:
+            assert r.escalated_at is None
+        if r.answered_by == "human":
+            assert r.responder == "alice" and r.responder_identity == res.responder_identity is not None
+        if r.answered_by == "proxy":
+            assert r.responder is None and r.proxy_action == r.action and r.threshold is not None
+            # The memories it used: ids resolved to what they say (earlier docs gates).
+            assert r.memories and all(m.excerpt for m in r.memories)
+            assert any("docs" in m.excerpt and "approve" in m.excerpt for m in r.memories)
+        if r.answered_by == "nobody":
+            assert r.timed_out and r.action == "hold" and r.words.startswith("No answer by the deadline")
+            assert (r.answered_at - r.escalated_at).total_seconds() >= 1.5
+            assert r.artifact_excerpt == "Drop the users table."
+    assert kinds["proxy"] == 2 and kinds["nobody"] == 1 and kinds["human"] >= 2
+    # The worker's own log of interactions never had the timed-out gate.
+    timed_out = next(r.gate_id for r in records if r.timed_out)
+    side = (w.h.settings.principals_dir / w.p / INTERACTIONS_FILE).read_text()
+    assert len(side.splitlines()) == len(records) - 1 and timed_out not in side
+
+
+async def test_csv_since_and_every_principal(world):
+    w = world
+    code, out, err = await vicar(w, "audit", "export", "--principal", w.p, "-o", "csv")
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert list(rows[0]) == csv_columns() and [r["gate_id"] for r in rows] == list(w.results)
+    proxy = next(r for r in rows if r["answered_by"] == "proxy")
+    assert json.loads(proxy["memories"])[0]["excerpt"] and float(proxy["score"]) > 0
+    # Since the third gate's answer: the gates from it on.
+    third = rows[2]["answered_at"]
+    code, out, err = await vicar(w, "audit", "export", "--principal", w.p, "--since", third)
+    assert code == 0, err
+    later = jsonl(out)
+    assert [r.gate_id for r in later] == list(w.results)[2:]
+    assert all(r.answered_at >= datetime.fromisoformat(third) for r in later)
+    # Every principal of this deployment (brains on its task queue).
+    code, out, err = await vicar(w, "audit", "export")
+    assert code == 0, err
+    records = jsonl(out)
+    assert {r.principal for r in records} == {w.p, w.q} and len(records) == len(w.results) + 1
+    q = next(r for r in records if r.principal == w.q)
+    assert (q.gate_id, q.action, q.words, q.answered_by) == (w.q_gate, "reject", "Not this week.", "human")
+    assert f"{len(records)} records of 2 principals" in err
+    code, _, err = await vicar(w, "audit", "export", "--principal", "nobody-here")
+    assert code == NotFound.exit_code and err.startswith("error: ") and len(err.splitlines()) == 1, err
+
+
+async def test_review_labels_an_autonomous_answer_and_a_wrong_one_is_overruled(world):
+    w = world
+    alone = [g for g, r in w.results.items() if r.answered_by.value == "proxy"]
+    human = next(g for g, r in w.results.items() if r.answered_by.value == "human")
+    timed_out = next(g for g, r in w.results.items() if r.timed_out)
+    wrong, right = alone
+    code, out, err = await vicar(w, "review", wrong, "wrong", "--note", "the guide was frozen", "--reviewer", "bob")
+    assert code == 0, err
+    assert "recorded" in out and "overruled" in out
+    overruled = [(b, k) for b, k in w.receiver.posts if b["event"] == "overruled"]
+    assert len(overruled) == 1
+    body, key = overruled[0]
+    assert key == body["event_id"] == f"vicar-gate/{wrong}/overruled"
+    assert body["gate"]["gate_id"] == wrong and body["gate"]["proxy_action"] == w.results[wrong].action.value
+    assert (body["review"]["verdict"], body["review"]["reviewer"]) == ("wrong", "bob")
+    assert body["review"]["note"] == "the guide was frozen" and body["review"]["identity"]
+    # Once per gate: the same again changes nothing; the other verdict is refused.
+    code, out, err = await vicar(w, "review", wrong, "wrong", "--reviewer", "bob")
+    assert code == 0 and "already recorded" in out, err
+    code, _, err = await vicar(w, "review", wrong, "right", "--reviewer", "carol")
+    assert code == Conflict.exit_code and "reviewed wrong by bob" in err, err
+    # Only answers the proxy gave alone; nothing for a gate that does not exist.
+    for gate in (human, timed_out):
+        code, _, err = await vicar(w, "review", gate, "wrong", "--reviewer", "bob")
+        assert code == NotReviewable.exit_code and len(err.splitlines()) == 1, err
+    code, _, err = await vicar(w, "review", "no-such-gate", "wrong", "--reviewer", "bob")
+    assert code == NotFound.exit_code and len(err.splitlines()) == 1, err
+    # The principal's allow-list decides who may review too.
+    save_allowed(w.h.settings.principals_dir, w.p, ["alice"])
+    code, _, err = await vicar(w, "review", right, "right", "--reviewer", "mallory")
+    assert code == Conflict.exit_code and "mallory" in err, err
+    code, _, err = await vicar(w, "review", right, "right", "--reviewer", "alice")
+    assert code == 0, err
+    labels = review_labels(w.h.registry.get(w.p).store)
+    assert [(x.workflow_id, x.right, x.reviewer) for x in labels] == [
+        (f"vicar-gate/{wrong}", False, "bob"),
+        (f"vicar-gate/{right}", True, "alice"),
+    ]
+    assert labels[0].note == "the guide was frozen" and 0 < labels[0].score <= 1
+    assert labels[0].state == "PLAN_ASSERT" and labels[0].task_type == "docs" and labels[0].seq < labels[1].seq
+    assert len([b for b, _ in w.receiver.posts if b["event"] == "overruled"]) == 2  # the repeat, same event id
+    code, out, err = await vicar(w, "audit", "export", "--principal", w.p)
+    reviewed = {r.gate_id: r.review for r in jsonl(out) if r.review}
+    assert {g: (rv.verdict, rv.reviewer) for g, rv in reviewed.items()} == {
+        wrong: ("wrong", "bob"),
+        right: ("right", "alice"),
+    }

@@ -17,20 +17,19 @@ import uuid
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from vicar import contracts as c
 from vicar.brain_models import BrainStatus
-from vicar.codec import data_converter
 from vicar.config import MemoryParams
 from vicar.errors import InvalidInput
 from vicar.memory.principal import MemoryRegistry
 from vicar.sharding import shard_of
 
 from .conftest import VicarHarness
+from .shard_homes import sharded, two_homes
 from .test_gate import run_answering
-from .test_shards import sharded
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -115,27 +114,6 @@ def test_the_move_activities_refuse_ids_that_leave_the_data_dir(tmp_path, embedd
     registry.close()
 
 
-async def _memory_on_shard_0(temporal_env, embedder, settings, tmp_path, n_gates: int = 2):
-    """Two sharded workers with their own data directories, and a principal of shard 0
-    with a memory built by real gates."""
-    from vicar.worker import build_worker
-
-    base = sharded(settings, 2)
-    task_queue = f"tq-{uuid.uuid4().hex[:8]}"
-    homes = [base.model_copy(update={"data_dir": tmp_path / f"home-{k}"}) for k in range(2)]
-    registries = [MemoryRegistry(s.principals_dir, lambda: embedder, s.memory) for s in homes]
-    clients = [
-        temporal_env.client,
-        await Client.connect(temporal_env.client.service_client.config.target_host, data_converter=data_converter()),
-    ]
-    groups = [
-        build_worker(clients[k], s, registry=r, task_queue=task_queue, shards=[k])[0]
-        for k, (s, r) in enumerate(zip(homes, registries))
-    ]
-    p = next(q for q in (f"hm-{uuid.uuid4().hex[:6]}-{i}" for i in range(100)) if shard_of(q, 2) == 0)
-    return base, task_queue, homes, registries, groups, p
-
-
 async def test_a_hand_started_move_with_a_hostile_input_fails_at_once_and_deletes_nothing(
     temporal_env, embedder, settings, tmp_path
 ):
@@ -143,9 +121,7 @@ async def test_a_hand_started_move_with_a_hostile_input_fails_at_once_and_delete
     absolute path) completed "moved" and deleted the victim directory. Now the workflow
     fails in its first task with one line, non-retryable, before taking any turn; the
     victim and the memory are intact, and a good move afterwards still works."""
-    base, task_queue, homes, registries, groups, p = await _memory_on_shard_0(
-        temporal_env, embedder, settings, tmp_path
-    )
+    base, task_queue, homes, registries, groups, p = await two_homes(temporal_env, embedder, settings, tmp_path, "hm")
     target = victim(tmp_path)
     assert (homes[0].data_dir / "moves" / "../../victimdir").resolve() == target.resolve()
     async with groups[0], groups[1]:

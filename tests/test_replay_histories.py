@@ -20,7 +20,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import uuid
 from pathlib import Path
 
 import pytest
@@ -124,27 +123,10 @@ async def _record_endings(h) -> dict[str, WorkflowHistory]:
 
 async def _record_move(temporal_env, embedder, settings, tmp_path) -> dict[str, WorkflowHistory]:
     """A principal moved from shard 0 to shard 1 (two workers, as in test_shards.py)."""
-    from temporalio.client import Client
-
-    from vicar.memory.principal import MemoryRegistry
-    from vicar.sharding import shard_of
-    from vicar.worker import build_worker
-
+    from .shard_homes import two_homes
     from .test_gate import run_answering
 
-    base = settings.model_copy(update=dict(shard_count=2, shard_wait_seconds=60.0))
-    task_queue = f"tq-{uuid.uuid4().hex[:8]}"
-    homes = [base.model_copy(update={"data_dir": tmp_path / f"home-{k}"}) for k in range(2)]
-    registries = [MemoryRegistry(s.principals_dir, lambda: embedder, s.memory) for s in homes]
-    clients = [
-        temporal_env.client,
-        await Client.connect(temporal_env.client.service_client.config.target_host, data_converter=data_converter()),
-    ]
-    groups = [
-        build_worker(clients[k], s, registry=r, task_queue=task_queue, shards=[k])[0]
-        for k, (s, r) in enumerate(zip(homes, registries))
-    ]
-    p = next(q for q in (f"rp-{uuid.uuid4().hex[:6]}-{i}" for i in range(100)) if shard_of(q, 2) == 0)
+    base, task_queue, homes, registries, groups, p = await two_homes(temporal_env, embedder, settings, tmp_path, "rp")
     try:
         async with groups[0], groups[1]:
             h = VicarHarness(temporal_env.client, task_queue, registries[0], base)

@@ -9,11 +9,9 @@ import asyncio
 import uuid
 
 import pytest
-from temporalio.client import Client
 
 from vicar import contracts as c
 from vicar.brain_models import BrainStatus
-from vicar.codec import data_converter
 from vicar.errors import Conflict, InvalidInput
 from vicar.gates import answer_gate
 from vicar.memory.principal import MemoryRegistry
@@ -21,6 +19,7 @@ from vicar.models import GateResult, HumanAnswer
 from vicar.sharding import parse_count, parse_shards, shard_of
 
 from .conftest import VicarHarness, wait_for
+from .shard_homes import sharded, two_homes
 from .test_broken_store import wait_proxy_error
 from .test_gate import run_answering
 
@@ -52,10 +51,6 @@ def test_shard_of_is_stable_and_spreads():
     for i in range(600):
         counts[shard_of(f"principal-{i}", 6)] += 1
     assert min(counts) > 60, counts  # about 100 each
-
-
-def sharded(settings, count: int, shard_wait: float = 60.0):
-    return settings.model_copy(update=dict(shard_count=count, shard_wait_seconds=shard_wait))
 
 
 async def test_a_sharded_worker_routes_every_memory_step_to_the_principals_shard(temporal_env, embedder, settings):
@@ -153,23 +148,9 @@ async def test_a_principal_moves_to_another_shard_with_its_memory(temporal_env, 
     one mid-move is in test_multiworker.py): the memory goes to the new owner, verified,
     the old copy goes, and the next gate runs on the new shard with what was learned."""
     from vicar.models import GateResult
-    from vicar.worker import build_worker
 
-    base = sharded(settings, 2)
-    task_queue = f"tq-{uuid.uuid4().hex[:8]}"
-    homes = [base.model_copy(update={"data_dir": tmp_path / f"home-{k}"}) for k in range(2)]
-    registries = [MemoryRegistry(s.principals_dir, lambda: embedder, s.memory) for s in homes]
-    # A client each, as two processes would have: the SDK allows one worker per task
-    # queue and client.
-    clients = [
-        temporal_env.client,
-        await Client.connect(temporal_env.client.service_client.config.target_host, data_converter=data_converter()),
-    ]
-    groups = [
-        build_worker(clients[k], s, registry=r, task_queue=task_queue, shards=[k])[0]
-        for k, (s, r) in enumerate(zip(homes, registries))
-    ]
-    p = next(q for q in (f"mv-{i}" for i in range(100)) if shard_of(q, 2) == 0)
+    two = await two_homes(temporal_env, embedder, settings, tmp_path, "mv")
+    base, task_queue, homes, registries, groups, p = two
     async with groups[0], groups[1]:
         h = VicarHarness(temporal_env.client, task_queue, registries[0], base)
         before = [await run_answering(h, h.request(p, task_type="docs", artifact=f"Fix typo {i}.")) for i in range(3)]
@@ -202,8 +183,7 @@ async def test_a_principal_moves_to_another_shard_with_its_memory(temporal_env, 
             result_type=c.MoveReport,
         )
         assert not again.moved
-    for r in registries:
-        r.close()
+    two.close()
 
 
 async def test_a_second_machine_on_a_served_shard_is_refused(temporal_env, tmp_path):

@@ -180,6 +180,12 @@ MIGRATIONS: list[str] = [
         at TEXT NOT NULL
     );
     """,
+    # The autonomy rule's evidence weighs an audited pair by the inverse of the audit's
+    # probability (docs/autonomy-bound.md): kept with the pair; NULL (older rows, and a
+    # gate the human answered anyway) is a pair labelled with probability 1.
+    """
+    ALTER TABLE autonomy_pairs ADD COLUMN audit_p REAL;
+    """,
 ]
 
 COLUMNS = (

@@ -17,15 +17,22 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+import jsonschema
 import pytest_asyncio
+from temporalio.worker import Replayer
 
-from vicar.audit_models import AuditRecord, csv_columns
+from vicar import contracts as c
+from vicar.audit_models import AuditPage, AuditPageRequest, AuditRecord, ReviewRequest, ReviewResult, csv_columns
+from vicar.codec import data_converter
 from vicar.errors import Conflict, NotFound, NotReviewable
 from vicar.gates import start_gate
 from vicar.models import GateResult
 from vicar.proxy.outcomes import INTERACTIONS_FILE
 from vicar.proxy.reviews import review_labels
 from vicar.responders import save_allowed
+from vicar.schema import document
+from vicar.workflows.audit import AuditWorkflow, ReviewWorkflow
+from vicar.workflows.gate import GateWorkflow
 
 from .conftest import LOOSE_AUTONOMY, VicarHarness
 from .test_deadline import Receiver
@@ -111,6 +118,9 @@ async def test_export_holds_every_gate_as_it_happened_from_a_machine_without_the
     assert code == 0, err
     records = jsonl(out)
     assert [r.gate_id for r in records] == list(w.results)  # one per gate, in the order they ended
+    schema = document()["schemas"]["AuditRecord"]  # what `vicar schema` publishes
+    for line in out.splitlines():
+        jsonschema.validate(json.loads(line), schema)
     assert not (w.client_dir / "principals" / w.p).exists()  # read through Temporal, not from disk
     pages = int(err.split(" records in ")[1].split()[0])
     assert pages >= len(records) // 2 > 1, err  # 1000-byte pages: a record or two each
@@ -221,3 +231,43 @@ async def test_review_labels_an_autonomous_answer_and_a_wrong_one_is_overruled(w
         wrong: ("wrong", "bob"),
         right: ("right", "alice"),
     }
+
+
+async def test_the_audit_workflows_and_a_timed_out_gate_replay(world):
+    """What the audit page, the review and a gate that times out (with its new audit step)
+    record replays; with VICAR_RECORD_HISTORIES set, the histories are kept for
+    tests/test_replay_histories.py (see there how to record)."""
+    w = world
+    h = w.h
+    page = await h.client.start_workflow(
+        c.AUDIT_WORKFLOW,
+        AuditPageRequest(principal=w.p, max_bytes=2000),
+        id=c.audit_workflow_id(w.p, uuid.uuid4().hex),
+        task_queue=h.task_queue,
+        result_type=AuditPage,
+    )
+    assert (await page.result()).records
+    wrong = next(g for g, r in w.results.items() if r.answered_by.value == "proxy")
+    review = await h.client.start_workflow(
+        c.REVIEW_WORKFLOW,
+        ReviewRequest(principal=w.p, gate_workflow_id=f"vicar-gate/{wrong}", verdict="wrong", reviewer="alice"),
+        id=c.review_workflow_id(uuid.uuid4().hex),
+        task_queue=h.task_queue,
+        result_type=ReviewResult,
+    )
+    assert (await review.result()).review is not None
+    timed_out = next(g for g, r in w.results.items() if r.timed_out)
+    histories = {
+        "audit-page": await page.fetch_history(),
+        "review": await review.fetch_history(),
+        "gate-deadline-audit": await h.client.get_workflow_handle(c.gate_workflow_id(timed_out)).fetch_history(),
+    }
+    replayer = Replayer(workflows=[GateWorkflow, AuditWorkflow, ReviewWorkflow], data_converter=data_converter())
+    for name, history in histories.items():
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        assert result.replay_failure is None, f"{name}: {result.replay_failure}"
+    if os.environ.get("VICAR_RECORD_HISTORIES"):
+        from .test_replay_histories import _save
+
+        # The gate's own recordings come from test_replay_histories.py (its deadline history).
+        _save(os.environ["VICAR_RECORD_HISTORIES"], {k: histories[k] for k in ("audit-page", "review")})

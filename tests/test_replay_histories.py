@@ -34,6 +34,7 @@ from vicar.codec import AesGcmCodec, data_converter, parse_keys
 from vicar.gates import answer_gate, start_gate
 from vicar.models import HumanAnswer
 from vicar.responders import save_allowed
+from vicar.workflows.audit import AuditWorkflow, ReviewWorkflow
 from vicar.workflows.brain import BrainWorkflow
 from vicar.workflows.consolidation import ConsolidationWorkflow
 from vicar.workflows.gate import GateWorkflow
@@ -49,6 +50,7 @@ REPLAY_KEY = "replay:" + base64.b64encode(hashlib.sha256(b"vicar replay historie
 # The recorded brain continues as new after this many grants.
 CONTINUE_AFTER = 3
 WORKFLOWS = [GateWorkflow, BrainWorkflow, SessionWorkflow, ConsolidationWorkflow, MoveWorkflow]
+WORKFLOWS += [AuditWorkflow, ReviewWorkflow]  # their histories: tests/test_audit.py records them
 
 
 async def _record_all(h) -> dict[str, WorkflowHistory]:

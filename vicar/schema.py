@@ -10,6 +10,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from vicar import contracts as c
+from vicar.audit_models import AuditRecord
 from vicar.config import TASK_QUEUE
 from vicar.errors import INVALID_GATE_REQUEST
 from vicar.models import GateDetails, GateRequest, GateResult, HumanAnswer
@@ -22,6 +23,7 @@ PAYLOADS: dict[str, type[BaseModel]] = {
     "HumanAnswer": HumanAnswer,
     "GateDetails": GateDetails,
     "Notice": c.Notice,
+    "AuditRecord": AuditRecord,  # one line of `vicar audit export` (docs/audit.md)
 }
 
 
@@ -51,6 +53,8 @@ def interface() -> dict:
             "method": "POST (VICAR_WEBHOOK_URL), Content-Type application/json",
             "headers": {"Idempotency-Key": "the notice's event_id: a retried notice carries the same"},
         },
+        "audit_trail": "`vicar audit export` writes AuditRecord, one per gate (docs/audit.md); "
+        "a webhook Notice with event overruled carries the Review that overruled the proxy's answer",
         "search_attributes": [key.name for key in sa.ALL],
     }
 

@@ -14,7 +14,7 @@ from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, Calibration, GateRequest, OutcomeRecord, PassResult
 from vicar.proxy.autonomy import PairWindow, find_threshold, upper_bound
 from vicar.proxy.consult import autonomy_rule
-from vicar.proxy.ledger import autonomy_pairs
+from vicar.proxy.ledger import autonomy_pairs, labelled_pairs
 from vicar.proxy.outcomes import record_outcome
 
 
@@ -246,3 +246,19 @@ def test_environment_defaults(monkeypatch):
     monkeypatch.setenv("VICAR_AUTONOMY_AUDIT_SHARE", "1.5")
     with pytest.raises(InvalidInput, match="VICAR_AUTONOMY_AUDIT_SHARE"):
         Settings.from_env()
+
+
+def test_an_audited_pair_keeps_its_audit_probability(tmp_path, embedder):
+    p = "carol"
+    memory = PrincipalMemory(p, tmp_path, embedder, MemoryParams())
+    try:
+        audited = outcome(p, 1, "approve", "approve", 0.97, guard="audit")
+        audited.calibration.audit_share = 0.05
+        record_outcome(memory, audited, artifacts=False)
+        record_outcome(memory, outcome(p, 2, "reject", "approve", 0.4), artifacts=False)  # escalated: no weight
+        pairs = labelled_pairs(memory.store, "gate")
+        assert [(x.score, x.correct, x.audit_p) for x in pairs] == [(0.97, True, 0.05), (0.4, False, None)]
+        assert (pairs[0].state, pairs[0].task_type) == ("PLAN_ASSERT", "docs")
+        assert [x.seq for x in labelled_pairs(memory.store, "gate", after_seq=pairs[0].seq)] == [pairs[1].seq]
+    finally:
+        memory.close()

@@ -353,6 +353,7 @@ class Calibration(BaseModel):
     evidence: int = 0
     errors: int = 0
     target: float | None = None
+    audit_share: float | None = None  # the rule's audit probability (an audit's pair weighs its inverse)
     censors: list[str] = Field(default_factory=list)  # ids of the censors that fired (block or warn)
 
 

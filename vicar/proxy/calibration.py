@@ -99,7 +99,12 @@ def calibrate(confidence: float, inp: CalibrationInputs, params: CalibrationPara
     numbers: dict = dict(censors=[h.censor_id for h in inp.censors])
     if rule:
         numbers |= dict(
-            threshold=rule.threshold, bound=rule.bound, evidence=rule.evidence, errors=rule.errors, target=rule.target
+            threshold=rule.threshold,
+            bound=rule.bound,
+            evidence=rule.evidence,
+            errors=rule.errors,
+            target=rule.target,
+            audit_share=rule.audit_share,
         )
     # A warning withholds nothing: its reason goes with the note, whoever answers.
     warns = "".join(f" | {censor_note(h)}" for h in inp.censors if h.action == "warn")

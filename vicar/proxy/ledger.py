@@ -31,12 +31,25 @@ class Evidence(NamedTuple):
     score: float  # the posterior's confidence as the predictor gave it
     correct: bool  # whether its action was the human's
     agent: str | None  # the upstream agent whose artifact it was
+    audit_p: float | None = None  # an audit: the probability it was drawn with (None: labelled anyway)
 
 
 class Pair(NamedTuple):
     seq: int  # arrival order of the evidence
     score: float
     correct: bool
+
+
+class LabelledPair(NamedTuple):
+    """A pair with how its label came and where: what the sequential rule and the drift
+    test read."""
+
+    seq: int
+    score: float
+    correct: bool
+    audit_p: float | None  # drawn as an audit with this probability (None: labelled anyway)
+    state: str
+    task_type: str
 
 
 class Regret(NamedTuple):
@@ -113,9 +126,9 @@ def log_outcome(store: RecordStore, entry: OutcomeEntry) -> LoggedOutcome:
         if e.evidence is not None:
             ev = e.evidence
             db.execute(
-                "INSERT INTO autonomy_pairs (outcome_seq, agent, kind, state, task_type, n, score, correct)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (seq, ev.agent, ev.kind, e.state, e.task_type, ev.n, ev.score, int(ev.correct)),
+                "INSERT INTO autonomy_pairs (outcome_seq, agent, kind, state, task_type, n, score, correct, audit_p)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (seq, ev.agent, ev.kind, e.state, e.task_type, ev.n, ev.score, int(ev.correct), ev.audit_p),
             )
         for c in e.regrets:
             # A proxy answer with no score (the proxy could not run) proves nothing.
@@ -151,6 +164,18 @@ def autonomy_pairs(store: RecordStore, kind: str, after_seq: int = 0, limit: int
     with store.reading() as db:
         rows = db.execute(sql, params).fetchall()
     return [Pair(seq, score, bool(ok)) for seq, score, ok in reversed(rows)]
+
+
+def labelled_pairs(store: RecordStore, kind: str, after_seq: int = 0) -> list[LabelledPair]:
+    """One kind's pairs after `after_seq`, oldest first, with their audit probability
+    and context."""
+    with store.reading() as db:
+        rows = db.execute(
+            "SELECT seq, score, correct, audit_p, state, task_type FROM autonomy_pairs"
+            " WHERE kind = ? AND seq > ? ORDER BY seq",
+            (kind, after_seq),
+        ).fetchall()
+    return [LabelledPair(seq, score, bool(ok), p, st, tt) for seq, score, ok, p, st, tt in rows]
 
 
 def regrets(store: RecordStore) -> list[Regret]:

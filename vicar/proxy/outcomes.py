@@ -97,7 +97,8 @@ def autonomy_pair(record: OutcomeRecord) -> Evidence | None:
     post = record.posterior
     if record.answered_by is not AnsweredBy.human or post is None:
         return None
-    if record.calibration is not None and record.calibration.guard == "proxy_error":
+    cal = record.calibration
+    if cal is not None and cal.guard == "proxy_error":
         return None
     return Evidence(
         record.request.kind.value,
@@ -105,6 +106,8 @@ def autonomy_pair(record: OutcomeRecord) -> Evidence | None:
         post.confidence,
         post.action is record.action,
         record.request.upstream_agent or None,
+        # An audit's label was drawn with the rule's audit share: its weight is the inverse.
+        audit_p=cal.audit_share if cal is not None and cal.guard == "audit" else None,
     )
 
 

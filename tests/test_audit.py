@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 
 import jsonschema
+import pytest
 import pytest_asyncio
 from temporalio.worker import Replayer
 
@@ -271,3 +272,25 @@ async def test_the_audit_workflows_and_a_timed_out_gate_replay(world):
 
         # The gate's own recordings come from test_replay_histories.py (its deadline history).
         _save(os.environ["VICAR_RECORD_HISTORIES"], {k: histories[k] for k in ("audit-page", "review")})
+
+
+async def test_hostile_input_is_one_line_and_a_distinct_code(world):
+    from temporalio.client import WorkflowFailureError
+
+    w = world
+    for bad in ({"principal": "../etc"}, {"principal": w.p, "max_bytes": 10**9}, {"principal": w.p, "evil": 1}):
+        handle = await w.h.client.start_workflow(
+            c.AUDIT_WORKFLOW, bad, id=c.audit_workflow_id("x", uuid.uuid4().hex), task_queue=w.h.task_queue
+        )
+        with pytest.raises(WorkflowFailureError) as failed:
+            await asyncio.wait_for(handle.result(), 30)  # at once: no retry loop
+        assert "invalid audit page request" in str(failed.value.cause)
+    for args in (
+        ("audit", "export", "--principal", "../etc"),
+        ("audit", "export", "--since", "last tuesday"),
+        ("review", "g-1", "maybe"),
+        ("review", "g 1", "wrong", "--reviewer", "bob"),
+        ("review", "g-1", "wrong", "--reviewer", "bob", "--note", "x" * 5000),
+    ):
+        code, out, err = await vicar(w, *args)
+        assert code == 2 and out == "" and err.startswith("error: ") and len(err.splitlines()) == 1, (args, err)

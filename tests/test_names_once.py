@@ -26,7 +26,7 @@ from vicar.workflows.session import SessionWorkflow
 ROOT = Path(__file__).resolve().parent.parent
 # memory/ is the ground floor: its chunks have a "human_response" field, nothing Temporal names.
 SOURCE_DIRS = ("vicar", "workflows", "activities")
-WORKFLOWS = (BrainWorkflow, ConsolidationWorkflow, GateWorkflow, MoveWorkflow, SessionWorkflow)
+WORKFLOWS: tuple[type, ...] = (BrainWorkflow, ConsolidationWorkflow, GateWorkflow, MoveWorkflow, SessionWorkflow)
 WORKFLOWS += (AuditWorkflow, ReviewWorkflow)
 NAMES = {
     "workflow name": c.WORKFLOW_NAMES,

@@ -34,7 +34,7 @@ GATE_WORKFLOW = "VicarGate"
 MOVE_WORKFLOW = "VicarMove"
 SESSION_WORKFLOW = "VicarSession"
 CONSOLIDATION_WORKFLOW = "VicarConsolidation"
-WORKFLOW_NAMES = (BRAIN_WORKFLOW, GATE_WORKFLOW, MOVE_WORKFLOW, SESSION_WORKFLOW, CONSOLIDATION_WORKFLOW)
+WORKFLOW_NAMES: tuple[str, ...] = (BRAIN_WORKFLOW, GATE_WORKFLOW, MOVE_WORKFLOW, SESSION_WORKFLOW, CONSOLIDATION_WORKFLOW)
 # Signal, update and query names: the handlers' names in history, so renaming one breaks
 # running workflows. The brain's:
 TAKE_TURN_UPDATE = "take_turn"
@@ -114,7 +114,7 @@ RECORDED_OUTCOME = "recorded_outcome"
 GATE_ONCE = "gate-once"
 # Gates started before the learned model was pinned replay without the PIN_MODEL step.
 MODEL_PIN_PATCH = "pin-learned-model"
-PATCH_IDS = (TURN_BY_RECORD, ESCALATION_MEMO, GATE_DEADLINE, VET_ANSWERS, GATE_ONCE, MODEL_PIN_PATCH)
+PATCH_IDS: tuple[str, ...] = (TURN_BY_RECORD, ESCALATION_MEMO, GATE_DEADLINE, VET_ANSWERS, GATE_ONCE, MODEL_PIN_PATCH)
 # What the contract asks of a client starting a gate (docs/orchestrator.md, `vicar schema`). The worker
 # does not rely on it: a second run under a recorded id returns the recorded outcome.
 GATE_ID_REUSE_POLICY = "REJECT_DUPLICATE"

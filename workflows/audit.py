@@ -6,6 +6,7 @@ by starting one of these small workflows. Each finds where the principal's memor
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -20,14 +21,14 @@ with workflow.unsafe.imports_passed_through():
     from vicar.workflows.routing import run_memory_activity
 
 # A reader waits for its page: a few quick retries, then the client hears why.
-READ = dict(
+READ: dict[str, Any] = dict(
     start_to_close_timeout=timedelta(minutes=2),
     retry_policy=RetryPolicy(
         initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=5), maximum_attempts=5
     ),
 )
 # Telling the orchestrator of an overruled answer: as the gate's own notices.
-NOTIFY = dict(
+NOTIFY: dict[str, Any] = dict(
     start_to_close_timeout=timedelta(seconds=30),
     retry_policy=RetryPolicy(
         initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=8

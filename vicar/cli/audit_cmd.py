@@ -11,7 +11,7 @@ import sys
 import uuid
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -137,7 +137,7 @@ async def _page(client, settings: Settings, req):
             execution_timeout=timedelta(seconds=PAGE_TIMEOUT_SECONDS),
         )
     except WorkflowFailureError as exc:
-        cause = exc.cause
+        cause: Any = exc.cause
         while getattr(cause, "cause", None) is not None and not getattr(cause, "type", None):
             cause = cause.cause
         message = getattr(cause, "message", None) or str(cause or exc)

@@ -34,7 +34,13 @@ GATE_WORKFLOW = "VicarGate"
 MOVE_WORKFLOW = "VicarMove"
 SESSION_WORKFLOW = "VicarSession"
 CONSOLIDATION_WORKFLOW = "VicarConsolidation"
-WORKFLOW_NAMES: tuple[str, ...] = (BRAIN_WORKFLOW, GATE_WORKFLOW, MOVE_WORKFLOW, SESSION_WORKFLOW, CONSOLIDATION_WORKFLOW)
+WORKFLOW_NAMES: tuple[str, ...] = (
+    BRAIN_WORKFLOW,
+    GATE_WORKFLOW,
+    MOVE_WORKFLOW,
+    SESSION_WORKFLOW,
+    CONSOLIDATION_WORKFLOW,
+)
 # Signal, update and query names: the handlers' names in history, so renaming one breaks
 # running workflows. The brain's:
 TAKE_TURN_UPDATE = "take_turn"

@@ -294,3 +294,29 @@ async def test_hostile_input_is_one_line_and_a_distinct_code(world):
     ):
         code, out, err = await vicar(w, *args)
         assert code == 2 and out == "" and err.startswith("error: ") and len(err.splitlines()) == 1, (args, err)
+
+
+async def test_each_principal_is_read_on_the_shard_that_holds_its_memory(temporal_env, embedder, settings, tmp_path):
+    """Sharded: two workers, each with its own data directory; each principal's records
+    come from the one that holds its memory."""
+    from vicar.audit_client import audit_pages, audited_principals
+    from vicar.sharding import shard_of
+
+    from .shard_homes import two_homes
+
+    two = await two_homes(temporal_env, embedder, settings, tmp_path, "au")
+    q = next(x for x in (f"au-{uuid.uuid4().hex[:6]}-{i}" for i in range(100)) if shard_of(x, 2) == 1)
+    try:
+        async with two.groups[0], two.groups[1]:
+            h = VicarHarness(temporal_env.client, two.task_queue, two.registries[0], two.base)
+            for p in (two.principal, q):
+                await run_answering(h, h.request(p, task_type="docs", artifact=f"Fix a typo for {p}."))
+            assert await audited_principals(h.client, two.task_queue) == sorted([two.principal, q])
+            for k, p in enumerate((two.principal, q)):
+                pages = [page async for page in audit_pages(h.client, p, task_queue=two.task_queue)]
+                records = [r for page in pages for r in page.records]
+                assert [(r.principal, r.answered_by, r.responder) for r in records] == [(p, "human", "alice")]
+                assert (two.homes[k].principals_dir / p / "memory.db").is_file()
+                assert not (two.homes[1 - k].principals_dir / p).exists()
+    finally:
+        two.close()

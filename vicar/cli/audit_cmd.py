@@ -8,14 +8,12 @@ from __future__ import annotations
 import asyncio
 import csv
 import sys
-import uuid
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
-from vicar import contracts as c
 from vicar.audit_models import DEFAULT_PAGE_BYTES, MAX_PAGE_BYTES, MIN_PAGE_BYTES
 from vicar.cli.base import OUTPUT, Output, app, console, err, friendly, open_client
 from vicar.config import Settings
@@ -24,9 +22,6 @@ from vicar.errors import InvalidInput
 
 audit_app = typer.Typer(no_args_is_help=True, help="The audit trail: one record per gate, from any machine.")
 app.add_typer(audit_app, name="audit")
-
-# A page's workflow ends within this (its steps retry a few times, then fail with why).
-PAGE_TIMEOUT_SECONDS = 600
 
 
 class Format(str, Enum):
@@ -64,86 +59,42 @@ def audit_export(
     asyncio.run(_export(Settings.from_env(), principal, parse_since(since), output, page_bytes))
 
 
-async def _principals(client, task_queue: str) -> list[str]:
-    """Every principal with a brain on this deployment's queue, from visibility."""
-    from vicar.models import check_principal
-
-    prefix = c.brain_workflow_id("")
-    found = set()
-    query = f'WorkflowType = "{c.BRAIN_WORKFLOW}" AND TaskQueue = "{task_queue}"'
-    async for wf in client.list_workflows(query):
-        try:
-            found.add(check_principal(wf.id.removeprefix(prefix)))
-        except ValueError:
-            continue  # not a brain Vicar started
-    return sorted(found)
-
-
 async def _export(settings: Settings, principal: str | None, since, output: Format, page_bytes: int) -> None:
-    from vicar.audit_models import AuditCursor, AuditPage, AuditPageRequest, csv_columns
+    from vicar.audit_client import audit_pages, audited_principals
+    from vicar.audit_models import csv_columns
     from vicar.errors import NotFound
 
     client = await open_client(settings)
-    principals = [principal] if principal else await _principals(client, settings.task_queue)
+    principals = [principal] if principal else await audited_principals(client, settings.task_queue)
     writer = csv.DictWriter(sys.stdout, fieldnames=csv_columns()) if output is Format.csv else None
     if writer:
         writer.writeheader()
     total = 0
     for p in principals:
-        cursor, pages, count = AuditCursor(), 0, 0
-        while True:
-            req = AuditPageRequest(principal=p, after=cursor, since=since, max_bytes=page_bytes)
-            try:
-                page: AuditPage = await _page(client, settings, req)
-            except NotFound as exc:
-                if principal:
-                    raise
-                err.print(text(f"skipped {p}: {exc}"))
-                break
-            pages += 1
-            for r in page.records:
-                if writer:
-                    writer.writerow(r.csv_row())
-                else:
-                    sys.stdout.write(r.model_dump_json() + "\n")
-            count += len(page.records)
-            sys.stdout.flush()
-            if sys.stderr.isatty():
-                err.print(text(f"{p}: {count} records ..."), end="\r")
-            if page.done:
-                break
-            cursor = page.cursor
+        pages, count = 0, 0
+        try:
+            async for page in audit_pages(
+                client, p, since=since, page_bytes=page_bytes, task_queue=settings.task_queue
+            ):
+                pages += 1
+                for r in page.records:
+                    if writer:
+                        writer.writerow(r.csv_row())
+                    else:
+                        sys.stdout.write(r.model_dump_json() + "\n")
+                count += len(page.records)
+                sys.stdout.flush()
+                if sys.stderr.isatty():
+                    err.print(text(f"{p}: {count} records ..."), end="\r")
+        except NotFound as exc:
+            if principal:
+                raise
+            err.print(text(f"skipped {p}: {exc}"))
+            continue
         total += count
         err.print(text(f"{p}: {count} records in {pages} pages"))
     if not principal:
         err.print(text(f"{total} records of {len(principals)} principals"))
-
-
-async def _page(client, settings: Settings, req):
-    from datetime import timedelta
-
-    from temporalio.client import WorkflowFailureError
-
-    from vicar.audit_models import AuditPage
-    from vicar.errors import NO_MEMORY, NotFound, VicarError
-
-    try:
-        return await client.execute_workflow(
-            c.AUDIT_WORKFLOW,
-            req,
-            id=c.audit_workflow_id(req.principal, uuid.uuid4().hex),
-            task_queue=settings.task_queue,
-            result_type=AuditPage,
-            execution_timeout=timedelta(seconds=PAGE_TIMEOUT_SECONDS),
-        )
-    except WorkflowFailureError as exc:
-        cause: Any = exc.cause
-        while getattr(cause, "cause", None) is not None and not getattr(cause, "type", None):
-            cause = cause.cause
-        message = getattr(cause, "message", None) or str(cause or exc)
-        if getattr(cause, "type", None) == NO_MEMORY:
-            raise NotFound(message) from None
-        raise VicarError(f"the audit trail of {req.principal} cannot be read: {message}") from None
 
 
 @app.command()
@@ -186,43 +137,18 @@ def review(
 
 
 async def _review(settings: Settings, gate: str, verdict: str, note: str, reviewer: str, principal, output) -> None:
-    from vicar.audit_models import ReviewRequest, ReviewResult
-    from vicar.errors import Conflict, NotFound, NotReviewable
-    from vicar.gates import find_gate
-    from vicar.workflows import search_attributes as sa
+    from vicar.audit_client import review_gate
 
     client = await open_client(settings)
-    try:
-        handle, desc = await find_gate(client, gate)
-        workflow_id = handle.id
-        principal = principal or desc.typed_search_attributes.get(sa.PRINCIPAL)
-    except NotFound:
-        if principal is None:
-            raise NotFound(f"no gate {gate!r} (for a gate Temporal no longer holds, give --principal)") from None
-        workflow_id = gate if gate.startswith(c.gate_workflow_id("")) else c.gate_workflow_id(gate)
-    if not principal:
-        raise NotFound(f"gate {gate!r} names no principal; give --principal")
-    req = ReviewRequest(
-        principal=principal, gate_workflow_id=workflow_id, verdict=verdict, reviewer=reviewer, note=note
+    result = await review_gate(
+        client, gate, verdict, reviewer, note=note, principal=principal, task_queue=settings.task_queue
     )
-    result: ReviewResult = await client.execute_workflow(
-        c.REVIEW_WORKFLOW,
-        req,
-        id=c.review_workflow_id(uuid.uuid4().hex),
-        task_queue=settings.task_queue,
-        result_type=ReviewResult,
-    )
-    if result.refusal == "not_found":
-        raise NotFound(result.why)
-    if result.refusal == "not_autonomous":
-        raise NotReviewable(result.why)
-    if result.refusal:
-        raise Conflict(result.why)
     if output is Output.json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
         return
     told = "; the orchestrator is told (overruled)" if verdict == "wrong" else ""
     said = "recorded" if result.new else "already recorded"
-    console.print(text(f"{said}: {workflow_id} reviewed {verdict} by {reviewer}{told}"))
+    gate_wid = result.review.gate_workflow_id if result.review else gate
+    console.print(text(f"{said}: {gate_wid} reviewed {verdict} by {reviewer}{told}"))
     if result.why:
         err.print(text(result.why))

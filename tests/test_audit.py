@@ -25,7 +25,7 @@ from temporalio.worker import Replayer
 from vicar import contracts as c
 from vicar.audit_models import AuditPage, AuditPageRequest, AuditRecord, ReviewRequest, ReviewResult, csv_columns
 from vicar.codec import data_converter
-from vicar.errors import Conflict, NotFound, NotReviewable
+from vicar.errors import Conflict, NotFound, NotResponding, NotReviewable
 from vicar.gates import start_gate
 from vicar.models import GateResult
 from vicar.proxy.outcomes import INTERACTIONS_FILE
@@ -87,12 +87,12 @@ async def world(temporal_env, embedder, tmp_path_factory):
         receiver.server.shutdown()
 
 
-async def vicar(w: World, *args: str) -> tuple[int, str, str]:
+async def vicar(w: World, *args: str, queue: str | None = None) -> tuple[int, str, str]:
     """A `vicar` process with its own data directory: it reaches only Temporal."""
     env = {
         **os.environ,
         "TEMPORAL_ADDRESS": w.h.client.service_client.config.target_host,
-        "VICAR_TASK_QUEUE": w.h.task_queue,
+        "VICAR_TASK_QUEUE": queue or w.h.task_queue,
         "VICAR_DATA_DIR": str(w.client_dir),
     }
     proc = await asyncio.create_subprocess_exec(
@@ -294,6 +294,10 @@ async def test_hostile_input_is_one_line_and_a_distinct_code(world):
     ):
         code, out, err = await vicar(w, *args)
         assert code == 2 and out == "" and err.startswith("error: ") and len(err.splitlines()) == 1, (args, err)
+    # No worker on the queue: said at once, not a page that waits for one.
+    for args in (("audit", "export", "--principal", w.p), ("review", w.q_gate, "wrong", "--reviewer", "bob")):
+        code, out, err = await vicar(w, *args, queue="tq-nobody")
+        assert code == NotResponding.exit_code and "no worker polls" in err and len(err.splitlines()) == 1, err
 
 
 async def test_each_principal_is_read_on_the_shard_that_holds_its_memory(temporal_env, embedder, settings, tmp_path):

@@ -15,12 +15,30 @@ from temporalio.client import Client, WorkflowFailureError
 from vicar import contracts as c
 from vicar.audit_models import DEFAULT_PAGE_BYTES, AuditCursor, AuditPage, AuditPageRequest, ReviewRequest, ReviewResult
 from vicar.config import TASK_QUEUE
-from vicar.errors import NO_MEMORY, Conflict, NotFound, NotReviewable, VicarError
+from vicar.errors import NO_MEMORY, Conflict, NotFound, NotResponding, NotReviewable, VicarError
 from vicar.memory.names import check_principal
 from vicar.workflows import search_attributes as sa
 
 # A page's workflow ends within this (its steps retry a few times, then fail with why).
 PAGE_TIMEOUT = timedelta(minutes=10)
+
+
+async def check_worker(client: Client, task_queue: str) -> None:
+    """A page or a review is a workflow: with no worker on the queue it would wait for one
+    (up to its timeout) instead of saying so."""
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    pollers = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+    )
+    if not pollers.pollers:
+        raise NotResponding(f"no worker polls the task queue {task_queue!r}: start one with `vicar worker`")
 
 
 async def audited_principals(client: Client, task_queue: str = TASK_QUEUE) -> list[str]:
@@ -44,7 +62,8 @@ async def audit_pages(
     task_queue: str = TASK_QUEUE,
 ) -> AsyncIterator[AuditPage]:
     """The principal's records, oldest first, page by page. NotFound if this deployment
-    holds no memory of theirs."""
+    holds no memory of theirs; NotResponding if no worker runs."""
+    await check_worker(client, task_queue)
     cursor = AuditCursor()
     while True:
         req = AuditPageRequest(principal=principal, after=cursor, since=since, max_bytes=page_bytes)
@@ -104,6 +123,7 @@ async def review_gate(
     req = ReviewRequest(
         principal=principal, gate_workflow_id=workflow_id, verdict=verdict, reviewer=reviewer, note=note
     )
+    await check_worker(client, task_queue)
     result: ReviewResult = await client.execute_workflow(
         c.REVIEW_WORKFLOW,
         req,

@@ -88,9 +88,9 @@ class ReviewWorkflow:
             review=result.review,
         )
         try:
-            await workflow.execute_activity(c.NOTIFY, notice, result_type=bool, **NOTIFY)
+            told = await workflow.execute_activity(c.NOTIFY, notice, result_type=bool, **NOTIFY)
         except ActivityError as exc:
             # The label is recorded either way; the client is told the webhook was not.
             workflow.logger.warning("review of %s: the webhook was not told: %s", req.gate_workflow_id, exc)
             return result.model_copy(update={"why": f"the webhook was not told: {cause_message(exc)}"})
-        return result
+        return result if told else result.model_copy(update={"why": "no webhook is configured (VICAR_WEBHOOK_URL)"})

@@ -146,7 +146,7 @@ async def _review(settings: Settings, gate: str, verdict: str, note: str, review
     if output is Output.json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
         return
-    told = "; the orchestrator is told (overruled)" if verdict == "wrong" else ""
+    told = "; the orchestrator is told (overruled)" if verdict == "wrong" and not result.why else ""
     said = "recorded" if result.new else "already recorded"
     gate_wid = result.review.gate_workflow_id if result.review else gate
     console.print(text(f"{said}: {gate_wid} reviewed {verdict} by {reviewer}{told}"))

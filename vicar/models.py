@@ -323,6 +323,7 @@ class AutonomyRule(BaseModel):
     target: float  # the error the bound must stay within
     delta: float  # the bound holds with probability 1 - delta
     audit_share: float  # of the gates the rule lets through, the share still sent to the human
+    withdrawn: str = ""  # the drift test withdrew autonomy from the gate's context: why (no threshold then)
 
 
 class CalibrationInputs(BaseModel):

@@ -72,13 +72,19 @@ def search(
     audit_share: float = 0.0,
     most: int | None = None,
     start: int = 0,
+    starts: tuple[float, ...] = (1.0,),
 ) -> AutonomyRule:
     """`find_threshold` over pairs already sorted by score, highest first: one cumulative
     sum, and each candidate threshold is one comparison with the answers its error count
     needs (`required_answers`, for up to `most` pairs: a window passes its size, so a
     growing window does not compute them again at every length); the beta quantile is
     computed once, for the reported bound. `start`: the fewest pairs a threshold needs
-    to be tested at all (default: the fewest a spotless record passes on)."""
+    to be tested at all (default: the fewest a spotless record passes on).
+
+    `starts`: score levels fixed in advance, each the top of its own fixed sequence
+    tested at delta / len(starts) (Bonferroni over the sequences); the lowest threshold
+    any of them reaches. One start (1.0) is plain fixed-sequence testing; more let a
+    sequence begin below an overconfident top bin, which would end a single one at once."""
     base = dict(target=target, delta=delta, audit_share=audit_share)
     if not len(scores):
         return AutonomyRule(**base)
@@ -87,12 +93,19 @@ def search(
     ends = np.flatnonzero(np.append(scores[1:] != scores[:-1], True))
     n = ends + 1
     k = errors[ends]
-    need = required_answers(target, delta, max(most or 0, len(scores)))
-    i = fixed_sequence(n >= need[k], n >= max(need[0], start))
-    if i is not None:
-        nk, kk = int(n[i]), int(k[i])
+    each = delta / len(starts)
+    need = required_answers(target, each, max(most or 0, len(scores)))
+    proven, testable = n >= need[k], n >= max(need[0], start)
+    best = None
+    for level in starts:
+        below = scores[ends] <= level + 1e-12
+        i = fixed_sequence(proven & below, testable & below)
+        if i is not None and (best is None or i > best):
+            best = i
+    if best is not None:
+        nk, kk = int(n[best]), int(k[best])
         return AutonomyRule(
-            threshold=float(scores[ends[i]]), bound=upper_bound(kk, nk, delta), evidence=nk, errors=kk, **base
+            threshold=float(scores[ends[best]]), bound=upper_bound(kk, nk, each), evidence=nk, errors=kk, **base
         )
     total, wrong_total = len(scores), int(errors[-1])
     return AutonomyRule(bound=upper_bound(wrong_total, total, delta), evidence=total, errors=wrong_total, **base)
@@ -142,7 +155,7 @@ class PairWindow:
         self._arrivals: deque[tuple[float, bool]] = deque()  # (score, wrong), oldest first
         self._neg = np.empty(0)  # -score, ascending: the scores highest first
         self._wrong = np.empty(0, dtype=bool)
-        self._rules: dict[tuple[float, float, float], AutonomyRule] = {}
+        self._rules: dict[tuple, AutonomyRule] = {}
 
     def extend(self, rows: Iterable[tuple[int, float, bool]]) -> None:
         """Pairs (seq, score, correct) newer than `last_seq`, oldest first."""
@@ -176,8 +189,10 @@ class PairWindow:
         self._neg = np.delete(self._neg, i)
         self._wrong = np.delete(self._wrong, i)
 
-    def rule(self, target: float, delta: float, audit_share: float) -> AutonomyRule:
-        key = (target, delta, audit_share)
+    def rule(self, target: float, delta: float, audit_share: float, starts: tuple[float, ...] = (1.0,)) -> AutonomyRule:
+        key = (target, delta, audit_share, starts)
         if key not in self._rules:
-            self._rules[key] = search(-self._neg, self._wrong, target, delta, audit_share, most=self.size)
+            self._rules[key] = search(
+                -self._neg, self._wrong, target, delta, audit_share, most=self.size, starts=starts
+            )
         return self._rules[key]

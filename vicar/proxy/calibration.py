@@ -57,6 +57,8 @@ def _reasons(confidence: float, inp: CalibrationInputs, p: CalibrationParams) ->
         )
     if rule is None:
         fired.append(("unproven", "no autonomy rule: nothing proven"))
+    elif rule.withdrawn:
+        fired.append(("unproven", rule.withdrawn))
     elif rule.threshold is None:
         fired.append(("unproven", f"no threshold proven: {rule_note(rule)} > target {rule.target:g}"))
     elif confidence <= 0.0:

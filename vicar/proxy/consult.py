@@ -33,7 +33,7 @@ from vicar.models import (
     RetrievalContext,
     Surprise,
 )
-from vicar.proxy.autonomy import PairWindow, audit_draw
+from vicar.proxy.autonomy import audit_draw
 from vicar.proxy.bookkeeping import context_key, load_entry
 from vicar.proxy.calibration import calibrate
 from vicar.proxy.censors import fire
@@ -44,6 +44,7 @@ from vicar.proxy.ledger import autonomy_pairs, context_entry, ledger_rows
 from vicar.proxy.lineage import lineage_of
 from vicar.proxy.provider import Predictor
 from vicar.proxy.trust import AgentTrust, ledger
+from vicar.proxy.withdrawal import DriftBook, PairLedger
 
 LINEAGE_RESPONSE_CHARS = 300  # the human's words kept per lineage verdict
 
@@ -213,28 +214,42 @@ def recorded_tension(memory: PrincipalMemory, ctx: RetrievalContext) -> str:
     return ""
 
 
-# Per open store: its pair windows by (kind, size). One process holds a memory (the
-# owner lock), so new pairs only come through this store: a window reads just those.
+# Per open store: its pair ledgers by (kind, target, delta) and drift books. One process
+# holds a memory (the owner lock), so new pairs only come through this store: a ledger
+# reads just those.
 _windows: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _windows_lock = threading.Lock()
 
 
-def rule_in_force(store, principal_dir, base: AutonomyParams, state: str, kind: str = "gate") -> AutonomyRule:
-    """The autonomy rule a gate of this kind and state is under now: the principal's
-    latest pairs of the kind, under the parameters for the state (the defaults, then
-    `autonomy.json`). The one computation: a gate's consult, `vicar health` and the
-    demo's footer all call it."""
+def rule_in_force(
+    store, principal_dir, base: AutonomyParams, state: str, kind: str = "gate", task_type: str | None = None
+) -> AutonomyRule:
+    """The autonomy rule a gate of this kind, state (and task type) is under now: the
+    principal's latest pairs of the kind, under the parameters for the state (the
+    defaults, then `autonomy.json`), and no threshold in a context the drift test has
+    withdrawn (vicar.proxy.withdrawal). The one computation: a gate's consult, `vicar
+    health` and the demo's footer all call it."""
     p = autonomy_params(base, principal_dir, state)
     with _windows_lock:
         windows = _windows.setdefault(store, {})
-        window = windows.setdefault((kind, p.window), PairWindow(p.window))
-        window.extend(autonomy_pairs(store, kind, after_seq=window.last_seq, limit=p.window))
-        return window.rule(p.target_error, p.delta, p.audit_share)
+        ledger = windows.setdefault((kind, p.target_error, p.delta), PairLedger(p.target_error, p.delta))
+        ledger.extend(autonomy_pairs(store, kind, after_seq=ledger.last_seq))
+        rule = ledger.rule(p.audit_share)
+        if task_type is None:
+            return rule
+        book = windows.setdefault((kind, "drift", p.target_error, p.delta), DriftBook(p.target_error, p.delta))
+        book.update(store, kind)
+        w = book.withdrawn.get((state, task_type))
+    if w is None:
+        return rule
+    return rule.model_copy(update={"threshold": None, "withdrawn": w.reason(p.target_error, p.delta)})
 
 
 def autonomy_rule(memory: PrincipalMemory, request: GateRequest, params: CalibrationParams) -> AutonomyRule:
-    """The autonomy rule for this gate (`rule_in_force` for its kind and state)."""
-    return rule_in_force(memory.store, memory.dir, params.autonomy, request.state.value, request.kind.value)
+    """The autonomy rule for this gate (`rule_in_force` for its kind, state and task type)."""
+    return rule_in_force(
+        memory.store, memory.dir, params.autonomy, request.state.value, request.kind.value, request.task_type
+    )
 
 
 def calibration_inputs(

@@ -88,12 +88,17 @@ def autonomy_rules(
     gate's consult calls."""
     from vicar.proxy.consult import rule_in_force  # consult is heavy; health's CLI loads it only here
 
-    return {(state, task_type): rule_in_force(store, principal_dir, base, state) for state, task_type in contexts}
+    return {
+        (state, task_type): rule_in_force(store, principal_dir, base, state, task_type=task_type)
+        for state, task_type in contexts
+    }
 
 
 def rule_statement(rule: AutonomyRule) -> str:
     """What a rule lets the proxy do, and on what evidence, in one sentence."""
     at = f"at {1 - rule.delta:.0%} confidence"
+    if rule.withdrawn:
+        return f"none: the proxy answers nothing alone here ({rule.withdrawn})."
     if rule.threshold is None and rule.evidence == 0:
         said = f"none proven: the proxy answers nothing alone (no graded answer yet; target error {rule.target:g})"
     elif rule.threshold is None:
@@ -104,8 +109,8 @@ def rule_statement(rule: AutonomyRule) -> str:
     else:
         said = (
             f"proven threshold {rule.threshold:.2f}: the proxy may answer alone at confidence >= "
-            f"{rule.threshold:.2f} (error bound {rule.bound:.3f} <= target {rule.target:g} {at}, over the "
-            f"{rule.evidence} graded answers that confident, {rule.errors} wrong)"
+            f"{rule.threshold:.2f} (error bound {rule.bound:.3f} <= target {rule.target:g} {at} whenever "
+            f"read, over the {rule.evidence} graded answers that confident, {rule.errors} wrong)"
         )
     if rule.audit_share:
         said += f"; {rule.audit_share:.0%} of those still go to the human (audit)"
@@ -116,11 +121,14 @@ def rule_lines(rules: dict[tuple[str, str], AutonomyRule]) -> list[str]:
     """One line per rule, naming the gate states it holds for: the evidence is pooled over
     every gate, the parameters may differ per state (`autonomy.json`)."""
     states: dict[str, list[str]] = {}
-    for (state, _), rule in rules.items():
+    withdrawn = []
+    for (state, task_type), rule in rules.items():
         said = rule_statement(rule)
-        if state not in states.setdefault(said, []):
+        if rule.withdrawn:  # the human must see which context lost autonomy
+            withdrawn.append(f"Autonomy rule for {state} gates of task type {task_type}: {said}")
+        elif state not in states.setdefault(said, []):
             states[said].append(state)
-    return [f"Autonomy rule for {' and '.join(names)} gates: {said}" for said, names in states.items()]
+    return [f"Autonomy rule for {' and '.join(names)} gates: {said}" for said, names in states.items()] + withdrawn
 
 
 def known_principals(principals_dir: Path, most: int = 20) -> str:

@@ -30,6 +30,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from vicar.models import AutonomyRule
+
 # The plug-in error estimate behind each stake: an exponentially weighted mean of the
 # recent errors (half-life RECENT observations), starting from PRIOR_N pseudo-observations
 # at the target, so a stake follows the recent error rate and hedges to 0 when it
@@ -43,6 +45,13 @@ STAKE_CAP = 0.9  # of the largest stake keeping the wealth nonnegative
 KELLY = 1.0
 # The fixed sequence starts where an error at this share of the target could pass.
 START_RATE = 0.3
+# Error levels above the target whose bets also run, for the bound stated when nothing
+# is proven.
+COARSE_LEVELS = (0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 0.9)
+# The tops of the fixed sequences, fixed in advance, each tested at delta / len(STARTS).
+# One sequence from the very top ended at once on the replay's dev data, whose top bin
+# (scores >= 0.995) is overconfident; four starts cost a quarter of delta each.
+STARTS: tuple[float, ...] = (1.0, 0.98, 0.95, 0.9)
 
 
 def spent_delta(delta: float, check: int) -> float:
@@ -171,6 +180,16 @@ class BettingLedger:
         self._s = np.full(len(grid), PRIOR_N * target)
         self._w = np.full(len(grid), PRIOR_N)
         self._decay = 0.5 ** (1.0 / RECENT)
+        # The same bets at lower error levels, for the bound stated with a threshold: the
+        # lowest level whose bet has won is the confidence sequence's upper end there.
+        fine = np.round(np.arange(0.005, max(target, 0.05) + 1e-9, 0.005), 4)
+        coarse = [x for x in COARSE_LEVELS if x > target]
+        self.levels = np.unique(np.concatenate([fine, [target], coarse]))
+        self.level_wealth = np.zeros((len(grid), len(self.levels)))
+        self.wrong = np.zeros(len(grid), dtype=np.int64)  # labels, unweighted
+        # The lowest score each bet has seen: a threshold is stated at a score the evidence
+        # reaches, never at a grid point below every pair (gates no pair speaks for).
+        self.lowest = np.full(len(grid), np.inf)
 
     def add(self, score: float, error: bool, weight: float = 1.0) -> None:
         """weight: 1 / the probability this gate's label was drawn (1: the human answered
@@ -185,23 +204,53 @@ class BettingLedger:
         p = self._s[m] / self._w[m]
         stake = np.clip(KELLY * (t - p) / (t * (zmax - t)), 0.0, STAKE_CAP / (zmax - t))
         self.log_wealth[m] += np.log1p(stake * (t - z))
+        lv = self.levels[None, :]
+        lstake = np.clip(KELLY * (lv - p[:, None]) / (lv * (zmax - lv)), 0.0, STAKE_CAP / (zmax - lv))
+        self.level_wealth[m] += np.log1p(lstake * (lv - z))
+        self.wrong[m] += int(error and weight > 0)
+        self.lowest[m] = np.minimum(self.lowest[m], score)
         self._s[m] = self._decay * self._s[m] + z
         self._w[m] = self._decay * self._w[m] + 1.0
         self.count[m] += 1
         self.errors[m] += z
 
-    def threshold(self) -> int | None:
-        """The index of the lowest grid threshold the fixed sequence reaches: from the
-        highest with enough observations down, stopping at the first whose wealth is
-        short of 1/delta. None: the first one fails."""
-        need = math.log(1.0 / self.delta)
-        start = np.flatnonzero(self.count >= self.start)
-        if not len(start):
-            return None
-        i = int(start[0])
-        fails = np.flatnonzero(self.log_wealth[i:] < need)
-        last = (i + int(fails[0]) - 1) if len(fails) else len(self.grid) - 1
-        return last if last >= i else None
+    def threshold(self, starts: tuple[float, ...] = (1.0,)) -> int | None:
+        """The index of the lowest grid threshold a fixed sequence reaches: from the
+        highest with enough observations at or below each start level, down, stopping at
+        the first whose wealth is short of len(starts)/delta. None: none reached."""
+        need = math.log(len(starts) / self.delta)
+        best = None
+        for level in starts:
+            start = np.flatnonzero((self.count >= self.start) & (self.grid <= level + 1e-12))
+            if not len(start):
+                continue
+            i = int(start[0])
+            fails = np.flatnonzero(self.log_wealth[i:] < need)
+            last = (i + int(fails[0]) - 1) if len(fails) else len(self.grid) - 1
+            if last >= i and (best is None or last > best):
+                best = last
+        return best
+
+    def rule(self, audit_share: float, starts: tuple[float, ...] = STARTS) -> AutonomyRule:
+        """The rule this ledger proves now, stated with the confidence sequence's upper end
+        at the threshold (valid whenever read, at delta / len(starts))."""
+        base = dict(target=self.target, delta=self.delta, audit_share=audit_share)
+        i = self.threshold(starts)
+        need = math.log(len(starts) / self.delta)
+        if i is None:
+            top = int(np.argmax(self.count))  # the lowest grid threshold: all the evidence
+            won = np.flatnonzero(self.level_wealth[top] >= need)
+            bound = float(self.levels[won[0]]) if len(won) else 1.0
+            return AutonomyRule(bound=bound, evidence=int(self.count[top]), errors=int(self.wrong[top]), **base)
+        won = np.flatnonzero(self.level_wealth[i] >= need)
+        bound = float(self.levels[won[0]]) if len(won) else self.target
+        return AutonomyRule(
+            threshold=float(self.lowest[i]),
+            bound=bound,
+            evidence=int(self.count[i]),
+            errors=int(self.wrong[i]),
+            **base,
+        )
 
 
 class DriftTest:

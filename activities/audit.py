@@ -120,7 +120,7 @@ class AuditActivities:
             why = f"nobody may review for {req.principal} until their allow-list is fixed: {exc}"
         if why is None and self.settings.require_identity_match:
             why = identity_refusal(req.reviewer, identity)
-        if why is not None:
+        if why is not None:  # the allow-list words its refusals for answers
             return shown.model_copy(update=dict(refusal="not_allowed", why=why.replace("answer", "review")))
         new, kept = record_review(
             store,

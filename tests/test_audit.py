@@ -69,13 +69,13 @@ async def world(temporal_env, embedder, tmp_path_factory):
         async with worker:
             h = VicarHarness(temporal_env.client, task_queue, registry, settings)
             w = World(h, receiver, home / "client", h.principal(), h.principal())
-            alone = 0
-            for i in range(10):  # human answers until the proxy answers alone, twice
-                req = h.request(w.p, task_type="docs", artifact=f"Fix typo number {i} in the installation guide.")
+            # Three answers by the human, then two by the proxy alone (mode never: whatever
+            # the autonomy rule has proven by then).
+            for i, mode in enumerate(["always"] * 3 + ["never"] * 2):
+                req = h.request(
+                    w.p, task_type="docs", escalation_mode=mode, artifact=f"Fix typo number {i} in the install guide."
+                )
                 w.results[req.gate_id] = await run_answering(h, req)
-                alone += not w.results[req.gate_id].escalated
-                if alone == 2:
-                    break
             req = h.request(w.p, escalation_mode="always", deadline_seconds=2, artifact="Drop the users table.")
             w.results[req.gate_id] = await (await start_gate(h.client, req, task_queue)).result()
             req = h.request(w.q, artifact="Add an index.")
@@ -143,7 +143,7 @@ async def test_export_holds_every_gate_as_it_happened_from_a_machine_without_the
         if r.answered_by == "human":
             assert r.responder == "alice" and r.responder_identity == res.responder_identity is not None
         if r.answered_by == "proxy":
-            assert r.responder is None and r.proxy_action == r.action and r.threshold is not None
+            assert r.responder is None and r.proxy_action == r.action and r.guard
             # The memories it used: ids resolved to what they say (earlier docs gates).
             assert r.memories and all(m.excerpt for m in r.memories)
             assert any("docs" in m.excerpt and "approve" in m.excerpt for m in r.memories)
@@ -151,7 +151,7 @@ async def test_export_holds_every_gate_as_it_happened_from_a_machine_without_the
             assert r.timed_out and r.action == "hold" and r.words.startswith("No answer by the deadline")
             assert (r.answered_at - r.escalated_at).total_seconds() >= 1.5
             assert r.artifact_excerpt == "Drop the users table."
-    assert kinds["proxy"] == 2 and kinds["nobody"] == 1 and kinds["human"] >= 2
+    assert kinds == {"human": 3, "proxy": 2, "nobody": 1}
     # The worker's own log of interactions never had the timed-out gate.
     timed_out = next(r.gate_id for r in records if r.timed_out)
     side = (w.h.settings.principals_dir / w.p / INTERACTIONS_FILE).read_text()

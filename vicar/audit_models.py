@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from vicar.memory.names import check_principal
+from vicar.models import check_responder
 from vicar.schema_rules import GATE_ID_RE
 
 Verdict = Literal["right", "wrong"]
@@ -78,7 +79,9 @@ class AuditRecord(BaseModel):
     threshold: float | None = Field(None, description="The autonomy rule's threshold in force then.")
     bound: float | None = Field(None, description="Its error bound then.")
     target: float | None = None
-    evidence: int = 0
+    evidence: int = Field(0, description="The human-answered gates behind the bound.")
+    errors: int = Field(0, description="Of those, the ones the proxy would have got wrong.")
+    audit_share: float | None = Field(None, description="The chance the rule sent a gate it allowed to the human.")
     guard: str = Field("", description="The guard or rule that decided: why it escalated, or passthrough.")
     guards_fired: list[str] = Field(default_factory=list)
     why: str = Field("", description="The decision's note.")
@@ -168,9 +171,7 @@ class ReviewRequest(BaseModel):
     @field_validator("reviewer")
     @classmethod
     def _reviewer(cls, v: str) -> str:
-        if not v.isprintable():
-            raise ValueError("a reviewer's name is printable characters")
-        return v
+        return check_responder(v)  # a reviewer is named as a responder is (the allow-list holds both)
 
 
 # Why a review was refused ("" : recorded).

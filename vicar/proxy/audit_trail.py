@@ -146,6 +146,8 @@ def audit_record(store: RecordStore, raw: str) -> AuditRecord:
         bound=cal.bound if cal else None,
         target=cal.target if cal else None,
         evidence=cal.evidence if cal else 0,
+        errors=cal.errors if cal else 0,
+        audit_share=cal_extra.get("audit_share"),
         guard=cal.guard if cal else "",
         guards_fired=list(cal.fired) if cal else [],
         why=cal.note if cal else "",

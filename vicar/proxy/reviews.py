@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import NamedTuple
 
-from vicar.audit_models import Review, Verdict
+from vicar.audit_models import Review
 from vicar.memory.store import RecordStore
 
 
@@ -101,7 +101,3 @@ def review_labels(
     with store.reading() as db:
         rows = db.execute(sql + " ORDER BY seq", params).fetchall()
     return [ReviewLabel(s, w, st, t, sc, v == "right", r, n, a) for s, w, st, t, sc, v, r, n, a in rows]
-
-
-def verdict_right(verdict: Verdict) -> bool:
-    return verdict == "right"

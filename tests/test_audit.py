@@ -263,6 +263,14 @@ async def test_the_audit_workflows_and_a_timed_out_gate_replay(world):
         "review": await review.fetch_history(),
         "gate-deadline-audit": await h.client.get_workflow_handle(c.gate_workflow_id(timed_out)).fetch_history(),
     }
+    # The page's records are memory: in history they are sealed, never plaintext.
+    results = [
+        e.activity_task_completed_event_attributes.result.payloads[0]
+        for e in histories["audit-page"].events
+        if e.HasField("activity_task_completed_event_attributes")
+    ]
+    assert len(results) == 2 and all(r.metadata["encoding"] == b"binary/encrypted" for r in results)
+    assert all(w.p.encode() not in r.data for r in results)
     replayer = Replayer(workflows=[GateWorkflow, AuditWorkflow, ReviewWorkflow], data_converter=data_converter())
     for name, history in histories.items():
         result = await replayer.replay_workflow(history, raise_on_replay_failure=False)

@@ -65,7 +65,11 @@ def test_demo_explains_itself_and_leaves_no_server(tmp_path):
     assert m, out
     autonomous, escalated = int(m.group(1)), int(m.group(2))
     assert escalated >= 4  # the first wave has no memory at all
-    assert autonomous >= 1  # and later waves learned from the human's answers
+    # The proxy answering alone within 16 gates is no longer asserted: the rule's bound now
+    # holds whenever it is read (a betting confidence sequence, fixed-sequence thresholds),
+    # which a demo's dozen answers do not prove (docs/autonomy-bound.md); the footer below
+    # states what they do prove, and every escalation says why.
+    assert autonomous + escalated == 16
     # A named principal, not a random one.
     assert "Principal alice: " in out and "Vicar demo — principal alice" in out
     assert "Autonomy rule for this demo" in out and "error is proven <= 40%" in out

@@ -89,11 +89,11 @@ KINDS: tuple[Kind, ...] = (
 )
 
 
-# The demo's autonomy rule. The product's default (5% error at delta 0.05) needs 59
-# agreeing human answers before the proxy acts alone, more than a demo's few waves give;
-# so the demo's principal proves a looser 40% (five agreeing answers), in its own
-# autonomy.json, the way any principal can be given its own rule.
-DEMO_AUTONOMY = '{"target_error": 0.4}'
+# The demo's autonomy rule. The product's default (5% error at delta 0.05, valid whenever
+# read) needs about 130 agreeing human answers before the proxy acts alone, more than a
+# demo's few waves give; so the demo's principal asks a looser 40% at 80% confidence, in
+# its own autonomy.json, the way any principal can be given its own rule.
+DEMO_AUTONOMY = '{"target_error": 0.4, "delta": 0.2}'
 
 
 def demo_autonomy(principal_dir: Path) -> str:
@@ -107,8 +107,8 @@ def demo_autonomy(principal_dir: Path) -> str:
     path.write_text(DEMO_AUTONOMY + "\n")
     return (
         f"Autonomy rule for this demo: the proxy answers alone once its error is proven <= 40% "
-        f"(at 95% confidence), set in {path}. Vicar's default is 5%, which takes about 59 agreeing "
-        f"human answers first."
+        f"(at 80% confidence, whenever read), set in {path}. Vicar's default is 5% at 95%, which takes "
+        f"about 130 agreeing human answers first."
     )
 
 

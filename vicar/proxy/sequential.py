@@ -38,6 +38,7 @@ from vicar.models import AutonomyRule
 # looks above target: a bad stretch (an early, overconfident model) costs no wealth.
 RECENT = 200
 PRIOR_N = 10.0
+PRIOR_SHARE = 0.5  # the pseudo-observations' error, as a share of the target: the first bets are made
 DRIFT_RECENT = 30  # the drift test follows the latest audits closely: it must see a jump soon
 STAKE_CAP = 0.9  # of the largest stake keeping the wealth nonnegative
 # Kelly's stake at the estimate (a half stake was measured slower to prove 3% error
@@ -71,7 +72,7 @@ def _plug_in(x: np.ndarray, target: float, recent: float = RECENT) -> np.ndarray
     """Predictable estimates: entry i uses observations before i only."""
     decay = 0.5 ** (1.0 / recent)
     est = np.empty(len(x))
-    s, w = PRIOR_N * target, PRIOR_N
+    s, w = PRIOR_N * PRIOR_SHARE * target, PRIOR_N
     for i, xi in enumerate(x):
         est[i] = s / w
         s, w = decay * s + xi, decay * w + 1.0
@@ -177,7 +178,7 @@ class BettingLedger:
         self.log_wealth = np.zeros(len(grid))
         self.count = np.zeros(len(grid), dtype=np.int64)
         self.errors = np.zeros(len(grid))  # inverse-probability weighted
-        self._s = np.full(len(grid), PRIOR_N * target)
+        self._s = np.full(len(grid), PRIOR_N * PRIOR_SHARE * target)
         self._w = np.full(len(grid), PRIOR_N)
         self._decay = 0.5 ** (1.0 / RECENT)
         # The same bets at lower error levels, for the bound stated with a threshold: the

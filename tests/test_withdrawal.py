@@ -63,12 +63,12 @@ def test_audits_withdraw_one_context_and_the_rule_re_earns_it(tmp_path, embedder
         lines = rule_lines({("PLAN_ASSERT", "db"): db, ("PLAN_ASSERT", "docs"): docs})
         assert any("task type db" in line and "withdrawn" in line for line in lines), lines
         # Re-earned by the same rule over the context's answers since the withdrawal.
-        for k in range(400):
+        since = 0
+        while rule("db").withdrawn and since < 400:
             i += 1
+            since += 1
             record_outcome(memory, record(i, "db", True, audited=False), artifacts=False)
-            if not rule("db").withdrawn:
-                break
         assert not rule("db").withdrawn and rule("db").threshold is not None
-        assert 100 <= k < 400, k  # not at once: the bet has to be won again
+        assert 100 <= since < 400, since  # not at once: the bet has to be won again
     finally:
         memory.close()

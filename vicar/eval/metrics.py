@@ -56,6 +56,7 @@ class Prediction(BaseModel):
     cost_usd: float = 0.0  # LLM predictors: what this gate's calls cost
     fired: list[str] = []  # every calibration guard that fired
     regretted: bool = False  # answered alone, then reversed by the human on its lineage (found later)
+    bound: float | None = None  # the error bound the rule stated at this gate (None: no threshold in force)
 
     @property
     def correct(self) -> bool:
@@ -142,6 +143,21 @@ class Autonomy(BaseModel):
     coverage_windows: int = 0
     # Per HISTORY_WINDOW gates of each reviewer's history: start, end, gates, share, error.
     by_history: list[dict] = Field(default_factory=list)
+    # Per reviewer history (the goals in bench/AUTONOMY_BOUND_RESULTS.md): the worst error
+    # of a STRETCH-gate stretch with >= MIN_STRETCH_ALONE answers alone, how many such
+    # stretches and how many ran above 7.5%; the share of checks (gates with a bound
+    # stated) whose bound covered the error of the answers alone in the next 500 gates;
+    # the hindsight ceiling (best threshold per stretch) and the fixed-threshold one;
+    # and the human's load (escalations + audits, as a share of gates).
+    worst_stretch: float | None = None
+    stretches: int = 0
+    stretches_over: int = 0
+    check_coverage: float | None = None
+    checks: int = 0
+    ceiling: float = 0.0
+    ceiling_fixed: float = 0.0
+    of_ceiling: float | None = None
+    load: float = 1.0
 
 
 def bound_coverage(
@@ -207,6 +223,20 @@ def autonomy(
         taken = i + 1
         if 1 - right / taken <= target and taken / len(preds) > best:
             best, best_t = taken / len(preds), p.confidence
+    stretches = [x for g in groups for x in stretch_errors([p.autonomous for p in g], [p.correct for p in g])]
+    covered = checks = 0
+    ceiling = fixed = 0.0
+    for g in groups:
+        cov, n = statement_coverage([p.bound for p in g], [p.autonomous for p in g], [p.correct for p in g])
+        covered += (cov or 0.0) * n
+        checks += n
+        per, one = hindsight_ceiling(
+            [p.posterior_confidence if p.predicted else None for p in g], [p.correct for p in g]
+        )
+        ceiling += per * len(g)
+        fixed += one * len(g)
+    total = len(preds)
+    ceiling, fixed = (ceiling / total, fixed / total) if total else (0.0, 0.0)
     return Autonomy(
         share=share,
         error=error,
@@ -215,6 +245,15 @@ def autonomy(
         coverage=coverage,
         coverage_windows=windows,
         by_history=autonomy_by_history(groups),
+        worst_stretch=max((e for _, _, e in stretches), default=None),
+        stretches=len(stretches),
+        stretches_over=sum(e > STRETCH_LIMIT for _, _, e in stretches),
+        check_coverage=covered / checks if checks else None,
+        checks=checks,
+        ceiling=ceiling,
+        ceiling_fixed=fixed,
+        of_ceiling=share / ceiling if ceiling else None,
+        load=1.0 - share,
     )
 
 
@@ -314,6 +353,7 @@ def learning_curve(preds: Sequence[Prediction], windows: int = 10) -> list[dict]
 
 STRETCH = 1000  # gates per stretch of a reviewer's history, for the per-stretch figures
 MIN_STRETCH_ALONE = 30  # a stretch's error is judged on at least this many answers alone
+STRETCH_LIMIT = 0.075  # the goal's ceiling on one stretch's error
 
 
 def best_share(scores: np.ndarray, correct: np.ndarray, total: int, target: float = MAX_AUTONOMOUS_ERROR) -> float:
@@ -346,7 +386,8 @@ def hindsight_ceiling(
     ok = np.asarray(correct, dtype=bool)
     n = len(s)
     per = sum(
-        best_share(s[i : i + stretch], ok[i : i + stretch], 1) * len(s[i : i + stretch]) for i in range(0, n, stretch)
+        best_share(s[i : i + stretch], ok[i : i + stretch], len(s[i : i + stretch])) * len(s[i : i + stretch])
+        for i in range(0, n, stretch)
     )
     return (per / n if n else 0.0), best_share(s, ok, n)
 

@@ -198,6 +198,12 @@ def replay_reviewer(
                             if u
                         ),
                         fired=c.calibration.fired,
+                        # The bound the rule stated (a fixed threshold states none).
+                        bound=(
+                            c.calibration.bound
+                            if c.calibration.threshold is not None and variant.fixed_threshold is None
+                            else None
+                        ),
                     )
                 )
                 # Then the gate is stored as the product stores it: the human's real answer

@@ -65,6 +65,57 @@ def _md_table(header, rows) -> str:
     return "\n".join(lines)
 
 
+CEILING_COLUMNS = (
+    "variant",
+    "reviewer",
+    "gates",
+    "alone",
+    "error alone",
+    "worst stretch (n, >7.5%)",
+    "check coverage (checks)",
+    "ceiling per stretch",
+    "ceiling fixed",
+    "of ceiling",
+    "human load",
+    "ECE",
+)
+
+
+def ceiling_section(results: list[VariantResult]) -> str:
+    """Per reviewer: the realized autonomy against the hindsight ceiling, the stretches,
+    the bound's coverage at each check and the human's load (the goals of issue 26)."""
+    rows = []
+    for r in results:
+        for rev, sc in [*r.per_reviewer.items(), ("all", r.overall)]:
+            a = sc.autonomy
+            rows.append(
+                [
+                    r.variant.name,
+                    rev,
+                    str(sc.gates),
+                    _f(a.share),
+                    _f(a.error),
+                    f"{_f(a.worst_stretch)} ({a.stretches}, {a.stretches_over})",
+                    f"{_f(a.check_coverage)} ({a.checks})",
+                    _f(a.ceiling),
+                    _f(a.ceiling_fixed),
+                    _f(a.of_ceiling),
+                    _f(a.load),
+                    _f(sc.ece),
+                ]
+            )
+    return (
+        "\n## Autonomy against its ceiling (per reviewer)\n\n"
+        + _md_table(CEILING_COLUMNS, rows)
+        + "\n\nworst stretch: the highest error alone in a 1,000-gate stretch of the reviewer's history with "
+        "at least 30 answers alone (n: such stretches; >7.5%: how many ran above 7.5%); check coverage: of "
+        "the gates where the rule stated a bound and the next 500 gates held at least 30 answers alone, the "
+        "share where their error was within the bound; ceiling per stretch: in hindsight, the best threshold "
+        "chosen per 1,000 gates with error <= 5% in each; ceiling fixed: one threshold for the whole history; "
+        "human load: escalations and audits, as a share of gates.\n"
+    )
+
+
 def markdown(results: list[VariantResult], command: str, files: list[Path], extra: str = "") -> str:
     seeds = sorted({r.variant.seed for r in results})
     drawn = (
@@ -98,6 +149,7 @@ def markdown(results: list[VariantResult], command: str, files: list[Path], extr
             ],
         )
     )
+    parts.append(ceiling_section(results))
     parts.append("\n## Surprise calibration\n")
     parts.append(
         _md_table(

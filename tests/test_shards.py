@@ -6,6 +6,7 @@ test_multiworker.py."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import uuid
 
 import pytest
@@ -186,11 +187,36 @@ async def test_a_principal_moves_to_another_shard_with_its_memory(temporal_env, 
     two.close()
 
 
+# `python -m vicar.worker` with an atexit hook that tells whether the interpreter's
+# teardown ran: with the SDK's native threads still up, that teardown now and then
+# aborted a refused worker (SIGABRT, "PyGILState_Release", exit -6 instead of 5).
+AS_THE_WORKER = (
+    "import atexit, runpy, sys\n"
+    "atexit.register(lambda: print('torn down', file=sys.stderr, flush=True))\n"
+    "runpy.run_module('vicar.worker', run_name='__main__', alter_sys=True)\n"
+)
+
+
+async def start_as_the_worker(w) -> None:
+    from .test_ops import ROOT
+
+    w.proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        AS_THE_WORKER,
+        env=w.env,
+        cwd=str(ROOT),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+
+
 async def test_a_second_machine_on_a_served_shard_is_refused(temporal_env, tmp_path):
     """Two real worker processes with their own data directories (two machines) and the
     same shard: the second sees the first's polls at the server and stops in one line
     (exit 5) before polling; the first, restarted under the same identity (its host and
-    directory), is not refused by its own last poll."""
+    directory), is not refused by its own last poll. Both ends, refused and stopped,
+    skip the interpreter's teardown that could abort them."""
     from vicar.errors import Conflict
 
     from .test_ops import WorkerProcess
@@ -201,12 +227,12 @@ async def test_a_second_machine_on_a_served_shard_is_refused(temporal_env, tmp_p
     try:
         await first.until("/readyz", 200)
         second = WorkerProcess(temporal_env, tmp_path / "machine-b", **shards, VICAR_TASK_QUEUE=first.task_queue)
-        await second.start()
+        await start_as_the_worker(second)
         out = (await asyncio.wait_for(second.proc.communicate(), timeout=90))[0].decode()
         assert second.proc.returncode == Conflict.exit_code, out
         last = out.strip().splitlines()[-1]
         assert last.startswith(f"error: {first.task_queue}-shard-0 is served by another worker") and "machine-a" in last
-        assert "Traceback" not in out
+        assert "Traceback" not in out and "torn down" not in out, out
         # Another shard on the same queue is fine.
         other = WorkerProcess(
             temporal_env,
@@ -221,10 +247,11 @@ async def test_a_second_machine_on_a_served_shard_is_refused(temporal_env, tmp_p
     finally:
         await first.stop()
     again = WorkerProcess(temporal_env, tmp_path / "machine-a", **shards, VICAR_TASK_QUEUE=first.task_queue)
-    await again.start()
+    await start_as_the_worker(again)
     await again.until("/readyz", 200)
     assert again.proc.returncode is None
-    await again.stop()
+    out = await again.stop()
+    assert again.proc.returncode == 0 and "torn down" not in out, out
 
 
 async def test_the_move_command_with_one_worker_on_every_shard_keeps_the_memory(temporal_env, tmp_path):

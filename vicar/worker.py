@@ -261,12 +261,16 @@ def configure_logging() -> None:
 
 
 def main() -> None:
+    from vicar.ending import end_process
+
     configure_logging()
     try:
         asyncio.run(serve(Settings.from_env()))
+        code = 0
     except VicarError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+        code = exc.exit_code
+    end_process(code)  # stopped or refused: everything is closed, no teardown to abort
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@ groups and the error rule every command shares; each *_cmd.py adds its commands.
 
 from __future__ import annotations
 
-import os
 import sys
 
 # Imported in this order on purpose: `vicar --help` lists the commands in the order they
@@ -15,17 +14,10 @@ from vicar.cli.base import MAX_ERROR_CHARS, Output, app, console, err, explain, 
 __all__ = ["MAX_ERROR_CHARS", "Output", "app", "console", "err", "explain", "friendly", "main"]
 
 
-# The SDK's native bridge: once loaded, its Rust runtime's threads outlive the command.
-TEMPORAL_BRIDGE = "temporalio.bridge.temporal_sdk_bridge"
-
-
 def main() -> None:
-    """The `vicar` command. A process that loaded Temporal's native bridge ends without
-    the interpreter's teardown: the bridge's threads can call into Python while it
-    finalizes and abort the process with SIGABRT after the command has succeeded
-    (temporalio/sdk-python#300; seen here as `vicar answer` exiting -6). Every command
-    has closed what it opened by the time it returns, so only the exit code and the
-    flushed output are left to give."""
+    """The `vicar` command; it ends as vicar.ending says (every command has closed what it
+    opened by the time it returns)."""
+    from vicar.ending import end_process
     from vicar.logging_redact import install as install_redaction
 
     install_redaction()  # the libraries' warnings go through Python's last-resort handler
@@ -39,8 +31,4 @@ def main() -> None:
         if code is not None:
             print(code, file=sys.stderr)
         code = 0 if code is None else 1
-    if TEMPORAL_BRIDGE in sys.modules:
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
-        os._exit(code)
-    sys.exit(code)
+    end_process(code)

@@ -17,6 +17,7 @@ from temporalio.exceptions import ApplicationError
 
 from vicar import contracts as c
 from vicar.activities import answers
+from vicar.activities.rules import RuleActivities
 from vicar.activities.store_errors import store_errors
 from vicar.activities.turns import TurnActivities
 from vicar.artifacts import ArtifactRefused, load_artifact
@@ -31,7 +32,7 @@ from vicar.proxy.provider import Predictor
 from vicar.responders import load_policy
 
 
-class ProxyActivities(TurnActivities):
+class ProxyActivities(TurnActivities, RuleActivities):
     def __init__(
         self,
         client: Client,
@@ -89,6 +90,7 @@ class ProxyActivities(TurnActivities):
             self.pin_model,
             self.vet_answer,
             self.recorded_outcome,
+            self.match_rules,
         ]
 
     def _predicting(self, principal: str, pin: ModelPin | None = None):

@@ -92,6 +92,7 @@ class TurnActivities:
             shard_wait_seconds=self.settings.shard_wait_seconds,
             release=reply.release,
             deadline_seconds=self.settings.gate_deadline_seconds,
+            control=reply.control,
         )
 
     async def _brain_unusable(self, principal: str) -> str | None:

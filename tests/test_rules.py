@@ -143,3 +143,14 @@ def test_precedence_pause_then_ask_then_the_first_answer_rule():
     assert len(c.pauses) == 1  # another scope's resume leaves it
     c = apply_change(c, ControlChange(op="resume", by="carol"), NOW)
     assert c.pauses == []
+
+
+def test_an_overruled_gate_asks_whatever_its_escalation_mode():
+    from vicar.models import Action, Calibration, PassResult
+    from vicar.proxy.decision import decide
+
+    sure = Calibration(confidence=0.99, guard="passthrough", autonomous=True)
+    guess = PassResult(prose="Fine.", confidence=0.99, action=Action.approve)
+    for mode in ("never", "when_unsure", "always"):
+        assert decide(req(escalation_mode=mode), sure, guess, overruled=True).escalate
+    assert not decide(req(escalation_mode="never"), sure, guess).escalate

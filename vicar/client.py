@@ -10,6 +10,10 @@ with the worker's keys, docs/codec.md).
     result = await handle.result(timeout=600)   # TimeoutError if it is still waiting
     if result.escalated: ...                    # the human answered; else the proxy did
 
+The human stays in charge (docs/rules.md): `add_rule`, `remove_rule`, `get_control`,
+`pause` and `resume` change a principal's rules and off switch in their brain, from
+any machine that reaches Temporal; the next gate obeys them.
+
 Errors are `vicar.errors` types: `Conflict` (the gate id exists with another request,
 or the gate is not waiting for an answer), `NotFound`, `InvalidInput` (a bad field, one
 line naming it), `NotResponding`. Requests and answers may be plain dicts (the JSON of
@@ -21,17 +25,30 @@ a model yourself, `GateRequest(...)`, raises pydantic's ValidationError in your 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCError, RPCStatusCode
 
+from vicar import contracts as c
+from vicar.brain_models import BrainConfig
 from vicar.config import ANSWER_TIMEOUT, TASK_QUEUE
-from vicar.errors import InvalidInput, validation_summary
+from vicar.control_models import Control, ControlChange, Rule
+from vicar.errors import Conflict, InvalidInput, NotResponding, validation_summary
 from vicar.gates import answer_gate, find_gate, list_escalations, query_details, start_gate, started_with
-from vicar.models import GateDetails, GateRequest, GateResult, HumanAnswer
+from vicar.models import BrainInput, GateDetails, GateRequest, GateResult, HumanAnswer, check_principal
 
 __all__ = [
     "GateHandle",
@@ -43,6 +60,13 @@ __all__ = [
     "GateResult",
     "GateDetails",
     "HumanAnswer",
+    "Rule",
+    "Control",
+    "add_rule",
+    "remove_rule",
+    "get_control",
+    "pause",
+    "resume",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -105,3 +129,92 @@ async def answer(
     """Answer an escalated gate (by gate id or workflow id); the gate's reply. An error
     names why not."""
     return await answer_gate(client, gate_id, _valid(HumanAnswer, answer), timeout)
+
+
+# -- the human's rules and pauses (docs/rules.md) ---------------------------------------
+
+
+async def change_control(
+    client: Client,
+    principal: str,
+    change: ControlChange | Mapping[str, Any],
+    *,
+    task_queue: str = TASK_QUEUE,
+    config: BrainConfig | None = None,
+    timeout: float = ANSWER_TIMEOUT,
+) -> Control:
+    """Send one change to the principal's brain (starting it, with `config`, if no gate
+    has yet: pass the deployment's shard count there) and return the rules and pauses
+    now in force. A change the brain refuses is a Conflict, a malformed one InvalidInput;
+    a brain no worker runs within `timeout` seconds, NotResponding."""
+    change = _valid(ControlChange, change)
+    try:
+        check_principal(principal)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
+        c.BRAIN_WORKFLOW,
+        BrainInput(principal=principal, config=config or BrainConfig()),
+        id=c.brain_workflow_id(principal),
+        task_queue=task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+    # A failed update fails the start's future too: retrieve it (see activities/turns.py).
+    asyncio.ensure_future(start.workflow_handle()).add_done_callback(lambda f: f.cancelled() or f.exception())
+    try:
+        return await asyncio.wait_for(
+            client.execute_update_with_start_workflow(
+                c.CONTROL_UPDATE,
+                change,
+                start_workflow_operation=start,
+                id=f"control/{uuid.uuid4().hex}",
+                result_type=Control,
+            ),
+            timeout,
+        )
+    except WorkflowUpdateFailedError as exc:
+        raise Conflict(
+            f"{principal}'s brain refused the change: {getattr(exc.cause, 'message', None) or exc.cause}"
+        ) from None
+    except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
+        raise NotResponding(
+            f"{principal}'s brain did not take the change within {timeout:g} s: is a worker serving task queue "
+            f"{task_queue!r}? It applies if the brain runs later"
+        ) from None
+
+
+async def get_control(client: Client, principal: str) -> Control:
+    """The principal's rules and pauses in force (none if no brain runs for them)."""
+    handle = client.get_workflow_handle(c.brain_workflow_id(principal))
+    try:
+        desc = await handle.describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return Control()
+        raise
+    if desc.status != WorkflowExecutionStatus.RUNNING:
+        return Control()  # the next gate starts a new brain, with none
+    return await handle.query(c.CONTROL_QUERY, result_type=Control)
+
+
+async def add_rule(client: Client, principal: str, rule: Rule | Mapping[str, Any], *, by: str, **kw: Any) -> Control:
+    return await change_control(client, principal, dict(op="add_rule", by=by, rule=_valid(Rule, rule)), **kw)
+
+
+async def remove_rule(client: Client, principal: str, name: str, *, by: str, **kw: Any) -> Control:
+    return await change_control(client, principal, dict(op="remove_rule", by=by, name=name), **kw)
+
+
+async def pause(
+    client: Client, principal: str, *, by: str, state: str | None = None, task_type: str | None = None, **kw: Any
+) -> Control:
+    """From the next gate on, no gate of the principal (in this state / task type, if
+    given) is answered but by the human, whatever its escalation mode."""
+    return await change_control(client, principal, dict(op="pause", by=by, state=state, task_type=task_type), **kw)
+
+
+async def resume(
+    client: Client, principal: str, *, by: str, state: str | None = None, task_type: str | None = None, **kw: Any
+) -> Control:
+    """Lift the pause of exactly this scope; with no scope, every pause."""
+    return await change_control(client, principal, dict(op="resume", by=by, state=state, task_type=task_type), **kw)

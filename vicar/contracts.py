@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from vicar.audit_models import Review
 from vicar.brain_models import BrainConfig, TurnRequest
+from vicar.control_models import Control
 from vicar.errors import STORE_UNAVAILABLE  # noqa: F401  (error types are named in vicar/errors.py)
 from vicar.memory.consolidation_plan import ConsolidationPlan
 from vicar.memory.transfer import Snapshot
@@ -48,6 +49,9 @@ REQUEST_TURN_SIGNAL = "request_turn"
 RELEASE_TURN_SIGNAL = "release_turn"
 SET_SHARD_UPDATE = "set_shard"
 BRAIN_STATUS_QUERY = "status"
+# The human's rules and pauses (vicar/control_models.py): changed by the update, read by the query.
+CONTROL_UPDATE = "control"
+CONTROL_QUERY = "control_state"
 # A turn holder's (gate, consolidation, move):
 TURN_GRANTED_SIGNAL = "turn_granted"
 TURN_WANTED_SIGNAL = "turn_wanted"
@@ -69,8 +73,8 @@ SIGNALS = (
     GATE_DONE_SIGNAL,
     END_SIGNAL,
 )
-UPDATES = (TAKE_TURN_UPDATE, SET_SHARD_UPDATE, RESPOND_UPDATE, JOIN_UPDATE)
-QUERIES = (BRAIN_STATUS_QUERY, DETAILS_QUERY, SUMMARY_QUERY)
+UPDATES = (TAKE_TURN_UPDATE, SET_SHARD_UPDATE, RESPOND_UPDATE, JOIN_UPDATE, CONTROL_UPDATE)
+QUERIES = (BRAIN_STATUS_QUERY, DETAILS_QUERY, SUMMARY_QUERY, CONTROL_QUERY)
 # Moving a principal's memory to another shard (workflows/move.py).
 EXPORT_MEMORY = "export_memory"
 EXPORT_PIECE = "export_piece"
@@ -120,7 +124,12 @@ RECORDED_OUTCOME = "recorded_outcome"
 GATE_ONCE = "gate-once"
 # Gates started before the learned model was pinned replay without the PIN_MODEL step.
 MODEL_PIN_PATCH = "pin-learned-model"
+# A gate obeys the human's rules and pauses handed over with its turn (MATCH_RULES:
+# RulesInput -> Verdict | None, where the artifact is read); gates before it had none.
+MATCH_RULES = "match_rules"
+HUMAN_CONTROL = "human-control"
 PATCH_IDS: tuple[str, ...] = (TURN_BY_RECORD, ESCALATION_MEMO, GATE_DEADLINE, VET_ANSWERS, GATE_ONCE, MODEL_PIN_PATCH)
+PATCH_IDS = PATCH_IDS + (HUMAN_CONTROL,)
 # What the contract asks of a client starting a gate (docs/orchestrator.md, `vicar schema`). The worker
 # does not rely on it: a second run under a recorded id returns the recorded outcome.
 GATE_ID_REUSE_POLICY = "REJECT_DUPLICATE"
@@ -202,6 +211,7 @@ class TurnTicket(BaseModel):
     shard_wait_seconds: float = 60.0  # how long a memory step waits for the shard's owner
     release: bool = True  # see TurnReply.release (when granted at once)
     deadline_seconds: float = 0.0  # the worker's default gate deadline (0: none)
+    control: Control | None = None  # the human's rules and pauses when granted at once (TurnReply.control)
 
 
 class CounterInput(BaseModel):
@@ -254,6 +264,11 @@ class CalibrateInput(BaseModel):
     ctx: RetrievalContext  # the posterior's retrieval: depth and tension come from it
     now: datetime  # workflow time, for the staleness guard
     gate_key: str  # fixes the audit draw (the gate's workflow id)
+
+
+class RulesInput(BaseModel):
+    request: GateRequest
+    control: Control
 
 
 class ConsultInput(BaseModel):

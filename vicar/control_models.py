@@ -308,3 +308,13 @@ def apply_change(control: Control, change: ControlChange, now: datetime | None) 
     if size > MAX_CONTROL_BYTES:
         raise ValueError(f"the principal's rules would take {size} bytes, over the bound of {MAX_CONTROL_BYTES}")
     return out
+
+
+class Verdict(BaseModel):
+    """What the human's control says of one gate: nothing (None), escalate (with the
+    reason), or an answer by a rule."""
+
+    escalate: bool = False
+    reason: str = ""  # "paused by X at T" or "rule NAME (ask, by AUTHOR)"
+    guard: str = ""  # "paused" or "rule": shown where escalation reasons are shown
+    rule: Rule | None = None  # the rule that decided (None for a pause)

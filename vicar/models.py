@@ -356,6 +356,8 @@ class Calibration(BaseModel):
     target: float | None = None
     audit_share: float | None = None  # the rule's audit probability (an audit's pair weighs its inverse)
     censors: list[str] = Field(default_factory=list)  # ids of the censors that fired (block or warn)
+    rule: str | None = None  # the human's rule that made the gate ask, or answered it (its name)
+    rule_author: str | None = None
 
 
 class ModelPin(BaseModel):

@@ -51,6 +51,7 @@ class AnsweredBy(str, Enum):
     human = "human"
     proxy = "proxy"
     nobody = "nobody"  # the gate's deadline passed while it waited for the human
+    rule = "rule"  # a rule the human wrote (vicar/control_models.py); never the proxy's evidence
 
 
 class GateStatus(str, Enum):

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import asyncio
 
+from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
+    from vicar.control_models import Control, ControlChange, apply_change
+    from vicar.errors import validation_summary
     from vicar.models import BrainConfig, BrainInput, BrainState, BrainStatus, TurnGrant, TurnReply, TurnRequest
     from vicar.sharding import MAX_SHARDS, shard_of
     from vicar.workflows.failures import cause_message
@@ -80,7 +83,8 @@ class BrainWorkflow:
         st = self._state
         async with self._granting:
             if st.holder is not None and st.holder.gate_id == req.gate_id:
-                return TurnReply(n=st.holder_n, shard=st.shard)  # a retried request: the same turn, the same N
+                # a retried request: the same turn, the same N
+                return TurnReply(n=st.holder_n, shard=st.shard, control=self._control())
             if any(q.gate_id == req.gate_id for q in st.queue):
                 return TurnReply(n=None, shard=st.shard)
             if not st.queue and (st.holder is None or self._by_record()):
@@ -89,7 +93,7 @@ class BrainWorkflow:
                 except _Refused as exc:
                     return TurnReply(n=None, error=str(exc), shard=st.shard)
                 if n is not None:
-                    return TurnReply(n=n, shard=st.shard, release=not self._by_record())
+                    return TurnReply(n=n, shard=st.shard, release=not self._by_record(), control=self._control())
             st.queue.append(req)
             return TurnReply(n=None, shard=st.shard)
 
@@ -122,6 +126,25 @@ class BrainWorkflow:
             return False
         st.shard = change.shard
         return True
+
+    @workflow.update(name=c.CONTROL_UPDATE)
+    def change_control(self, *args) -> Control:
+        """The human's rules and pauses, changed; the next turn granted carries them. A
+        bad change never gets here: the validator refuses it before it enters history."""
+        self._state.control = apply_change(self._state.control, _change(args), workflow.now())
+        return self._state.control
+
+    @change_control.validator
+    def _check_control(self, *args) -> None:
+        apply_change(self._state.control, _change(args), workflow.now())  # raises, one line, or changes nothing
+
+    @workflow.query(name=c.CONTROL_QUERY)
+    def control_state(self) -> Control:
+        return self._state.control
+
+    def _control(self) -> Control | None:
+        """What a granted turn carries: None while there is nothing (the reply stays as it was)."""
+        return None if self._state.control.empty() else self._state.control
 
     @workflow.query(name=c.BRAIN_STATUS_QUERY)
     def status(self) -> BrainStatus:
@@ -297,13 +320,29 @@ class BrainWorkflow:
                 self._asked = req.gate_id
             await workflow.get_external_workflow_handle(req.workflow_id).signal(
                 c.TURN_GRANTED_SIGNAL,
-                TurnGrant(gate_id=req.gate_id, n=n, error=refused, shard=self._state.shard, release=release),
+                TurnGrant(
+                    gate_id=req.gate_id,
+                    n=n,
+                    error=refused,
+                    shard=self._state.shard,
+                    release=release,
+                    control=self._control(),
+                ),
             )
         except FailureError as exc:
             # The gate is gone (completed, terminated): the turn goes to the next one.
             workflow.logger.warning("gate %s could not take its turn: %s", req.gate_id, exc)
             if self._state.holder is req:
                 self._state.holder = self._state.holder_n = self._state.lease_deadline = None
+
+
+def _change(args: tuple) -> ControlChange:
+    if len(args) != 1:
+        raise ValueError(f"a control change is one ControlChange argument, not {len(args)}")
+    try:
+        return ControlChange.model_validate(args[0])
+    except ValidationError as exc:
+        raise ValueError(f"invalid control change: {validation_summary(exc)}"[:2000]) from None
 
 
 def _reason(exc: ActivityError | ApplicationError) -> str:

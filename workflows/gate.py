@@ -303,7 +303,7 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
             if not decision.escalate:
                 # Stored inside the turn, so the next gate of this principal sees it.
                 action, text = self._final(decision.action, decision.text)
-                await self._record(req, n, action, text, AnsweredBy.proxy, None, consulted)
+                await self._record(req, n, action, text, *self._answerer(), consulted)
                 recorded = True
         finally:
             if recorded and not (self._release_by_signal or self._wanted) and workflow.patched(c.TURN_BY_RECORD):
@@ -314,11 +314,9 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
         if not decision.escalate:
             self._set_status(GateStatus.done)
             self._ignore_early("the proxy answered the gate")
+            by, responder = self._answerer()  # the proxy, or the human's rule and its author
             return await self._finish(
-                req,
-                self._result(
-                    req, n, action, text, consulted, escalated=False, answered_by=AnsweredBy.proxy, responder=None
-                ),
+                req, self._result(req, n, action, text, consulted, escalated=False, answered_by=by, responder=responder)
             )
 
         # Escalate outside the turn: a slow human never blocks the principal's other gates.

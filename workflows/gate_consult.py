@@ -27,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from vicar.proxy.decision import Decision, decide, surprised
     from vicar.workflows.failures import cause_message as _cause
 
-from vicar.workflows.gate_state import GateState
+from vicar.workflows.gate_control import GateControl
 
 # A proxy step that keeps failing gives up after a few attempts and the gate goes to the
 # human: a broken provider must not hold the principal's turn (and every gate queued
@@ -48,11 +48,15 @@ PIN: dict[str, Any] = dict(
 )
 
 
-class GateConsult(GateState):
+class GateConsult(GateControl):
     async def _proxy_dialog(self, req: GateRequest, n: int) -> tuple[c.ConsultResult, Decision]:
         """Consult; while the proxy's reply is a dialog line, let the agent side answer
         and consult again. Bounded: at the bound, or when either side has nothing to
-        say, the human decides. Dialog never ends in an automatic approval by itself."""
+        say, the human decides. Dialog never ends in an automatic approval by itself.
+        The human's rules and pauses come first (workflows/gate_control.py)."""
+        ruled = await self._obey(req)
+        if ruled is not None:
+            return ruled
         try:
             if self._local_steps and workflow.patched(c.MODEL_PIN_PATCH):
                 # Under the turn, once per gate: every consult of this gate (dialog rounds,
@@ -62,7 +66,11 @@ class GateConsult(GateState):
         except (ActivityError, ApplicationError) as exc:
             # The proxy could not run (provider down, bad key, broken memory): the human
             # decides, and the reason is on the gate for the operator.
-            return self._unavailable(f"proxy unavailable: {_cause(exc)}")
+            consulted, decision = self._unavailable(f"proxy unavailable: {_cause(exc)}")
+            if self._forced():
+                consulted = self._overruled(consulted)
+                self._show(consulted)
+            return consulted, decision
 
     def _unavailable(self, reason: str) -> tuple[c.ConsultResult, Decision]:
         failed = PassResult(prose="", note=reason, confidence=0.0)
@@ -76,8 +84,8 @@ class GateConsult(GateState):
         assert self._details is not None
         while True:
             self._details.status = GateStatus.consulting  # shown by the query, not indexed
-            consulted = await self._consult(req, n)
-            decision = decide(req, consulted.calibration, consulted.posterior)
+            consulted = self._overruled(await self._consult(req, n))
+            decision = decide(req, consulted.calibration, consulted.posterior, overruled=self._forced())
             self._show(consulted)
             if decision.escalate or decision.action is not Action.dialog:
                 return consulted, decision

@@ -30,6 +30,7 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
+    from vicar.control_models import Control
     from vicar.models import TurnGrant
     from vicar.workflows.routing import run_memory_activity
 
@@ -62,11 +63,13 @@ class TurnHolder:
     def __init__(self) -> None:
         self._grant: TurnGrant | None = None
         self._wanted = False  # the brain asked for the turn back (turn_wanted), whatever the grant said
+        self._control: Control | None = None  # the human's rules and pauses, as the turn was granted
 
     @workflow.signal(name=c.TURN_GRANTED_SIGNAL)
     def turn_granted(self, grant: TurnGrant) -> None:
         if self._grant is None:
             self._grant = grant
+            self._control = grant.control
 
     @workflow.signal(name=c.TURN_WANTED_SIGNAL)
     def turn_wanted(self, gate_id: str) -> None:
@@ -77,7 +80,10 @@ class TurnHolder:
     async def _ask_turn(self, turn: c.TurnAsk) -> c.TurnTicket:
         """One REQUEST_TURN; a grant that comes later by signal is awaited with _granted."""
         self._grant = None  # asked again after a refusal: wait for the new answer
-        return await workflow.execute_local_activity(c.REQUEST_TURN, turn, result_type=c.TurnTicket, **QUICK)
+        ticket = await workflow.execute_local_activity(c.REQUEST_TURN, turn, result_type=c.TurnTicket, **QUICK)
+        if ticket.n is not None:
+            self._control = ticket.control
+        return ticket
 
     async def _granted(self) -> TurnGrant:
         await workflow.wait_condition(lambda: self._grant is not None)

@@ -9,6 +9,7 @@ import sys
 # were registered (demo, codec-server, worker, ask, schema, escalations, answer, health).
 from vicar.cli import demo_cmd, eval_cmd, gates_cmd, health_cmd, memory_cmd, principals_cmd, sessions_cmd, worker_cmd  # noqa: F401  (registers their commands)  # noqa: F401
 from vicar.cli import audit_cmd  # noqa: F401, E402  (registers `vicar audit` and `vicar review`)
+from vicar.cli import rules_cmd  # noqa: F401, E402  (registers `vicar rules`)
 from vicar.cli.base import MAX_ERROR_CHARS, Output, app, console, err, explain, friendly
 
 __all__ = ["MAX_ERROR_CHARS", "Output", "app", "console", "err", "explain", "friendly", "main"]

@@ -1,4 +1,5 @@
-"""`vicar principal`: who may answer for a principal, and moving its memory between shards."""
+"""`vicar principal`: who may answer for a principal, the off switch (pause, resume), and
+moving its memory between shards."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import asyncio
 import typer
 
 from vicar import contracts as c
-from vicar.cli.base import console, friendly, open_client, principal_app
+from vicar.cli.base import OUTPUT, Output, console, friendly, open_client, principal_app
 from vicar.config import Settings
 from vicar.errors import InvalidInput, VicarError
+from vicar.models import CfAState
 
 
 @principal_app.command("allow")
@@ -51,6 +53,38 @@ def principal_allowed(principal: str = typer.Argument(...)) -> None:
     from vicar.responders import load_policy
 
     _print_policy(principal, load_policy(Settings.from_env().principals_dir, principal))
+
+
+@principal_app.command("pause")
+@friendly
+def principal_pause(
+    principal: str = typer.Argument(...),
+    state: CfAState = typer.Option(None, "--state", help="Only gates in this state."),
+    task_type: str = typer.Option(None, "--task-type", help="Only gates of this task type."),
+    by: str = typer.Option(None, "--by", help="Who pauses (default: the OS user)."),
+    output: Output = OUTPUT,
+) -> None:
+    """The off switch: from PRINCIPAL's next gate on, the proxy answers none (rules
+    neither), whatever the gate's escalation mode; `never` gates wait for the human.
+    Each escalation says "paused by X at T". Works from any machine reaching Temporal."""
+    from vicar.cli.rules_cmd import _who, send_change
+
+    send_change(principal, dict(op="pause", by=_who(by), state=state, task_type=task_type), output)
+
+
+@principal_app.command("resume")
+@friendly
+def principal_resume(
+    principal: str = typer.Argument(...),
+    state: CfAState = typer.Option(None, "--state", help="Lift only the pause of this state (with --task-type)."),
+    task_type: str = typer.Option(None, "--task-type", help="Lift only the pause of this task type."),
+    by: str = typer.Option(None, "--by", help="Who resumes (default: the OS user)."),
+    output: Output = OUTPUT,
+) -> None:
+    """Lift PRINCIPAL's pause of exactly this scope; with none given, every pause."""
+    from vicar.cli.rules_cmd import _who, send_change
+
+    send_change(principal, dict(op="resume", by=_who(by), state=state, task_type=task_type), output)
 
 
 @principal_app.command("move")

@@ -24,11 +24,15 @@ def surprised(prior: PassResult, posterior: PassResult) -> bool:
     return abs(posterior.confidence - prior.confidence) > SURPRISE_DELTA
 
 
-def decide(request: GateRequest, calibration: Calibration, posterior: PassResult) -> Decision:
+def decide(request: GateRequest, calibration: Calibration, posterior: PassResult, overruled: bool = False) -> Decision:
     """The design's decision flow: the proxy answers alone only where calibration says
     it may (the autonomy rule proved its score and no guard fired). A prediction without
-    an action (unparsable or empty) never auto-approves unless the gate is in `never` mode."""
+    an action (unparsable or empty) never auto-approves unless the gate is in `never` mode.
+    `overruled`: a pause or an `ask` rule of the human's is in force: the human decides,
+    whatever the gate's escalation mode (vicar/control_models.py)."""
     text = posterior.prose.strip()
+    if overruled:
+        return Decision(escalate=True, action=posterior.action, text=text)
     if request.escalation_mode is EscalationMode.always:
         return Decision(escalate=True, action=posterior.action, text=text)
     if request.escalation_mode is EscalationMode.never:

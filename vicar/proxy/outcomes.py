@@ -51,6 +51,8 @@ def record_outcome(
     """`artifact`: the whole artifact text (see outcome_chunk); None for the request's own.
     `params`: the regret window and the censors' learning and feedback; `facts`: how
     the human's answer moves their preferences (defaults: the shipped ones)."""
+    if record.answered_by is AnsweredBy.rule:
+        return _log_rule_answer(memory, record, artifacts)
     params = params or CalibrationParams()
     facts = facts or FactParams()
     moves = fact_memory.hindsight(memory, record, facts)
@@ -88,6 +90,34 @@ def record_outcome(
     if artifacts:
         write_artifacts(memory)
     return chunk.id
+
+
+def _log_rule_answer(memory: PrincipalMemory, record: OutcomeRecord, artifacts: bool) -> str:
+    """A gate a rule of the human's answered (vicar/control_models.py): in the outcome
+    log (the turn's release, the audit trail, the interactions file) and nowhere else. No
+    chunk: it is neither the human's decision to learn from nor the proxy's to grade (a
+    proxy chunk could become a regret pair), and no evidence, facts or censor feedback."""
+    req = record.request
+    key = context_key(req.state.value, req.task_type, req.kind)
+    log_outcome(
+        memory.store,
+        OutcomeEntry(
+            workflow_id=record.workflow_id,
+            state=req.state.value,
+            task_type=req.task_type,
+            answered_by=record.answered_by.value,
+            action=record.action.value,
+            at=record.at.isoformat() if record.at else None,
+            record=record.model_dump_json(),
+            context_key=key,
+            update=lambda stored: (
+                stored or ContextEntry(state=req.state.value, task_type=req.task_type).model_dump_json()
+            ),
+        ),
+    )
+    if artifacts:
+        write_artifacts(memory)
+    return f"outcome/{record.workflow_id}"
 
 
 def autonomy_pair(record: OutcomeRecord) -> Evidence | None:
@@ -216,7 +246,7 @@ def _pattern_section(seq: int, r: OutcomeRecord) -> str:
             out.append(f"AGENT: {t.text.strip()}")
         else:
             out.append(f"HUMAN{' (proxy)' if t.answered_by is AnsweredBy.proxy else ''}: {t.text.strip()}")
-    tag = " (proxy)" if r.answered_by is AnsweredBy.proxy else ""
+    tag = "" if r.answered_by is AnsweredBy.human else f" ({r.answered_by.value})"
     out.append(f"HUMAN{tag}: [{r.action.value}] {r.response_text.strip()}")
     out.append(f"{_SECTION_END}{seq} -->")
     return "\n".join(out) + "\n"

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 
-from pydantic import BaseModel
-
-from vicar.control_models import Control, Effect, Rule, compile_regex, word_regex
+from vicar.control_models import Control, Effect, Rule, Verdict, compile_regex, word_regex
 from vicar.models import GateRequest, RequestKind
 
 
@@ -46,16 +44,6 @@ def matches(rule: Rule, request: GateRequest, artifact: str, lineage: str | None
     return True
 
 
-class Verdict(BaseModel):
-    """What the human's control says of one gate: nothing (None), escalate (with the
-    reason), or an answer by a rule."""
-
-    escalate: bool = False
-    reason: str = ""  # "paused by X at T" or "rule NAME (ask, by AUTHOR)"
-    guard: str = ""  # "paused" or "rule": shown where escalation reasons are shown
-    rule: Rule | None = None  # the rule that decided (None for a pause)
-
-
 def verdict(control: Control, request: GateRequest, artifact: str, lineage: str | None) -> Verdict | None:
     """The precedence in the module's docstring."""
     pause = control.pause_for(request.state, request.task_type)
@@ -72,3 +60,8 @@ def verdict(control: Control, request: GateRequest, artifact: str, lineage: str 
         )
     r = hits[0]
     return Verdict(reason=f"rule {r.name} ({r.effect.value}, by {r.author or '?'})", guard="rule", rule=r)
+
+
+def needs_artifact(control: Control) -> bool:
+    """Whether any rule reads the artifact's text (else its files need not be read)."""
+    return any((r.words or r.regex) and r.text_in != "question" for r in control.rules)

@@ -1,0 +1,131 @@
+"""The human stays in charge, through a real gate (Temporal dev server, real worker, real
+memory): a rule or a pause written by a second process (the `vicar` CLI, with another
+data directory and no access to the worker's) changes the very next gate's outcome,
+whatever its escalation mode; a rule's answer is the rule's, never the proxy's evidence."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from datetime import UTC, datetime, timedelta
+
+from vicar.gates import answer_gate, start_gate
+from vicar.models import AnsweredBy, HumanAnswer
+from vicar.proxy.ledger import autonomy_pairs
+
+from .conftest import wait_escalated
+from .test_gate_guards import ARTIFACT, seed
+
+DROP = ARTIFACT + " Also: DROP TABLE users;"
+
+
+async def vicar(h, data_dir, *args: str) -> tuple[int, str, str]:
+    """`vicar ARGS` in its own process: the same Temporal server, codec key (inherited)
+    and task queue as the worker, but its own data directory."""
+    env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": h.client.service_client.config.target_host,
+        "VICAR_TASK_QUEUE": h.task_queue,
+        "VICAR_DATA_DIR": str(data_dir),
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "vicar.cli",
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def gate(h, p, artifact: str, mode: str):
+    req = h.request(p, task_type="docs", artifact=artifact, escalation_mode=mode)
+    return req, await start_gate(h.client, req, h.task_queue)
+
+
+async def test_a_rule_or_pause_from_a_second_process_changes_the_very_next_gate(harness, tmp_path):
+    h = harness
+    elsewhere = tmp_path / "another-machine"
+    assert not str(elsewhere).startswith(str(h.settings.data_dir))
+    p = h.principal()
+    seed(h, p, [("approve", "Fine.")] * 4, datetime.now(UTC) - timedelta(hours=1))
+    pairs = lambda: len(autonomy_pairs(h.registry.get(p).store, "gate"))  # noqa: E731
+
+    # The reported failure: the proxy approves DROP TABLE alone, in either mode.
+    for mode in ("when_unsure", "never"):
+        _, handle = await gate(h, p, DROP, mode)
+        result = await handle.result()
+        assert (result.escalated, result.answered_by, result.action.value) == (False, AnsweredBy.proxy, "approve")
+
+    # An `ask` rule from the second process: the very next gate, in `never` mode, asks.
+    code, out, err = await vicar(
+        h, elsewhere, "rules", "add", p, "no-drop", "--effect", "ask", "--word", "DROP TABLE", "--by", "alice"
+    )
+    assert code == 0, err
+    assert "no-drop: ask when words in the both is" in out
+    req, handle = await gate(h, p, DROP, "never")
+    details = await wait_escalated(h.client, req.gate_id)
+    assert details.calibration_guard == "rule"
+    assert details.calibration_note == "rule no-drop (ask, by alice)"
+    assert details.proxy_action is not None  # the proxy's guess is still shown to the human
+    await answer_gate(h.client, req.gate_id, HumanAnswer(action="reject", text="No drops.", responder="alice"))
+    assert (await handle.result()).answered_by is AnsweredBy.human
+    # ... and only where it matches.
+    _, handle = await gate(h, p, ARTIFACT, "never")
+    assert (await handle.result()).answered_by is AnsweredBy.proxy
+
+    # The off switch: the next `never` gate waits for the human, with who paused and when.
+    code, out, err = await vicar(h, elsewhere, "principal", "pause", p, "--by", "carol")
+    assert code == 0, err
+    assert f"{p} is PAUSED for all gates: paused by carol at " in out
+    req, handle = await gate(h, p, ARTIFACT, "never")
+    details = await wait_escalated(h.client, req.gate_id)
+    assert details.calibration_guard == "paused" and details.calibration_note.startswith("paused by carol at ")
+    await answer_gate(h.client, req.gate_id, HumanAnswer(action="approve", text="Fine.", responder="alice"))
+    await handle.result()
+    code, _, err = await vicar(h, elsewhere, "principal", "resume", p, "--by", "carol")
+    assert code == 0, err
+    _, handle = await gate(h, p, ARTIFACT, "never")
+    assert (await handle.result()).answered_by is AnsweredBy.proxy
+
+    # An answer rule answers as the rule, with its author, and adds no evidence pair.
+    code, _, err = await vicar(
+        h, elsewhere, "rules", "add", p, "docs-ok", "--effect", "approve", "--task-type", "docs", "--by", "dana"
+    )
+    assert code == 0, err
+    before = pairs()
+    _, handle = await gate(h, p, ARTIFACT, "when_unsure")
+    result = await handle.result()
+    assert (result.answered_by, result.action.value, result.escalated) == (AnsweredBy.rule, "approve", False)
+    assert (result.responder, result.calibration_guard, result.text) == (
+        "dana",
+        "rule",
+        "Approved by dana's rule docs-ok.",
+    )
+    assert pairs() == before
+    # The ask rule still wins over it where both match.
+    req, handle = await gate(h, p, DROP, "when_unsure")
+    assert (await wait_escalated(h.client, req.gate_id)).calibration_note == "rule no-drop (ask, by alice)"
+    await handle.terminate()
+
+    # `rules test` and `rules list -o json` read the brain from the second process too.
+    code, out, err = await vicar(
+        h, elsewhere, "rules", "test", p, "--task-type", "docs", "--artifact", DROP, "-o", "json"
+    )
+    assert code == 0, err
+    assert json.loads(out)["rule"]["name"] == "no-drop"
+    code, out, err = await vicar(h, elsewhere, "rules", "list", p, "-o", "json")
+    assert [r["name"] for r in json.loads(out)["rules"]] == ["no-drop", "docs-ok"]
+    # A clash is refused by the brain with one line and the conflict exit code.
+    code, out, err = await vicar(
+        h, elsewhere, "rules", "add", p, "docs-ok", "--effect", "reject", "--task-type", "docs"
+    )
+    assert code == 5 and err.count("\n") == 1 and "exists with other conditions" in err
+    # The second process never held the principal's memory.
+    assert not (elsewhere / "principals" / p).exists()

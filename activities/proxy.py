@@ -91,6 +91,8 @@ class ProxyActivities(TurnActivities, RuleActivities):
             self.vet_answer,
             self.recorded_outcome,
             self.match_rules,
+            self.keep_control,
+            self.load_control,
         ]
 
     def _predicting(self, principal: str, pin: ModelPin | None = None):

@@ -1,21 +1,30 @@
-"""The activity that matches the human's rules against a gate where its artifact is read
-(the rules handed over with the turn; vicar/proxy/rules.py matches). A mixin of
-ProxyActivities: it uses the worker's settings (artifact roots and byte cap).
+"""The human's rules on the worker: matching them against a gate where its artifact is
+read (the rules handed over with the turn; vicar/proxy/rules.py matches), and the
+brain's copy of them in the principal's store (vicar/proxy/control_store.py). A mixin
+of ProxyActivities: it uses the worker's settings (artifact roots, byte cap) and registry.
 
-Read-only, so idempotent. A path that cannot be read fails it non-retryably: the gate
-then asks the human (a rule must not be skipped for want of the artifact)."""
+Matching is read-only; a path that cannot be read fails it non-retryably, and the gate
+asks the human (a rule is never skipped for want of the artifact). Keeping writes a
+version only over an older one, so a retry changes nothing."""
 
 from __future__ import annotations
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from vicar import contracts as c
-from vicar.control_models import Verdict
+from vicar.activities.store_errors import store_errors
+from vicar.control_models import Control, Verdict
+from vicar.errors import STORE_UNAVAILABLE
+from vicar.memory.principal import MemoryRegistry
+from vicar.proxy.control_store import keep_control, kept_control
 from vicar.proxy.lineage import lineage_of
 from vicar.proxy.rules import needs_artifact, verdict
 
 
 class RuleActivities:
+    registry: MemoryRegistry  # set by ProxyActivities.__init__
+
     def _artifact(self, request) -> str:  # ProxyActivities._artifact
         raise NotImplementedError
 
@@ -23,3 +32,16 @@ class RuleActivities:
     def match_rules(self, inp: c.RulesInput) -> Verdict | None:
         artifact = self._artifact(inp.request) if needs_artifact(inp.control) else inp.request.artifact_text
         return verdict(inp.control, inp.request, artifact, lineage_of(inp.request, artifact).lineage)
+
+    @activity.defn(name=c.KEEP_CONTROL)
+    @store_errors
+    def keep_control(self, inp: c.ControlKeep) -> bool:
+        return keep_control(self.registry.get(inp.principal).store, inp.control)
+
+    @activity.defn(name=c.LOAD_CONTROL)
+    @store_errors
+    def load_control(self, inp: c.CounterInput) -> Control | None:
+        try:
+            return kept_control(self.registry.get(inp.principal).store)
+        except ValueError as exc:  # a person must look at it: retrying reads the same
+            raise ApplicationError(str(exc), type=STORE_UNAVAILABLE, non_retryable=True) from None

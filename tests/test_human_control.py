@@ -129,3 +129,25 @@ async def test_a_rule_or_pause_from_a_second_process_changes_the_very_next_gate(
     assert code == 5 and err.count("\n") == 1 and "exists with other conditions" in err
     # The second process never held the principal's memory.
     assert not (elsewhere / "principals" / p).exists()
+
+
+async def test_rules_and_pauses_outlive_a_terminated_brain(harness):
+    """An operator may terminate a broken brain (the next gate starts a new one): the
+    rules and pauses are kept in the principal's store and the new brain takes them back."""
+    from vicar import contracts as c
+    from vicar.client import add_rule, get_control, pause
+    from vicar.control_models import Control
+
+    h = harness
+    p = h.principal()
+    where = dict(task_queue=h.task_queue)
+    await add_rule(h.client, p, dict(name="no-drop", effect="ask", words=["DROP TABLE"]), by="alice", **where)
+    kept = await pause(h.client, p, by="carol", task_type="ops", **where)
+    assert kept.version == 2
+    await h.client.get_workflow_handle(c.brain_workflow_id(p)).terminate("broken")
+    assert await get_control(h.client, p) == Control()  # no brain runs
+    req, handle = await gate(h, p, DROP, "never")
+    details = await wait_escalated(h.client, req.gate_id)
+    assert (details.calibration_guard, details.calibration_note) == ("rule", "rule no-drop (ask, by alice)")
+    assert await get_control(h.client, p) == kept
+    await handle.terminate()

@@ -129,7 +129,13 @@ MODEL_PIN_PATCH = "pin-learned-model"
 MATCH_RULES = "match_rules"
 HUMAN_CONTROL = "human-control"
 PATCH_IDS: tuple[str, ...] = (TURN_BY_RECORD, ESCALATION_MEMO, GATE_DEADLINE, VET_ANSWERS, GATE_ONCE, MODEL_PIN_PATCH)
-PATCH_IDS = PATCH_IDS + (HUMAN_CONTROL,)
+# The brain keeps its rules and pauses in the principal's store after each change
+# (KEEP_CONTROL: ControlKeep -> bool) and takes them back when it starts afresh
+# (LOAD_CONTROL: CounterInput -> Control | None); brains before it kept them only in state.
+KEEP_CONTROL = "keep_control"
+LOAD_CONTROL = "load_control"
+CONTROL_KEPT = "control-kept"
+PATCH_IDS = PATCH_IDS + (HUMAN_CONTROL, CONTROL_KEPT)
 # What the contract asks of a client starting a gate (docs/orchestrator.md, `vicar schema`). The worker
 # does not rely on it: a second run under a recorded id returns the recorded outcome.
 GATE_ID_REUSE_POLICY = "REJECT_DUPLICATE"
@@ -268,6 +274,11 @@ class CalibrateInput(BaseModel):
 
 class RulesInput(BaseModel):
     request: GateRequest
+    control: Control
+
+
+class ControlKeep(BaseModel):
+    principal: str
     control: Control
 
 

@@ -241,6 +241,7 @@ class Control(BaseModel):
 
     rules: list[Rule] = Field(default_factory=list)
     pauses: list[Pause] = Field(default_factory=list)
+    version: int = 0  # one more per change: the kept copy is never overwritten by an older one
 
     def empty(self) -> bool:
         return not self.rules and not self.pauses
@@ -307,6 +308,8 @@ def apply_change(control: Control, change: ControlChange, now: datetime | None) 
     size = len(out.model_dump_json())
     if size > MAX_CONTROL_BYTES:
         raise ValueError(f"the principal's rules would take {size} bytes, over the bound of {MAX_CONTROL_BYTES}")
+    if out != control:
+        out.version = control.version + 1
     return out
 
 

@@ -7,6 +7,7 @@ with the holder's side and the counter steps; the asks are activities/turns.py.
 from __future__ import annotations
 
 import asyncio
+from typing import Optional
 
 from pydantic import ValidationError
 from temporalio import workflow
@@ -20,7 +21,8 @@ with workflow.unsafe.imports_passed_through():
     from vicar.sharding import MAX_SHARDS, shard_of
     from vicar.workflows.failures import cause_message
     from vicar.workflows.inputs import one_input, raw_input
-    from vicar.workflows.turn import advance_turn, mirror_counter, read_counter
+    from vicar.workflows.routing import run_memory_activity
+    from vicar.workflows.turn import COUNTER, advance_turn, mirror_counter, read_counter
 
 
 class _Refused(Exception):
@@ -72,6 +74,9 @@ class BrainWorkflow:
         self._config = inp.config
         self._ready = False  # the first read of the counter is done (successful or not)
         self._counter_read = False  # the counter is at least the stored one
+        self._fresh = inp.state is None  # started afresh, not continued: the kept rules are read
+        self._keeping = False  # CONTROL_KEPT: rules and pauses are kept in the store (set by run())
+        self._control_read = True  # False until the kept rules are read (a fresh brain that keeps them)
         self._granting = asyncio.Lock()  # one grant at a time: the update and the loop both grant
         self._asked: str | None = None  # the holder last asked (turn_wanted) to give the turn back
 
@@ -128,11 +133,35 @@ class BrainWorkflow:
         return True
 
     @workflow.update(name=c.CONTROL_UPDATE)
-    def change_control(self, *args) -> Control:
+    async def change_control(self, *args) -> Control:
         """The human's rules and pauses, changed; the next turn granted carries them. A
-        bad change never gets here: the validator refuses it before it enters history."""
-        self._state.control = apply_change(self._state.control, _change(args), workflow.now())
-        return self._state.control
+        malformed change never gets here: the validator refuses it before it enters
+        history. The change is kept in the principal's store too (a terminated brain's
+        successor takes it back); while the kept copy cannot be read, a change is
+        refused (it could be lost), and the principal's turns are refused meanwhile."""
+        await workflow.wait_condition(lambda: self._ready)
+        if not self._control_read and (reason := await self._restore_control()):
+            raise ApplicationError(f"not changed: {reason}", non_retryable=True)
+        try:
+            new = apply_change(self._state.control, _change(args), workflow.now())
+        except ValueError as exc:  # the state changed since the validator ran
+            raise ApplicationError(str(exc), non_retryable=True) from None
+        self._state.control = new
+        if self._keeping and new.version:
+            try:
+                await run_memory_activity(
+                    c.KEEP_CONTROL,
+                    c.ControlKeep(principal=self._principal, control=new),
+                    bool,
+                    COUNTER,
+                    shard=self._state.shard,
+                    wait_seconds=self._config.shard_wait_seconds,
+                    local=True,
+                )
+            except (ActivityError, ApplicationError) as exc:
+                # The change holds here: an off switch must not wait for a broken store.
+                workflow.logger.warning("brain of %s could not keep its rules: %s", self._principal, _reason(exc))
+        return new
 
     @change_control.validator
     def _check_control(self, *args) -> None:
@@ -167,6 +196,10 @@ class BrainWorkflow:
         cfg = self._config
         st = self._state
         await self._read_counter()  # if it fails, each turn tries again before handing out an N
+        self._keeping = workflow.patched(c.CONTROL_KEPT)
+        if self._keeping and self._fresh:
+            self._control_read = False
+            await self._restore_control()  # if it fails, each turn tries again, as for the counter
         self._ready = True
 
         while True:
@@ -264,6 +297,8 @@ class BrainWorkflow:
         fresh = n is None
         if fresh and not self._counter_read and (reason := await self._read_counter()):
             raise _Refused(reason)
+        if not self._control_read and (reason := await self._restore_control()):
+            raise _Refused(reason)  # fail closed: a turn granted without the human's rules could break one
         if fresh:
             n = st.counter + 1
         # Mirror before granting: a brain started again resumes past it.
@@ -295,6 +330,29 @@ class BrainWorkflow:
 
     async def _advance(self, n: int | None, after: str | None) -> c.TurnAdvanced:
         return await advance_turn(self._principal, n, after, self._state.shard, self._config.shard_wait_seconds)
+
+    async def _restore_control(self) -> str | None:
+        """Take back the rules and pauses kept in the store (a brain terminated and started
+        again); a later version already here (a change sent with the start) stays.
+        Returns why the store could not be read, or None."""
+        try:
+            kept = await run_memory_activity(
+                c.LOAD_CONTROL,
+                c.CounterInput(principal=self._principal),
+                Optional[Control],
+                COUNTER,
+                shard=self._state.shard,
+                wait_seconds=self._config.shard_wait_seconds,
+                local=True,
+            )
+        except (ActivityError, ApplicationError) as exc:
+            reason = _reason(exc)
+            workflow.logger.warning("brain of %s cannot read its kept rules: %s", self._principal, reason)
+            return reason
+        if kept is not None and kept.version > self._state.control.version:
+            self._state.control = kept
+        self._control_read = True
+        return None
 
     async def _read_counter(self) -> str | None:
         """Resume from the larger of carried and stored, so the counter never goes back.

@@ -11,6 +11,8 @@ import os
 import sys
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from vicar.gates import answer_gate, start_gate
 from vicar.models import AnsweredBy, HumanAnswer
 from vicar.proxy.ledger import autonomy_pairs
@@ -151,3 +153,38 @@ async def test_rules_and_pauses_outlive_a_terminated_brain(harness):
     assert (details.calibration_guard, details.calibration_note) == ("rule", "rule no-drop (ask, by alice)")
     assert await get_control(h.client, p) == kept
     await handle.terminate()
+
+
+@pytest.mark.skipif(not os.environ.get("VICAR_RECORD_HISTORIES"), reason="records only when asked")
+async def test_record_control_histories(harness):
+    """Histories of the gate under the human's control (asked by a rule, answered by one,
+    paused) and of a brain that took changes and kept them, for test_replay_histories.py
+    (recorded as it says, with VICAR_RECORD_HISTORIES=<label>)."""
+    from vicar import contracts as c
+    from vicar.client import add_rule, pause, resume
+
+    from .test_replay_histories import _save
+
+    h = harness
+    p = h.principal()
+    where = dict(task_queue=h.task_queue)
+    await add_rule(h.client, p, dict(name="no-drop", effect="ask", words=["DROP TABLE"]), by="alice", **where)
+    await add_rule(h.client, p, dict(name="docs-ok", effect="approve", task_types=["docs"]), by="dana", **where)
+    out = {}
+    req, handle = await gate(h, p, DROP, "never")
+    await wait_escalated(h.client, req.gate_id)
+    await answer_gate(h.client, req.gate_id, HumanAnswer(action="reject", text="No.", responder="alice"))
+    await handle.result()
+    out["gate-rule-ask"] = await handle.fetch_history()
+    _, handle = await gate(h, p, ARTIFACT, "when_unsure")
+    assert (await handle.result()).answered_by is AnsweredBy.rule
+    out["gate-rule-answer"] = await handle.fetch_history()
+    await pause(h.client, p, by="carol", **where)
+    req, handle = await gate(h, p, ARTIFACT, "never")
+    await wait_escalated(h.client, req.gate_id)
+    await answer_gate(h.client, req.gate_id, HumanAnswer(action="approve", text="Fine.", responder="alice"))
+    await handle.result()
+    out["gate-paused"] = await handle.fetch_history()
+    await resume(h.client, p, by="carol", **where)
+    out["brain-control"] = await h.client.get_workflow_handle(c.brain_workflow_id(p)).fetch_history()
+    _save(os.environ["VICAR_RECORD_HISTORIES"], out)

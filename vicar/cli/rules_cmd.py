@@ -93,19 +93,21 @@ def rules_add(
     """Add a rule: every condition given must hold (any of a repeated one). It holds from
     PRINCIPAL's next gate on, on every worker."""
     who = _who(by)
-    rule = Rule(
-        name=name,
-        effect=effect,
-        author=who,
-        states=state,
-        task_types=task_type,
-        upstream_agents=agent,
-        lineages=lineage,
-        paths=path,
-        words=word,
-        regex=regex,
-        text_in=text_in,  # type: ignore[arg-type]  (validated by the model: one line if not one of the three)
-        text=text,
+    rule = Rule.model_validate(
+        dict(
+            name=name,
+            effect=effect,
+            author=who,
+            states=state,
+            task_types=task_type,
+            upstream_agents=agent,
+            lineages=lineage,
+            paths=path,
+            words=word,
+            regex=regex,
+            text_in=text_in,  # validated by the model: one line if not one of the three
+            text=text,
+        )
     )
     send_change(principal, dict(op="add_rule", by=who, rule=rule.model_dump(mode="json")), output)
 

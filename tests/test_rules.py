@@ -154,3 +154,26 @@ def test_an_overruled_gate_asks_whatever_its_escalation_mode():
     for mode in ("never", "when_unsure", "always"):
         assert decide(req(escalation_mode=mode), sure, guess, overruled=True).escalate
     assert not decide(req(escalation_mode="never"), sure, guess).escalate
+
+
+def test_hostile_rule_commands_are_one_line_and_exit_2(tmp_path, monkeypatch):
+    """Refused before any connection (nothing listens at the address given)."""
+    from typer.testing import CliRunner
+
+    from vicar.cli import app
+
+    monkeypatch.setenv("VICAR_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
+    for args, why in [
+        (["rules", "add", "../x", "r", "--effect", "ask", "--word", "a"], "invalid principal"),
+        (["rules", "add", "alice", "r", "--effect", "ask", "--regex", "(a)\\1"], "linear-time RE2"),
+        (["rules", "add", "alice", "r", "--effect", "approve"], "at least one condition"),
+        (["rules", "add", "alice", "r", "--effect", "ask", "--word", "a", "--in", "nowhere"], "text_in"),
+        (["rules", "add", "alice", "a/b", "--effect", "ask", "--word", "a"], "invalid rule name"),
+        (["rules", "list", "../x"], "invalid principal"),
+        (["principal", "pause", "../x"], "invalid principal"),
+        (["principal", "resume", "alice", "--by", "\x07"], "invalid name"),
+    ]:
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert why in result.output and result.output.count("\n") == 1 and "Traceback" not in result.output

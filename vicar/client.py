@@ -185,6 +185,10 @@ async def change_control(
 
 async def get_control(client: Client, principal: str) -> Control:
     """The principal's rules and pauses in force (none if no brain runs for them)."""
+    try:
+        check_principal(principal)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
     handle = client.get_workflow_handle(c.brain_workflow_id(principal))
     try:
         desc = await handle.describe()

@@ -16,7 +16,7 @@ from vicar.cli.base import OUTPUT, Output, app, console, friendly, open_client
 from vicar.config import Settings
 from vicar.control_models import Control, Effect, Rule, check_responder
 from vicar.errors import InvalidInput
-from vicar.models import CfAState, RequestKind
+from vicar.models import CfAState, RequestKind, check_principal
 
 rules_app = typer.Typer(no_args_is_help=True, help="Rules a principal writes: what the proxy may never decide alone.")
 app.add_typer(rules_app, name="rules")
@@ -34,6 +34,7 @@ def send_change(principal: str, change: dict, output: Output) -> None:
     from vicar.brain_models import BrainConfig
     from vicar.client import change_control
 
+    check_principal(principal)  # before any connection: a bad name is one line, exit 2
     settings = Settings.from_env()
 
     async def go() -> Control:
@@ -127,6 +128,7 @@ def rules_remove(
 def _read(principal: str) -> Control:
     from vicar.client import get_control
 
+    check_principal(principal)
     settings = Settings.from_env()
 
     async def go() -> Control:

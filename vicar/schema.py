@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from vicar import contracts as c
 from vicar.audit_models import AuditRecord
 from vicar.config import TASK_QUEUE
+from vicar.control_models import Control, ControlChange
 from vicar.errors import INVALID_GATE_REQUEST
 from vicar.models import GateDetails, GateRequest, GateResult, HumanAnswer
 from vicar.workflows import search_attributes as sa
@@ -24,6 +25,8 @@ PAYLOADS: dict[str, type[BaseModel]] = {
     "GateDetails": GateDetails,
     "Notice": c.Notice,
     "AuditRecord": AuditRecord,  # one line of `vicar audit export` (docs/audit.md)
+    "ControlChange": ControlChange,  # a change to a principal's rules or pauses (docs/rules.md)
+    "Control": Control,
 }
 
 
@@ -55,6 +58,11 @@ def interface() -> dict:
         },
         "audit_trail": "`vicar audit export` writes AuditRecord, one per gate (docs/audit.md); "
         "a webhook Notice with event overruled carries the Review that overruled the proxy's answer",
+        "rules_and_pauses": {
+            "workflow": f"{c.BRAIN_WORKFLOW} {c.brain_workflow_id('<principal>')} (update-with-start; docs/rules.md)",
+            "update": {c.CONTROL_UPDATE: {"input": "ControlChange", "result": "Control"}},
+            "query": {c.CONTROL_QUERY: {"result": "Control"}},
+        },
         "search_attributes": [key.name for key in sa.ALL],
     }
 

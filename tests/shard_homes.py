@@ -1,14 +1,17 @@
-"""Two machines in one process: sharded workers, each with its own data directory and
-its own client, as the shard, move and hostile-path tests and the move history need them.
-(The multi-process run with real worker processes is in test_multiworker.py.)"""
+"""Two machines in one process (sharded workers, each with its own data directory and
+its own client) and a principal's move between shards, as the shard, move and
+hostile-path tests and the move history need them. (The multi-process run with real
+worker processes is in test_multiworker.py.)"""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import NamedTuple
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 
+from vicar import contracts as c
 from vicar.codec import data_converter
 from vicar.config import Settings
 from vicar.memory.principal import MemoryRegistry
@@ -53,3 +56,18 @@ async def two_homes(temporal_env, embedder, settings: Settings, tmp_path, prefix
     ]
     p = next(q for q in (f"{prefix}-{uuid.uuid4().hex[:6]}-{i}" for i in range(100)) if shard_of(q, 2) == 0)
     return TwoHomes(base, task_queue, homes, registries, groups, p)
+
+
+async def start_move(client: Client, principal: str, task_queue: str, id_suffix: str = "") -> WorkflowHandle:
+    """The move of `principal` to shard 1, as `vicar principal move` starts it."""
+    return await client.start_workflow(
+        c.MOVE_WORKFLOW,
+        c.MoveInput(principal=principal, to_shard=1),
+        id=c.move_workflow_id(principal) + id_suffix,
+        task_queue=task_queue,
+        result_type=c.MoveReport,
+    )
+
+
+async def move(client: Client, principal: str, task_queue: str, id_suffix: str = "") -> c.MoveReport:
+    return await asyncio.wait_for((await start_move(client, principal, task_queue, id_suffix)).result(), timeout=120)

@@ -61,11 +61,10 @@ class WorkerProcess:
         self.env.update(env)
         self.proc: asyncio.subprocess.Process | None = None
 
-    async def start(self) -> None:
+    async def start(self, *argv: str) -> None:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
-            "-m",
-            "vicar.worker",
+            *(argv or ("-m", "vicar.worker")),
             env=self.env,
             cwd=str(ROOT),
             stdout=asyncio.subprocess.PIPE,

@@ -28,7 +28,7 @@ from vicar.memory.principal import MemoryRegistry
 from vicar.sharding import shard_of
 
 from .conftest import VicarHarness
-from .shard_homes import sharded, two_homes
+from .shard_homes import move, sharded, two_homes
 from .test_gate import run_answering
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -173,16 +173,7 @@ async def test_a_hand_started_move_with_a_hostile_input_fails_at_once_and_delete
             ]
             assert scheduled == [], inp  # refused before any step (not even the turn)
         # The principal's turn was never taken: a real move goes through.
-        report = await asyncio.wait_for(
-            temporal_env.client.execute_workflow(
-                c.MOVE_WORKFLOW,
-                c.MoveInput(principal=p, to_shard=1),
-                id=c.move_workflow_id(p),
-                task_queue=task_queue,
-                result_type=c.MoveReport,
-            ),
-            timeout=120,
-        )
+        report = await move(temporal_env.client, p, task_queue)
         assert report.moved and report.to_shard == 1
         assert (homes[1].principals_dir / p / "memory.db").is_file()
         assert not (homes[0].principals_dir / p).exists()
@@ -208,16 +199,7 @@ async def test_a_move_between_shards_one_worker_serves_keeps_the_memory(temporal
         before = [await run_answering(h, h.request(p, task_type="docs", artifact=f"Fix typo {i}.")) for i in range(3)]
         human = registry.get(p).stats().human_answered
         assert human >= 1
-        report = await asyncio.wait_for(
-            temporal_env.client.execute_workflow(
-                c.MOVE_WORKFLOW,
-                c.MoveInput(principal=p, to_shard=1),
-                id=c.move_workflow_id(p),
-                task_queue=task_queue,
-                result_type=c.MoveReport,
-            ),
-            timeout=120,
-        )
+        report = await move(temporal_env.client, p, task_queue)
         assert report.to_shard == 1 and report.outcomes == 3
         assert (settings.principals_dir / p / "memory.db").is_file(), "the move deleted the only copy"
         assert registry.get(p).stats().human_answered == human

@@ -125,7 +125,7 @@ async def _record_endings(h) -> dict[str, WorkflowHistory]:
 
 async def _record_move(temporal_env, embedder, settings, tmp_path) -> dict[str, WorkflowHistory]:
     """A principal moved from shard 0 to shard 1 (two workers, as in test_shards.py)."""
-    from .shard_homes import two_homes
+    from .shard_homes import start_move, two_homes
     from .test_gate import run_answering
 
     base, task_queue, homes, registries, groups, p = await two_homes(temporal_env, embedder, settings, tmp_path, "rp")
@@ -133,13 +133,7 @@ async def _record_move(temporal_env, embedder, settings, tmp_path) -> dict[str, 
         async with groups[0], groups[1]:
             h = VicarHarness(temporal_env.client, task_queue, registries[0], base)
             await run_answering(h, h.request(p, task_type="docs", artifact="Fix a typo."))
-            handle = await temporal_env.client.start_workflow(
-                c.MOVE_WORKFLOW,
-                c.MoveInput(principal=p, to_shard=1),
-                id=c.move_workflow_id(p),
-                task_queue=task_queue,
-                result_type=c.MoveReport,
-            )
+            handle = await start_move(temporal_env.client, p, task_queue)
             report = await asyncio.wait_for(handle.result(), timeout=120)
             assert report.moved
             return {"move": await handle.fetch_history()}

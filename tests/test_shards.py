@@ -6,7 +6,6 @@ test_multiworker.py."""
 from __future__ import annotations
 
 import asyncio
-import sys
 import uuid
 
 import pytest
@@ -20,7 +19,7 @@ from vicar.models import GateResult, HumanAnswer
 from vicar.sharding import parse_count, parse_shards, shard_of
 
 from .conftest import VicarHarness, wait_for
-from .shard_homes import sharded, two_homes
+from .shard_homes import move, sharded, two_homes
 from .test_broken_store import wait_proxy_error
 from .test_gate import run_answering
 
@@ -156,14 +155,7 @@ async def test_a_principal_moves_to_another_shard_with_its_memory(temporal_env, 
         h = VicarHarness(temporal_env.client, task_queue, registries[0], base)
         before = [await run_answering(h, h.request(p, task_type="docs", artifact=f"Fix typo {i}.")) for i in range(3)]
         assert (homes[0].principals_dir / p / "memory.db").exists()
-        handle = await temporal_env.client.start_workflow(
-            c.MOVE_WORKFLOW,
-            c.MoveInput(principal=p, to_shard=1),
-            id=c.move_workflow_id(p),
-            task_queue=task_queue,
-            result_type=c.MoveReport,
-        )
-        report = await asyncio.wait_for(handle.result(), timeout=120)
+        report = await move(temporal_env.client, p, task_queue)
         assert report.moved and (report.from_shard, report.to_shard) == (0, 1) and report.outcomes == 3
         assert not (homes[0].principals_dir / p).exists()
         assert registries[1].get(p).stats().human_answered == before[-1].n - sum(not r.escalated for r in before)
@@ -176,13 +168,7 @@ async def test_a_principal_moves_to_another_shard_with_its_memory(temporal_env, 
         assert registries[1].get(p).store.outcome_seq(c.gate_workflow_id(after.gate_id)) is not None
         assert not (homes[0].principals_dir / p).exists()
         # Moving it where it is: nothing to do.
-        again = await temporal_env.client.execute_workflow(
-            c.MOVE_WORKFLOW,
-            c.MoveInput(principal=p, to_shard=1),
-            id=c.move_workflow_id(p) + "-again",
-            task_queue=task_queue,
-            result_type=c.MoveReport,
-        )
+        again = await move(temporal_env.client, p, task_queue, id_suffix="-again")
         assert not again.moved
     two.close()
 
@@ -195,20 +181,6 @@ AS_THE_WORKER = (
     "atexit.register(lambda: print('torn down', file=sys.stderr, flush=True))\n"
     "runpy.run_module('vicar.worker', run_name='__main__', alter_sys=True)\n"
 )
-
-
-async def start_as_the_worker(w) -> None:
-    from .test_ops import ROOT
-
-    w.proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        AS_THE_WORKER,
-        env=w.env,
-        cwd=str(ROOT),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
 
 
 async def test_a_second_machine_on_a_served_shard_is_refused(temporal_env, tmp_path):
@@ -227,7 +199,7 @@ async def test_a_second_machine_on_a_served_shard_is_refused(temporal_env, tmp_p
     try:
         await first.until("/readyz", 200)
         second = WorkerProcess(temporal_env, tmp_path / "machine-b", **shards, VICAR_TASK_QUEUE=first.task_queue)
-        await start_as_the_worker(second)
+        await second.start("-c", AS_THE_WORKER)
         out = (await asyncio.wait_for(second.proc.communicate(), timeout=90))[0].decode()
         assert second.proc.returncode == Conflict.exit_code, out
         last = out.strip().splitlines()[-1]
@@ -247,7 +219,7 @@ async def test_a_second_machine_on_a_served_shard_is_refused(temporal_env, tmp_p
     finally:
         await first.stop()
     again = WorkerProcess(temporal_env, tmp_path / "machine-a", **shards, VICAR_TASK_QUEUE=first.task_queue)
-    await start_as_the_worker(again)
+    await again.start("-c", AS_THE_WORKER)
     await again.until("/readyz", 200)
     assert again.proc.returncode is None
     out = await again.stop()

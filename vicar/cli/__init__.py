@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import sys
 
-# Imported in this order on purpose: `vicar --help` lists the commands in the order they
-# were registered (demo, codec-server, worker, ask, schema, escalations, answer, health).
-from vicar.cli import demo_cmd, eval_cmd, gates_cmd, health_cmd, memory_cmd, principals_cmd, sessions_cmd, worker_cmd  # noqa: F401  (registers their commands)  # noqa: F401
-from vicar.cli import audit_cmd  # noqa: F401, E402  (registers `vicar audit` and `vicar review`)
-from vicar.cli import rules_cmd  # noqa: F401, E402  (registers `vicar rules`)
+# Importing a command module registers its commands; `vicar --help` lists them in
+# registration order, so the newcomer's `demo` comes first and the oversight commands
+# (audit, review, rules) last.
+# isort: off
+from vicar.cli import demo_cmd, eval_cmd, gates_cmd, health_cmd, memory_cmd, principals_cmd  # noqa: F401
+from vicar.cli import sessions_cmd, worker_cmd, rules_cmd, audit_cmd  # noqa: F401
+# isort: on
 from vicar.cli.base import MAX_ERROR_CHARS, Output, app, console, err, explain, friendly
 
 __all__ = ["MAX_ERROR_CHARS", "Output", "app", "console", "err", "explain", "friendly", "main"]

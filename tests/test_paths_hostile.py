@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -29,9 +26,8 @@ from vicar.sharding import shard_of
 
 from .conftest import VicarHarness
 from .shard_homes import move, sharded, two_homes
+from .test_backup import vicar as vicar_cli
 from .test_gate import run_answering
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def victim(tmp_path: Path) -> Path:
@@ -238,17 +234,6 @@ def test_transfer_between_one_directory_keeps_the_memory(tmp_path, embedder, set
     assert transfer.install(other_staging, other_dir, snap) == snap.outcomes
     transfer.remove(memory_dir, settings.data_dir / "moves" / "m2")
     assert not memory_dir.exists() and (other_dir / "memory.db").is_file()
-
-
-def vicar_cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "vicar.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, VICAR_DATA_DIR=str(data_dir)),
-        timeout=300,
-    )
 
 
 @pytest.mark.parametrize("name", [".", "..", "../victimdir", "/tmp", "a/b"])

@@ -53,6 +53,12 @@ def test_shard_of_is_stable_and_spreads():
     assert min(counts) > 60, counts  # about 100 each
 
 
+# Gates a principal gets before the proxy must answer alone: a bound, not the count. At the
+# tests' loose target the betting rule proved the context with the 9th gate (measured
+# after 50393f8; the earlier rule did with the 4th).
+LEARNED_WITHIN = 14
+
+
 async def test_a_sharded_worker_routes_every_memory_step_to_the_principals_shard(temporal_env, embedder, settings):
     """All shards in one process (a WorkerGroup): gates work as unsharded, the brain
     records the shard, and each shard queue ran only its own principals' work."""
@@ -67,10 +73,11 @@ async def test_a_sharded_worker_routes_every_memory_step_to_the_principals_shard
         h = VicarHarness(temporal_env.client, task_queue, registry, settings)
         principals = [h.principal() for _ in range(3)]
         for p in principals:
-            results = [
-                await run_answering(h, h.request(p, task_type="docs", artifact=f"Fix typo {i}.")) for i in range(4)
-            ]
-            assert [r.n for r in results] == [1, 2, 3, 4]
+            results = []
+            while len(results) < LEARNED_WITHIN and (not results or results[-1].answered_by.value == "human"):
+                req = h.request(p, task_type="docs", artifact=f"Fix typo {len(results)}.")
+                results.append(await run_answering(h, req))
+            assert [r.n for r in results] == list(range(1, len(results) + 1))
             assert results[-1].answered_by.value == "proxy"  # it learned, through the shard's memory
             status = await temporal_env.client.get_workflow_handle(c.brain_workflow_id(p)).query(
                 "status", result_type=BrainStatus

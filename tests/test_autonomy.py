@@ -223,17 +223,17 @@ def test_parameters_per_principal_and_state(tmp_path, embedder):
         (d / AUTONOMY_FILE).write_text(bad)
         with pytest.raises(InvalidInput, match=f"not a valid autonomy file: {why}"):
             autonomy_params(base, d, "PLAN_ASSERT")
-    # Through the consult path: 24 right answers prove 0.25 for this principal (the betting
-    # rule, valid whenever read: 23 do not), not the default 5%.
+    # Through the consult path: 21 right answers prove 0.25 for this principal (the betting
+    # rule, valid whenever read: 20 do not), not the default 5%.
     (d / AUTONOMY_FILE).write_text('{"target_error": 0.25}')
     memory = PrincipalMemory("bob", tmp_path, embedder, MemoryParams())
     try:
-        for i in range(1, 24):
+        for i in range(1, 21):
             record_outcome(memory, outcome("bob", i, "approve", "approve", 0.99), artifacts=False)
         assert autonomy_rule(memory, gate("bob", "next"), CalibrationParams()).threshold is None
-        record_outcome(memory, outcome("bob", 24, "approve", "approve", 0.99), artifacts=False)
+        record_outcome(memory, outcome("bob", 21, "approve", "approve", 0.99), artifacts=False)
         rule = autonomy_rule(memory, gate("bob", "next"), CalibrationParams())
-        assert (rule.threshold, rule.evidence, rule.target) == (0.99, 24, 0.25)
+        assert (rule.threshold, rule.evidence, rule.target) == (0.99, 21, 0.25)
         (d / AUTONOMY_FILE).unlink()
         rule = autonomy_rule(memory, gate("bob", "next"), CalibrationParams())
         assert (rule.threshold, rule.target) == (None, 0.05)

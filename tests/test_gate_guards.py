@@ -98,7 +98,9 @@ async def test_fresh_consistent_memory_decides_alone(harness):
     assert not result.escalated and result.calibration_guard == "passthrough"
     # The seeds' four right predictions at score 0.5 prove the threshold 0.5.
     assert (result.autonomy_threshold, result.autonomy_evidence) == (0.5, 4)
-    assert result.autonomy_bound == pytest.approx(1 - 0.05 ** (1 / 4))
+    # The betting rule's bound (its confidence sequence's upper end; Clopper-Pearson's at one
+    # moment was 1 - 0.05 ** (1 / 4) = 0.527): within the loose target, looser than a fixed-n one.
+    assert 1 - 0.05 ** (1 / 4) < result.autonomy_bound <= 0.8
     assert result.confidence >= 0.5
 
 

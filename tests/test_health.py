@@ -77,13 +77,13 @@ def test_health_command_reads_the_principals_outcomes(tmp_path, embedder, monkey
         return [[c.strip() for c in line.split("│")[1:-1]] for line in output.splitlines() if line.count("│") == 9]
 
     assert ["PLAN_ASSERT", "db-migration", "0.05", "none", "1.000", "0", "0", "0.05"] in rule_rows(result.output)
-    # 131 right predictions at 0.9 prove the default 5% under the betting rule (the bound,
-    # valid whenever read, 0.040; a fixed-n bound needed 59, but re-read after every answer
+    # 100 right predictions at 0.9 prove the default 5% under the betting rule (the bound,
+    # valid whenever read, 0.050; a fixed-n bound needed 59, but re-read after every answer
     # it was not valid); a state may ask for more.
     memory = PrincipalMemory("alice", tmp_path / "principals", embedder, MemoryParams())
     try:
         guess = PassResult(prose="ok", confidence=0.9, action=Action.approve)
-        for r in records([1.0] * 27, task_type="docs")[:131]:
+        for r in records([1.0] * 20, task_type="docs")[:100]:
             record_outcome(
                 memory, r.model_copy(update={"posterior": guess, "workflow_id": "p" + r.workflow_id}), artifacts=False
             )
@@ -91,16 +91,16 @@ def test_health_command_reads_the_principals_outcomes(tmp_path, embedder, monkey
         memory.close()
     result = CliRunner().invoke(app, ["health", "alice"], terminal_width=200)
     assert result.exit_code == 0, result.output
-    assert ["PLAN_ASSERT", "docs", "0.05", "0.90", "0.040", "131", "0", "0.05"] in rule_rows(result.output)
+    assert ["PLAN_ASSERT", "docs", "0.05", "0.90", "0.050", "100", "0", "0.05"] in rule_rows(result.output)
     (tmp_path / "principals" / "alice" / "autonomy.json").write_text(
         '{"states": {"PLAN_ASSERT": {"target_error": 0.01, "audit_share": 0.2}}}'
     )
     result = CliRunner().invoke(app, ["health", "alice"], terminal_width=200)
-    assert ["PLAN_ASSERT", "docs", "0.01", "none", "0.040", "131", "0", "0.2"] in rule_rows(result.output)
+    assert ["PLAN_ASSERT", "docs", "0.01", "none", "0.050", "100", "0", "0.2"] in rule_rows(result.output)
     # The rule in words, from the function the demo's footer uses too.
     assert (
-        "Autonomy rule for PLAN_ASSERT gates: none proven: the proxy answers nothing alone (error bound 0.040 > "
-        "target 0.01 at 95% confidence, over all 131 graded answers, 0 wrong); 20% of those still go to the "
+        "Autonomy rule for PLAN_ASSERT gates: none proven: the proxy answers nothing alone (error bound 0.050 > "
+        "target 0.01 at 95% confidence, over all 100 graded answers, 0 wrong); 20% of those still go to the "
         "human (audit)." in " ".join(result.output.split())
     )
     missing = CliRunner().invoke(app, ["health", "nobody"], terminal_width=400)

@@ -153,7 +153,8 @@ async def test_malformed_output_never_auto_approves(llm, standin, reply):
 
     standin._script = Reviewer(first=reply, later=reply)
     req = gate(llm)
-    # A record that proves even score 0 right (the loose test rule): still no action on it.
+    # A record of right answers at score 0 (the loose test rule): still no action on it. The
+    # betting rule's thresholds are a grid above 0, so none is ever proven at 0 either.
     memory = llm.registry.get(req.principal)
     for i in range(1, 4):
         guess = PassResult(prose="Approved.", confidence=0.0, action=Action.approve)
@@ -174,7 +175,8 @@ async def test_malformed_output_never_auto_approves(llm, standin, reply):
     handle = await start_gate(llm.client, req, llm.task_queue)
     details = await wait_escalated(llm.client, req.gate_id)
     assert details.proxy_confidence == 0.0
-    assert details.calibration_guard == "unproven" and "score 0: no confidence" in details.calibration_note
+    assert details.calibration_guard == "unproven"
+    assert "score 0: no confidence" in details.calibration_note or "no threshold proven" in details.calibration_note
     await handle.terminate()
 
 
@@ -308,7 +310,7 @@ async def test_a_confident_model_earns_autonomy_only_by_measured_agreement(llm, 
 
     standin._script = Reviewer(first="Approved.\nCONFIDENCE: 0.99")
     p = llm.principal()
-    # A looser target so ~11 answers suffice (the default 5% needs 59); half the gates
+    # A looser target so 21 answers suffice (the default 5% needs 100); half the gates
     # the rule lets through are audited, so evidence keeps coming.
     d = llm.settings.principals_dir / p
     d.mkdir(parents=True)
@@ -326,27 +328,27 @@ async def test_a_confident_model_earns_autonomy_only_by_measured_agreement(llm, 
     assert first.escalated and details.calibration_guard == "unproven"
     assert details.proxy_action is Action.approve and details.proxy_confidence == 0.99
     assert details.calibration_note == "no threshold proven: bound 1.000 over 0 answers > target 0.25"
-    # 1 - 0.05^(1/n) <= 0.25 needs n >= 11 agreeing answers.
-    for i in range(1, 11):
+    # The betting rule (valid whenever read, four sequences at delta/4) needs 21 agreeing answers.
+    for i in range(1, 21):
         result, details = await run_answered(llm, req(i, audited=False), "approve")
         assert result.escalated and details.calibration_guard == "unproven", i
-    assert result.autonomy_evidence == 10 and result.autonomy_threshold is None
-    alone, _ = await run_answered(llm, req(11, audited=False), "approve")
+    assert result.autonomy_evidence == 20 and result.autonomy_threshold is None
+    alone, _ = await run_answered(llm, req(21, audited=False), "approve")
     assert not alone.escalated and alone.answered_by is AnsweredBy.proxy and alone.action is Action.approve
-    assert (alone.autonomy_threshold, alone.autonomy_evidence) == (0.99, 11) and alone.autonomy_bound <= 0.25
-    # The proxy's own answer is no evidence: the next unaudited gate sees the same 11.
-    again, _ = await run_answered(llm, req(12, audited=False), "approve")
-    assert not again.escalated and again.autonomy_evidence == 11
-    # An audited gate goes to the human, who rejects: one error in 12 -> bound 0.339 > 0.25.
-    audited, details = await run_answered(llm, req(13, audited=True), "reject")
+    assert (alone.autonomy_threshold, alone.autonomy_evidence) == (0.99, 21) and alone.autonomy_bound <= 0.25
+    # The proxy's own answer is no evidence: the next unaudited gate sees the same 21.
+    again, _ = await run_answered(llm, req(22, audited=False), "approve")
+    assert not again.escalated and again.autonomy_evidence == 21
+    # An audited gate goes to the human, who rejects: the bet loses most of its wealth.
+    audited, details = await run_answered(llm, req(23, audited=True), "reject")
     assert audited.escalated and details.calibration_guard == "audit"
-    lost, details = await run_answered(llm, req(14, audited=False), "reject")
+    lost, details = await run_answered(llm, req(24, audited=False), "reject")
     # The rule itself has lost its threshold. The first guard to say so may be the memory's
     # own tension (the human's reject next to eleven approves of the same case, when
     # retrieval brings both), which comes first in the guards' order.
     assert lost.escalated and lost.answered_by is AnsweredBy.human
-    assert lost.autonomy_threshold is None and lost.autonomy_evidence == 12
-    assert round(lost.autonomy_bound, 3) == 0.339
+    assert lost.autonomy_threshold is None and lost.autonomy_evidence == 22
+    assert round(lost.autonomy_bound, 3) == 0.4
     assert details.calibration_guard in ("unproven", "tension"), details.calibration_guard
     if details.calibration_guard == "unproven":
-        assert details.calibration_note.startswith("no threshold proven: bound 0.339 over 12 answers")
+        assert details.calibration_note.startswith("no threshold proven: bound 0.400 over 22 answers")

@@ -90,7 +90,7 @@ KINDS: tuple[Kind, ...] = (
 
 
 # The demo's autonomy rule. The product's default (5% error at delta 0.05, valid whenever
-# read) needs about 130 agreeing human answers before the proxy acts alone, more than a
+# read) needs about 100 agreeing human answers before the proxy acts alone, more than a
 # demo's few waves give; so the demo's principal asks a looser 40% at 80% confidence, in
 # its own autonomy.json, the way any principal can be given its own rule.
 DEMO_AUTONOMY = '{"target_error": 0.4, "delta": 0.2}'
@@ -108,7 +108,7 @@ def demo_autonomy(principal_dir: Path) -> str:
     return (
         f"Autonomy rule for this demo: the proxy answers alone once its error is proven <= 40% "
         f"(at 80% confidence, whenever read), set in {path}. Vicar's default is 5% at 95%, which takes "
-        f"about 130 agreeing human answers first."
+        f"about 100 agreeing human answers first."
     )
 
 

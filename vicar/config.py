@@ -62,12 +62,16 @@ class PredictorParams(BaseModel):
 class AutonomyParams(BaseModel):
     """The autonomy rule: the proxy answers alone only where its error is bounded.
 
-    Over the latest `window` (score, right?) pairs of the principal's human-answered
-    gates, the lowest score threshold whose one-sided Clopper-Pearson upper bound (at
-    confidence 1 - delta) on the error rate is <= target_error; a share `audit_share`
-    of the gates the rule would answer alone still go to the human, so evidence keeps
-    coming where the proxy acts. With no error, 59 answers prove 5% at delta 0.05.
-    Overridable per principal and per state in `autonomy.json` beside the memory.
+    Over all the (score, right?) pairs of the principal's human-answered gates, a bet
+    per score threshold against "error >= target_error", tested from the highest
+    threshold down (docs/autonomy-bound.md): the error bound holds at confidence
+    1 - delta whenever it is read; a share `audit_share` of the gates the rule would
+    answer alone still go to the human, so evidence keeps coming where the proxy acts,
+    and a context whose audits show the error above target loses autonomy until the
+    rule re-earns it. With no error, 100 answers prove 5% at delta 0.05. `window` is no
+    longer read by the rule (the bet runs over every pair); kept so existing
+    `autonomy.json` files stay valid. Overridable per principal and per state in
+    `autonomy.json` beside the memory.
     """
 
     model_config = ConfigDict(extra="forbid")

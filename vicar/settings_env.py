@@ -195,14 +195,14 @@ VARS: tuple[Var, ...] = (
     Var(
         "VICAR_AUTONOMY_DELTA",
         AUTONOMY,
-        "the bound's δ: it holds with probability 1 − δ",
+        "the bound's δ: it holds with probability 1 − δ, whenever it is read",
         "between 0 and 1",
         "calibration.autonomy.delta",
     ),
     Var(
         "VICAR_AUTONOMY_WINDOW",
         AUTONOMY,
-        "how many of the latest human-graded gates the rule looks at",
+        "no longer read: the rule's bets run over every human-graded gate (kept for old settings)",
         "a whole number, 1 to 100000",
         "calibration.autonomy.window",
     ),

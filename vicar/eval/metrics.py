@@ -224,8 +224,8 @@ def autonomy(
         if 1 - right / taken <= target and taken / len(preds) > best:
             best, best_t = taken / len(preds), p.confidence
     stretches = [x for g in groups for x in stretch_errors([p.autonomous for p in g], [p.correct for p in g])]
-    covered = checks = 0
-    ceiling = fixed = 0.0
+    checks = 0
+    covered = ceiling = fixed = 0.0
     for g in groups:
         cov, n = statement_coverage([p.bound for p in g], [p.autonomous for p in g], [p.correct for p in g])
         covered += (cov or 0.0) * n

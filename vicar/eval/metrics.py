@@ -154,6 +154,7 @@ class Autonomy(BaseModel):
     stretches_over: int = 0
     check_coverage: float | None = None
     checks: int = 0
+    target_coverage: float | None = None  # the same checks judged against the target ("error <= 5%")
     ceiling: float = 0.0
     ceiling_fixed: float = 0.0
     of_ceiling: float | None = None
@@ -225,11 +226,14 @@ def autonomy(
             best, best_t = taken / len(preds), p.confidence
     stretches = [x for g in groups for x in stretch_errors([p.autonomous for p in g], [p.correct for p in g])]
     checks = 0
-    covered = ceiling = fixed = 0.0
+    covered = within = ceiling = fixed = 0.0
     for g in groups:
-        cov, n = statement_coverage([p.bound for p in g], [p.autonomous for p in g], [p.correct for p in g])
+        alone, right = [p.autonomous for p in g], [p.correct for p in g]
+        cov, n = statement_coverage([p.bound for p in g], alone, right)
         covered += (cov or 0.0) * n
         checks += n
+        cov, _ = statement_coverage([None if p.bound is None else target for p in g], alone, right)
+        within += (cov or 0.0) * n
         per, one = hindsight_ceiling(
             [p.posterior_confidence if p.predicted else None for p in g], [p.correct for p in g]
         )
@@ -249,6 +253,7 @@ def autonomy(
         stretches=len(stretches),
         stretches_over=sum(e > STRETCH_LIMIT for _, _, e in stretches),
         check_coverage=covered / checks if checks else None,
+        target_coverage=within / checks if checks else None,
         checks=checks,
         ceiling=ceiling,
         ceiling_fixed=fixed,

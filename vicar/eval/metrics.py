@@ -228,11 +228,11 @@ def autonomy(
     checks = 0
     covered = within = ceiling = fixed = 0.0
     for g in groups:
-        alone, right = [p.autonomous for p in g], [p.correct for p in g]
-        cov, n = statement_coverage([p.bound for p in g], alone, right)
+        was_alone, was_right = [p.autonomous for p in g], [p.correct for p in g]
+        cov, n = statement_coverage([p.bound for p in g], was_alone, was_right)
         covered += (cov or 0.0) * n
         checks += n
-        cov, _ = statement_coverage([None if p.bound is None else target for p in g], alone, right)
+        cov, _ = statement_coverage([None if p.bound is None else target for p in g], was_alone, was_right)
         within += (cov or 0.0) * n
         per, one = hindsight_ceiling(
             [p.posterior_confidence if p.predicted else None for p in g], [p.correct for p in g]

@@ -26,7 +26,10 @@ async def test_question_escalates_then_the_proxy_answers_from_memory(harness):
     h = harness
     p = h.principal()
     answer = "Yes, keep it for one release, then drop it."
-    for i in range(3):
+    # Five answers: the betting rule, valid whenever read, proves the loose test target on
+    # four agreeing answers after the first (no memory yet, no prediction, no score); the
+    # fixed-n bound it replaced took three answers in all.
+    for i in range(5):
         req = ask(h, p, question=f"{QUESTION} (table {i})")
         handle = await start_gate(h.client, req, h.task_queue)
         await wait_escalated(h.client, req.gate_id)
@@ -46,7 +49,7 @@ async def test_question_escalates_then_the_proxy_answers_from_memory(harness):
     assert details.proxy_confidence == 0.0
     await handle.terminate()
     stats = h.registry.get(p).stats()
-    assert stats.chunks == 4 and stats.human_answered == 3
+    assert stats.chunks == 6 and stats.human_answered == 5
 
 
 async def test_vicar_ask_prints_the_humans_answer(harness, monkeypatch, temporal_env, settings):

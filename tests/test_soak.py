@@ -105,7 +105,7 @@ async def retrying(call, what: str, timeout: float = 300.0):
 async def drive_gate(client: Client, req: GateRequest, answer: HumanAnswer, answered) -> GateResult:
     """Start a gate and see it to its result through worker and server kills: every
     call is retried, and whenever it waits for the human, `answer` is given (and
-    `answered()` called once the update is accepted)."""
+    `answered()` called as each is sent)."""
 
     async def start():
         try:
@@ -125,9 +125,11 @@ async def drive_gate(client: Client, req: GateRequest, answer: HumanAnswer, answ
         except (TimeoutError, RPCError):
             details = None  # no worker to answer the query right now
         if details is not None and details.status is GateStatus.escalated:
+            # Counted when sent, not when the reply comes: a kill can lose the reply to an
+            # update the gate did accept (the gate then completes with this answer).
+            answered()
             try:
                 await asyncio.wait_for(handle.execute_update("respond", answer), timeout=30)
-                answered()
             except (TimeoutError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError, RPCError):
                 pass  # answered already (a lost reply), or no worker or server: look again
         await asyncio.sleep(0.3)
@@ -195,15 +197,18 @@ async def test_soak_three_worker_kills_and_a_server_kill(tmp_path):
         db = sqlite3.connect(cluster.data_dir / "principals" / principal / "memory.db")
         try:
             # Every gate completed exactly once: one outcome and one chunk per gate.
-            rows = db.execute("SELECT workflow_id, answered_by, action FROM outcomes").fetchall()
-            assert len(rows) == len({w for w, _, _ in rows}) == len(rs), principal
+            rows = db.execute(
+                "SELECT workflow_id, answered_by, action, json_extract(record, '$.response_text') FROM outcomes"
+            ).fetchall()
+            assert len(rows) == len({w for w, *_ in rows}) == len(rs), principal
             assert db.execute("SELECT count(*) FROM chunks").fetchone()[0] == len(rs)
-            humans = {w for w, who, _ in rows if who == "human"}
+            humans = {w for w, who, *_ in rows if who == "human"}
             assert humans == {c.gate_workflow_id(r.gate_id) for r in rs if r.answered_by.value == "human"}
-            for w, who, _action in rows:
+            for w, who, action, words in rows:
                 if who == "human":
                     gate = w.removeprefix(c.gate_workflow_id(""))
-                    assert answered[gate] >= 1  # stored once although the answer may have been sent twice
+                    # The test's own answer, stored once although it may have been sent twice.
+                    assert answered[gate] >= 1 and words == f"{action}: as usual", (gate, action, words)
         finally:
             db.close()
         store = RecordStore(cluster.data_dir / "principals" / principal / "memory.db")

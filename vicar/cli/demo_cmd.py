@@ -20,7 +20,7 @@ def demo(
     principal: Optional[str] = typer.Option(
         None, help="Principal name (default: alice, or alice-2, alice-3... when an earlier demo's memory has the name)."
     ),
-    gates: int = typer.Option(24, min=1, max=500, help="How many gates to open."),
+    gates: int = typer.Option(60, min=1, max=500, help="How many gates to open."),
     human_delay: float = typer.Option(0.2, min=0.0, help="Seconds the scripted human takes to answer."),
     keep: bool = typer.Option(
         False, "--keep", help="Keep the embedded server and its UI up after the session, until Ctrl-C."

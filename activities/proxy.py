@@ -29,6 +29,7 @@ from vicar.proxy.calibration import calibrate
 from vicar.proxy.consult import calibration_inputs, consult, retrieve
 from vicar.proxy.outcomes import record_outcome
 from vicar.proxy.provider import Predictor
+from vicar.proxy.withdrawal_news import withdrawal_news
 from vicar.responders import load_policy
 
 
@@ -124,8 +125,13 @@ class ProxyActivities(TurnActivities, RuleActivities):
                 working_memory=inp.working_memory,
                 artifact=artifact,
             )
+        memory = self.registry.get(inp.request.principal)
+        news = withdrawal_news(memory, inp.request, self.settings.calibration, inp.gate_key)
         return c.ConsultResult(
-            prior=result.prior, posterior=result.posterior, surprise=result.surprise, calibration=result.calibration
+            prior=result.prior,
+            posterior=result.posterior,
+            surprise=result.surprise,
+            calibration=result.calibration.model_copy(update={"withdrawn_news": news}),
         )
 
     @activity.defn(name=c.RETRIEVE)
@@ -176,11 +182,13 @@ class ProxyActivities(TurnActivities, RuleActivities):
     def calibrate(self, inp: c.CalibrateInput) -> Calibration:
         params = self.settings.calibration
         memory = self.registry.get(inp.request.principal)
-        return calibrate(
+        calibration = calibrate(
             inp.confidence,
             calibration_inputs(memory, inp.request, inp.ctx, params, now=inp.now, gate_key=inp.gate_key),
             params,
         )
+        news = withdrawal_news(memory, inp.request, params, inp.gate_key)
+        return calibration.model_copy(update={"withdrawn_news": news})
 
     @activity.defn(name=c.REINFORCE)
     @store_errors

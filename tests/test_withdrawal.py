@@ -72,3 +72,63 @@ def test_audits_withdraw_one_context_and_the_rule_re_earns_it(tmp_path, embedder
         assert 100 <= since < 400, since  # not at once: the bet has to be won again
     finally:
         memory.close()
+
+
+async def test_the_webhook_is_told_once_per_withdrawal(temporal_env, embedder, tmp_path):
+    """On a real server and worker: the first gate of a withdrawn context tells the
+    webhook `autonomy_withdrawn` with the context and the reason; later gates there, and
+    gates of other contexts, do not."""
+    import uuid
+
+    from vicar.config import CalibrationParams, Settings
+    from vicar.memory.principal import MemoryRegistry
+    from vicar.worker import build_worker
+
+    from .conftest import VicarHarness
+    from .test_deadline import Receiver
+    from .test_gate import run_answering
+
+    receiver = Receiver(fail_first=0)
+    settings = Settings(data_dir=tmp_path / "vicar", calibration=CalibrationParams(), webhook_url=receiver.url)
+    task_queue = f"tq-{uuid.uuid4().hex[:8]}"
+    registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
+    worker, _ = build_worker(temporal_env.client, settings, registry=registry, task_queue=task_queue)
+    try:
+        async with worker:
+            h = VicarHarness(temporal_env.client, task_queue, registry, settings)
+            memory = registry.get(P)
+            for i in range(1, 400):
+                record_outcome(memory, record(i, "docs" if i % 2 else "db", True, audited=False), artifacts=False)
+            for i in range(400, 412):  # audits in `db` come back wrong
+                record_outcome(memory, record(i, "db", False, audited=True), artifacts=False)
+            db = rule_in_force(memory.store, memory.dir, settings.calibration.autonomy, "PLAN_ASSERT", task_type="db")
+            assert db.withdrawn
+            gates = [h.request(P, task_type=t, state="PLAN_ASSERT") for t in ("db", "db", "docs")]
+            for req in gates:
+                result = await run_answering(h, req)
+                assert result.escalated or req.task_type == "docs"
+    finally:
+        registry.close()
+        receiver.server.shutdown()
+    told = [(body, key) for body, key in receiver.posts if body["event"] == "autonomy_withdrawn"]
+    assert len(told) == 1, receiver.posts
+    body, key = told[0]
+    first = gates[0].gate_id
+    assert body["gate"]["gate_id"] == first and key == body["event_id"] and key.endswith(f"{first}/autonomy_withdrawn")
+    assert body["withdrawn"]["state"] == "PLAN_ASSERT" and body["withdrawn"]["task_type"] == "db"
+    reason = body["withdrawn"]["reason"]
+    assert reason.startswith("autonomy withdrawn: the audits of this context show") and " wrong of " in reason
+
+
+def test_a_withdrawal_is_announced_by_one_gate_and_again_on_its_retry(tmp_path, embedder):
+    from vicar.proxy.withdrawal_news import announce
+
+    memory = PrincipalMemory(P, tmp_path, embedder, MemoryParams())
+    try:
+        key = "autonomy_withdrawn/gate/PLAN_ASSERT/db/7"
+        assert announce(memory.store, key, "vicar-gate/a")
+        assert announce(memory.store, key, "vicar-gate/a")  # a retried consult of the same gate
+        assert not announce(memory.store, key, "vicar-gate/b")
+        assert announce(memory.store, key.replace("/7", "/9"), "vicar-gate/b")  # a later withdrawal
+    finally:
+        memory.close()

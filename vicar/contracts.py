@@ -193,10 +193,12 @@ class TurnAsk(BaseModel):
 
 
 class Notice(BaseModel):
-    """What the webhook receives (JSON POST) when a gate escalates or its deadline passes."""
+    """What the webhook receives (JSON POST) when something happens to a gate the orchestrator must know."""
 
-    event: Literal["escalated", "timed_out", "overruled"] = Field(
-        description="What happened to the gate (overruled: a reviewer marked the proxy's answer wrong afterwards)."
+    event: Literal["escalated", "timed_out", "overruled", "autonomy_withdrawn"] = Field(
+        description="What happened to the gate (overruled: a reviewer marked the proxy's answer wrong afterwards; "
+        "autonomy_withdrawn: the audits of the gate's context show the proxy's error above target, so it answers "
+        "nothing alone there until the same rule re-earns it; sent once per withdrawal, by the first gate to see it)."
     )
     event_id: str = Field(
         description="<workflow id>/<event>: the same for every retry of one notice (also the Idempotency-Key header)."
@@ -204,6 +206,15 @@ class Notice(BaseModel):
     gate: GateDetails = Field(description="The gate as it is now.")
     deadline: datetime | None = Field(None, description="When the gate stops waiting, if it has a deadline.")
     review: "Review | None" = Field(None, description="The review that overruled the answer (event overruled).")
+    withdrawn: "AutonomyWithdrawn | None" = Field(
+        None, description="The context whose autonomy was withdrawn, and why (event autonomy_withdrawn)."
+    )
+
+
+class AutonomyWithdrawn(BaseModel):
+    state: str = Field(description="The context's workflow state.")
+    task_type: str = Field(description="The context's task type.")
+    reason: str = Field(description="What the audits showed, and how autonomy is re-earned.")
 
 
 class TurnTicket(BaseModel):
@@ -395,6 +406,10 @@ RECORD_UNANSWERED = "record_unanswered"  # OutcomeRecord -> bool (new): a gate t
 # this end without that step.
 AUDIT_UNANSWERED = "audit-unanswered"
 PATCH_IDS = PATCH_IDS + (AUDIT_UNANSWERED,)
+# A gate whose consult is the first to see its context's autonomy withdrawn tells the
+# webhook (Notice event autonomy_withdrawn); gates before it did not.
+WITHDRAWAL_NOTICE = "withdrawal-notice"
+PATCH_IDS = PATCH_IDS + (WITHDRAWAL_NOTICE,)
 
 
 def audit_workflow_id(principal: str, page_id: str) -> str:

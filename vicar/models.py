@@ -324,6 +324,7 @@ class AutonomyRule(BaseModel):
     delta: float  # the bound holds with probability 1 - delta
     audit_share: float  # of the gates the rule lets through, the share still sent to the human
     withdrawn: str = ""  # the drift test withdrew autonomy from the gate's context: why (no threshold then)
+    withdrawn_seq: int = 0  # which withdrawal (the label that showed the drift), so it is announced once
 
 
 class CalibrationInputs(BaseModel):
@@ -358,6 +359,9 @@ class Calibration(BaseModel):
     censors: list[str] = Field(default_factory=list)  # ids of the censors that fired (block or warn)
     rule: str | None = None  # the human's rule that made the gate ask, or answered it (its name)
     rule_author: str | None = None
+    # The context's autonomy was withdrawn and this gate is the first to see it: why (the
+    # gate announces it to the webhook, event autonomy_withdrawn).
+    withdrawn_news: str = ""
 
 
 class ModelPin(BaseModel):

@@ -42,6 +42,7 @@ from vicar.workflows.gate_answers import AnswerJudge
 from vicar.workflows.gate_answers import answer_arg as _answer_arg
 from vicar.workflows.gate_consult import STEP, GateConsult
 from vicar.workflows.gate_record import GateRecord
+from vicar.workflows.gate_withdrawal import announce_withdrawal
 from vicar.workflows.turn import TurnHolder
 
 # Telling the webhook: a receiver that is down gets a few minutes of retries, then the
@@ -311,6 +312,8 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
             else:
                 await self._release(req)
 
+        if consulted.calibration.withdrawn_news and workflow.patched(c.WITHDRAWAL_NOTICE):
+            await announce_withdrawal(req, self._shown(), consulted.calibration.withdrawn_news, NOTIFY)
         if not decision.escalate:
             self._set_status(GateStatus.done)
             self._ignore_early("the proxy answered the gate")

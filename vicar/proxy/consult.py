@@ -242,7 +242,9 @@ def rule_in_force(
         w = book.withdrawn.get((state, task_type))
     if w is None:
         return rule
-    return rule.model_copy(update={"threshold": None, "withdrawn": w.reason(p.target_error, p.delta)})
+    return rule.model_copy(
+        update={"threshold": None, "withdrawn": w.reason(p.target_error, p.delta), "withdrawn_seq": w.seq}
+    )
 
 
 def autonomy_rule(memory: PrincipalMemory, request: GateRequest, params: CalibrationParams) -> AutonomyRule:

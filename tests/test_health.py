@@ -182,3 +182,37 @@ def test_the_rule_now_is_the_rule_a_consult_computes(tmp_path, embedder):
     finally:
         memory.close()
     assert now[("PLAN_ASSERT", "docs")] == consulted and consulted.evidence == 15 and consulted.errors == 4
+
+
+def test_health_shows_the_pauses_and_rules_in_force(tmp_path, embedder, monkeypatch):
+    """From the brain's durable copy in the principal's store: one line per pause, and
+    the number of rules, even before any human answer."""
+    from vicar.control_models import Control, Pause, Rule
+    from vicar.proxy.control_store import keep_control
+
+    monkeypatch.setenv("VICAR_DATA_DIR", str(tmp_path))
+    at = datetime(2026, 11, 25, 18, 0, tzinfo=UTC)
+    memory = PrincipalMemory("alice", tmp_path / "principals", embedder, MemoryParams())
+    try:
+        quiet = CliRunner().invoke(app, ["health", "alice"], terminal_width=400)
+        assert quiet.exit_code == 0 and "Paused" not in quiet.output and "Rules in force" not in quiet.output
+        control = Control(
+            rules=[
+                Rule(name="no-drop", effect="ask", author="alice", words=["DROP TABLE"]),
+                Rule(name="db", effect="ask", author="alice", task_types=["db-migration"]),
+            ],
+            pauses=[Pause(by="alice", at=at), Pause(by="bob", at=at, state="PLAN_ASSERT", task_type="docs")],
+            version=3,
+        )
+        assert keep_control(memory.store, control)
+    finally:
+        memory.close()
+    result = CliRunner().invoke(app, ["health", "alice"], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    lines = [" ".join(line.split()) for line in result.output.splitlines()]
+    assert "Paused by alice at 2026-11-25 18:00:00 UTC for all gates: the proxy answers nothing alone there." in lines
+    assert (
+        "Paused by bob at 2026-11-25 18:00:00 UTC for PLAN_ASSERT / docs: the proxy answers nothing alone there."
+        in lines
+    )
+    assert "Rules in force: 2, checked before the proxy at every gate (vicar rules list alice)." in lines, lines

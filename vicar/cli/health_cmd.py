@@ -16,10 +16,19 @@ from vicar.memory.names import child_path
 @app.command()
 @friendly
 def health(principal: str = typer.Argument(..., help="The human whose answers to look at.")) -> None:
-    """Approval-rate trends per state and task type over the latest sessions; flags drops."""
+    """Pauses and rules in force; approval-rate trends per context over the latest sessions, drops flagged."""
     from vicar.models import OutcomeRecord
     from vicar.proxy.bookkeeping import ContextEntry
-    from vicar.proxy.health import DROP, SESSIONS, autonomy_rules, context_health, known_principals, rule_lines
+    from vicar.proxy.control_store import kept_control
+    from vicar.proxy.health import (
+        DROP,
+        SESSIONS,
+        autonomy_rules,
+        context_health,
+        control_lines,
+        known_principals,
+        rule_lines,
+    )
     from vicar.proxy.ledger import context_entries, ledger_rows
     from vicar.proxy.trust import ledger
 
@@ -35,8 +44,11 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
                 sorted({(e.state, e.task_type) for e in entries}),
             )
             agents = ledger(*ledger_rows(store))
+            control = kept_control(store)
     except NotFound as exc:
         raise NotFound(f"{exc}; {known_principals(settings.principals_dir)}") from None
+    for line in control_lines(principal, control):
+        console.print(text(line, "bold red" if line.startswith("Paused") else ""))
     ema = {(e.state, e.task_type): e.ema_approval_rate for e in entries}
     rows = context_health(records, ema)
     if not rows:

@@ -14,6 +14,7 @@ from statistics import fmean
 from pydantic import BaseModel
 
 from vicar.config import AutonomyParams
+from vicar.control_models import Control
 from vicar.models import Action, AnsweredBy, AutonomyRule, OutcomeRecord, RequestKind
 
 SESSIONS = 10  # the trend looks at this many latest sessions
@@ -129,6 +130,24 @@ def rule_lines(rules: dict[tuple[str, str], AutonomyRule]) -> list[str]:
         elif state not in states.setdefault(said, []):
             states[said].append(state)
     return [f"Autonomy rule for {' and '.join(names)} gates: {said}" for said, names in states.items()] + withdrawn
+
+
+def control_lines(principal: str, control: Control | None) -> list[str]:
+    """The human's pauses and rules in force, from the brain's durable copy in the store:
+    a pause wins over everything the proxy has proven, so it comes first."""
+    if control is None:
+        return []
+    lines = [
+        f"Paused by {p.by} at {p.at.strftime('%Y-%m-%d %H:%M:%S UTC') if p.at else '?'} for {p.scope()}: "
+        "the proxy answers nothing alone there."
+        for p in control.pauses
+    ]
+    if control.rules:
+        lines.append(
+            f"Rules in force: {len(control.rules)}, checked before the proxy at every gate "
+            f"(vicar rules list {principal})."
+        )
+    return lines
 
 
 def known_principals(principals_dir: Path, most: int = 20) -> str:

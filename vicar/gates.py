@@ -173,9 +173,16 @@ async def answer_gate(client: Client, gate_id: str, answer: HumanAnswer, timeout
             f"gate {gate_id!r} did not take the answer within {timeout:g} s ({why}); "
             "it may still apply if the gate recovers: see `vicar escalations`"
         ) from None
-    except RPCError:
+    except RPCError as exc:
         # e.g. "workflow update was aborted by closing workflow": the other answer won.
         _refuse_closed(gate_id, await _describe(handle, gate_id))
+        if exc.status == RPCStatusCode.FAILED_PRECONDITION:
+            # The server refuses updates while the gate's workflow task is being retried
+            # after a failure (WorkflowNotReady): the check above ran before that failure.
+            raise NotResponding(
+                f"gate {gate_id!r} cannot take an answer now: its workflow task failed and is being "
+                "retried; try again shortly (see `vicar escalations`)"
+            ) from None
         raise
 
 

@@ -209,3 +209,31 @@ def docs_chunk(i: int, principal: str = "alice") -> MemoryChunk:
         created_n=i,
         traces=[i],
     )
+
+
+async def vicar_process(h, data_dir, *args: str, queue: str | None = None) -> tuple[int, str, str]:
+    """`vicar ARGS` in its own process: the harness's Temporal server, codec key
+    (inherited) and task queue (or `queue`), but its own data directory, so it reaches
+    the worker only through Temporal. (exit code, stdout, stderr)"""
+    import asyncio
+    import os
+    import sys
+
+    env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": h.client.service_client.config.target_host,
+        "VICAR_TASK_QUEUE": queue or h.task_queue,
+        "VICAR_DATA_DIR": str(data_dir),
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "vicar.cli",
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()

@@ -11,7 +11,6 @@ import csv
 import io
 import json
 import os
-import sys
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,7 +34,7 @@ from vicar.schema import document
 from vicar.workflows.audit import AuditWorkflow, ReviewWorkflow
 from vicar.workflows.gate import GateWorkflow
 
-from .conftest import LOOSE_AUTONOMY, VicarHarness
+from .conftest import LOOSE_AUTONOMY, VicarHarness, vicar_process
 from .test_deadline import Receiver
 from .test_gate import run_answering
 
@@ -89,24 +88,7 @@ async def world(temporal_env, embedder, tmp_path_factory):
 
 async def vicar(w: World, *args: str, queue: str | None = None) -> tuple[int, str, str]:
     """A `vicar` process with its own data directory: it reaches only Temporal."""
-    env = {
-        **os.environ,
-        "TEMPORAL_ADDRESS": w.h.client.service_client.config.target_host,
-        "VICAR_TASK_QUEUE": queue or w.h.task_queue,
-        "VICAR_DATA_DIR": str(w.client_dir),
-    }
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "vicar.cli",
-        *args,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+    return await vicar_process(w.h, w.client_dir, *args, queue=queue)
 
 
 def jsonl(out: str) -> list[AuditRecord]:

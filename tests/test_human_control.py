@@ -5,10 +5,8 @@ whatever its escalation mode; a rule's answer is the rule's, never the proxy's e
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import sys
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -17,33 +15,16 @@ from vicar.gates import answer_gate, start_gate
 from vicar.models import AnsweredBy, HumanAnswer
 from vicar.proxy.ledger import autonomy_pairs
 
-from .conftest import wait_escalated
+from .conftest import vicar_process, wait_escalated
 from .test_gate_guards import ARTIFACT, seed
 
 DROP = ARTIFACT + " Also: DROP TABLE users;"
 
 
 async def vicar(h, data_dir, *args: str) -> tuple[int, str, str]:
-    """`vicar ARGS` in its own process: the same Temporal server, codec key (inherited)
-    and task queue as the worker, but its own data directory."""
-    env = {
-        **os.environ,
-        "TEMPORAL_ADDRESS": h.client.service_client.config.target_host,
-        "VICAR_TASK_QUEUE": h.task_queue,
-        "VICAR_DATA_DIR": str(data_dir),
-    }
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "vicar.cli",
-        *args,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+    """`vicar ARGS` in its own process (vicar_process): the worker's Temporal server,
+    codec key and task queue, its own data directory."""
+    return await vicar_process(h, data_dir, *args)
 
 
 async def gate(h, p, artifact: str, mode: str):

@@ -13,6 +13,10 @@ from vicar.memory.names import check_principal
 class TurnRequest(BaseModel):
     gate_id: str
     workflow_id: str
+    # Which of the holder's asks this is (TurnAsk.attempt), echoed on the grant so a
+    # grant delivered before its ask's reply is not mistaken for a stale one (None: a
+    # holder from before TURN_GRANT_FOR_ASK).
+    ask: int | None = None
 
 
 class TurnReply(BaseModel):
@@ -35,6 +39,7 @@ class TurnGrant(BaseModel):
     shard: int | None = None  # see TurnReply.shard
     release: bool = True  # see TurnReply.release
     control: Control | None = None  # see TurnReply.control
+    ask: int | None = None  # the TurnRequest.ask this grant answers
 
 
 class BrainConfig(BaseModel):

@@ -410,6 +410,11 @@ PATCH_IDS = PATCH_IDS + (AUDIT_UNANSWERED,)
 # webhook (Notice event autonomy_withdrawn); gates before it did not.
 WITHDRAWAL_NOTICE = "withdrawal-notice"
 PATCH_IDS = PATCH_IDS + (WITHDRAWAL_NOTICE,)
+# A holder keeps each grant under the ask it names (TurnRequest.ask) instead of forgetting
+# every grant when it asks: a retried workflow task delivers the brain's grant before the
+# ask that it answers runs again, and a holder before it waited for ever.
+TURN_GRANT_FOR_ASK = "turn-grant-for-ask"
+PATCH_IDS = PATCH_IDS + (TURN_GRANT_FOR_ASK,)
 
 
 def audit_workflow_id(principal: str, page_id: str) -> str:

@@ -90,7 +90,7 @@ class BrainWorkflow:
             if st.holder is not None and st.holder.gate_id == req.gate_id:
                 # a retried request: the same turn, the same N
                 return TurnReply(n=st.holder_n, shard=st.shard, control=self._control())
-            if any(q.gate_id == req.gate_id for q in st.queue):
+            if _ask_again(st.queue, req):
                 return TurnReply(n=None, shard=st.shard)
             if not st.queue and (st.holder is None or self._by_record()):
                 try:
@@ -110,9 +110,10 @@ class BrainWorkflow:
     def request_turn(self, req: TurnRequest) -> None:
         st = self._state
         if st.holder is not None and st.holder.gate_id == req.gate_id:
+            st.holder.ask = req.ask  # the grant names the latest ask
             self._regrant = True  # the gate asked again (activity retry): grant again, same N
             return
-        if any(q.gate_id == req.gate_id for q in st.queue):
+        if _ask_again(st.queue, req):
             return
         st.queue.append(req)
 
@@ -385,6 +386,7 @@ class BrainWorkflow:
                     shard=self._state.shard,
                     release=release,
                     control=self._control(),
+                    ask=req.ask,
                 ),
             )
         except FailureError as exc:
@@ -392,6 +394,15 @@ class BrainWorkflow:
             workflow.logger.warning("gate %s could not take its turn: %s", req.gate_id, exc)
             if self._state.holder is req:
                 self._state.holder = self._state.holder_n = self._state.lease_deadline = None
+
+
+def _ask_again(queue: list[TurnRequest], req: TurnRequest) -> bool:
+    """Whether the holder already waits in the queue; its grant will name this ask."""
+    for q in queue:
+        if q.gate_id == req.gate_id:
+            q.ask = req.ask
+            return True
+    return False
 
 
 def _change(args: tuple) -> ControlChange:

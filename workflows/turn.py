@@ -61,12 +61,16 @@ class TurnHolder:
     long as the memory stays unavailable."""
 
     def __init__(self) -> None:
-        self._grant: TurnGrant | None = None
+        self._grant: TurnGrant | None = None  # holders before TURN_GRANT_FOR_ASK: the latest ask's grant
+        self._grants: dict[int, TurnGrant] = {}  # by the ask each names (TURN_GRANT_FOR_ASK)
+        self._asking: int | None = None  # the ask awaiting its grant (None: the holder predates it)
         self._wanted = False  # the brain asked for the turn back (turn_wanted), whatever the grant said
         self._control: Control | None = None  # the human's rules and pauses, as the turn was granted
 
     @workflow.signal(name=c.TURN_GRANTED_SIGNAL)
     def turn_granted(self, grant: TurnGrant) -> None:
+        if grant.ask is not None:
+            self._grants.setdefault(grant.ask, grant)  # the brain re-sends grants: the first stands
         if self._grant is None:
             self._grant = grant
             self._control = grant.control
@@ -80,15 +84,31 @@ class TurnHolder:
     async def _ask_turn(self, turn: c.TurnAsk) -> c.TurnTicket:
         """One REQUEST_TURN; a grant that comes later by signal is awaited with _granted."""
         self._grant = None  # asked again after a refusal: wait for the new answer
+        if workflow.patched(c.TURN_GRANT_FOR_ASK):
+            # A grant for this ask may be here already (kept in _grants): the brain
+            # granted it while the task that asked was lost with its worker, and the
+            # ask's rerun is told "queued" again (the brain deduplicates the update).
+            turn.turn.ask = self._asking = turn.attempt
         ticket = await workflow.execute_local_activity(c.REQUEST_TURN, turn, result_type=c.TurnTicket, **QUICK)
         if ticket.n is not None:
             self._control = ticket.control
         return ticket
 
     async def _granted(self) -> TurnGrant:
-        await workflow.wait_condition(lambda: self._grant is not None)
-        assert self._grant is not None
-        return self._grant
+        ask = self._asking
+        if ask is None:
+            await workflow.wait_condition(lambda: self._grant is not None)
+            assert self._grant is not None
+            return self._grant
+        # A grant naming no ask comes from a brain older than the asks (a worker of the
+        # version before, mid-deployment): taken as that brain's protocol takes it.
+        await workflow.wait_condition(
+            lambda: ask in self._grants or (self._grant is not None and self._grant.ask is None)
+        )
+        grant = self._grants.get(ask) or self._grant
+        assert grant is not None
+        self._control = grant.control
+        return grant
 
     async def take_turn(self, turn: c.TurnAsk, what: str) -> int | None:
         """The principal's shard once the turn is held (None unsharded)."""

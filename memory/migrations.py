@@ -186,6 +186,32 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE autonomy_pairs ADD COLUMN audit_p REAL;
     """,
+    # The gates answered alone and not audited: each could have been drawn for an audit
+    # with probability audit_p, so the rule's inverse-probability-weighted bets count it
+    # as a draw whose label was not taken (docs/autonomy-bound.md). Filled from the
+    # outcome log for the gates answered before it.
+    """
+    CREATE TABLE autonomy_alone (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        outcome_seq INTEGER NOT NULL UNIQUE,
+        kind TEXT NOT NULL,
+        state TEXT NOT NULL,
+        task_type TEXT NOT NULL,
+        score REAL NOT NULL,
+        audit_p REAL NOT NULL CHECK (audit_p > 0 AND audit_p <= 1)
+    );
+    CREATE INDEX autonomy_alone_kind ON autonomy_alone (kind, seq);
+    INSERT INTO autonomy_alone (outcome_seq, kind, state, task_type, score, audit_p)
+        SELECT seq, COALESCE(json_extract(record, '$.request.kind'), 'gate'), state, task_type,
+               json_extract(record, '$.posterior.confidence'), json_extract(record, '$.calibration.audit_share')
+        FROM outcomes
+        WHERE answered_by = 'proxy'
+          AND json_extract(record, '$.calibration.guard') = 'passthrough'
+          AND json_extract(record, '$.posterior.confidence') IS NOT NULL
+          AND json_extract(record, '$.calibration.audit_share') > 0
+          AND json_extract(record, '$.calibration.audit_share') <= 1
+        ORDER BY seq;
+    """,
 ]
 
 COLUMNS = (

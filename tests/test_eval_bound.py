@@ -30,3 +30,15 @@ def test_stretch_errors_and_coverage_at_each_check():
     cov, _ = m.statement_coverage([0.2] * 60, alone, right, horizon=50, least=30)
     assert cov == 1.0
     assert m.statement_coverage([None] * 60, alone, right) == (None, 0)
+
+
+def test_coverage_within_sampling_noise():
+    """3 wrong of 40 is above a 5% bound as a share, but answers erring at 5% reach 3
+    wrong in 40 about one time in three: within noise. 8 wrong of 40 they reach about one
+    time in 1,400: a miss either way."""
+    alone, stated = [True] * 40 + [False] * 460, [0.05] + [None] * 499
+    three = [True] * 37 + [False] * 3 + [True] * 460
+    assert m.statement_coverage(stated, alone, three) == (0.0, 1)
+    assert m.statement_coverage(stated, alone, three, noise=0.05) == (1.0, 1)
+    eight = [True] * 32 + [False] * 8 + [True] * 460
+    assert m.statement_coverage(stated, alone, eight, noise=0.05) == (0.0, 1)

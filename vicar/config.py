@@ -80,6 +80,9 @@ class AutonomyParams(BaseModel):
     delta: float = Field(0.05, gt=0.0, lt=1.0)
     window: int = Field(2000, ge=1, le=100_000)
     audit_share: float = Field(0.05, ge=0.0, le=1.0)
+    # ipw: every gate above a threshold is a draw, an audit's label weighs the inverse of
+    # its probability (docs/autonomy-bound.md); labelled: the labelled pairs alone, unweighted.
+    weighting: Literal["ipw", "labelled"] = "ipw"
 
 
 # VICAR_AUTONOMY_* environment defaults, by AutonomyParams field.
@@ -146,6 +149,9 @@ class CalibrationParams(BaseModel):
     memory_depth_threshold: int = 0
     staleness_days: float = 7.0
     cap: float = 0.5  # what the memory guards (cold start, tension, staleness) cap the confidence at
+    # The confidence shown is the score recalibrated on the latest this many human-graded
+    # pairs (vicar.proxy.recalibration; 0: shown as the predictor gives it).
+    recalibration_window: int = Field(2000, ge=0, le=100_000)
     autonomy: AutonomyParams = Field(default_factory=AutonomyParams)
     # Genuine tension: two retrieved human answers that disagree, both this relevant
     # (composite similarity) and close in time (interactions apart).
@@ -363,6 +369,12 @@ class Settings(BaseModel):
         ):
             raw = env.raw(var)
             if raw is None:
+                continue
+            if isinstance(getattr(target, attr), str):  # a choice (the rule's weighting): the model says which
+                try:
+                    setattr(target, attr, getattr(type(target).model_validate({attr: raw.strip()}), attr))
+                except ValidationError as exc:
+                    raise InvalidInput(f"{var}: {exc.errors()[0]['msg']}, not {raw!r}") from None
                 continue
             try:
                 value = float(raw)

@@ -342,10 +342,14 @@ class CalibrationInputs(BaseModel):
     agent_human_answers: int = 0
     agent_trust: float | None = None
     censors: list[CensorHit] = Field(default_factory=list)
+    # The principal's recalibration (vicar.proxy.recalibration): slope and intercept on the
+    # score's log-odds for the confidence shown; None: the score is shown as it is.
+    confidence_map: tuple[float, float] | None = None
 
 
 class Calibration(BaseModel):
-    confidence: float
+    confidence: float  # shown to the human: the score recalibrated, capped by the memory guards
+    score: float | None = None  # the predictor's score, which the autonomy rule's threshold is on
     guard: str  # the first guard that fired: "cold_start", "tension", ..., or "passthrough"
     note: str = ""
     fired: list[str] = Field(default_factory=list)  # every guard that would fire, in order

@@ -214,6 +214,22 @@ VARS: tuple[Var, ...] = (
         "calibration.autonomy.audit_share",
     ),
     Var(
+        "VICAR_AUTONOMY_WEIGHTING",
+        AUTONOMY,
+        "ipw: every gate the rule lets through is a draw and an audit's label weighs the inverse of its "
+        "probability; labelled: the human-labelled pairs alone, unweighted (docs/autonomy-bound.md)",
+        "ipw or labelled",
+        "calibration.autonomy.weighting",
+    ),
+    Var(
+        "VICAR_RECALIBRATION_WINDOW",
+        MECHANISMS,
+        "the confidence shown to the human is the score recalibrated on the latest this many "
+        "human-graded answers (docs/confidence.md; the rule reads the score; 0: shown as scored)",
+        "a whole number, 0 to 100000",
+        "calibration.recalibration_window",
+    ),
+    Var(
         "VICAR_GATE_DEADLINE_SECONDS",
         GATES,
         "a gate's deadline when its request sets none, in seconds from "

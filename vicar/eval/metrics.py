@@ -17,6 +17,7 @@ ACTIONS = ("approve", "correct", "reject", "hold")
 BASELINE_THRESHOLD = 0.8
 MAX_AUTONOMOUS_ERROR = AutonomyParams().target_error  # the product's target
 COVERAGE_WINDOW = 500  # autonomous answers after each one, for the bound's coverage
+COVERAGE_NOISE = 0.05  # a check's errors count as a miss only when the bound's rate makes them this unlikely
 HISTORY_WINDOW = 1000  # gates of a reviewer's history per point of autonomy against history
 
 # The design's concern vocabulary, with the words that signal each concern.
@@ -155,6 +156,9 @@ class Autonomy(BaseModel):
     check_coverage: float | None = None
     checks: int = 0
     target_coverage: float | None = None  # the same checks judged against the target ("error <= 5%")
+    # The same checks, covered when the errors of the next answers are a count the bound's
+    # rate reaches with probability above COVERAGE_NOISE (sampling noise is not a miss).
+    noise_coverage: float | None = None
     ceiling: float = 0.0
     ceiling_fixed: float = 0.0
     of_ceiling: float | None = None
@@ -226,7 +230,7 @@ def autonomy(
             best, best_t = taken / len(preds), p.confidence
     stretches = [x for g in groups for x in stretch_errors([p.autonomous for p in g], [p.correct for p in g])]
     checks = 0
-    covered = within = ceiling = fixed = 0.0
+    covered = within = consistent = ceiling = fixed = 0.0
     for g in groups:
         was_alone, was_right = [p.autonomous for p in g], [p.correct for p in g]
         cov, n = statement_coverage([p.bound for p in g], was_alone, was_right)
@@ -234,6 +238,8 @@ def autonomy(
         checks += n
         cov, _ = statement_coverage([None if p.bound is None else target for p in g], was_alone, was_right)
         within += (cov or 0.0) * n
+        cov, _ = statement_coverage([p.bound for p in g], was_alone, was_right, noise=COVERAGE_NOISE)
+        consistent += (cov or 0.0) * n
         per, one = hindsight_ceiling(
             [p.posterior_confidence if p.predicted else None for p in g], [p.correct for p in g]
         )
@@ -254,6 +260,7 @@ def autonomy(
         stretches_over=sum(e > STRETCH_LIMIT for _, _, e in stretches),
         check_coverage=covered / checks if checks else None,
         target_coverage=within / checks if checks else None,
+        noise_coverage=consistent / checks if checks else None,
         checks=checks,
         ceiling=ceiling,
         ceiling_fixed=fixed,
@@ -416,11 +423,17 @@ def statement_coverage(
     correct: Sequence[bool],
     horizon: int = COVERAGE_WINDOW,
     least: int = MIN_STRETCH_ALONE,
+    noise: float | None = None,
 ) -> tuple[float | None, int]:
     """(share of checks covered, checks). A check is a gate at which a bound is stated
     (`stated`: the bound, None where the rule states none) and whose next `horizon`
     gates hold at least `least` answers alone; it is covered when their realized error
-    is within the bound."""
+    is within the bound. With `noise`: when their count of errors is one that answers
+    erring at the bound's rate would reach with probability above `noise` (a bound on a
+    rate, judged on 30 answers, is exceeded by their share by chance: at a true error of
+    2.8% and the bound 5%, 3 wrong of 40 happens one time in ten)."""
+    from scipy.stats import binom
+
     a = np.asarray(alone, dtype=bool)
     wrong = a & ~np.asarray(correct, dtype=bool)
     ca, cw = np.concatenate([[0], np.cumsum(a)]), np.concatenate([[0], np.cumsum(wrong)])
@@ -432,5 +445,9 @@ def statement_coverage(
         k = ca[end] - ca[t]
         if k >= least:
             total += 1
-            ok += (cw[end] - cw[t]) / k <= b + 1e-12
+            errors = cw[end] - cw[t]
+            if noise is None:
+                ok += errors / k <= b + 1e-12
+            else:
+                ok += binom.sf(errors - 1, k, b) > noise  # P(at least this many wrong | rate b)
     return (ok / total if total else None), total

@@ -74,6 +74,7 @@ CEILING_COLUMNS = (
     "worst stretch (n, >7.5%)",
     "check coverage (checks)",
     "within target",
+    "within noise",
     "ceiling per stretch",
     "ceiling fixed",
     "of ceiling",
@@ -99,6 +100,7 @@ def ceiling_section(results: list[VariantResult]) -> str:
                     f"{_f(a.worst_stretch)} ({a.stretches}, {a.stretches_over})",
                     f"{_f(a.check_coverage)} ({a.checks})",
                     _f(a.target_coverage),
+                    _f(a.noise_coverage),
                     _f(a.ceiling),
                     _f(a.ceiling_fixed),
                     _f(a.of_ceiling),
@@ -112,7 +114,9 @@ def ceiling_section(results: list[VariantResult]) -> str:
         + "\n\nworst stretch: the highest error alone in a 1,000-gate stretch of the reviewer's history with "
         "at least 30 answers alone (n: such stretches; >7.5%: how many ran above 7.5%); check coverage: of "
         "the gates where the rule stated a bound and the next 500 gates held at least 30 answers alone, the "
-        "share where their error was within the bound stated there (within target: within the target); "
+        "share where their error was within the bound stated there (within target: within the target; within "
+        "noise: their count of errors one that answers erring at the bound's rate reach with probability above "
+        "5%); "
         "ceiling per stretch: in hindsight, the best threshold "
         "chosen per 1,000 gates with error <= 5% in each; ceiling fixed: one threshold for the whole history; "
         "human load: escalations and audits, as a share of gates.\n"

@@ -45,6 +45,7 @@ class GateRow(BaseModel):
     score: float | None  # the predictor's own confidence (the rule's score); None: no prediction
     correct: bool
     autonomous: bool
+    bound: float | None = None  # the error bound the rule stated at this gate (None: no threshold in force)
 
 
 class VariantResult(BaseModel):
@@ -148,6 +149,7 @@ def run_variants(
                     score=p.posterior_confidence if p.predicted is not None else None,
                     correct=p.correct,
                     autonomous=p.autonomous,
+                    bound=p.bound,
                 )
                 for r, ps in per_reviewer_preds.items()
                 for i, (e, p) in enumerate(zip(events[r], ps))

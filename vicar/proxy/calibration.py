@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from vicar.config import CalibrationParams
 from vicar.models import AutonomyRule, Calibration, CalibrationInputs, CensorHit
+from vicar.proxy.recalibration import shown
 
 GUARDS = ("censor", "cold_start", "tension", "staleness", "unproven", "probation", "untrusted", "audit")
 CAPPING = frozenset(GUARDS[1:4])
@@ -98,7 +99,9 @@ def censor_note(hit: CensorHit) -> str:
 def calibrate(confidence: float, inp: CalibrationInputs, params: CalibrationParams) -> Calibration:
     fired = _reasons(confidence, inp, params)
     rule = inp.rule
-    numbers: dict = dict(censors=[h.censor_id for h in inp.censors])
+    numbers: dict = dict(censors=[h.censor_id for h in inp.censors], score=confidence)
+    # The guards and the rule judge the score; the human is shown it as a probability.
+    confidence = shown(confidence, inp.confidence_map)
     if rule:
         numbers |= dict(
             threshold=rule.threshold,

@@ -43,6 +43,7 @@ from vicar.proxy.facts import FACT_KINDS
 from vicar.proxy.ledger import autonomy_pairs, context_entry, ledger_rows
 from vicar.proxy.lineage import lineage_of
 from vicar.proxy.provider import Predictor
+from vicar.proxy.recalibration import Recalibrator
 from vicar.proxy.trust import AgentTrust, ledger
 from vicar.proxy.withdrawal import DriftBook, PairLedger
 
@@ -232,8 +233,9 @@ def rule_in_force(
     p = autonomy_params(base, principal_dir, state)
     with _windows_lock:
         windows = _windows.setdefault(store, {})
-        ledger = windows.setdefault((kind, p.target_error, p.delta), PairLedger(p.target_error, p.delta))
-        ledger.extend(autonomy_pairs(store, kind, after_seq=ledger.last_seq))
+        key = (kind, p.target_error, p.delta, p.weighting)
+        ledger = windows.setdefault(key, PairLedger(p.target_error, p.delta, p.weighting == "ipw"))
+        ledger.update(store, kind)
         rule = ledger.rule(p.audit_share)
         if task_type is None:
             return rule
@@ -245,6 +247,17 @@ def rule_in_force(
     return rule.model_copy(
         update={"threshold": None, "withdrawn": w.reason(p.target_error, p.delta), "withdrawn_seq": w.seq}
     )
+
+
+def confidence_map(store, kind: str, window: int) -> tuple[float, float] | None:
+    """The principal's recalibration of the confidence shown, over the latest `window`
+    pairs of the kind (vicar.proxy.recalibration); None: none fitted yet, or off."""
+    if window <= 0:
+        return None
+    with _windows_lock:
+        recal = _windows.setdefault(store, {}).setdefault((kind, "recal", window), Recalibrator(window))
+        recal.extend(autonomy_pairs(store, kind, after_seq=recal.last_seq))
+        return recal.map
 
 
 def autonomy_rule(memory: PrincipalMemory, request: GateRequest, params: CalibrationParams) -> AutonomyRule:
@@ -282,6 +295,7 @@ def calibration_inputs(
         ),
         agent_trust=ctx.agent_trust,
         censors=ctx.censors,
+        confidence_map=confidence_map(memory.store, request.kind.value, params.recalibration_window),
     )
 
 

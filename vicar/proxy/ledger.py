@@ -34,6 +34,28 @@ class Evidence(NamedTuple):
     audit_p: float | None = None  # an audit: the probability it was drawn with (None: labelled anyway)
 
 
+class Alone(NamedTuple):
+    """A gate the proxy answered alone without an audit: the draw whose label was not
+    taken (it could have been audited with probability audit_p)."""
+
+    kind: str
+    score: float
+    audit_p: float
+
+
+class Draw(NamedTuple):
+    """One observation of the rule's bets, in outcome order: a labelled pair, weighted
+    by the inverse of the probability its label was taken, or an unaudited answer
+    alone (wrong False, the audit's weight)."""
+
+    outcome_seq: int
+    pair_seq: int | None  # the autonomy_pairs row (None: an autonomy_alone row)
+    alone_seq: int | None
+    score: float
+    wrong: bool
+    weight: float
+
+
 class Pair(NamedTuple):
     seq: int  # arrival order of the evidence
     score: float
@@ -90,6 +112,7 @@ class OutcomeEntry:
     context_key: str
     update: Callable[[str | None], str]  # the stored context entry JSON (or None) to the new one
     evidence: Evidence | None = None
+    alone: Alone | None = None  # answered alone, not audited
     regrets: Sequence[MemoryChunk] = ()  # the proxy's answers this outcome reversed
     censor_ids: Sequence[str] = ()  # the censors that fired on the gate ...
     censor_change: Callable[[Censor], Censor] | None = None  # ... and what the answer says of them
@@ -130,6 +153,12 @@ def log_outcome(store: RecordStore, entry: OutcomeEntry) -> LoggedOutcome:
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (seq, ev.agent, ev.kind, e.state, e.task_type, ev.n, ev.score, int(ev.correct), ev.audit_p),
             )
+        if e.alone is not None:
+            db.execute(
+                "INSERT INTO autonomy_alone (outcome_seq, kind, state, task_type, score, audit_p)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (seq, e.alone.kind, e.state, e.task_type, e.alone.score, e.alone.audit_p),
+            )
         for c in e.regrets:
             # A proxy answer with no score (the proxy could not run) proves nothing.
             if c.posterior_confidence is not None:
@@ -164,6 +193,24 @@ def autonomy_pairs(store: RecordStore, kind: str, after_seq: int = 0, limit: int
     with store.reading() as db:
         rows = db.execute(sql, params).fetchall()
     return [Pair(seq, score, bool(ok)) for seq, score, ok in reversed(rows)]
+
+
+def rule_draws(store: RecordStore, kind: str, after_pair: int = 0, after_alone: int = 0) -> list[Draw]:
+    """One kind's draws after the given rows, in outcome order (each outcome commits its
+    rows in one transaction, so two reads in a row see a consistent prefix)."""
+    with store.reading() as db:
+        pairs = db.execute(
+            "SELECT seq, outcome_seq, score, correct, audit_p FROM autonomy_pairs WHERE kind = ? AND seq > ?",
+            (kind, after_pair),
+        ).fetchall()
+        alone = db.execute(
+            "SELECT seq, outcome_seq, score, audit_p FROM autonomy_alone WHERE kind = ? AND seq > ?",
+            (kind, after_alone),
+        ).fetchall()
+    draws = [Draw(o, seq, None, score, not ok, 1.0 / p if p else 1.0) for seq, o, score, ok, p in pairs]
+    draws += [Draw(o, None, seq, score, False, 1.0 / p) for seq, o, score, p in alone]
+    draws.sort(key=lambda d: (d.outcome_seq, d.pair_seq or 0, d.alone_seq or 0))
+    return draws
 
 
 def labelled_pairs(store: RecordStore, kind: str, after_seq: int = 0) -> list[LabelledPair]:

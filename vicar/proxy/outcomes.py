@@ -32,7 +32,7 @@ from vicar.proxy import censors
 from vicar.proxy import facts as fact_memory
 from vicar.proxy.bookkeeping import ConfidenceModel, ContextEntry, apply_outcome, context_key, load_entry
 from vicar.proxy.consult import outcome_chunk
-from vicar.proxy.ledger import Evidence, OutcomeEntry, context_entries, log_outcome
+from vicar.proxy.ledger import Alone, Evidence, OutcomeEntry, context_entries, log_outcome
 
 CONFIDENCE_FILE = "proxy-confidence.json"
 INTERACTIONS_FILE = "proxy-interactions.jsonl"
@@ -77,6 +77,7 @@ def record_outcome(
             context_key=context_key(req.state.value, req.task_type, req.kind),
             update=update,
             evidence=autonomy_pair(record),
+            alone=unaudited_alone(record),
             regrets=regretted(memory, record, chunk, params),
             censor_ids=censor_ids,
             censor_change=censor_change,
@@ -139,6 +140,18 @@ def autonomy_pair(record: OutcomeRecord) -> Evidence | None:
         # An audit's label was drawn with the rule's audit share: its weight is the inverse.
         audit_p=cal.audit_share if cal is not None and cal.guard == "audit" else None,
     )
+
+
+def unaudited_alone(record: OutcomeRecord) -> Alone | None:
+    """A gate the rule let the proxy answer alone, not drawn for an audit: a draw of the
+    weighted bets with its label not taken (None for any other gate, and where nothing
+    is audited: no audit could have taken its label)."""
+    cal, post = record.calibration, record.posterior
+    if record.answered_by is not AnsweredBy.proxy or cal is None or post is None or cal.guard != "passthrough":
+        return None
+    if not cal.audit_share:
+        return None
+    return Alone(record.request.kind.value, post.confidence, cal.audit_share)
 
 
 def regretted(

@@ -194,6 +194,14 @@ class BettingLedger:
         self.levels = np.unique(np.concatenate([fine, [target], coarse]))
         self.level_wealth = np.zeros((len(grid), len(self.levels)))
         self.wrong = np.zeros(len(grid), dtype=np.int64)  # labels, unweighted
+        # The wealth the same bets would hold had every observation been right: what the
+        # evidence at a threshold could prove, from its scores and weights alone (never a
+        # label). A sequence starts where this reaches the need. Unweighted it is a count
+        # (self.start observations); a weighted draw (an answer alone, worth 1/q) earns a
+        # small safe gain, so a threshold held up only by such draws is not yet testable
+        # and does not end the sequence before the thresholds with the evidence.
+        self.spotless = np.zeros(len(grid))
+        self._s0 = self._s.copy()
         # The lowest score each bet has seen: a threshold is stated at a score the evidence
         # reaches, never at a grid point below every pair (gates no pair speaks for).
         self.lowest = np.full(len(grid), np.inf)
@@ -214,6 +222,10 @@ class BettingLedger:
         lv = self.levels[None, :]
         lstake = np.clip(KELLY * (lv - p[:, None]) / (lv * (zmax - lv)), 0.0, STAKE_CAP / (zmax - lv))
         self.level_wealth[m] += np.log1p(lstake * (lv - z))
+        p0 = self._s0[m] / self._w[m]
+        stake0 = np.clip(KELLY * (t - p0) / (t * (zmax - t)), 0.0, STAKE_CAP / (zmax - t))
+        self.spotless[m] += np.log1p(stake0 * t)
+        self._s0[m] = self._decay * self._s0[m]
         self.wrong[m] += int(error and weight > 0)
         self.lowest[m] = np.minimum(self.lowest[m], score)
         self._s[m] = self._decay * self._s[m] + z
@@ -223,12 +235,13 @@ class BettingLedger:
 
     def threshold(self, starts: tuple[float, ...] = (1.0,)) -> int | None:
         """The index of the lowest grid threshold a fixed sequence reaches: from the
-        highest with enough observations at or below each start level, down, stopping at
+        highest at or below each start level whose evidence could pass (`spotless`), down, stopping at
         the first whose wealth is short of len(starts)/delta. None: none reached."""
         need = math.log(len(starts) / self.delta)
+        testable = (self.count >= self.start) & (self.spotless >= need - 1e-9)
         best = None
         for level in starts:
-            start = np.flatnonzero((self.count >= self.start) & (self.grid <= level + 1e-12))
+            start = np.flatnonzero(testable & (self.grid <= level + 1e-12))
             if not len(start):
                 continue
             i = int(start[0])

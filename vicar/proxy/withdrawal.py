@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from vicar.memory.store import RecordStore
 from vicar.models import AutonomyRule
-from vicar.proxy.ledger import Pair, labelled_pairs
+from vicar.proxy.ledger import labelled_pairs, rule_draws
 from vicar.proxy.reviews import review_labels
 from vicar.proxy.sequential import STARTS, BettingLedger, DriftTest
 
@@ -26,18 +26,33 @@ Context = tuple[str, str]  # (state, task type)
 
 
 class PairLedger(BettingLedger):
-    """The rule's bets over one kind's pairs, fed from the store in arrival order."""
+    """The rule's bets over one kind's draws, fed from the store in outcome order.
 
-    def __init__(self, target: float, delta: float) -> None:
+    weighted (the default): every gate the rule let through is a draw, its label taken
+    with the audit's probability q: an audited answer weighs 1/q, an unaudited one is
+    a draw with no error at the same weight, a gate the human answered anyway weighs 1.
+    The bets then estimate the error of all the gates above a threshold, answered alone
+    or not, without assuming the audited ones look like the escalated ones.
+    Unweighted (`weighting: labelled`): the labelled pairs alone, each weighing 1."""
+
+    def __init__(self, target: float, delta: float, weighted: bool = True) -> None:
         super().__init__(target, delta)
-        self.last_seq = 0
+        self.weighted = weighted
+        self.last_pair = self.last_alone = 0
         self._rules: dict[float, AutonomyRule] = {}
 
-    def extend(self, pairs: list[Pair]) -> None:
-        for p in pairs:
-            self.add(p.score, not p.correct)
-            self.last_seq = p.seq
-        if pairs:
+    def update(self, store: RecordStore, kind: str) -> None:
+        draws = rule_draws(store, kind, self.last_pair, self.last_alone)
+        for d in draws:
+            if d.pair_seq is not None:
+                self.last_pair = max(self.last_pair, d.pair_seq)
+                self.add(d.score, d.wrong, d.weight if self.weighted else 1.0)
+            else:
+                assert d.alone_seq is not None
+                self.last_alone = max(self.last_alone, d.alone_seq)
+                if self.weighted:
+                    self.add(d.score, False, d.weight)
+        if draws:
             self._rules.clear()
 
     def rule(self, audit_share: float) -> AutonomyRule:  # type: ignore[override]

@@ -58,7 +58,6 @@ def record_outcome(
     moves = fact_memory.hindsight(memory, record, facts)
     chunk = outcome_chunk(record, artifact)
     memory.record(chunk)
-    req = record.request
 
     def update(stored: str | None) -> str:
         return apply_outcome(load_entry(stored), record).model_dump_json()
@@ -66,16 +65,9 @@ def record_outcome(
     censor_ids, censor_change = censors.feedback(record, params) or ((), None)
     logged = log_outcome(
         memory.store,
-        OutcomeEntry(
-            workflow_id=record.workflow_id,
-            state=req.state.value,
-            task_type=req.task_type,
-            answered_by=record.answered_by.value,
-            action=record.action.value,
-            at=record.at.isoformat() if record.at else None,
-            record=record.model_dump_json(),
-            context_key=context_key(req.state.value, req.task_type, req.kind),
-            update=update,
+        _entry(
+            record,
+            update,
             evidence=autonomy_pair(record),
             alone=unaudited_alone(record),
             regrets=regretted(memory, record, chunk, params),
@@ -99,26 +91,34 @@ def _log_rule_answer(memory: PrincipalMemory, record: OutcomeRecord, artifacts: 
     chunk: it is neither the human's decision to learn from nor the proxy's to grade (a
     proxy chunk could become a regret pair), and no evidence, facts or censor feedback."""
     req = record.request
-    key = context_key(req.state.value, req.task_type, req.kind)
     log_outcome(
         memory.store,
-        OutcomeEntry(
-            workflow_id=record.workflow_id,
-            state=req.state.value,
-            task_type=req.task_type,
-            answered_by=record.answered_by.value,
-            action=record.action.value,
-            at=record.at.isoformat() if record.at else None,
-            record=record.model_dump_json(),
-            context_key=key,
-            update=lambda stored: (
-                stored or ContextEntry(state=req.state.value, task_type=req.task_type).model_dump_json()
-            ),
+        _entry(
+            record,
+            lambda stored: stored or ContextEntry(state=req.state.value, task_type=req.task_type).model_dump_json(),
         ),
     )
     if artifacts:
         write_artifacts(memory)
     return f"outcome/{record.workflow_id}"
+
+
+def _entry(record: OutcomeRecord, update, **teaches) -> OutcomeEntry:
+    """The outcome's log row and context update, with what else it teaches (`teaches`:
+    OutcomeEntry's evidence, regrets, censor and fact fields)."""
+    req = record.request
+    return OutcomeEntry(
+        workflow_id=record.workflow_id,
+        state=req.state.value,
+        task_type=req.task_type,
+        answered_by=record.answered_by.value,
+        action=record.action.value,
+        at=record.at.isoformat() if record.at else None,
+        record=record.model_dump_json(),
+        context_key=context_key(req.state.value, req.task_type, req.kind),
+        update=update,
+        **teaches,
+    )
 
 
 def autonomy_pair(record: OutcomeRecord) -> Evidence | None:

@@ -19,6 +19,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import pytest_asyncio
+from temporalio.client import WorkflowFailureError
 from temporalio.worker import Replayer
 
 from vicar import contracts as c
@@ -34,7 +35,7 @@ from vicar.schema import document
 from vicar.workflows.audit import AuditWorkflow, ReviewWorkflow
 from vicar.workflows.gate import GateWorkflow
 
-from .conftest import LOOSE_AUTONOMY, VicarHarness, vicar_process
+from .conftest import LOOSE_AUTONOMY, VicarHarness, vicar_process, wait_escalated
 from .test_deadline import Receiver
 from .test_gate import run_answering
 
@@ -314,3 +315,28 @@ async def test_each_principal_is_read_on_the_shard_that_holds_its_memory(tempora
                 assert not (two.homes[1 - k].principals_dir / p).exists()
     finally:
         two.close()
+
+
+async def test_a_gate_cancelled_while_it_waits_keeps_its_record(world):
+    """(Last: it adds a principal the exports above do not expect.) Cancelled by the orchestrator before anyone answered: exported as answered by
+    nobody, cancelled (not timed out), with the proxy's guess and why it escalated; its
+    history, with the new step, replays."""
+    w, h = world, world.h
+    r = h.principal()
+    req = h.request(r, escalation_mode="always", artifact="Rename the config key.")
+    handle = await start_gate(h.client, req, h.task_queue)
+    await wait_escalated(h.client, req.gate_id)
+    await handle.cancel()
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    code, out, err = await vicar(w, "audit", "export", "--principal", r)
+    assert code == 0, err
+    (rec,) = jsonl(out)
+    assert (rec.gate_id, rec.answered_by, rec.action) == (req.gate_id, "nobody", "hold")
+    assert rec.cancelled and not rec.timed_out and rec.escalated and rec.words == "Cancelled before anyone answered."
+    # a new principal: no guess yet, and the reason it went to the human
+    assert rec.guard == "unproven" and rec.why and rec.n >= 1 and rec.escalated_at is not None
+    assert rec.artifact_excerpt == "Rename the config key."
+    replayer = Replayer(workflows=[GateWorkflow], data_converter=data_converter())
+    result = await replayer.replay_workflow(await handle.fetch_history(), raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure

@@ -63,12 +63,15 @@ class AuditRecord(BaseModel):
     artifact_hash: str = Field("", description='Hash of the artifact the gate saw ("": not known).')
     artifact_excerpt: str = Field("", description="The inline artifact's start, clipped.")
     artifact_paths: list[str] = Field(default_factory=list)
-    answered_by: str = Field(description="human, proxy, nobody (the deadline passed), or a rule.")
+    answered_by: str = Field(
+        description="human, proxy, nobody (the deadline passed or the gate was cancelled), or a rule."
+    )
     responder: str | None = Field(None, description="The named human who answered.")
     responder_identity: str | None = Field(None, description="The Temporal client identity the answer came with.")
     rule: str | None = Field(None, description="The rule that answered or applied, when one did.")
     rule_author: str | None = None
     timed_out: bool = False
+    cancelled: bool = Field(False, description="Cancelled by the orchestrator before anyone answered.")
     escalated: bool = Field(description="The gate went to the human.")
     action: str = Field(description="The answer (hold for a gate that timed out).")
     words: str = Field(description="The answer's words.")

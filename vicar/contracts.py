@@ -415,6 +415,10 @@ PATCH_IDS = PATCH_IDS + (WITHDRAWAL_NOTICE,)
 # ask that it answers runs again, and a holder before it waited for ever.
 TURN_GRANT_FOR_ASK = "turn-grant-for-ask"
 PATCH_IDS = PATCH_IDS + (TURN_GRANT_FOR_ASK,)
+# A gate cancelled before anyone answered keeps a record in the audit trail (answered by
+# nobody, `cancelled`); gates before it left none.
+AUDIT_CANCELLED = "audit-cancelled"
+PATCH_IDS = PATCH_IDS + (AUDIT_CANCELLED,)
 
 
 def audit_workflow_id(principal: str, page_id: str) -> str:

@@ -401,6 +401,7 @@ class OutcomeRecord(BaseModel):
     # For the audit trail (docs/audit.md), workflow times; None in records kept before them.
     started_at: datetime | None = None
     escalated_at: datetime | None = None
+    cancelled: bool = False  # nobody answered: the gate was cancelled (else its deadline passed)
 
 
 class GateResult(BaseModel):

@@ -239,6 +239,8 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
         except asyncio.CancelledError:
             if self._details is not None and workflow.patched(c.GATE_DEADLINE):
                 self._set_status(GateStatus.cancelled)  # what the list and `VicarStatus` filters show
+            if self._details is not None and workflow.patched(c.AUDIT_CANCELLED):
+                await self._record_cancelled(req)  # the cancellation is taken: this step still runs
             raise
 
     async def _run(self, req: GateRequest) -> GateResult:
@@ -324,6 +326,7 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
 
         # Escalate outside the turn: a slow human never blocks the principal's other gates.
         posterior, calibration = consulted.posterior, consulted.calibration
+        self._audited_consult = consulted  # what a gate cancelled while it waits keeps
         if not self._vetting:
             await self._read_allowed(req)
         self._set_status(GateStatus.escalated, confidence=calibration.confidence)

@@ -16,7 +16,16 @@ with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
     import vicar.workflows.gate_metrics as gate_metrics
     import vicar.workflows.search_attributes as sa
-    from vicar.models import AnsweredBy, GateRequest, GateResult, GateStatus, OutcomeRecord, SessionGate, TurnRequest
+    from vicar.models import (
+        Action,
+        AnsweredBy,
+        GateRequest,
+        GateResult,
+        GateStatus,
+        OutcomeRecord,
+        SessionGate,
+        TurnRequest,
+    )
     from vicar.workflows.failures import cause_message as _cause
     from vicar.workflows.turn import REPAIR_WAIT_CAP
 
@@ -150,16 +159,27 @@ class GateRecord(GateState):
             await workflow.sleep(wait)
             wait = min(wait * 2, REPAIR_WAIT_CAP)
 
+    async def _record_cancelled(self, req: GateRequest) -> None:
+        """A gate cancelled before anyone answered: kept in the audit trail like one whose
+        deadline passed, with the proxy's guess if it had made one."""
+        n = self._details.n if self._details is not None and self._details.n is not None else 0
+        text = "Cancelled before anyone answered."
+        await self._keep_unanswered(req, n, Action.hold, text, cancelled=True)
+
     async def _record_unanswered(self, req: GateRequest, result: GateResult) -> None:
+        await self._keep_unanswered(req, result.n, result.action, result.text)
+
+    async def _keep_unanswered(self, req: GateRequest, n: int, action, text: str, cancelled: bool = False) -> None:
         """Keep a gate nobody answered in the audit trail (apart from the outcomes, which
         teach the proxy). A few attempts: the gate's result stands without it."""
         consulted = self._audited_consult
         record = OutcomeRecord(
             request=req,
-            n=result.n,
+            n=n,
             workflow_id=workflow.info().workflow_id,
-            action=result.action,
-            response_text=result.text,
+            action=action,
+            response_text=text,
+            cancelled=cancelled,
             answered_by=AnsweredBy.nobody,
             prior=consulted.prior if consulted else None,
             posterior=consulted.posterior if consulted else None,

@@ -115,7 +115,7 @@ def audit_record(store: RecordStore, raw: str) -> AuditRecord:
     answered_by = record.answered_by.value
     if answered_by == "rule" and not rule and cal is not None:
         rule = cal.guard
-    timed_out = answered_by == "nobody"
+    timed_out = answered_by == "nobody" and not record.cancelled
     return AuditRecord(
         principal=req.principal,
         gate_id=req.gate_id,
@@ -135,6 +135,7 @@ def audit_record(store: RecordStore, raw: str) -> AuditRecord:
         rule=str(rule) if rule else None,
         rule_author=_text(extra.get("rule_author") or cal_extra.get("rule_author")),
         timed_out=timed_out,
+        cancelled=record.cancelled,
         escalated=answered_by in ("human", "nobody") or record.escalated_at is not None,
         action=record.action.value,
         words=record.response_text,

@@ -11,6 +11,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from vicar.config import AutonomyParams
+from vicar.proxy.concerns import concerns_in as shared_concerns_in
 
 ACTIONS = ("approve", "correct", "reject", "hold")
 # The baselines (majority, EMA) have no autonomy rule: they answer alone at this confidence.
@@ -20,17 +21,6 @@ COVERAGE_WINDOW = 500  # autonomous answers after each one, for the bound's cove
 COVERAGE_NOISE = 0.05  # a check's errors count as a miss only when the bound's rate makes them this unlikely
 HISTORY_WINDOW = 1000  # gates of a reviewer's history per point of autonomy against history
 
-# The design's concern vocabulary, with the words that signal each concern.
-CONCERNS: dict[str, tuple[str, ...]] = {
-    "error_handling": ("error", "errors", "fail", "failure", "fails", "exception", "return value", "-e", "errno"),
-    "rollback": ("rollback", "roll back", "revert", "undo", "downgrade"),
-    "security": ("security", "secure", "overflow", "leak", "permission", "privilege", "sanitize", "vulnerab"),
-    "idempotency": ("idempot", "twice", "duplicate", "re-run", "rerun", "retry"),
-    "testing": ("test", "tests", "testing", "coverage", "ci ", "selftest"),
-    "documentation": ("document", "documentation", "docs", "comment", "changelog", "commit message", "describe"),
-    "sequencing": ("order", "ordering", "sequence", "before", "after", "first", "depends on", "race"),
-    "external_dependencies": ("dependency", "dependencies", "library", "upstream", "version", "firmware"),
-}
 _WORD = re.compile(r"[a-z][a-z0-9_-]{3,}")
 _STOP = frozenset(
     "this that with from have will would should could there their about which when what into been were "
@@ -280,10 +270,8 @@ def autonomy_curve(preds: Sequence[Prediction], points: int = 21) -> list[tuple[
 
 
 def concerns_in(text: str, themes: Sequence[str] = ()) -> set[str]:
-    low = f" {text.lower()} "
-    found = {c for c, cues in CONCERNS.items() if any(cue in low for cue in cues)}
-    words = set(_WORD.findall(low))
-    return found | {f"theme:{t}" for t in themes if t in words}
+    """The one vocabulary's concerns (vicar.proxy.concerns): categories on word boundaries, tags stripped."""
+    return shared_concerns_in(text, themes)
 
 
 def frequent_themes(texts: Sequence[str], top: int = 20) -> list[str]:
@@ -293,7 +281,9 @@ def frequent_themes(texts: Sequence[str], top: int = 20) -> list[str]:
 
 
 def concern_recall(preds: Sequence[Prediction], themes: Sequence[str] = ()) -> float | None:
-    """Of the concerns in the human's words, the share the proxy's predicted text raised."""
+    """Of the concerns in the human's words, the share the proxy's predicted text raised.
+    The old headline, recall only over every gate: a diagnostic now (vicar/eval/words.py
+    is the honest one)."""
     hit = total = 0
     for p in preds:
         actual = concerns_in(p.actual_text, themes)

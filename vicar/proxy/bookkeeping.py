@@ -15,6 +15,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from vicar.models import Action, AnsweredBy, OutcomeRecord, RequestKind
+from vicar.proxy.concerns import CATEGORIES, categories_in, strip_tags
 
 EMA_ALPHA = 0.3
 REGRET_WEIGHT = 3  # a correction (or rejection) moves the EMA like three approvals
@@ -22,17 +23,6 @@ MAX_DIFFERENTIALS = 20
 MAX_ARTIFACT_LENGTHS = 20
 MAX_QUESTION_PATTERNS = 20
 
-# The design's concern vocabulary, with the words that signal each concern.
-CONCERNS: dict[str, tuple[str, ...]] = {
-    "error_handling": ("error handling", "exception", "failure mode", "fails", "failure", "error path", "crash"),
-    "rollback": ("rollback", "roll back", "revert", "undo", "back out"),
-    "security": ("security", "secret", "credential", "auth", "permission", "injection", "vulnerab", "leak"),
-    "idempotency": ("idempoten", "retry", "retries", "duplicate", "run twice", "exactly once"),
-    "testing": ("test", "coverage", "regression", "ci "),
-    "documentation": ("document", "docs", "readme", "comment", "changelog", "commit message"),
-    "sequencing": ("order", "sequence", "before", "after", "depends on", "first", "split", "series"),
-    "external_dependencies": ("dependency", "dependencies", "third-party", "upstream", "library", "vendor", "api"),
-}
 # Sentence ends other than '?': a question is the run of text before a '?' back to the
 # previous end. Split, not a regex scan: `[^.?!\n]*\?` retried every start of a run
 # with no '?' and was quadratic in the text's length.
@@ -40,8 +30,9 @@ _SENTENCE_END = re.compile(r"[.!\n]")
 
 
 def concerns_in(text: str) -> list[str]:
-    low = f" {text.lower()} "
-    return [name for name, cues in CONCERNS.items() if any(cue in low for cue in cues)]
+    """The design categories a question raises, in the vocabulary's order (vicar.proxy.concerns)."""
+    found = categories_in(strip_tags(text))
+    return [name for name in CATEGORIES if name in found]
 
 
 def questions_in(text: str) -> list[str]:

@@ -1,0 +1,145 @@
+"""The one concern vocabulary: the design's eight categories, matched on word
+boundaries, and the cleaning that keeps a reviewer's tags and status lines from
+counting as concerns. Pure; used by the proxy's bookkeeping and the replay's metric.
+
+Substring cues counted "test" in "latest" and "order" in "border", and a trailer such as
+"Reviewed-by: Guenter Roeck <linux@roeck-us.net>" as five concerns (issue 27); here a
+cue is a whole word or phrase, and tags, addresses and status lines go before matching.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+# "before", "after" and "first" are left out: nearly every reply says them.
+# Each cue is a regex fragment matched between word boundaries on the lower-cased text;
+# a trailing \w* marks a stem ("vulnerab" -> "vulnerable", "vulnerability").
+CATEGORIES: dict[str, tuple[str, ...]] = {
+    "error_handling": (
+        r"errors?",
+        r"error handling",
+        r"error paths?",
+        r"exceptions?",
+        r"fail(?:s|ed|ing|ure|ures)?",
+        r"failure modes?",
+        r"crash\w*",
+        r"errno",
+        r"return values?",
+    ),
+    "rollback": (r"rollback", r"roll back", r"revert\w*", r"undo", r"back out", r"downgrade"),
+    "security": (
+        r"security",
+        r"secure",
+        r"secrets?",
+        r"credentials?",
+        r"authentication",
+        r"authorization",
+        r"permissions?",
+        r"privileges?",
+        r"injection",
+        r"vulnerab\w*",
+        r"leak\w*",
+        r"overflows?",
+        r"sanitiz\w*",
+    ),
+    "idempotency": (r"idempoten\w*", r"retry", r"retries", r"duplicat\w*", r"twice", r"re-?run", r"exactly once"),
+    "testing": (r"tests?", r"tested", r"testing", r"untested", r"coverage", r"regressions?", r"ci", r"selftests?"),
+    "documentation": (
+        r"document\w*",
+        r"docs",
+        r"readme",
+        r"comments?",
+        r"changelog",
+        r"commit (?:message|log|description)s?",
+        r"describe\w*",
+    ),
+    "sequencing": (
+        r"order",
+        r"ordering",
+        r"reorder\w*",
+        r"sequence",
+        r"depends on",
+        r"races?",
+        r"racy",
+        r"split",
+    ),
+    "external_dependencies": (
+        r"dependency",
+        r"dependencies",
+        r"third-party",
+        r"upstream",
+        r"librar(?:y|ies)",
+        r"vendor\w*",
+        r"api",
+        r"firmware",
+    ),
+}
+_CATEGORY_RES = {name: re.compile(r"\b(?:" + "|".join(cues) + r")\b") for name, cues in CATEGORIES.items()}
+# Kernel error codes (-EINVAL, -ENODATA) are error handling, matched before lower-casing.
+_ERROR_CODE = re.compile(r"-E[A-Z]{3,}\b")
+
+# Lines that are bookkeeping, not words about the work: trailers, status lines and
+# sign-offs. Checked on each stripped line of a reply (the data: dev/*.jsonl.gz).
+_TRAILER = re.compile(
+    r"^(?:[A-Za-z]+(?:-[A-Za-z]+)*-by|Cc|To|From|Link|Closes|Fixes|Message-I[dD]|Subject|Date)\s*:", re.I
+)
+_STATUS = re.compile(
+    r"^(?:(?:(?:series|patch(?:es)?|both|all|the series)\s+)?applied\b.*"  # "Applied.", "Series applied to hwmon-next."
+    r"|thanks?(?: you)?[,.!]*(?:\s+applied\b.*)?"  # "Thanks,", "Thanks, applied."
+    r"|will (?:merge|cook|keep|discard|hold|queue|be merged)\b.*"  # Junio's "Will merge to 'next'."
+    r"|(?:soon|ready|can wait|should be ok|is this ready|in) (?:in|for) ['\"]?(?:next|master|maint)\b.*"
+    r"|for my reference:?|for hwmon:?|\[?\s*\.\.\.\s*\]?|<?/?form letter>?"
+    r")$",
+    re.I,
+)
+_EMAIL = re.compile(r"<?[\w.+-]+@[\w-]+(?:\.[\w-]+)+>?")
+_URL = re.compile(r"https?://\S+")
+_WORD = re.compile(r"[a-z][a-z0-9_]{3,}")
+STOPWORDS = frozenset(
+    "this that with from have will would should could there their about which when what into been were "
+    "they them then than also only more most some such very just like does here your please thanks patch "
+    "series merge next master while need needs since because these those other applied make made "
+    "where same still even much back sure think know want using used driver".split()
+)
+
+
+def _signature(line: str, names: Iterable[str]) -> bool:
+    """A line that is only a name ("Guenter", "Junio C Hamano")."""
+    low = line.lower().strip(" ,.-")
+    return bool(low) and any(low == n.lower() or low == n.lower().split()[0] for n in names)
+
+
+def strip_tags(text: str, names: Iterable[str] = ()) -> str:
+    """The reply without trailer tags, status lines, quoted lines, sign-offs (`names`:
+    the reviewer's name), e-mail addresses and links."""
+    names = tuple(names)
+    kept = []
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith(">") or _TRAILER.match(s) or _STATUS.match(s) or _signature(s, names):
+            continue
+        kept.append(_URL.sub(" ", _EMAIL.sub(" ", line)))
+    return "\n".join(kept).strip()
+
+
+def categories_in(text: str) -> set[str]:
+    """The design categories the (already stripped) text raises, on word boundaries."""
+    low = text.lower()
+    found = {name for name, rx in _CATEGORY_RES.items() if rx.search(low)}
+    if _ERROR_CODE.search(text):
+        found.add("error_handling")
+    return found
+
+
+def content_words(text: str) -> set[str]:
+    """The (already stripped) text's content words: the candidates for a reviewer's themes."""
+    return {w for w in _WORD.findall(text.lower()) if w not in STOPWORDS}
+
+
+def concerns_in(text: str, themes: Iterable[str] = (), names: Iterable[str] = ()) -> set[str]:
+    """Every concern a reply raises: its design categories and the reviewer's `themes`
+    it names (as "theme:<word>"), after stripping tags and status lines."""
+    clean = strip_tags(text, names)
+    words = content_words(clean)
+    return categories_in(clean) | {f"theme:{t}" for t in themes if t in words}

@@ -7,6 +7,7 @@ from pathlib import Path
 from rich.table import Table
 
 from vicar.eval.run import VariantResult
+from vicar.eval.words import BASELINES, FOR_ACTION, MATCH_THRESHOLD, WordScores
 
 COLUMNS = (
     "variant",
@@ -19,8 +20,9 @@ COLUMNS = (
     "auton. error",
     "bound coverage",
     "max autonomy (err≤5%)",
-    "text sim",
-    "concern recall",
+    "concern F1 (R / P)",
+    "sentence R@5",
+    "text sim (diag.)",
     "gates/s",
     "LLM $",
 )
@@ -43,11 +45,68 @@ def _row(r: VariantResult, scores=None) -> list[str]:
         _f(o.autonomy.error),
         _f(o.autonomy.coverage),
         _f(o.autonomy.best_share),
-        _f(o.text_similarity),
-        _f(o.concern_recall),
+        *_words_cells(o.words),
         f"{r.gates_per_second:.0f}",
         f"{o.cost_usd:.4f}" if o.cost_usd else "—",
     ]
+
+
+def _words_cells(w: WordScores | None) -> list[str]:
+    if w is None:
+        return ["—"] * 3
+    return [f"{_f(w.f1)} ({_f(w.recall)} / {_f(w.precision)})", _f(w.sentence_recall), _f(w.text_sim)]
+
+
+WORDS_COLUMNS = (
+    "words of",
+    "reviewer",
+    "events",
+    "recall",
+    "precision",
+    "F1",
+    "raised / event (human)",
+    "sentence R@5",
+    "sentence P@5",
+    "text sim (diag.)",
+)
+
+
+def words_section(results: list[VariantResult]) -> str:
+    """The words headline per variant beside its baselines, pooled, as the mean over
+    reviewers and per reviewer (vicar/eval/words.py)."""
+    rows = []
+    labels = [(r.variant.name, r.words["proxy"]) for r in results if "proxy" in r.words]
+    labels += [(f"{r.variant.name}: {FOR_ACTION}", r.words[FOR_ACTION]) for r in results if FOR_ACTION in r.words]
+    floors = results[0].words if results else {}
+    labels += [(name, floors[name]) for name in BASELINES if name in floors]
+    for label, w in labels:
+        for rev, sc in [("all (pooled)", w.pooled), ("mean over reviewers", w.mean), *w.per_reviewer.items()]:
+            rows.append(
+                [
+                    label,
+                    rev,
+                    str(sc.events),
+                    _f(sc.recall),
+                    _f(sc.precision),
+                    _f(sc.f1),
+                    f"{sc.raised:.1f} ({sc.human_raised:.1f})",
+                    _f(sc.sentence_recall),
+                    _f(sc.sentence_precision),
+                    _f(sc.text_sim),
+                ]
+            )
+    return (
+        "\n## Words: the concerns the human raised (correct/reject events)\n\n"
+        + _md_table(WORDS_COLUMNS, rows)
+        + "\n\nconcerns: the design's eight categories on word boundaries and the reviewer's 20 most "
+        "frequent words in past corrections that are at least twice as frequent there as in past approvals "
+        "(learned online), after stripping tags, addresses and status lines; recall, precision and F1 are "
+        "micro-averaged over a reviewer's events (pooled: over every event). sentence R@5: of the human's "
+        "sentences of >= 4 words, the share matched by one of the first 5 predicted sentences at "
+        f"all-MiniLM-L6-v2 cosine >= {MATCH_THRESHOLD} (P@5: of those predicted sentences, the share matching "
+        "one). text sim: mean cosine of the raw texts, an empty prediction scored 0. Baselines are built "
+        "online from the reviewer's earlier events only.\n"
+    )
 
 
 def summary_table(results: list[VariantResult]) -> Table:
@@ -156,6 +215,7 @@ def markdown(results: list[VariantResult], command: str, files: list[Path], extr
             ],
         )
     )
+    parts.append(words_section(results))
     parts.append(ceiling_section(results))
     parts.append("\n## Surprise calibration\n")
     parts.append(
@@ -184,11 +244,9 @@ def markdown(results: list[VariantResult], command: str, files: list[Path], extr
         "(per reviewer; fewer: one window of all), the share whose error stayed ≤ 5%; max autonomy = in "
         "hindsight, the largest share answerable alone at any one threshold with error ≤ 5%. "
         "`default` is what the product ships (the learned model, the memory vote until its first fit, + the rule); "
-        "`composite` is the memory vote alone + the rule. text sim = mean cosine (all-MiniLM-L6-v2) "
-        "between the predicted and the actual words; concern recall = share of the concerns in the "
-        "human's words (design vocabulary + the reviewer's 20 most frequent words) that the prediction "
-        "raised. Surprise is confirmed when the confidence moved up and the prediction was right, or "
-        "down and it was wrong.\n"
+        "`composite` is the memory vote alone + the rule. concern F1 (R / P), sentence R@5 and text "
+        "sim: the words on correct/reject events (see Words below). Surprise is confirmed when the "
+        "confidence moved up and the prediction was right, or down and it was wrong.\n"
     )
     if extra:
         parts.append(extra)

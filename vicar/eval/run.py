@@ -13,6 +13,7 @@ from vicar.config import MemoryParams, Settings
 from vicar.eval import metrics as m
 from vicar.eval.dataset import GateEvent
 from vicar.eval.replay import Variant, event_texts, replay_reviewer
+from vicar.eval.words import FOR_ACTION, Words, WordScores, baselines, score_words
 from vicar.memory.embedder import Embedder
 from vicar.progress import progress as progress_for
 
@@ -31,6 +32,8 @@ class Scores(BaseModel):
     concern_recall: float | None
     surprise: m.SurpriseCalibration
     curve: list[dict]
+    # The words headline (vicar/eval/words.py): the proxy's words on correct/reject events.
+    words: WordScores | None = None
     cost_usd: float = 0.0  # LLM calls of the predictor, as billed by the pricing table
 
 
@@ -53,6 +56,8 @@ class VariantResult(BaseModel):
     per_reviewer: dict[str, Scores]
     overall: Scores
     seconds: float
+    # The words metric for this variant ("proxy") and, in the same run, its baselines.
+    words: dict[str, Words] = Field(default_factory=dict)
     gates: list[GateRow] = Field(default_factory=list, exclude=True)  # not in results.json
 
     @property
@@ -120,6 +125,11 @@ def run_variants(
 ) -> list[VariantResult]:
     total = sum(len(v) for v in events.values())
     themes = {r: m.frequent_themes([e.response for e in evs]) for r, evs in events.items()}
+    floors: dict[str, dict[str, list[str]]] = {}  # the variant-free baselines, built once
+    for r, evs in events.items():
+        for label, texts in baselines(evs, embedder).items():
+            floors.setdefault(label, {})[r] = texts
+    floor_words: dict[str, Words] = {}  # their scores do not depend on the variant: scored once
     results = []
     with progress_for(console) as progress:
         for variant in variants:
@@ -154,8 +164,32 @@ def run_variants(
                 for r, ps in per_reviewer_preds.items()
                 for i, (e, p) in enumerate(zip(events[r], ps))
             ]
+            words = score_words(
+                events,
+                {
+                    "proxy": {r: [p.predicted_text for p in ps] for r, ps in per_reviewer_preds.items()},
+                    FOR_ACTION: {
+                        r: baselines(events[r], embedder, [p.predicted for p in ps])[FOR_ACTION]
+                        for r, ps in per_reviewer_preds.items()
+                    },
+                    **({} if floor_words else floors),
+                },
+                embedder,
+            )
+            floor_words = floor_words or {k: v for k, v in words.items() if k in floors}
+            words.update(floor_words)
+            for r, sc in per_reviewer.items():
+                sc.words = words["proxy"].per_reviewer.get(r)
+            overall.words = words["proxy"].pooled
             results.append(
-                VariantResult(variant=variant, per_reviewer=per_reviewer, overall=overall, seconds=seconds, gates=rows)
+                VariantResult(
+                    variant=variant,
+                    per_reviewer=per_reviewer,
+                    overall=overall,
+                    seconds=seconds,
+                    words=words,
+                    gates=rows,
+                )
             )
     return results
 

@@ -93,6 +93,8 @@ _STATUS = re.compile(
     r")$",
     re.I,
 )
+_CLOSING = re.compile(r"^(?:thanks?(?: you)?|(?:best |kind )?regards|cheers)[,.!]*$", re.I)
+_NAME_LINE = re.compile(r"^[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,3}$")
 _EMAIL = re.compile(r"<?[\w.+-]+@[\w-]+(?:\.[\w-]+)+>?")
 _URL = re.compile(r"https?://\S+")
 _WORD = re.compile(r"[a-z][a-z0-9_]{3,}")
@@ -115,9 +117,12 @@ def strip_tags(text: str, names: Iterable[str] = ()) -> str:
     the reviewer's name), e-mail addresses and links."""
     names = tuple(names)
     kept = []
+    closing = False  # the line before was "Thanks," or "Regards,": a name may follow
     for line in text.splitlines():
         s = line.strip()
-        if s.startswith(">") or _TRAILER.match(s) or _STATUS.match(s) or _signature(s, names):
+        signed = closing and bool(_NAME_LINE.match(s))
+        closing = bool(_CLOSING.match(s)) or (closing and not s)
+        if s.startswith(">") or _TRAILER.match(s) or _STATUS.match(s) or _signature(s, names) or signed:
             continue
         kept.append(_URL.sub(" ", _EMAIL.sub(" ", line)))
     return "\n".join(kept).strip()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Sequence
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -125,7 +126,7 @@ def run_variants(
 ) -> list[VariantResult]:
     total = sum(len(v) for v in events.values())
     themes = {r: m.frequent_themes([e.response for e in evs]) for r, evs in events.items()}
-    floors: dict[str, dict[str, list[str]]] = {}  # the variant-free baselines, built once
+    floors: dict[str, dict[str, Sequence[str]]] = {}  # the variant-free baselines, built once
     for r, evs in events.items():
         for label, texts in baselines(evs, embedder).items():
             floors.setdefault(label, {})[r] = texts

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from pydantic import BaseModel
@@ -238,8 +238,8 @@ def _score_reviewer(
 
 
 def score_words(
-    events: dict[str, Sequence[GateEvent]],
-    texts: dict[str, dict[str, Sequence[str]]],
+    events: Mapping[str, Sequence[GateEvent]],
+    texts: Mapping[str, Mapping[str, Sequence[str]]],
     embedder: Embedder,
     threshold: float = MATCH_THRESHOLD,
 ) -> dict[str, Words]:

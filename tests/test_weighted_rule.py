@@ -82,6 +82,8 @@ def test_the_weighted_bet_counts_an_audited_error_for_all_the_gates_it_stands_fo
         labelled.update(memory.store, "gate")
         at = [j for j, t in enumerate(weighted.grid) if t <= 0.97][0]
         assert weighted.count[at] == 142 and labelled.count[at] == 102
+        # The evidence stated is the human answers: an unaudited draw is no answer.
+        assert weighted.labelled[at] == labelled.labelled[at] == 102
         assert weighted.errors[at] == 20.0 and labelled.errors[at] == 1.0
         # Each bet is bounded by its weight: an unaudited draw earns a small, safe gain.
         assert 0 < weighted.log_wealth[at] and weighted.log_wealth[at] != labelled.log_wealth[at]

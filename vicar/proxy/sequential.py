@@ -182,7 +182,8 @@ class BettingLedger:
         each = delta / len(STARTS)
         self.start = max(fewest_to_prove(target, each, start_rate), fewest_to_prove(target, each, 0.0))
         self.log_wealth = np.zeros(len(grid))
-        self.count = np.zeros(len(grid), dtype=np.int64)
+        self.count = np.zeros(len(grid), dtype=np.int64)  # observations, unlabelled draws included
+        self.labelled = np.zeros(len(grid), dtype=np.int64)  # the human answers among them: the evidence stated
         self.errors = np.zeros(len(grid))  # inverse-probability weighted
         self._s = np.full(len(grid), PRIOR_N * PRIOR_SHARE * target)
         self._w = np.full(len(grid), PRIOR_N)
@@ -206,10 +207,10 @@ class BettingLedger:
         # reaches, never at a grid point below every pair (gates no pair speaks for).
         self.lowest = np.full(len(grid), np.inf)
 
-    def add(self, score: float, error: bool, weight: float = 1.0) -> None:
+    def add(self, score: float, error: bool, weight: float = 1.0, labelled: bool = True) -> None:
         """weight: 1 / the probability this gate's label was drawn (1: the human answered
-        it anyway). An autonomous gate not audited enters with error False and the
-        audit's weight: it could have been drawn."""
+        it anyway). An autonomous gate not audited enters with error False, the audit's
+        weight and labelled False: it could have been drawn."""
         t = self.target
         m = self.grid <= score
         if not m.any():
@@ -231,6 +232,7 @@ class BettingLedger:
         self._s[m] = self._decay * self._s[m] + z
         self._w[m] = self._decay * self._w[m] + 1.0
         self.count[m] += 1
+        self.labelled[m] += int(labelled)
         self.errors[m] += z
 
     def threshold(self, starts: tuple[float, ...] = (1.0,)) -> int | None:
@@ -264,13 +266,13 @@ class BettingLedger:
             # contradiction; a looser level is as valid a bound.
             won = np.flatnonzero((self.level_wealth[top] >= need) & (self.levels > self.target))
             bound = float(self.levels[won[0]]) if len(won) else 1.0
-            return AutonomyRule(bound=bound, evidence=int(self.count[top]), errors=int(self.wrong[top]), **base)
+            return AutonomyRule(bound=bound, evidence=int(self.labelled[top]), errors=int(self.wrong[top]), **base)
         won = np.flatnonzero(self.level_wealth[i] >= need)
         bound = float(self.levels[won[0]]) if len(won) else self.target
         return AutonomyRule(
             threshold=float(self.lowest[i]),
             bound=bound,
-            evidence=int(self.count[i]),
+            evidence=int(self.labelled[i]),
             errors=int(self.wrong[i]),
             **base,
         )

@@ -51,7 +51,7 @@ class PairLedger(BettingLedger):
                 assert d.alone_seq is not None
                 self.last_alone = max(self.last_alone, d.alone_seq)
                 if self.weighted:
-                    self.add(d.score, False, d.weight)
+                    self.add(d.score, False, d.weight, labelled=False)
         if draws:
             self._rules.clear()
 

@@ -48,6 +48,7 @@ class Prediction(BaseModel):
     fired: list[str] = []  # every calibration guard that fired
     regretted: bool = False  # answered alone, then reversed by the human on its lineage (found later)
     bound: float | None = None  # the error bound the rule stated at this gate (None: no threshold in force)
+    prereview_text: str = ""  # the pre-review's items (vicar.proxy.prereview), one paragraph each
 
     @property
     def correct(self) -> bool:

@@ -28,6 +28,7 @@ from vicar.proxy.facts import learn as learn_facts
 from vicar.proxy.ledger import regrets
 from vicar.proxy.offline import OfflinePredictor
 from vicar.proxy.outcomes import record_outcome
+from vicar.proxy.prereview import pre_review, render
 
 Progress = Callable[[int], None]  # called with the number of gates just replayed
 # The dataset has no sessions: every this many gates, the replay does what consolidation
@@ -188,6 +189,9 @@ def replay_reviewer(
                         posterior_confidence=c.posterior.confidence,
                         autonomous=alone,
                         predicted_text=c.posterior.prose,
+                        # What the person said before that bears on this artifact, from the
+                        # context the posterior saw: built before the answer is looked at.
+                        prereview_text=render(pre_review(c.posterior_context, request, request.artifact_text)),
                         actual_text=event.response,
                         surprise=c.surprise is not None,
                         surprise_percepts=c.surprise.percepts if c.surprise else [],

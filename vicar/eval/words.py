@@ -45,6 +45,8 @@ FOR_TRUE_ACTION = "most frequent reply for the true action (told the label)"
 SIMILAR = "reply to the most similar past artifact"
 SIMILAR_JOINED = "five most similar past replies joined"
 BASELINES = (FREQUENT, FOR_TRUE_ACTION, SIMILAR, SIMILAR_JOINED)
+# A proxy variant's pre-review (vicar.proxy.prereview), scored like its words.
+PREREVIEW = "pre-review"
 
 _PARAGRAPH = re.compile(r"\n\s*\n")
 _SENTENCE_END = re.compile(r"(?<=[.?!])\s+")

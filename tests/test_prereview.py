@@ -1,0 +1,191 @@
+"""The pre-review (issue 27, item 2): the person's own sentences on this artifact's lineage
+and on similar past work, with their sources, ranked for the artifact, on hand-made
+retrieval contexts (pure: no memory, no server)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from typer.testing import CliRunner
+
+from tests.test_eval import synthetic_file
+from vicar.cli import app
+from vicar.eval.words import PREREVIEW
+from vicar.models import AnsweredBy, ChunkSummary, GateRequest, LineageVerdict, RetrievalContext
+from vicar.proxy.prereview import pre_review, render
+
+ARTIFACT = "[PATCH] hwmon: (pmbus) fix sensor scale\n\n--- a/drivers/hwmon/pmbus/core.c\n+\tpmbus_read_scale(client);\n"
+
+
+def request(artifact: str = ARTIFACT) -> GateRequest:
+    return GateRequest(
+        principal="ada",
+        gate_id="g:new",
+        state="WORK_ASSERT",
+        task_type="pmbus",
+        question="Approve or revise this patch?",
+        artifact_text=artifact,
+    )
+
+
+def chunk(i: int, response: str, outcome: str = "correct", similarity: float = 0.5, n: int = 0) -> ChunkSummary:
+    return ChunkSummary(
+        chunk_id=f"c{i}",
+        state="WORK_ASSERT",
+        task_type="pmbus",
+        outcome=outcome,
+        answered_by=AnsweredBy.human,
+        human_response=response,
+        created_n=n or i,
+        activation=0.0,
+        similarity=similarity,
+        score=similarity,
+    )
+
+
+def ctx(chunks: list[ChunkSummary], lineage: list[LineageVerdict] = (), n: int = 100) -> RetrievalContext:  # type: ignore[assignment]
+    return RetrievalContext(principal="ada", n=n, phase="posterior", chunks=chunks, lineage_history=list(lineage))
+
+
+def test_the_persons_own_sentences_come_back_with_their_sources():
+    c = ctx(
+        [
+            chunk(1, "Please add error handling for the failed read.\n\nThanks,\nAda", similarity=0.7, n=40),
+            chunk(2, "Applied.", outcome="approve", similarity=0.9),
+        ]
+    )
+    [item] = pre_review(c, request(), ARTIFACT)
+    assert item.text == "Please add error handling for the failed read."  # verbatim, not paraphrased
+    assert (item.chunk_id, item.n, item.action, item.similarity) == ("c1", 40, "correct", 0.7)
+    assert item.concerns == ["error_handling"] and item.score > 0
+
+
+def test_tags_status_lines_and_quoted_code_never_become_items():
+    reply = (
+        "Applied to hwmon-next.\n"
+        "Reviewed-by: Guenter Roeck <linux@roeck-us.net>\n"
+        "> quoted line from the patch under review here\n"
+        'Something like\n\n\tvalue = pmbus_read_scale(client, page, reg);\n-\t{ "ipsps1", 0 },\n\n'
+        "Will merge to 'next'.\n"
+        "The return value of this call is never checked here."
+    )
+    items = pre_review(ctx([chunk(1, reply)]), request(), ARTIFACT)
+    texts = render(items)
+    assert [it.text for it in items] == ["The return value of this call is never checked here."]
+    for bad in ("Applied", "Reviewed-by", "roeck-us", "quoted", "pmbus_read_scale(client, page", "ipsps1", "merge"):
+        assert bad not in texts
+
+
+def test_near_duplicates_are_merged_and_counted():
+    c = ctx(
+        [
+            chunk(1, "Please run the selftests before sending this again."),
+            chunk(2, "Please run the selftests before sending this one again."),
+            chunk(3, "The error path leaks the buffer on failure."),
+        ]
+    )
+    items = pre_review(c, request(), ARTIFACT)
+    selftests = [it for it in items if "selftests" in it.text]
+    assert len(items) == 2 and len(selftests) == 1 and selftests[0].merged == 2
+
+
+def test_at_most_k_items_within_the_budget():
+    words = "alpha bravo charlie delta echo foxtrot golf hotel india juliet".split()
+    replies = [f"The {w} sensor needs {w} handling in {w}_probe." for w in words]  # ten distinct concerns
+    c = ctx([chunk(i, r) for i, r in enumerate(replies)])
+    assert len(pre_review(c, request(), ARTIFACT)) == 4  # the default k
+    assert len(pre_review(c, request(), ARTIFACT, k=2)) == 2
+    short = pre_review(c, request(), ARTIFACT, k=10, budget=120)
+    assert sum(len(it.text) for it in short) <= 120 and len(short) == 2
+    assert pre_review(c, request(), ARTIFACT, k=0) == []
+
+
+def test_lineage_items_outrank_unrelated_similar_ones():
+    lineage = [
+        LineageVerdict(chunk_id="lin", action="correct", response="Why is the offset applied twice?", n=90, ago=10)
+    ]
+    c = ctx([chunk(1, "The documentation of this chip is missing the units.", similarity=0.8, n=95)], lineage)
+    items = pre_review(c, request(), ARTIFACT)
+    assert [it.chunk_id for it in items] == ["lin", "c1"] and items[0].lineage
+    assert items[0].similarity == 1.0 or items[0].features["lineage"] == 1.0
+
+
+def test_a_lineage_verdict_takes_its_whole_text_from_the_retrieved_chunk():
+    whole = "Short clipped head of the reply.\n\nThe second paragraph is about locking and races."
+    lineage = [
+        LineageVerdict(chunk_id="c1", action="correct", response="Short clipped head of the reply.", n=5, ago=95)
+    ]
+    items = pre_review(ctx([chunk(1, whole)], lineage), request(), ARTIFACT)
+    assert {it.text for it in items} == {
+        "Short clipped head of the reply.",
+        "The second paragraph is about locking and races.",
+    }
+    assert all(it.lineage for it in items)
+
+
+def test_a_sentence_naming_what_the_artifact_touches_outranks_one_that_does_not():
+    c = ctx(
+        [
+            chunk(1, "Why does mlx_read_temp() ignore the error here?", similarity=0.6),
+            chunk(2, "Why does pmbus_read_scale() ignore the error here?", similarity=0.6),
+        ]
+    )
+    first, second = pre_review(c, request(), ARTIFACT)
+    assert "pmbus_read_scale" in first.text and first.touches == ["pmbus_read_scale"]
+    assert second.touches == [] or "pmbus_read_scale" not in second.touches
+
+
+def test_a_test_request_ranks_higher_when_the_artifact_adds_no_test():
+    c = ctx([chunk(1, "Where are the tests for this change?"), chunk(2, "The commit message should explain why.")])
+    untested = pre_review(c, request(), ARTIFACT)
+    assert untested[0].text.startswith("Where are the tests") and "no test" in untested[0].touches[0]
+    tested = pre_review(c, request(ARTIFACT + "--- a/t/t0001-scale.sh\n"), ARTIFACT + "--- a/t/t0001-scale.sh\n")
+    assert tested[0].features["touches"] < untested[0].features["touches"]
+
+
+def test_corrections_outweigh_approval_remarks_and_facts_are_left_out():
+    fact = chunk(3, "Prefers the error path to be tested.", outcome="correct").model_copy(update={"kind": "preference"})
+    proxy = chunk(4, "The proxy said this about the error path.").model_copy(update={"answered_by": AnsweredBy.proxy})
+    c = ctx(
+        [
+            chunk(1, "Nice cleanup, but the naming is odd.", outcome="approve"),
+            chunk(2, "The error path is broken here."),
+            fact,
+            proxy,
+        ]
+    )
+    items = pre_review(c, request(), ARTIFACT)
+    assert [it.chunk_id for it in items] == ["c2", "c1"]
+
+
+def test_empty_memory_gives_an_empty_pre_review():
+    assert pre_review(ctx([]), request(), ARTIFACT) == []
+    assert pre_review(ctx([chunk(1, "Applied, thanks.", outcome="approve")]), request(), ARTIFACT) == []
+    assert render([]) == ""
+
+
+def test_it_is_cheap_on_a_full_context():
+    replies = [f"Reply {i}: the error path of probe_{i}() leaks.\n\n" * 6 for i in range(10)]
+    c = ctx(
+        [chunk(i, r) for i, r in enumerate(replies)],
+        [LineageVerdict(chunk_id="l", action="reject", response=replies[0], n=1, ago=99)],
+    )
+    big = ARTIFACT * 400  # a large diff
+    start = time.perf_counter()
+    for _ in range(20):
+        pre_review(c, request(), big)
+    assert (time.perf_counter() - start) / 20 < 0.05  # generous for a shared CI box; the bench states p50
+
+
+def test_the_replay_report_carries_the_pre_review(tmp_path, monkeypatch):
+    monkeypatch.setenv("VICAR_DATA_DIR", str(tmp_path / "data"))
+    data = synthetic_file(tmp_path / "tiny.jsonl.gz")
+    out = tmp_path / "report"
+    result = CliRunner().invoke(app, ["eval", "replay", str(data), "--out", str(out), "--variants", "default"])
+    assert result.exit_code == 0, result.output
+    assert f"| default: {PREREVIEW} | all (pooled) |" in (out / "report.md").read_text()
+    [res] = json.loads((out / "results.json").read_text())
+    pre = res["words"][PREREVIEW]["pooled"]
+    # From the second correction on, the person's "Please fix the error path." is in memory.
+    assert pre["events"] == 6 and pre["recall"] > 0.5 and pre["raised"] <= 4

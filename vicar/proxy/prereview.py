@@ -1,0 +1,235 @@
+"""The pre-review (issue 27, item 2): before a gate is answered, the concerns and
+questions this person raised on the artifact's lineage and on the most similar past
+work, as their own sentences, each with its source, ranked for this artifact.
+
+Pure: it reads only the RetrievalContext the consult path already built (the lineage's
+verdicts and the retrieved chunks, a dozen replies at most), the request and the
+artifact, so it is cheap enough for every gate. Nothing is paraphrased: an item's text is
+one sentence of a past reply, cleaned of tags and status lines (vicar.proxy.concerns) and
+of quoted code.
+
+The score of a sentence is a weighted sum of features (WEIGHTS), times the weight of the
+answer it came with (a correction's words count more than an approval's):
+- often: how often this person raises what the sentence is about in this context: the
+  best share, over its concern categories and content words, of the *other* retrieved
+  corrections that raise it too;
+- recent: 1 / (1 + ago / RECENCY_SCALE), ago in interactions (ctx.n - n);
+- similar: the retrieval similarity of its source (a lineage verdict counts as 1);
+- lineage: it was said on this artifact's own lineage;
+- touches: the artifact names what it is about (an identifier, file or function the
+  sentence names, or enough of its words), or it asks for a test the artifact lacks;
+- question: it asks something.
+The weights are fixed and set by hand before any replay; see docs/prereview.md.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, Field
+
+from vicar.models import AnsweredBy, GateRequest, RetrievalContext
+from vicar.proxy.concerns import categories_in, content_words, strip_tags
+
+DEFAULT_K = 4
+DEFAULT_BUDGET = 1200  # characters over all items' texts
+MIN_WORDS = 3  # "Unnecessary comment." is two: too little to stand alone
+MAX_SENTENCE_CHARS = 400  # longer "sentences" are unsplit paragraphs or pasted logs
+RECENCY_SCALE = 500.0  # interactions at which the recency feature halves
+ARTIFACT_CHARS = 20_000  # of the artifact searched for what a sentence names: keeps a huge diff cheap
+DUPLICATE = 0.6  # token Jaccard at or above which two sentences are one concern
+TURNED_BACK = ("correct", "reject")
+ACTION_WEIGHT = {"correct": 1.0, "reject": 1.0}
+OTHER_ACTION_WEIGHT = 0.5  # an approval's or a hold's words: a remark, seldom a blocker
+WEIGHTS = {"often": 1.0, "recent": 0.5, "similar": 1.0, "lineage": 1.0, "touches": 1.0, "question": 0.25}
+
+_PARAGRAPH = re.compile(r"\n\s*\n")
+_SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
+_TOKEN = re.compile(r"\w+")
+# Quoted code: indented lines, diff lines, lines that end like C. Prose naming data->x stays.
+_CODE_LINE = re.compile(
+    r"^(?:\t| {2,}|[+-](?:\t|[^\s+-])|@@|#\s*(?:include|define|if)|diff --git|---|\+\+\+)|[;{}]\s*$"
+)
+# Identifiers worth matching exactly: snake_case, calls, paths and files, CamelCase.
+_IDENT = re.compile(
+    r"[A-Za-z_][\w]*_[\w]+|\w+\(\)|[\w./-]+\.(?:c|h|py|rs|go|js|ts|md|txt|yaml|yml|json|sh|dts|dtsi)\b|[a-z]+[A-Z]\w+"
+)
+_TEST_IN_ARTIFACT = re.compile(r"(?:^|/)(?:tests?|selftests?|t)/|test_\w+|_test\.|\.t\b|\bt\d{4}-", re.I | re.M)
+
+
+class PreReviewItem(BaseModel):
+    """One concern or question of the person's, as they said it, with its source."""
+
+    text: str  # one sentence of theirs, verbatim after cleaning
+    score: float
+    chunk_id: str  # the memory chunk of the gate it was said on
+    n: int  # the interaction it was said at
+    action: str  # the answer it came with
+    lineage: bool = False  # said on this artifact's own lineage
+    similarity: float | None = None  # the retrieval similarity of its source
+    concerns: list[str] = Field(default_factory=list)  # its design categories
+    touches: list[str] = Field(default_factory=list)  # what of it the artifact names
+    merged: int = 1  # sources whose near-duplicate sentences were merged into it
+    features: dict[str, float] = Field(default_factory=dict)
+
+
+@dataclass
+class _Source:
+    chunk_id: str
+    text: str
+    action: str
+    n: int
+    similarity: float | None
+    lineage: bool
+    keys: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Candidate:
+    text: str
+    source: _Source
+    tokens: set[str]
+    categories: set[str]
+    words: set[str]
+    idents: set[str]
+    merged: int = 1
+
+
+def sentences(text: str, least: int = MIN_WORDS) -> list[str]:
+    """The reply's sentences, already stripped of tags and status lines, without quoted
+    code; lines wrapped inside a paragraph are joined first (mail wraps at 72 columns)."""
+    kept = "\n".join("" if _CODE_LINE.search(line) else line for line in text.splitlines())
+    out = []
+    for para in _PARAGRAPH.split(kept):
+        for s in _SENTENCE_END.split(" ".join(para.split())):
+            if least <= len(_TOKEN.findall(s)) and len(s) <= MAX_SENTENCE_CHARS:
+                out.append(s)
+    return out
+
+
+def _sources(ctx: RetrievalContext) -> list[_Source]:
+    """The person's own answers in the context: the lineage's verdicts first (with the
+    retrieved chunk's whole text when the same gate was also retrieved), then the
+    retrieved episodes; facts are derived, not said, and left out."""
+    by_id = {c.chunk_id: c for c in ctx.chunks}
+    out: dict[str, _Source] = {}
+    for v in ctx.lineage_history:
+        full = by_id.get(v.chunk_id)
+        text = full.human_response if full is not None and full.human_response else v.response
+        out[v.chunk_id] = _Source(v.chunk_id, text, v.action, v.n, 1.0, True)
+    for c in ctx.chunks:
+        if c.is_fact or c.answered_by is not AnsweredBy.human or c.chunk_id in out:
+            continue
+        out[c.chunk_id] = _Source(c.chunk_id, c.human_response, c.outcome, c.created_n, c.similarity, False)
+    return [s for s in out.values() if s.text.strip()]
+
+
+def _artifact_terms(request: GateRequest, artifact: str) -> tuple[str, set[str], set[str]]:
+    """The artifact's text, its identifiers (lower-cased) and its content words."""
+    body = (artifact or request.artifact_text)[:ARTIFACT_CHARS]
+    text = "\n".join(x for x in (request.title, body, *request.artifact_paths) if x)
+    idents = {m.lower().rstrip("()") for m in _IDENT.findall(text)}
+    return text, idents, content_words(text)
+
+
+def _touches(c: _Candidate, idents: set[str], words: set[str], has_test: bool) -> tuple[float, list[str]]:
+    named = sorted(c.idents & idents)
+    if named:
+        return 1.0, named
+    if "testing" in c.categories and not has_test:
+        return 0.75, ["no test in the artifact"]
+    shared = sorted(c.words & words)
+    if c.words:
+        return 0.5 * len(shared) / len(c.words), shared[:5]
+    return 0.0, []
+
+
+def _jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a and b else 0.0
+
+
+def _candidates(sources: Sequence[_Source]) -> list[_Candidate]:
+    out: list[_Candidate] = []
+    for src in sources:
+        clean = strip_tags(src.text)
+        src.keys = categories_in(clean) | content_words(clean)
+        for s in sentences(clean):
+            toks = {t.lower() for t in _TOKEN.findall(s)}
+            idents = {m.lower().rstrip("()") for m in _IDENT.findall(s)}
+            cand = _Candidate(s, src, toks, categories_in(s), content_words(s), idents)
+            # The same words about another function are another concern.
+            same = next((o for o in out if o.idents == idents and _jaccard(o.tokens, toks) >= DUPLICATE), None)
+            if same is None:
+                out.append(cand)
+            elif same.source is not src:
+                same.merged += 1  # the person said it again: kept once, counted
+    return out
+
+
+def pre_review(
+    ctx: RetrievalContext,
+    request: GateRequest,
+    artifact: str,
+    k: int = DEFAULT_K,
+    budget: int = DEFAULT_BUDGET,
+) -> list[PreReviewItem]:
+    """At most `k` of the person's own sentences, best first, whose texts total at most
+    `budget` characters; empty when the memory holds none of their words."""
+    sources = _sources(ctx)
+    if not sources or k <= 0:
+        return []
+    cands = _candidates(sources)
+    if not cands:
+        return []
+    turned_back = [s for s in sources if s.action in TURNED_BACK]
+    _, idents, words = _artifact_terms(request, artifact)
+    has_test = bool(_TEST_IN_ARTIFACT.search((artifact or request.artifact_text)[:ARTIFACT_CHARS]))
+    scored: list[PreReviewItem] = []
+    for c in cands:
+        others = [s for s in turned_back if s is not c.source]
+        keys = c.categories | c.words
+        often = max((sum(key in s.keys for s in others) / len(others) for key in keys), default=0.0) if others else 0.0
+        touch, named = _touches(c, idents, words, has_test)
+        src = c.source
+        features = {
+            "often": often,
+            "recent": 1.0 / (1.0 + max(ctx.n - src.n, 0) / RECENCY_SCALE),
+            "similar": max(src.similarity or 0.0, 0.0) if not src.lineage else 1.0,
+            "lineage": 1.0 if src.lineage else 0.0,
+            "touches": touch,
+            "question": 1.0 if c.text.rstrip().endswith("?") else 0.0,
+        }
+        weight = ACTION_WEIGHT.get(src.action, OTHER_ACTION_WEIGHT)
+        scored.append(
+            PreReviewItem(
+                text=c.text,
+                score=weight * sum(WEIGHTS[f] * x for f, x in features.items()),
+                chunk_id=src.chunk_id,
+                n=src.n,
+                action=src.action,
+                lineage=src.lineage,
+                similarity=src.similarity,
+                concerns=sorted(c.categories),
+                touches=named,
+                merged=c.merged,
+                features=features,
+            )
+        )
+    scored.sort(key=lambda it: (-it.score, -it.n, it.text))
+    out: list[PreReviewItem] = []
+    used = 0
+    for item in scored:
+        if len(out) >= k:
+            break
+        if used + len(item.text) > budget:
+            continue  # a shorter one further down may still fit
+        out.append(item)
+        used += len(item.text)
+    return out
+
+
+def render(items: Sequence[PreReviewItem]) -> str:
+    """The items as one text, one paragraph each (the replay scores this)."""
+    return "\n\n".join(it.text for it in items)

@@ -13,7 +13,7 @@ from tests.test_eval import synthetic_file
 from vicar.cli import app
 from vicar.eval.words import PREREVIEW
 from vicar.models import AnsweredBy, ChunkSummary, GateRequest, LineageVerdict, RetrievalContext
-from vicar.proxy.prereview import pre_review, render
+from vicar.proxy.prereview import WEIGHTS, RankLearner, pre_review, rank, render
 
 ARTIFACT = "[PATCH] hwmon: (pmbus) fix sensor scale\n\n--- a/drivers/hwmon/pmbus/core.c\n+\tpmbus_read_scale(client);\n"
 
@@ -157,6 +157,22 @@ def test_corrections_outweigh_approval_remarks_and_facts_are_left_out():
     )
     items = pre_review(c, request(), ARTIFACT)
     assert [it.chunk_id for it in items] == ["c2", "c1"]
+
+
+def test_the_ranking_learns_online_from_what_the_human_raises():
+    c = ctx(
+        [
+            chunk(1, "The pmbus_read_scale() call ignores the failed read.", similarity=0.9),
+            chunk(2, "The documentation of this chip lacks units.", similarity=0.95),
+        ]
+    )
+    learner = RankLearner(weights={**WEIGHTS, "touches": 0.0})  # a ranking blind to what the artifact touches
+    assert rank(c, request(), ARTIFACT, learner.weights)[0].chunk_id == "c2"  # the more similar first
+    for _ in range(30):  # the person keeps asking about the failures of what the patch touches
+        learner.update(rank(c, request(), ARTIFACT, learner.weights), "This read can fail: handle the error.")
+    assert learner.updates == 30 and learner.weights["touches"] > 0.0
+    assert rank(c, request(), ARTIFACT, learner.weights)[0].chunk_id == "c1"
+    assert RankLearner.model_validate_json(learner.model_dump_json()) == learner  # a pure object to keep
 
 
 def test_empty_memory_gives_an_empty_pre_review():

@@ -49,6 +49,7 @@ class Prediction(BaseModel):
     regretted: bool = False  # answered alone, then reversed by the human on its lineage (found later)
     bound: float | None = None  # the error bound the rule stated at this gate (None: no threshold in force)
     prereview_text: str = ""  # the pre-review's items (vicar.proxy.prereview), one paragraph each
+    prereview_learned_text: str = ""  # the same ranked by the weights learned online (RankLearner)
 
     @property
     def correct(self) -> bool:

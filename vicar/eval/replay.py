@@ -28,7 +28,7 @@ from vicar.proxy.facts import learn as learn_facts
 from vicar.proxy.ledger import regrets
 from vicar.proxy.offline import OfflinePredictor
 from vicar.proxy.outcomes import record_outcome
-from vicar.proxy.prereview import pre_review, render
+from vicar.proxy.prereview import TURNED_BACK, RankLearner, pre_review, rank, render, select
 
 Progress = Callable[[int], None]  # called with the number of gates just replayed
 # The dataset has no sessions: every this many gates, the replay does what consolidation
@@ -163,6 +163,7 @@ def replay_reviewer(
     observe = predictor.observe  # a learning predictor sees each answer
     preds: list[Prediction] = []
     touched: set[tuple[str, str]] = set()
+    ranker = RankLearner()  # the pre-review's ranking, learned online from this reviewer
     with tempfile.TemporaryDirectory(prefix="vicar-replay-") as tmp:
         memory = PrincipalMemory(principal, Path(tmp), embedder, variant.memory, throwaway=True)
         try:
@@ -174,6 +175,7 @@ def replay_reviewer(
                 # A dialog line is no answer: the replay has no agents to talk to, so the
                 # human decides, as at the dialog bound.
                 alone = not c.decision.escalate and c.decision.action not in (None, Action.dialog)
+                scored = rank(c.posterior_context, request, request.artifact_text, ranker.weights)
                 answer = (c.decision.action, c.decision.text)
                 if variant.fixed_threshold is not None:
                     action = c.posterior.action
@@ -192,6 +194,7 @@ def replay_reviewer(
                         # What the person said before that bears on this artifact, from the
                         # context the posterior saw: built before the answer is looked at.
                         prereview_text=render(pre_review(c.posterior_context, request, request.artifact_text)),
+                        prereview_learned_text=render(select(scored)),
                         actual_text=event.response,
                         surprise=c.surprise is not None,
                         surprise_percepts=c.surprise.percepts if c.surprise else [],
@@ -240,6 +243,8 @@ def replay_reviewer(
                 )
                 if observe:
                     observe(record)
+                if not alone and event.action.value in TURNED_BACK:  # the ranking learns from the human only
+                    ranker.update(scored, event.response, (event.reviewer,))
                 touched.add((request.state.value, request.task_type))
                 if n % SESSION_GATES == 0:  # the replay's stand-in for a session's consolidation
                     learn_facts(memory, touched, n, run_settings.facts)

@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.table import Table
 
 from vicar.eval.run import VariantResult
-from vicar.eval.words import BASELINES, FOR_ACTION, MATCH_THRESHOLD, PREREVIEW, WordScores
+from vicar.eval.words import BASELINES, FOR_ACTION, MATCH_THRESHOLD, PREREVIEW, PREREVIEW_LEARNED, WordScores
 
 COLUMNS = (
     "variant",
@@ -77,7 +77,8 @@ def words_section(results: list[VariantResult]) -> str:
     rows = []
     labels = [(r.variant.name, r.words["proxy"]) for r in results if "proxy" in r.words]
     labels += [(f"{r.variant.name}: {FOR_ACTION}", r.words[FOR_ACTION]) for r in results if FOR_ACTION in r.words]
-    labels += [(f"{r.variant.name}: {PREREVIEW}", r.words[PREREVIEW]) for r in results if PREREVIEW in r.words]
+    for name in (PREREVIEW, PREREVIEW_LEARNED):
+        labels += [(f"{r.variant.name}: {name}", r.words[name]) for r in results if name in r.words]
     floors = results[0].words if results else {}
     labels += [(name, floors[name]) for name in BASELINES if name in floors]
     for label, w in labels:

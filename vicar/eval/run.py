@@ -14,7 +14,7 @@ from vicar.config import MemoryParams, Settings
 from vicar.eval import metrics as m
 from vicar.eval.dataset import GateEvent
 from vicar.eval.replay import Variant, event_texts, replay_reviewer
-from vicar.eval.words import FOR_ACTION, PREREVIEW, Words, WordScores, baselines, score_words
+from vicar.eval.words import FOR_ACTION, PREREVIEW, PREREVIEW_LEARNED, Words, WordScores, baselines, score_words
 from vicar.memory.embedder import Embedder
 from vicar.progress import progress as progress_for
 
@@ -170,6 +170,9 @@ def run_variants(
                 {
                     "proxy": {r: [p.predicted_text for p in ps] for r, ps in per_reviewer_preds.items()},
                     PREREVIEW: {r: [p.prereview_text for p in ps] for r, ps in per_reviewer_preds.items()},
+                    PREREVIEW_LEARNED: {
+                        r: [p.prereview_learned_text for p in ps] for r, ps in per_reviewer_preds.items()
+                    },
                     FOR_ACTION: {
                         r: baselines(events[r], embedder, [p.predicted for p in ps])[FOR_ACTION]
                         for r, ps in per_reviewer_preds.items()

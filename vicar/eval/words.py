@@ -47,6 +47,7 @@ SIMILAR_JOINED = "five most similar past replies joined"
 BASELINES = (FREQUENT, FOR_TRUE_ACTION, SIMILAR, SIMILAR_JOINED)
 # A proxy variant's pre-review (vicar.proxy.prereview), scored like its words.
 PREREVIEW = "pre-review"
+PREREVIEW_LEARNED = "pre-review, ranking learned online"
 
 _PARAGRAPH = re.compile(r"\n\s*\n")
 _SENTENCE_END = re.compile(r"(?<=[.?!])\s+")

@@ -24,8 +24,9 @@ The weights are fixed and set by hand before any replay; see docs/prereview.md.
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
@@ -43,6 +44,7 @@ DUPLICATE = 0.6  # token Jaccard at or above which two sentences are one concern
 TURNED_BACK = ("correct", "reject")
 ACTION_WEIGHT = {"correct": 1.0, "reject": 1.0}
 OTHER_ACTION_WEIGHT = 0.5  # an approval's or a hold's words: a remark, seldom a blocker
+LEARN_RATE = 0.05  # RankLearner's step: a few dozen corrections move a weight by about one
 WEIGHTS = {"often": 1.0, "recent": 0.5, "similar": 1.0, "lineage": 1.0, "touches": 1.0, "question": 0.25}
 
 _PARAGRAPH = re.compile(r"\n\s*\n")
@@ -168,21 +170,15 @@ def _candidates(sources: Sequence[_Source]) -> list[_Candidate]:
     return out
 
 
-def pre_review(
-    ctx: RetrievalContext,
-    request: GateRequest,
-    artifact: str,
-    k: int = DEFAULT_K,
-    budget: int = DEFAULT_BUDGET,
+def rank(
+    ctx: RetrievalContext, request: GateRequest, artifact: str, weights: Mapping[str, float] | None = None
 ) -> list[PreReviewItem]:
-    """At most `k` of the person's own sentences, best first, whose texts total at most
-    `budget` characters; empty when the memory holds none of their words."""
+    """Every candidate sentence, scored (`weights`: a RankLearner's, else WEIGHTS), best first."""
     sources = _sources(ctx)
-    if not sources or k <= 0:
-        return []
-    cands = _candidates(sources)
+    cands = _candidates(sources) if sources else []
     if not cands:
         return []
+    w = WEIGHTS if weights is None else weights
     turned_back = [s for s in sources if s.action in TURNED_BACK]
     _, idents, words = _artifact_terms(request, artifact)
     has_test = bool(_TEST_IN_ARTIFACT.search((artifact or request.artifact_text)[:ARTIFACT_CHARS]))
@@ -205,7 +201,7 @@ def pre_review(
         scored.append(
             PreReviewItem(
                 text=c.text,
-                score=weight * sum(WEIGHTS[f] * x for f, x in features.items()),
+                score=weight * sum(w.get(f, 0.0) * x for f, x in features.items()),
                 chunk_id=src.chunk_id,
                 n=src.n,
                 action=src.action,
@@ -218,6 +214,11 @@ def pre_review(
             )
         )
     scored.sort(key=lambda it: (-it.score, -it.n, it.text))
+    return scored
+
+
+def select(scored: Sequence[PreReviewItem], k: int = DEFAULT_K, budget: int = DEFAULT_BUDGET) -> list[PreReviewItem]:
+    """The best `k` whose texts total at most `budget` characters."""
     out: list[PreReviewItem] = []
     used = 0
     for item in scored:
@@ -228,6 +229,44 @@ def pre_review(
         out.append(item)
         used += len(item.text)
     return out
+
+
+def pre_review(
+    ctx: RetrievalContext,
+    request: GateRequest,
+    artifact: str,
+    k: int = DEFAULT_K,
+    budget: int = DEFAULT_BUDGET,
+    weights: Mapping[str, float] | None = None,
+) -> list[PreReviewItem]:
+    """At most `k` of the person's own sentences, best first, whose texts total at most
+    `budget` characters; empty when the memory holds none of their words."""
+    return select(rank(ctx, request, artifact, weights), k, budget) if k > 0 else []
+
+
+class RankLearner(BaseModel):
+    """The ranking learned online from one person's answers: logistic weights over the
+    features, starting at WEIGHTS. When the human turns a gate back, every candidate
+    the gate ranked is a positive if the human's words raise one of its categories or
+    share two of its content words, else a negative; one gradient step each. Pure and
+    serializable, so a gate's memory (or the replay) can hold one per principal."""
+
+    weights: dict[str, float] = Field(default_factory=lambda: dict(WEIGHTS))
+    bias: float = 0.0
+    rate: float = LEARN_RATE
+    updates: int = 0
+
+    def update(self, scored: Sequence[PreReviewItem], human_text: str, names: Sequence[str] = ()) -> None:
+        clean = strip_tags(human_text, names)
+        cats, words = categories_in(clean), content_words(clean)
+        for it in scored:
+            y = 1.0 if set(it.concerns) & cats or len(words & content_words(it.text)) >= 2 else 0.0
+            z = self.bias + sum(self.weights.get(f, 0.0) * x for f, x in it.features.items())
+            g = self.rate * (y - 1.0 / (1.0 + math.exp(-max(min(z, 30.0), -30.0))))
+            self.bias += g
+            for f, x in it.features.items():
+                self.weights[f] = self.weights.get(f, 0.0) + g * x
+        self.updates += 1
 
 
 def render(items: Sequence[PreReviewItem]) -> str:

@@ -88,10 +88,10 @@ class Themes:
     def add(self, action: str, clean_text: str) -> None:
         words = content_words(clean_text)
         if action in SCORED:
-            self.turned_back.update(words)
+            self.turned_back.update(sorted(words))  # sorted: ties in most_common() break the same way in every process
             self.n_turned_back += 1
         elif action == "approve":
-            self.approved.update(words)
+            self.approved.update(sorted(words))
             self.n_approved += 1
 
     def is_theme(self, word: str) -> bool:

@@ -200,8 +200,10 @@ def test_the_replay_report_carries_the_pre_review(tmp_path, monkeypatch):
     out = tmp_path / "report"
     result = CliRunner().invoke(app, ["eval", "replay", str(data), "--out", str(out), "--variants", "default"])
     assert result.exit_code == 0, result.output
-    assert f"| default: {PREREVIEW} | all (pooled) |" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert f"| default: {PREREVIEW} | all (pooled) |" in report
     [res] = json.loads((out / "results.json").read_text())
     pre = res["words"][PREREVIEW]["pooled"]
     # From the second correction on, the person's "Please fix the error path." is in memory.
     assert pre["events"] == 6 and pre["recall"] > 0.5 and pre["raised"] <= 4
+    assert 0 < res["prereview_items"]["all"] <= 4 and "pre-review items per correct/reject event" in report

@@ -107,8 +107,18 @@ def words_section(results: list[VariantResult]) -> str:
         "sentences of >= 4 words, the share matched by one of the first 5 predicted sentences at "
         f"all-MiniLM-L6-v2 cosine >= {MATCH_THRESHOLD} (P@5: of those predicted sentences, the share matching "
         "one). text sim: mean cosine of the raw texts, an empty prediction scored 0. Baselines are built "
-        "online from the reviewer's earlier events only.\n"
+        "online from the reviewer's earlier events only.\n" + _items_line(results)
     )
+
+
+def _items_line(results: list[VariantResult]) -> str:
+    """The pre-review's items per correct/reject event (at most its k)."""
+    lines = [
+        f"- {r.variant.name}: " + ", ".join(f"{who} {x:.2f}" for who, x in r.prereview_items.items())
+        for r in results
+        if r.prereview_items
+    ]
+    return "\npre-review items per correct/reject event:\n\n" + "\n".join(lines) + "\n" if lines else ""
 
 
 def summary_table(results: list[VariantResult]) -> Table:

@@ -14,7 +14,7 @@ from vicar.config import MemoryParams, Settings
 from vicar.eval import metrics as m
 from vicar.eval.dataset import GateEvent
 from vicar.eval.replay import Variant, event_texts, replay_reviewer
-from vicar.eval.words import FOR_ACTION, PREREVIEW, PREREVIEW_LEARNED, Words, WordScores, baselines, score_words
+from vicar.eval.words import FOR_ACTION, PREREVIEW, PREREVIEW_LEARNED, SCORED, Words, WordScores, baselines, score_words
 from vicar.memory.embedder import Embedder
 from vicar.progress import progress as progress_for
 
@@ -59,6 +59,8 @@ class VariantResult(BaseModel):
     seconds: float
     # The words metric for this variant ("proxy") and, in the same run, its baselines.
     words: dict[str, Words] = Field(default_factory=dict)
+    # The pre-review's items per correct/reject event, per reviewer and pooled ("all").
+    prereview_items: dict[str, float] = Field(default_factory=dict)
     gates: list[GateRow] = Field(default_factory=list, exclude=True)  # not in results.json
 
     @property
@@ -186,6 +188,11 @@ def run_variants(
             for r, sc in per_reviewer.items():
                 sc.words = words["proxy"].per_reviewer.get(r)
             overall.words = words["proxy"].pooled
+            counts = {
+                r: [len([x for x in p.prereview_text.split("\n\n") if x.strip()]) for p in ps if p.actual in SCORED]
+                for r, ps in per_reviewer_preds.items()
+            }
+            counts["all"] = [c for cs in counts.values() for c in cs]
             results.append(
                 VariantResult(
                     variant=variant,
@@ -193,6 +200,7 @@ def run_variants(
                     overall=overall,
                     seconds=seconds,
                     words=words,
+                    prereview_items={r: float(np.mean(cs)) for r, cs in counts.items() if cs},
                     gates=rows,
                 )
             )

@@ -318,9 +318,9 @@ async def test_each_principal_is_read_on_the_shard_that_holds_its_memory(tempora
 
 
 async def test_a_gate_cancelled_while_it_waits_keeps_its_record(world):
-    """(Last: it adds a principal the exports above do not expect.) Cancelled by the orchestrator before anyone answered: exported as answered by
-    nobody, cancelled (not timed out), with the proxy's guess and why it escalated; its
-    history, with the new step, replays."""
+    """Cancelled by the orchestrator before anyone answered: exported as answered by
+    nobody, cancelled (not timed out), with why it escalated; its history, with the new
+    step, replays. (Last in the file: it adds a principal the exports above do not expect.)"""
     w, h = world, world.h
     r = h.principal()
     req = h.request(r, escalation_mode="always", artifact="Rename the config key.")

@@ -4,13 +4,9 @@ retrieval contexts (pure: no memory, no server)."""
 
 from __future__ import annotations
 
-import json
 import time
 
-from typer.testing import CliRunner
-
-from tests.test_eval import synthetic_file
-from vicar.cli import app
+from tests.test_words_metric import tiny_replay
 from vicar.eval.words import PREREVIEW
 from vicar.models import AnsweredBy, ChunkSummary, GateRequest, LineageVerdict, RetrievalContext
 from vicar.proxy.prereview import WEIGHTS, RankLearner, pre_review, rank, render
@@ -202,14 +198,8 @@ def test_its_work_does_not_grow_with_the_artifact():
 
 
 def test_the_replay_report_carries_the_pre_review(tmp_path, monkeypatch):
-    monkeypatch.setenv("VICAR_DATA_DIR", str(tmp_path / "data"))
-    data = synthetic_file(tmp_path / "tiny.jsonl.gz")
-    out = tmp_path / "report"
-    result = CliRunner().invoke(app, ["eval", "replay", str(data), "--out", str(out), "--variants", "default"])
-    assert result.exit_code == 0, result.output
-    report = (out / "report.md").read_text()
+    report, res = tiny_replay(tmp_path, monkeypatch)
     assert f"| default: {PREREVIEW} | all (pooled) |" in report
-    [res] = json.loads((out / "results.json").read_text())
     pre = res["words"][PREREVIEW]["pooled"]
     # From the second correction on, the person's "Please fix the error path." is in memory.
     assert pre["events"] == 6 and pre["recall"] > 0.5 and pre["raised"] <= 4

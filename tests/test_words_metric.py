@@ -140,18 +140,24 @@ def test_baselines_see_only_earlier_events(embedder):
     assert w.baselines(events[:3], embedder)[w.SIMILAR_JOINED] == b[w.SIMILAR_JOINED][:3]
 
 
-def test_the_replay_reports_words_beside_its_baselines(tmp_path, monkeypatch):
+def tiny_replay(tmp_path, monkeypatch) -> tuple[str, dict]:
+    """`vicar eval replay` of the default over tests/test_eval.py's tiny file: (the
+    report's markdown, the variant's results)."""
     monkeypatch.setenv("VICAR_DATA_DIR", str(tmp_path / "data"))
     data = synthetic_file(tmp_path / "tiny.jsonl.gz")
     out = tmp_path / "report"
     result = CliRunner().invoke(app, ["eval", "replay", str(data), "--out", str(out), "--variants", "default"])
     assert result.exit_code == 0, result.output
-    report = (out / "report.md").read_text()
+    [res] = json.loads((out / "results.json").read_text())
+    return (out / "report.md").read_text(), res
+
+
+def test_the_replay_reports_words_beside_its_baselines(tmp_path, monkeypatch):
+    report, res = tiny_replay(tmp_path, monkeypatch)
     assert "concern F1 (R / P)" in report and "concern recall" not in report
     assert "## Words: the concerns the human raised" in report
     for name in (*w.BASELINES, f"default: {w.FOR_ACTION}"):
         assert f"| {name} | all (pooled) |" in report
-    [res] = json.loads((out / "results.json").read_text())
     words = res["words"]
     # 6 correct events ("Please fix the error path."): the proxy learns to say it.
     assert words["proxy"]["pooled"]["events"] == 6 and res["overall"]["words"]["events"] == 6

@@ -186,7 +186,6 @@ FUNCTIONS: dict[str, tuple] = {
     "outcomes._pattern_section": (record, lambda r: outcomes._pattern_section(1, r)),
     "outcomes._resume_point (torn tail)": (str, resume_point),
     "metrics.concerns_in": (str, metrics.concerns_in),
-    "metrics.frequent_themes": (str, lambda t: metrics.frequent_themes([t])),
     "metrics.autonomy (n/100 predictions)": (predictions, metrics.autonomy),
 }
 

@@ -3,8 +3,6 @@ against hand-computed values."""
 
 from __future__ import annotations
 
-import re
-from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -20,13 +18,6 @@ MAX_AUTONOMOUS_ERROR = AutonomyParams().target_error  # the product's target
 COVERAGE_WINDOW = 500  # autonomous answers after each one, for the bound's coverage
 COVERAGE_NOISE = 0.05  # a check's errors count as a miss only when the bound's rate makes them this unlikely
 HISTORY_WINDOW = 1000  # gates of a reviewer's history per point of autonomy against history
-
-_WORD = re.compile(r"[a-z][a-z0-9_-]{3,}")
-_STOP = frozenset(
-    "this that with from have will would should could there their about which when what into been were "
-    "they them then than also only more most some such very just like does here your please thanks patch "
-    "series merge next master while need needs since because these those other".split()
-)
 
 
 class Prediction(BaseModel):
@@ -274,27 +265,6 @@ def autonomy_curve(preds: Sequence[Prediction], points: int = 21) -> list[tuple[
 def concerns_in(text: str, themes: Sequence[str] = ()) -> set[str]:
     """The one vocabulary's concerns (vicar.proxy.concerns): categories on word boundaries, tags stripped."""
     return shared_concerns_in(text, themes)
-
-
-def frequent_themes(texts: Sequence[str], top: int = 20) -> list[str]:
-    """The reviewer's most frequent content words: their own recurring concerns."""
-    counts = Counter(w for t in texts for w in set(_WORD.findall(t.lower())) if w not in _STOP)
-    return [w for w, _ in counts.most_common(top)]
-
-
-def concern_recall(preds: Sequence[Prediction], themes: Sequence[str] = ()) -> float | None:
-    """Of the concerns in the human's words, the share the proxy's predicted text raised.
-    The old headline, recall only over every gate: a diagnostic now (vicar/eval/words.py
-    is the honest one)."""
-    hit = total = 0
-    for p in preds:
-        actual = concerns_in(p.actual_text, themes)
-        if not actual:
-            continue
-        predicted = concerns_in(p.predicted_text, themes)
-        hit += len(actual & predicted)
-        total += len(actual)
-    return hit / total if total else None
 
 
 class SurpriseCalibration(BaseModel):

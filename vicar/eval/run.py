@@ -29,8 +29,6 @@ class Scores(BaseModel):
     reliability: list[m.Bin]
     autonomy: m.Autonomy
     autonomy_curve: list[tuple[float, float, float]]
-    text_similarity: float | None
-    concern_recall: float | None
     surprise: m.SurpriseCalibration
     curve: list[dict]
     # The words headline (vicar/eval/words.py): the proxy's words on correct/reject events.
@@ -70,18 +68,10 @@ class VariantResult(BaseModel):
 
 def score(
     preds: list[m.Prediction],
-    embedder: Embedder,
-    themes: list[str],
     groups: list[list[m.Prediction]] | None = None,
     target: float = m.MAX_AUTONOMOUS_ERROR,
 ) -> Scores:
     """`groups`: the predictions split by reviewer, for the figures that follow a history."""
-    pairs = [(p.predicted_text, p.actual_text) for p in preds if p.predicted_text.strip() and p.actual_text.strip()]
-    sim = None
-    if pairs:
-        a = embedder.embed([x for x, _ in pairs])
-        b = embedder.embed([y for _, y in pairs])
-        sim = float(np.mean(np.sum(a * b, axis=1)))
     return Scores(
         gates=len(preds),
         accuracy=m.accuracy(preds),
@@ -92,8 +82,6 @@ def score(
         reliability=m.reliability(preds),
         autonomy=m.autonomy(preds, groups, target),
         autonomy_curve=m.autonomy_curve(preds),
-        text_similarity=sim,
-        concern_recall=m.concern_recall(preds, themes),
         surprise=m.surprise_calibration(preds),
         curve=m.learning_curve(preds) if groups is None else m.pooled_curve(groups),
         cost_usd=sum(p.cost_usd for p in preds),
@@ -127,7 +115,6 @@ def run_variants(
     console: Console,
 ) -> list[VariantResult]:
     total = sum(len(v) for v in events.values())
-    themes = {r: m.frequent_themes([e.response for e in evs]) for r, evs in events.items()}
     floors: dict[str, dict[str, Sequence[str]]] = {}  # the variant-free baselines, built once
     for r, evs in events.items():
         for label, texts in baselines(evs, embedder).items():
@@ -144,15 +131,9 @@ def run_variants(
             }
             seconds = time.perf_counter() - start
             target = settings.calibration.autonomy.target_error
-            per_reviewer = {r: score(p, embedder, themes[r], target=target) for r, p in per_reviewer_preds.items()}
+            per_reviewer = {r: score(p, target=target) for r, p in per_reviewer_preds.items()}
             all_preds = [p for ps in per_reviewer_preds.values() for p in ps]
-            overall = score(
-                all_preds,
-                embedder,
-                sorted({t for ts in themes.values() for t in ts}),
-                groups=list(per_reviewer_preds.values()),
-                target=target,
-            )
+            overall = score(all_preds, groups=list(per_reviewer_preds.values()), target=target)
             rows = [
                 GateRow(
                     reviewer=r,

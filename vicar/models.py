@@ -27,6 +27,7 @@ from vicar.brain_models import (  # noqa: F401
 )
 from vicar.limits import DEFAULT_LIMITS, MAX_ARTIFACT_PATHS, NAME_CHARS, PATH_CHARS, TASK_TYPE_CHARS, TITLE_CHARS
 from vicar.memory.names import check_principal
+from vicar.prereview_models import PreReviewItem
 from vicar.schema_rules import (  # noqa: F401
     GATE_ID_PATTERN,
     GATE_ID_RE,
@@ -231,6 +232,7 @@ class ChunkSummary(BaseModel):
     human_response: str = ""
     upstream_agent: str | None = None
     created_n: int = 0
+    gate_id: str = ""  # the gate the chunk records; "" for a fact or an old chunk
     activation: float
     similarity: float | None
     score: float
@@ -259,6 +261,7 @@ class LineageVerdict(BaseModel):
     action: str
     response: str = ""  # the human's words, clipped
     n: int
+    gate_id: str = ""
     ago: int  # interactions ago: N - n
     revision: str = ""
     changed_since: bool | None = None  # the artifact differs from this gate's; None: unknown
@@ -304,6 +307,8 @@ class PassResult(BaseModel):
     # The learned predictor's inputs that the outcome log cannot rebuild (the memory
     # vote at the time), kept so a refit from the log sees what the gate saw.
     features: dict[str, float] = Field(default_factory=dict)
+    prereview: list[PreReviewItem] = Field(default_factory=list)  # the person's own words this pass was shown
+    unsupported: list[str] = Field(default_factory=list)  # concerns the LLM raised that no item supports
 
 
 class Surprise(BaseModel):
@@ -440,6 +445,13 @@ class GateResult(BaseModel):
         ),
     )
     proxy_action: Action | None = None
+    prereview: list[PreReviewItem] = Field(
+        default_factory=list,
+        description="The person's own past concerns and questions for this artifact, with sources.",
+    )
+    unsupported: list[str] = Field(
+        default_factory=list, description="Concerns the proxy's LLM raised that no pre-review item supports."
+    )
 
 
 class GateDetails(BaseModel):
@@ -465,3 +477,10 @@ class GateDetails(BaseModel):
     calibration_guard: str = Field("", description="Why the gate escalated.")
     calibration_note: str = ""
     dialog: list[DialogTurn] = Field(default_factory=list, description="Questions and replies so far.")
+    prereview: list[PreReviewItem] = Field(
+        default_factory=list,
+        description="The person's own past concerns and questions for this artifact, with sources.",
+    )
+    unsupported: list[str] = Field(
+        default_factory=list, description="Concerns the proxy's LLM raised that no pre-review item supports."
+    )

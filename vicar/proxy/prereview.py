@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field
 
 from vicar.models import AnsweredBy, GateRequest, RetrievalContext
+from vicar.prereview_models import PreReviewItem
 from vicar.proxy.concerns import categories_in, content_words, strip_tags
 
 DEFAULT_K = 4
@@ -61,22 +62,6 @@ _IDENT = re.compile(
 _TEST_IN_ARTIFACT = re.compile(r"(?:^|/)(?:tests?|selftests?|t)/|test_\w+|_test\.|\.t\b|\bt\d{4}-", re.I | re.M)
 
 
-class PreReviewItem(BaseModel):
-    """One concern or question of the person's, as they said it, with its source."""
-
-    text: str  # one sentence of theirs, verbatim after cleaning
-    score: float
-    chunk_id: str  # the memory chunk of the gate it was said on
-    n: int  # the interaction it was said at
-    action: str  # the answer it came with
-    lineage: bool = False  # said on this artifact's own lineage
-    similarity: float | None = None  # the retrieval similarity of its source
-    concerns: list[str] = Field(default_factory=list)  # its design categories
-    touches: list[str] = Field(default_factory=list)  # what of it the artifact names
-    merged: int = 1  # sources whose near-duplicate sentences were merged into it
-    features: dict[str, float] = Field(default_factory=dict)
-
-
 @dataclass
 class _Source:
     chunk_id: str
@@ -85,6 +70,7 @@ class _Source:
     n: int
     similarity: float | None
     lineage: bool
+    gate_id: str = ""
     keys: set[str] = field(default_factory=set)
 
 
@@ -120,11 +106,13 @@ def _sources(ctx: RetrievalContext) -> list[_Source]:
     for v in ctx.lineage_history:
         full = by_id.get(v.chunk_id)
         text = full.human_response if full is not None and full.human_response else v.response
-        out[v.chunk_id] = _Source(v.chunk_id, text, v.action, v.n, 1.0, True)
+        out[v.chunk_id] = _Source(
+            v.chunk_id, text, v.action, v.n, 1.0, True, v.gate_id or (full.gate_id if full else "")
+        )
     for c in ctx.chunks:
         if c.is_fact or c.answered_by is not AnsweredBy.human or c.chunk_id in out:
             continue
-        out[c.chunk_id] = _Source(c.chunk_id, c.human_response, c.outcome, c.created_n, c.similarity, False)
+        out[c.chunk_id] = _Source(c.chunk_id, c.human_response, c.outcome, c.created_n, c.similarity, False, c.gate_id)
     return [s for s in out.values() if s.text.strip()]
 
 
@@ -203,6 +191,7 @@ def rank(
                 text=c.text,
                 score=weight * sum(w.get(f, 0.0) * x for f, x in features.items()),
                 chunk_id=src.chunk_id,
+                gate_id=src.gate_id,
                 n=src.n,
                 action=src.action,
                 lineage=src.lineage,

@@ -484,3 +484,6 @@ class GateDetails(BaseModel):
     unsupported: list[str] = Field(
         default_factory=list, description="Concerns the proxy's LLM raised that no pre-review item supports."
     )
+    artifact_excerpt: str = Field("", description="The artifact's first line (at most 120 characters).")
+    upstream_agent: str | None = Field(None, description="The agent that produced the artifact.")
+    deadline: datetime | None = Field(None, description="When the gate stops waiting for the human.")

@@ -130,6 +130,8 @@ class GateConsult(GateControl):
         d.proxy_confidence = consulted.calibration.confidence
         d.calibration_guard = consulted.calibration.guard
         d.calibration_note = consulted.calibration.note
+        d.prereview = list(consulted.posterior.prereview)
+        d.unsupported = list(consulted.posterior.unsupported)
 
     async def _consult(self, req: GateRequest, n: int) -> c.ConsultResult:
         now = workflow.now()

@@ -61,4 +61,6 @@ def result_from_record(req: GateRequest, rec: OutcomeRecord) -> GateResult:
         autonomy_threshold=cal.threshold if cal else None,
         autonomy_bound=cal.bound if cal else None,
         autonomy_evidence=cal.evidence if cal else 0,
+        prereview=list(rec.posterior.prereview) if rec.posterior else [],
+        unsupported=list(rec.posterior.unsupported) if rec.posterior else [],
     )

@@ -229,4 +229,6 @@ class GateRecord(GateState):
             autonomy_bound=consulted.calibration.bound,
             autonomy_evidence=consulted.calibration.evidence,
             model_version=self._pin.version if self._pin else None,
+            prereview=list(consulted.posterior.prereview),
+            unsupported=list(consulted.posterior.unsupported),
         )

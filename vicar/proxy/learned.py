@@ -32,6 +32,7 @@ from vicar.models import (
     Surprise,
     Usage,
 )
+from vicar.proxy.answer_words import with_prereview
 from vicar.proxy.learned_history import History, memory_features
 from vicar.proxy.learned_model import Model, fit, refit_due
 from vicar.proxy.offline import DEFAULT_TEXT, OfflinePredictor
@@ -86,7 +87,8 @@ class LearnedPredictor(Predictor):
         prior: PassResult,
         dialog: Sequence[DialogTurn] = (),
     ) -> PassResult:
-        return self._predict(request, ctx)
+        # The action is the model's; the words for it are the pre-review's (answer_words).
+        return with_prereview(self._predict(request, ctx), request, ctx, artifact)
 
     def surprise(
         self, request: GateRequest, artifact: str, prior: PassResult, posterior: PassResult, ctx: RetrievalContext

@@ -24,6 +24,7 @@ from vicar.models import (
     Surprise,
     Usage,
 )
+from vicar.proxy.answer_words import with_prereview
 from vicar.proxy.provider import Predictor
 
 # How sharply the vote focuses on the most similar memories (cosine units).
@@ -65,9 +66,9 @@ class OfflinePredictor(Predictor):
         prior: PassResult,
         dialog: Sequence[DialogTurn] = (),
     ) -> PassResult:
-        # The artifact reaches this predictor only through retrieval similarity: its
-        # text is never parsed for instructions or numbers.
-        return self._vote(request, ctx)
+        # The artifact reaches this predictor only through retrieval similarity and the
+        # pre-review's match of past concerns: never parsed for instructions or numbers.
+        return with_prereview(self._vote(request, ctx), request, ctx, artifact)
 
     def surprise(
         self,

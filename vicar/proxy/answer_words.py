@@ -1,0 +1,52 @@
+"""The proxy's answer built from the pre-review (issue 27, item 3).
+
+Above the threshold the proxy's text is the answer the agent receives, so a correction
+must name what to fix. The memory predictors (offline, learned) choose the action; the
+words come from the pre-review (vicar.proxy.prereview), the person's own sentences ranked
+for this artifact:
+- approve: the person's own approval words, as the predictor found them;
+- correct, reject: the top pre-review items, each as the person said it, one paragraph
+  each; the predictor's text only when the pre-review is empty;
+- dialog (the probe an intent gate asks for): the best-ranked question among the items;
+  the predictor's text when none is a question.
+Hold, withdraw and an agent's question keep the predictor's text. Pure, deterministic and
+cheap: the pre-review reads only the retrieved context. The replay runs the same
+predictors, so it scores exactly these words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from vicar.models import Action, GateRequest, PassResult, RequestKind, RetrievalContext
+from vicar.prereview_models import PreReviewItem
+from vicar.proxy.prereview import pre_review, render
+
+TURNED_BACK = (Action.correct, Action.reject)
+
+
+def question_of(items: Sequence[PreReviewItem]) -> PreReviewItem | None:
+    """The best-ranked item that asks something (items come best first)."""
+    return next((it for it in items if it.text.rstrip().endswith("?")), None)
+
+
+def answer_text(action: Action | None, items: Sequence[PreReviewItem], fallback: str) -> str:
+    """The words for `action`: the items where they say what the person would say,
+    else `fallback` (the predictor's own text)."""
+    if action in TURNED_BACK and items:
+        return render(items)
+    if action is Action.dialog:
+        asked = question_of(items)
+        if asked is not None:
+            return asked.text
+    return fallback
+
+
+def with_prereview(result: PassResult, request: GateRequest, ctx: RetrievalContext, artifact: str) -> PassResult:
+    """The posterior with the gate's pre-review attached and its words built from it.
+    A pass without a prediction keeps its empty text: the items alone are no answer."""
+    items = pre_review(ctx, request, artifact)
+    update: dict[str, object] = {"prereview": items}
+    if result.prose and request.kind is RequestKind.gate:
+        update["prose"] = answer_text(result.action, items, result.prose)
+    return result.model_copy(update=update)

@@ -1,6 +1,8 @@
 """Telling someone a human is needed: a gate's escalation or passed deadline, POSTed as
-JSON to VICAR_WEBHOOK_URL. The URL (which may carry a token) stays in the worker's
-settings; only the notice goes through history."""
+JSON to VICAR_WEBHOOK_URL (Vicar's Notice, or a chat message with VICAR_WEBHOOK_KIND=slack).
+The URL (which may carry a token) stays in the worker's settings; only the notice goes
+through history. Also what the person is shown of the artifact's files: the worker is
+the one that may read them."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from vicar import contracts as c
+from vicar.artifacts import ArtifactRefused, read_artifact_file
 from vicar.config import Settings
+from vicar.gate_view_models import ArtifactFile, ExcerptInput
 
 # One POST's connect + read budget; the activity's retries handle a receiver that is down.
 WEBHOOK_TIMEOUT_SECONDS = 10.0
@@ -20,7 +24,31 @@ class NotifyActivities:
         self.settings = settings
 
     def shared(self) -> list:
-        return [self.notify]
+        return [self.notify, self.artifact_excerpts]
+
+    @activity.defn(name=c.ARTIFACT_EXCERPTS)
+    def artifact_excerpts(self, want: ExcerptInput) -> list[ArtifactFile]:
+        """The start of each file, within the budget over all of them; a file that cannot
+        be read is named with why (the gate shows it rather than failing). Reads only:
+        a retry returns the same unless the file changed meanwhile."""
+        out: list[ArtifactFile] = []
+        left = max(want.budget, 0)
+        cap = self.settings.limits.artifact_file_bytes
+        for path in want.paths:
+            if left <= 0:
+                out.append(ArtifactFile(path=path, truncated=True, error="not shown: the view's bound is spent"))
+                continue
+            try:
+                # One byte past the budget tells whether the file goes on.
+                text = read_artifact_file(path, self.settings.artifact_roots, min(left + 1, cap))
+            except ArtifactRefused as exc:
+                out.append(ArtifactFile(path=path, error=str(exc)))
+                continue
+            cut = len(text.encode("utf-8", "replace")) > left
+            excerpt = text[:left] if cut else text
+            left -= len(excerpt)
+            out.append(ArtifactFile(path=path, excerpt=excerpt, truncated=cut))
+        return out
 
     @activity.defn(name=c.NOTIFY)
     async def notify(self, notice: c.Notice) -> bool:

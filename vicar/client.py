@@ -47,6 +47,8 @@ from vicar.brain_models import BrainConfig
 from vicar.config import ANSWER_TIMEOUT, TASK_QUEUE
 from vicar.control_models import Control, ControlChange, Rule
 from vicar.errors import Conflict, InvalidInput, NotResponding, validation_summary
+from vicar.gate_view import gate_view
+from vicar.gate_view_models import GateView
 from vicar.gates import answer_gate, find_gate, list_escalations, query_details, start_gate, started_with
 from vicar.models import BrainInput, GateDetails, GateRequest, GateResult, HumanAnswer, check_principal
 
@@ -59,6 +61,8 @@ __all__ = [
     "GateRequest",
     "GateResult",
     "GateDetails",
+    "GateView",
+    "gate_view",
     "HumanAnswer",
     "Rule",
     "Control",
@@ -100,6 +104,10 @@ class GateHandle:
     async def details(self) -> GateDetails | None:
         """What the gate shows now: its status, the proxy's guess, the dialog."""
         return await query_details(self._workflow(), self.gate_id)  # the handle knows its workflow: no lookup
+
+    async def view(self) -> GateView:
+        """Everything about the gate, waiting or finished (what `vicar gate show` prints)."""
+        return await gate_view(self.client, self.workflow_id)
 
     async def answer(self, action: str, text: str = "", *, responder: str, timeout: float = ANSWER_TIMEOUT) -> str:
         """Answer the gate as the human (it must be escalated); the gate's reply."""

@@ -27,7 +27,6 @@ with workflow.unsafe.imports_passed_through():
         HumanAnswer,
         JoinReply,
         ModelPin,
-        RequestKind,
         SessionJoin,
         Usage,
     )
@@ -42,6 +41,7 @@ from vicar.workflows.gate_answers import AnswerJudge
 from vicar.workflows.gate_answers import answer_arg as _answer_arg
 from vicar.workflows.gate_consult import STEP, GateConsult
 from vicar.workflows.gate_record import GateRecord
+from vicar.workflows.gate_shown import initial_details, read_excerpts, shown, ui_details
 from vicar.workflows.gate_withdrawal import announce_withdrawal
 from vicar.workflows.turn import TurnHolder
 
@@ -53,8 +53,6 @@ NOTIFY: dict[str, Any] = dict(
         initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=8
     ),
 )
-# Each text an escalated gate shows in its memo (visibility listings carry it).
-MEMO_TEXT_CHARS = 1000
 # Answers signalled before the gate escalates are kept (in order) up to this many; more
 # are logged and ignored: a flood must not grow the workflow's state.
 MAX_EARLY_ANSWERS = 20
@@ -117,6 +115,7 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
         self._turn_owed = False  # holding the turn until the record lands or a release is asked for
         self._default_deadline = 0.0  # the worker's VICAR_GATE_DEADLINE_SECONDS (from the ticket)
         self._deadline_at = None  # when the gate stops waiting for the human (None: never)
+        self._artifact_files: list = []  # the worker's excerpts of the artifact files (ARTIFACT_QUERY)
 
     async def _step(self, name: str, arg, result_type, options: dict = STEP, local: bool | None = None):
         """Run a proxy step where the principal's memory is. Unsharded, with a fast
@@ -229,6 +228,10 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
     def details(self) -> GateDetails | None:
         return self._details
 
+    @workflow.query(name=c.ARTIFACT_QUERY)
+    def artifact(self) -> list:
+        return self._artifact_files
+
     # -- run ---------------------------------------------------------------------
 
     @workflow.run
@@ -247,15 +250,7 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
         self._vetting = workflow.patched(c.VET_ANSWERS)
         self._once = workflow.patched(c.GATE_ONCE)
         self._valid_actions = req.valid_actions
-        self._details = GateDetails(
-            gate_id=req.gate_id,
-            principal=req.principal,
-            state=req.state,
-            task_type=req.task_type,
-            status=GateStatus.queued,
-            question=req.question,
-            workflow_id=workflow.info().workflow_id,
-        )
+        self._details = initial_details(req, workflow.info().workflow_id)
         gate_metrics.started(req)
         if workflow.info().typed_search_attributes.get(sa.PRINCIPAL) is None:
             # Started by a client that did not set them (vicar.gates.start_gate does):
@@ -335,20 +330,10 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
         deadline = req.deadline_seconds or self._default_deadline
         if deadline and workflow.patched(c.GATE_DEADLINE):
             self._deadline_at = workflow.info().start_time + timedelta(seconds=deadline)
+        self._details.deadline = self._deadline_at
+        self._artifact_files = await read_excerpts(req, self._details)
         self._publish_escalation()
-        workflow.set_current_details(
-            f"**Waiting for {req.principal}** — {req.state.value} / {req.task_type}\n\n"
-            f"**Question:** {req.question}\n\n"
-            f"**Proxy's guess** ({posterior.action.value if posterior.action else 'no prediction'}, "
-            f"confidence {calibration.confidence:.2f}, guard {calibration.guard}): "
-            f"{posterior.prose or posterior.note}\n\n"
-            + (f"**Why:** {calibration.note}\n\n" if calibration.note else "")
-            + (
-                f'Answer with `vicar answer {req.gate_id} answer "text"`.'
-                if req.kind is RequestKind.question
-                else f'Answer with `vicar answer {req.gate_id} ACTION "text"`.'
-            )
-        )
+        workflow.set_current_details(ui_details(req, self._details, posterior, calibration))
         await self._notify(req, "escalated")
         try:
             answer = await self._human_decision(req)
@@ -481,16 +466,8 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
 
     def _shown(self) -> GateDetails:
         """The gate's details with each text clipped, for the memo and the webhook."""
-        d = self._details
-        assert d is not None
-        return d.model_copy(
-            update={
-                "question": d.question[:MEMO_TEXT_CHARS],
-                "proxy_text": d.proxy_text[:MEMO_TEXT_CHARS],
-                "calibration_note": d.calibration_note[:MEMO_TEXT_CHARS],
-                "dialog": [t.model_copy(update={"text": t.text[:MEMO_TEXT_CHARS]}) for t in d.dialog],
-            }
-        )
+        assert self._details is not None
+        return shown(self._details)
 
     def _ignore_early(self, why: str) -> None:
         for answer, _ in self._early:

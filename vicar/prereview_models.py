@@ -22,3 +22,4 @@ class PreReviewItem(BaseModel):
     touches: list[str] = Field(default_factory=list, description="What of it the artifact names.")
     merged: int = Field(1, description="Sources whose near-duplicate sentences were merged into it.")
     features: dict[str, float] = Field(default_factory=dict, description="The ranking's features.")
+    cited: bool = Field(False, description="An LLM predictor cited it in its reply.")

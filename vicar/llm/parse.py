@@ -28,6 +28,9 @@ _FENCE_OPEN = re.compile(r"```[a-zA-Z]*\s*")
 MAX_PERCEPTS = 5
 MAX_PERCEPT_CHARS = 200
 MAX_DESCRIPTION_CHARS = 500
+# A citation of pre-review items: [1], [2, 3]; two digits at most (k is small).
+_CITATION = re.compile(r"\[(\d{1,2}(?:\s*,\s*\d{1,2})*)\]")
+_CITATION_GAP = re.compile(r"[ \t]*\[\d{1,2}(?:\s*,\s*\d{1,2})*\]")
 
 
 class Reply(NamedTuple):
@@ -111,3 +114,14 @@ def parse_surprise(text: str) -> tuple[str, list[str]]:
     if first.startswith(("{", "```")):  # broken JSON is no description
         first = ""
     return first[:MAX_DESCRIPTION_CHARS], []
+
+
+def citations_in(text: str) -> list[int]:
+    """The item numbers a piece of the reply cites, in order, each once."""
+    found = [int(x) for m in _CITATION.finditer(text) for x in m.group(1).split(",")]
+    return list(dict.fromkeys(found))
+
+
+def strip_citations(text: str) -> str:
+    """The reply without its citation markers ("the step [1]." -> "the step.")."""
+    return _CITATION_GAP.sub("", text)

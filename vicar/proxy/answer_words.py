@@ -1,4 +1,5 @@
-"""The proxy's answer built from the pre-review (issue 27, item 3).
+"""The proxy's answer built from the pre-review (issue 27, item 3), and an LLM's
+citations of it judged.
 
 Above the threshold the proxy's text is the answer the agent receives, so a correction
 must name what to fix. The memory predictors (offline, learned) choose the action; the
@@ -16,13 +17,18 @@ predictors, so it scores exactly these words.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
+from vicar.llm.parse import citations_in, strip_citations
 from vicar.models import Action, GateRequest, PassResult, RequestKind, RetrievalContext
 from vicar.prereview_models import PreReviewItem
+from vicar.proxy.concerns import categories_in, strip_tags
 from vicar.proxy.prereview import pre_review, render
 
 TURNED_BACK = (Action.correct, Action.reject)
+# A reply's sentences: after . ? ! (not before a citation that closes the sentence) and at line breaks.
+_PIECE = re.compile(r"(?<=[.?!])[ \t]+(?!\[\d)|\n+")
 
 
 def question_of(items: Sequence[PreReviewItem]) -> PreReviewItem | None:
@@ -50,3 +56,26 @@ def with_prereview(result: PassResult, request: GateRequest, ctx: RetrievalConte
     if result.prose and request.kind is RequestKind.gate:
         update["prose"] = answer_text(result.action, items, result.prose)
     return result.model_copy(update=update)
+
+
+def judge_citations(prose: str, items: Sequence[PreReviewItem]) -> tuple[str, list[PreReviewItem], list[str]]:
+    """An LLM's reply against the pre-review it was shown: (the reply without its
+    citation markers, the items with `cited` set, the unsupported concerns). A sentence
+    raises the design concern categories it names (vicar.proxy.concerns); it is
+    unsupported when one of them is in none of the items it cites (a number the prompt
+    did not show cites nothing). Sentences that name no category are not judged: the
+    vocabulary cannot tell what they raise."""
+    cited: set[int] = set()
+    unsupported: list[str] = []
+    for piece in (p.strip() for p in _PIECE.split(prose)):
+        if not piece:
+            continue
+        numbers = [k for k in citations_in(piece) if 1 <= k <= len(items)]
+        cited.update(numbers)
+        words = strip_citations(piece).strip()
+        raised = categories_in(strip_tags(words))
+        backed = {c for k in numbers for c in items[k - 1].concerns}
+        if raised - backed:
+            unsupported.append(words)
+    marked = [it.model_copy(update={"cited": i in cited}) for i, it in enumerate(items, 1)]
+    return strip_citations(prose).strip(), marked, unsupported

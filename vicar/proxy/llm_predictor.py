@@ -24,6 +24,9 @@ from vicar.models import (
     Surprise,
     Usage,
 )
+from vicar.prereview_models import PreReviewItem
+from vicar.proxy.answer_words import judge_citations
+from vicar.proxy.prereview import pre_review
 from vicar.proxy.provider import Predictor
 
 PASS_MAX_TOKENS = 1024
@@ -72,6 +75,8 @@ class LLMPredictor(Predictor):
         dialog: Sequence[DialogTurn] = (),
     ) -> PassResult:
         chunks = ctx.chunks[: prompts.MAX_MEMORIES_SHOWN]
+        # The person's own words for this artifact, numbered for the model to cite.
+        items = pre_review(ctx, request, artifact)
         body = prompts.pass_body(
             request,
             chunks,
@@ -81,8 +86,9 @@ class LLMPredictor(Predictor):
             lineage=ctx.lineage_history,
             censors=ctx.censors,
             untrusted=ctx.untrusted,
+            prereview=items,
         )
-        return self._pass(request, ctx, chunks, body)
+        return self._pass(request, ctx, chunks, body, items)
 
     def surprise(
         self,
@@ -146,7 +152,11 @@ class LLMPredictor(Predictor):
 
     # -- internals ------------------------------------------------------------
 
-    def _pass(self, request: GateRequest, ctx: RetrievalContext, chunks, body: str) -> PassResult:
+    def _pass(
+        self, request: GateRequest, ctx: RetrievalContext, chunks, body: str, items: list[PreReviewItem] | None = None
+    ) -> PassResult:
+        """`items`: the pre-review the body showed (the posterior): the reply's citations
+        are judged against it, and the markers leave the answer before it is classified."""
         out = self.client.complete(
             prompts.reviewer_prefix(ctx.working_memory),
             body,
@@ -155,6 +165,9 @@ class LLMPredictor(Predictor):
         )
         usage = out.usage
         prose, confidence, found = parse_reply(out.text)
+        unsupported: list[str] = []
+        if items is not None:
+            prose, items, unsupported = judge_citations(prose, items)
         notes: list[str] = []
         action: Action | None = None
         if not prose:
@@ -180,6 +193,8 @@ class LLMPredictor(Predictor):
                 dict.fromkeys([*(c.chunk_id for c in chunks), *(v.chunk_id for v in ctx.lineage_history)])
             ),
             usage=usage,
+            prereview=items or [],
+            unsupported=unsupported,
         )
 
     def _classify(self, request: GateRequest, prose: str) -> tuple[Action | None, Usage]:

@@ -1,0 +1,96 @@
+"""`vicar inbox`: the human's web inbox (docs/inbox.md), and its accounts."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Optional
+
+import typer
+
+from vicar.cli.base import app, console, err, friendly
+from vicar.config import Settings
+from vicar.display import text
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+inbox_app = typer.Typer(
+    help="The human's web inbox: the waiting gates, answered in one tap (docs/inbox.md).",
+    invoke_without_command=True,
+)
+user_app = typer.Typer(no_args_is_help=True, help="Inbox accounts: who may sign in.")
+inbox_app.add_typer(user_app, name="user")
+app.add_typer(inbox_app, name="inbox")
+
+
+@inbox_app.callback()
+@friendly
+def inbox(
+    ctx: typer.Context,
+    host: str = typer.Option(DEFAULT_HOST, "--host", help="Address to listen on (loopback: put TLS in front)."),
+    port: int = typer.Option(DEFAULT_PORT, "--port", min=1, max=65535),
+    secure_cookies: bool = typer.Option(
+        False, "--secure-cookies", help="Send the session cookie over HTTPS only (behind a TLS reverse proxy)."
+    ),
+) -> None:
+    """Serve the inbox (with no subcommand)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    import uvicorn
+
+    from vicar.inbox.accounts import list_users
+    from vicar.inbox.app import create_app
+
+    settings = Settings.from_env()
+    web = create_app(settings, secure_cookies=secure_cookies)
+    if not list_users(settings.data_dir):
+        err.print(text("no inbox account yet: add one with `vicar inbox user add NAME`"))
+    err.print(text(f"Vicar inbox on http://{host}:{port}/ (Ctrl-C stops it)"))
+    # The access log names paths only; sign-in tokens travel in a POST body or a URL fragment.
+    uvicorn.run(web, host=host, port=port, log_level="warning", proxy_headers=True)
+
+
+@user_app.command("add")
+@friendly
+def user_add(
+    name: str = typer.Argument(..., help="The responder's name: recorded with every answer they give here."),
+    principal: list[str] = typer.Option(
+        [],
+        "--principal",
+        help="Answer for this principal only (repeatable; default: every one whose list admits NAME).",
+    ),
+    url: Optional[str] = typer.Option(
+        None, "--url", help="The inbox's address as people reach it (default: http://127.0.0.1:8765)."
+    ),
+) -> None:
+    """Create an account, or give an existing one a new token (its old sessions end).
+    Prints the personal sign-in link and token once: only their hash is kept."""
+    from vicar.inbox.accounts import add_user
+
+    settings = Settings.from_env()
+    acct, token = add_user(settings.data_dir, name, principal)
+    base = (url or f"http://{DEFAULT_HOST}:{DEFAULT_PORT}").rstrip("/")
+    sys.stdout.write(f"{base}/signin#token={token}\n")
+    err.print(text(f"account {acct.name} ({', '.join(acct.principals) or 'every allowed principal'}); token: {token}"))
+    err.print(text("this is the only time the token is shown; `vicar inbox user add` again replaces it"))
+
+
+@user_app.command("list")
+@friendly
+def user_list() -> None:
+    """The accounts (names and principals; never tokens)."""
+    from vicar.inbox.accounts import list_users
+
+    for acct in list_users(Settings.from_env().data_dir):
+        console.print(text(json.dumps({"name": acct.name, "principals": acct.principals})))
+
+
+@user_app.command("remove")
+@friendly
+def user_remove(name: str = typer.Argument(...)) -> None:
+    """Remove an account: its sessions end at their next request."""
+    from vicar.inbox.accounts import remove_user
+
+    remove_user(Settings.from_env().data_dir, name)
+    console.print(text(f"removed inbox user {name}"))

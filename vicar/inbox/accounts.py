@@ -1,0 +1,165 @@
+"""Inbox accounts: one file per responder under `<data_dir>/inbox/users/`, holding the
+hash of their personal token (never the token) and the principals they answer for; the
+session secret beside them, generated once and readable by its owner only."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from vicar.errors import InvalidInput, NotFound, VicarError
+from vicar.files import atomic_write
+from vicar.memory.names import check_name
+from vicar.models import check_principal, check_responder
+
+MAX_USER_FILE_BYTES = 64 * 1024
+TOKEN_BYTES = 32
+SECRET_FILE = "session.key"
+
+
+class Account(BaseModel):
+    name: str
+    # sha256 of the token: the token is 256 random bits, so a slow hash adds nothing.
+    token_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    # Empty: every principal whose allow-list admits this name.
+    principals: list[str] = Field(default_factory=list, max_length=1000)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return check_responder(v)
+
+    @field_validator("principals")
+    @classmethod
+    def _principals(cls, v: list[str]) -> list[str]:
+        return sorted({check_principal(p) for p in v})
+
+    @property
+    def session_key(self) -> str:
+        """What a session carries to prove it was opened with the current token: a new
+        token (`user add` again) or a removed account ends every older session."""
+        return self.token_sha256[:16]
+
+    def answers_for(self, principal: str) -> bool:
+        return not self.principals or principal in self.principals
+
+
+def inbox_dir(data_dir: Path) -> Path:
+    return data_dir / "inbox"
+
+
+def users_dir(data_dir: Path) -> Path:
+    return inbox_dir(data_dir) / "users"
+
+
+def _user_path(data_dir: Path, name: str) -> Path:
+    try:
+        check_responder(name)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    base = users_dir(data_dir)
+    # A name is one safe path component, and the file stays under the data dir once resolved.
+    path = base / f"{check_name(name, 'inbox user')}.json"
+    if path.resolve().parent != base.resolve() or not base.resolve().is_relative_to(data_dir.resolve()):
+        raise InvalidInput(f"inbox user {name!r}: {path} resolves outside {base}")
+    return path
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def add_user(data_dir: Path, name: str, principals: list[str]) -> tuple[Account, str]:
+    """Create (or re-issue) an account; returns it and its new token, shown only now."""
+    path = _user_path(data_dir, name)
+    token = secrets.token_urlsafe(TOKEN_BYTES)
+    try:
+        account = Account(name=name, token_sha256=token_hash(token), principals=principals)
+    except ValidationError as exc:
+        raise InvalidInput(str(exc.errors()[0].get("ctx", {}).get("error") or exc.errors()[0]["msg"])) from None
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    atomic_write(path, account.model_dump_json(indent=1) + "\n")
+    os.chmod(path, 0o600)
+    return account, token
+
+
+def remove_user(data_dir: Path, name: str) -> None:
+    path = _user_path(data_dir, name)
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        raise NotFound(f"no inbox user {name!r}") from None
+
+
+def load_user(data_dir: Path, name: str) -> Account | None:
+    try:
+        path = _user_path(data_dir, name)
+    except InvalidInput:
+        return None
+    return _read(path)
+
+
+def _read(path: Path) -> Account | None:
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_USER_FILE_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise VicarError(f"cannot read {path}: {exc.strerror}") from None
+    if len(raw) > MAX_USER_FILE_BYTES:
+        raise VicarError(f"{path} is too large to be an inbox account")
+    try:
+        return Account.model_validate_json(raw)
+    except ValidationError:
+        raise VicarError(f"{path} is not a valid inbox account") from None
+
+
+def list_users(data_dir: Path) -> list[Account]:
+    base = users_dir(data_dir)
+    if not base.is_dir():
+        return []
+    found = (_read(p) for p in sorted(base.glob("*.json")) if p.is_file() and not p.is_symlink())
+    return [a for a in found if a is not None]
+
+
+def user_for_token(data_dir: Path, token: str) -> Account | None:
+    """The account this token opens, compared in constant time against every one."""
+    if not token or len(token) > 200:
+        return None
+    given = token_hash(token.strip())
+    match = None
+    for account in list_users(data_dir):
+        if hmac.compare_digest(account.token_sha256, given):
+            match = account
+    return match
+
+
+def session_secret(data_dir: Path) -> str:
+    """The key that signs session cookies: made once, mode 0600, never printed."""
+    path = inbox_dir(data_dir) / SECRET_FILE
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        secret = path.read_text().strip()
+        if len(secret) < 32:
+            raise VicarError(f"{path} holds no usable session key: remove it to make a new one") from None
+        return secret
+    secret = secrets.token_urlsafe(48)
+    try:
+        os.write(fd, (secret + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return secret
+
+
+def describe(account: Account) -> str:
+    return json.dumps({"name": account.name, "principals": account.principals or "any allowed"})

@@ -1,0 +1,69 @@
+"""What the gate page shows: `vicar.gate_view.GateView` (everything `vicar gate show`
+shows), the artifact split into diff lines when it is a diff, and the date of each
+pre-review item's source gate (its evidence: the person's own words, and when)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from vicar.gate_view_models import GateView
+from vicar.inbox.render import diff_lines, is_diff
+from vicar.inbox.web import Inbox
+from vicar.prereview_models import PreReviewItem
+from vicar.vocabulary import QUESTION_ACTIONS, VALID_ACTIONS, CfAState
+
+EVIDENCE_SHOWN = 8
+DATE_SECONDS = 2.0  # a source gate's date is looked up this long at most: the page does not wait on it
+
+
+@dataclass
+class Evidence:
+    item: PreReviewItem
+    when: datetime | None  # when its gate was answered, while Temporal holds that gate
+
+
+@dataclass
+class GatePage:
+    v: GateView
+    diff: list[tuple[str, str]] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
+
+    @property
+    def waiting(self) -> bool:
+        return self.v.workflow_status == "running" and self.v.status == "escalated"
+
+    @property
+    def actions(self) -> list[str]:
+        if self.v.kind == "question":
+            return [a.value for a in QUESTION_ACTIONS]
+        try:
+            return [a.value for a in VALID_ACTIONS[CfAState(self.v.state)]]
+        except ValueError:
+            return ["approve", "correct", "reject", "hold"]
+
+
+async def _answered_at(inbox: Inbox, gate_id: str) -> datetime | None:
+    from vicar.gates import find_gate
+
+    if not gate_id:
+        return None
+    try:
+        _, desc = await asyncio.wait_for(find_gate(inbox.client, gate_id), DATE_SECONDS)
+    except Exception:  # noqa: BLE001  (gone from Temporal, or slow: the words stay, undated)
+        return None
+    return desc.close_time
+
+
+async def load_gate(inbox: Inbox, workflow_id: str) -> GatePage:
+    from vicar.gate_view import gate_view
+
+    view = await gate_view(inbox.client, workflow_id)
+    page = GatePage(v=view)
+    if is_diff(view.artifact_text):
+        page.diff = diff_lines(view.artifact_text)
+    items = view.prereview[:EVIDENCE_SHOWN]
+    dates = await asyncio.gather(*(_answered_at(inbox, i.gate_id) for i in items))
+    page.evidence = [Evidence(i, d) for i, d in zip(items, dates)]
+    return page

@@ -1,0 +1,182 @@
+"""The waiting list, a gate's page, and answering: one gate, or many approved together
+after a confirmation that lists them."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from vicar.errors import InvalidInput, VicarError
+from vicar.inbox.gate_data import load_gate
+from vicar.inbox.web import (
+    check_workflow_id,
+    checked_form,
+    inbox,
+    one,
+    redirect,
+    refusal,
+    render,
+    signed_in,
+)
+from vicar.models import GateDetails, HumanAnswer
+from vicar.vocabulary import CfAState
+
+MAX_BATCH = 1000
+BATCH_CONCURRENCY = 8  # answers in flight at once: each is one update, a round trip or two
+
+
+def _deadline(d: GateDetails) -> datetime | None:
+    # Gates that write their deadline in the escalation memo (issue 28) are sorted by it.
+    deadline = getattr(d, "deadline", None)
+    return deadline if isinstance(deadline, datetime) else None
+
+
+def _sort_key(d: GateDetails) -> tuple[float, float]:
+    deadline, since = _deadline(d), d.escalated_at
+    far = datetime.max.replace(tzinfo=UTC).timestamp()
+    return (deadline.timestamp() if deadline else far, since.timestamp() if since else 0.0)
+
+
+async def visible_gates(request: Request) -> list[GateDetails]:
+    """Every waiting gate this person may answer, soonest deadline first (then oldest)."""
+    from vicar.gates import list_escalations
+
+    acct = signed_in(request)
+    gates = await list_escalations(inbox(request).client)
+    allowed: dict[str, bool] = {}
+    out = []
+    for d in gates:
+        if d.principal not in allowed:
+            allowed[d.principal] = refusal(request, acct, d.principal) is None
+        if allowed[d.principal]:
+            out.append(d)
+    return sorted(out, key=_sort_key)
+
+
+def waited(since: datetime | None, now: datetime) -> str:
+    if since is None:
+        return "?"
+    minutes = max(int((now - since).total_seconds()), 0) // 60
+    days, rest = divmod(minutes, 1440)
+    if days:
+        return f"{days}d {rest // 60}h"
+    return f"{rest // 60}h {rest % 60:02d}m" if rest >= 60 else f"{rest}m"
+
+
+async def waiting_list(request: Request) -> Response:
+    gates = await visible_gates(request)
+    want = {k: request.query_params.get(k, "") for k in ("principal", "state", "task_type")}
+    shown = [
+        d
+        for d in gates
+        if (not want["principal"] or d.principal == want["principal"])
+        and (not want["state"] or d.state.value == want["state"])
+        and (not want["task_type"] or d.task_type == want["task_type"])
+    ]
+    now = datetime.now(UTC)
+    rows = [
+        dict(
+            d=d,
+            wid=d.workflow_id,
+            waited=waited(d.escalated_at, now),
+            deadline=_deadline(d),
+            excerpt=getattr(d, "artifact_excerpt", "") or "",
+            agent=getattr(d, "upstream_agent", None),
+        )
+        for d in shown
+    ]
+    return render(
+        request,
+        "list.html",
+        rows=rows,
+        total=len(gates),
+        want=want,
+        principals=sorted({d.principal for d in gates}),
+        states=[s.value for s in CfAState],
+        task_types=sorted({d.task_type for d in gates}),
+    )
+
+
+async def gate_page(request: Request) -> Response:
+    acct = signed_in(request)
+    wid = check_workflow_id(request.path_params["workflow_id"])
+    page = await load_gate(inbox(request), wid)
+    why_not = refusal(request, acct, page.v.principal)
+    if why_not:
+        return render(request, "error.html", status=403, message=why_not)
+    return render(request, "gate.html", g=page, now=datetime.now(UTC))
+
+
+async def _answer_one(request: Request, wid: str, ans: HumanAnswer) -> str:
+    from vicar.gates import answer_gate, find_gate
+    from vicar.workflows import search_attributes as sa
+
+    acct = signed_in(request)
+    client = inbox(request).client
+    _, desc = await find_gate(client, wid)
+    principal = desc.typed_search_attributes.get(sa.PRINCIPAL) or "?"
+    why_not = refusal(request, acct, principal)
+    if why_not:
+        raise PermissionError(why_not)
+    return await answer_gate(client, wid, ans)
+
+
+async def answer(request: Request) -> Response:
+    acct = signed_in(request)
+    form = await checked_form(request)
+    wid = check_workflow_id(one(form, "workflow_id"))
+    # The responder is the signed-in account, never a name from the form.
+    try:
+        ans = HumanAnswer(action=one(form, "action"), text=one(form, "text").strip(), responder=acct.name)
+    except ValueError as exc:
+        raise InvalidInput(f"invalid answer: {str(exc).splitlines()[-1][:200]}") from None
+    inbox(request).settings.check_texts(answer_text=ans.text)
+    try:
+        reply = await _answer_one(request, wid, ans)
+    except PermissionError as exc:
+        return render(request, "error.html", status=403, message=str(exc))
+    if ans.action == "dialog":
+        return redirect(f"/gates/{wid}")
+    return render(request, "answered.html", results=[(wid, ans.action, True, reply)], done=1)
+
+
+def _selected(form: dict[str, list[str]]) -> list[str]:
+    wids = list(dict.fromkeys(form.get("workflow_id", [])))
+    if not wids:
+        raise InvalidInput("no gate selected: tick the gates to approve")
+    if len(wids) > MAX_BATCH:
+        raise InvalidInput(f"at most {MAX_BATCH} gates at once")
+    return [check_workflow_id(w) for w in wids]
+
+
+async def batch_confirm(request: Request) -> Response:
+    signed_in(request)
+    form = await checked_form(request)
+    wids = _selected(form)
+    by_id = {d.workflow_id: d for d in await visible_gates(request)}
+    chosen = [by_id[w] for w in wids if w in by_id]
+    gone = [w for w in wids if w not in by_id]
+    return render(request, "confirm.html", gates=chosen, gone=gone)
+
+
+async def batch_approve(request: Request) -> Response:
+    acct = signed_in(request)
+    form = await checked_form(request)
+    wids = _selected(form)
+    text = one(form, "text").strip()
+    inbox(request).settings.check_texts(answer_text=text)
+    limit = asyncio.Semaphore(BATCH_CONCURRENCY)
+
+    async def go(wid: str) -> tuple[str, str, bool, str]:
+        async with limit:
+            try:
+                ans = HumanAnswer(action="approve", text=text, responder=acct.name)
+                return wid, "approve", True, await _answer_one(request, wid, ans)
+            except (VicarError, PermissionError) as exc:
+                return wid, "approve", False, str(exc)
+
+    results = await asyncio.gather(*(go(w) for w in wids))
+    return render(request, "answered.html", results=results, done=sum(r[2] for r in results))

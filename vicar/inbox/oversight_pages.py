@@ -1,0 +1,166 @@
+"""The person's oversight of their proxy: what it answered alone in their name (each to
+mark right or wrong, the after-the-fact review), their rules and the pause switch, and
+its autonomy over time. Every change goes the way the CLI sends it."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from vicar.audit_models import AuditRecord
+from vicar.errors import InvalidInput, NotFound
+from vicar.inbox.accounts import Account
+from vicar.inbox.render import Point, chart
+from vicar.inbox.web import check_workflow_id, checked_form, inbox, one, redirect, refusal, render, signed_in
+from vicar.models import check_principal
+
+FEED_DAYS = 30  # the feed and the chart read this much of the audit trail
+FEED_MOST = 200
+CACHE_SECONDS = 15.0  # an audit page is a workflow: the feed and the chart share one read
+
+_trail: dict[str, tuple[float, list[AuditRecord]]] = {}
+
+
+async def principals_of(request: Request, acct: Account) -> list[str]:
+    """The principals this person answers for: the account's, else every one with a
+    brain whose allow-list admits them."""
+    from vicar.audit_client import audited_principals
+
+    if acct.principals:
+        names = acct.principals
+    else:
+        names = await audited_principals(inbox(request).client, inbox(request).settings.task_queue)
+    return [p for p in names if refusal(request, acct, p) is None]
+
+
+async def trail(request: Request, principal: str) -> list[AuditRecord]:
+    """The principal's records of the last FEED_DAYS, oldest first (cached briefly)."""
+    from vicar.audit_client import audit_pages
+
+    cached = _trail.get(principal)
+    if cached and time.monotonic() - cached[0] < CACHE_SECONDS:
+        return cached[1]
+    since = datetime.now(UTC) - timedelta(days=FEED_DAYS)
+    records: list[AuditRecord] = []
+    try:
+        async for page in audit_pages(
+            inbox(request).client, principal, since=since, task_queue=inbox(request).settings.task_queue
+        ):
+            records.extend(page.records)
+    except NotFound:
+        pass  # no memory yet: nothing answered
+    _trail[principal] = (time.monotonic(), records)
+    return records
+
+
+def _chosen(request: Request, names: list[str]) -> str | None:
+    want = request.query_params.get("principal")
+    if want:
+        check_principal(want)
+        if want not in names:
+            raise InvalidInput(f"{want} is not among the principals you answer for")
+        return want
+    return names[0] if names else None
+
+
+async def feed(request: Request) -> Response:
+    acct = signed_in(request)
+    names = await principals_of(request, acct)
+    items = []
+    for p in names:
+        items += [r for r in await trail(request, p) if r.answered_by == "proxy" and not r.escalated]
+    items.sort(key=lambda r: r.answered_at or datetime.min.replace(tzinfo=UTC), reverse=True)
+    return render(request, "feed.html", items=items[:FEED_MOST], total=len(items), principals=names)
+
+
+async def review(request: Request) -> Response:
+    from vicar.audit_client import review_gate
+
+    acct = signed_in(request)
+    form = await checked_form(request)
+    wid = check_workflow_id(one(form, "workflow_id"))
+    verdict = one(form, "verdict")
+    if verdict not in ("right", "wrong"):
+        raise InvalidInput("a review is right or wrong")
+    principal = one(form, "principal")
+    check_principal(principal)
+    why_not = refusal(request, acct, principal)
+    if why_not:
+        return render(request, "error.html", status=403, message=why_not)
+    note = one(form, "note").strip()[:2000]
+    await review_gate(
+        inbox(request).client,
+        wid,
+        verdict,
+        acct.name,
+        note=note,
+        principal=principal,
+        task_queue=inbox(request).settings.task_queue,
+    )
+    _trail.pop(principal, None)
+    return redirect("/feed")
+
+
+async def rules(request: Request) -> Response:
+    from vicar.cli.rules_cmd import describe
+    from vicar.client import get_control
+
+    acct = signed_in(request)
+    names = await principals_of(request, acct)
+    controls = [(p, await get_control(inbox(request).client, p)) for p in names]
+    return render(request, "rules.html", controls=controls, describe=describe)
+
+
+async def control(request: Request) -> Response:
+    """Pause or resume a principal's proxy, or remove one of their rules."""
+    from vicar.brain_models import BrainConfig
+    from vicar.client import change_control
+
+    acct = signed_in(request)
+    form = await checked_form(request)
+    principal = check_principal(one(form, "principal"))
+    why_not = refusal(request, acct, principal)
+    if why_not:
+        return render(request, "error.html", status=403, message=why_not)
+    op = one(form, "op")
+    if op in ("pause", "resume"):
+        change = dict(op=op, by=acct.name)
+    elif op == "remove_rule":
+        change = dict(op=op, by=acct.name, name=one(form, "name"))
+    else:
+        raise InvalidInput(f"unknown change {op[:40]!r}")
+    settings = inbox(request).settings
+    config = BrainConfig(shard_count=settings.shard_count, shard_wait_seconds=settings.shard_wait_seconds)
+    await change_control(inbox(request).client, principal, change, task_queue=settings.task_queue, config=config)
+    return redirect("/rules")
+
+
+async def health(request: Request) -> Response:
+    acct = signed_in(request)
+    names = await principals_of(request, acct)
+    principal = _chosen(request, names)
+    contexts = []
+    if principal:
+        by_context: dict[tuple[str, str], list[AuditRecord]] = defaultdict(list)
+        for r in await trail(request, principal):
+            if r.kind == "gate" and r.n:
+                by_context[(r.state, r.task_type)].append(r)
+        for (state, task_type), recs in sorted(by_context.items()):
+            recs.sort(key=lambda r: r.n)
+            last = recs[-1]
+            points = [Point(r.answered_at, r.bound, r.answered_by == "proxy" and not r.escalated) for r in recs]
+            contexts.append(
+                dict(
+                    state=state,
+                    task_type=task_type,
+                    gates=len(recs),
+                    alone=sum(p.alone for p in points),
+                    last=last,
+                    svg=chart(points, last.target),
+                )
+            )
+    return render(request, "health.html", principal=principal, principals=names, contexts=contexts)

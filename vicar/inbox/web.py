@@ -1,0 +1,145 @@
+"""What every inbox page shares: the app's state, the signed-in account, the CSRF check
+and the one-line error page."""
+
+from __future__ import annotations
+
+import hmac
+import re
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from vicar.config import Settings
+from vicar.errors import Conflict, InvalidInput, NotFound, NotResponding, NotReviewable, VicarError
+from vicar.inbox.accounts import Account, load_user
+from vicar.responders import load_policy
+
+HERE = Path(__file__).parent
+# A gate's workflow id: "vicar-gate/" and a gate id (letters, digits and . _ : @ / -), or
+# an id another client chose with the same characters.
+WORKFLOW_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,254}$")
+MAX_FORM_FIELDS = 1100  # a batch of up to 1,000 gates and a few more fields
+MAX_FIELD_BYTES = 64 * 1024  # an answer's words are bounded by the settings too
+STATUS = {NotFound: 404, InvalidInput: 400, Conflict: 409, NotReviewable: 409, NotResponding: 503}
+
+
+@dataclass
+class Inbox:
+    settings: Settings
+    client: Any = None  # temporalio Client, connected at startup unless given
+    templates: Environment = field(
+        default_factory=lambda: Environment(
+            loader=FileSystemLoader(HERE / "templates"),
+            autoescape=select_autoescape(["html"]),
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+    )
+
+
+def inbox(request: Request) -> Inbox:
+    return request.app.state.inbox
+
+
+def csrf_token(request: Request) -> str:
+    token = request.session.get("csrf")
+    if not isinstance(token, str) or len(token) < 32:
+        token = request.session["csrf"] = secrets.token_urlsafe(32)
+    return token
+
+
+def account(request: Request) -> Account | None:
+    """The signed-in account, if its session still matches its current token."""
+    name, key = request.session.get("user"), request.session.get("key")
+    if not isinstance(name, str) or not isinstance(key, str):
+        return None
+    acct = load_user(inbox(request).settings.data_dir, name)
+    if acct is None or not hmac.compare_digest(acct.session_key, key):
+        return None
+    return acct
+
+
+def signed_in(request: Request) -> Account:
+    acct = account(request)
+    if acct is None:
+        if request.method == "GET":
+            raise HTTPException(303, headers={"Location": "/signin"})
+        raise HTTPException(403, "sign in first")
+    return acct
+
+
+async def checked_form(request: Request) -> dict[str, list[str]]:
+    """The POSTed form, refused (403) without the session's CSRF token."""
+    form = await request.form(max_files=0, max_fields=MAX_FORM_FIELDS, max_part_size=MAX_FIELD_BYTES)
+    sent = form.get("csrf")
+    expected = request.session.get("csrf")
+    if not isinstance(sent, str) or not isinstance(expected, str) or not hmac.compare_digest(sent, expected):
+        raise HTTPException(403, "the form's CSRF token is missing or wrong: reload the page and try again")
+    return {k: [v for v in form.getlist(k) if isinstance(v, str)] for k in form.keys()}
+
+
+def one(form: dict[str, list[str]], name: str, default: str = "") -> str:
+    values = form.get(name) or [default]
+    return values[0]
+
+
+def check_workflow_id(workflow_id: str) -> str:
+    if not WORKFLOW_ID_RE.match(workflow_id or "") or "//" in workflow_id or ".." in workflow_id:
+        raise InvalidInput(f"invalid gate {workflow_id[:80]!r}: not a gate's workflow id")
+    return workflow_id
+
+
+def refusal(request: Request, acct: Account, principal: str) -> str | None:
+    """Why this account may not answer for `principal` (None: it may): the account's own
+    principals, then the principal's allow-list (the gate checks that again)."""
+    if not acct.answers_for(principal):
+        return f"{acct.name!r} does not answer for {principal} in this inbox"
+    try:
+        return load_policy(inbox(request).settings.principals_dir, principal).refusal(principal, acct.name)
+    except VicarError as exc:
+        return str(exc)
+
+
+def render(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+    acct = context.pop("acct", None) or account(request)
+    page = inbox(request).templates.get_template(template)
+    html = page.render(csrf=csrf_token(request), me=acct, path=request.url.path, **context)
+    return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
+
+
+# No scripts but our own, no framing: the page shows text agents wrote.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self'; "
+    "script-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+def error_page(request: Request, message: str, status: int) -> Response:
+    try:
+        return render(request, "error.html", status=status, message=message)
+    except Exception:  # the error page itself failed (no session): plain text, still one line
+        return HTMLResponse(message, status_code=status)
+
+
+def vicar_error(request: Request, exc: Exception) -> Response:
+    from temporalio.service import RPCError
+
+    if isinstance(exc, VicarError):
+        status = next((code for kind, code in STATUS.items() if isinstance(exc, kind)), 500)
+        return error_page(request, str(exc), status)
+    if isinstance(exc, RPCError):
+        return error_page(request, f"Temporal did not answer: {exc}", 503)
+    raise exc
+
+
+def redirect(url: str) -> RedirectResponse:
+    return RedirectResponse(url, status_code=303)

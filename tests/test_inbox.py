@@ -266,3 +266,13 @@ async def test_a_form_without_its_csrf_token_is_refused(world):
     await page.wait_for_url(f"{w.base}/answer")
     assert (await w.h.client.get_workflow_handle(gate.id).result())["responder"] == "alice"
     await ctx.close()
+
+
+async def test_the_lists_own_reading_of_visibility_is_list_escalations(world):
+    from vicar.gates import list_escalations
+    from vicar.inbox.listing import waiting_gates
+
+    w = world
+    ours = sorted((d for d in await waiting_gates(w.h.client) if d.principal == w.p), key=lambda d: d.workflow_id)
+    theirs = sorted(await list_escalations(w.h.client, w.p), key=lambda d: d.workflow_id)
+    assert ours and ours == theirs

@@ -42,10 +42,10 @@ def _sort_key(d: GateDetails) -> tuple[float, float]:
 
 async def visible_gates(request: Request) -> list[GateDetails]:
     """Every waiting gate this person may answer, soonest deadline first (then oldest)."""
-    from vicar.gates import list_escalations
+    from vicar.inbox.listing import waiting_gates
 
     acct = signed_in(request)
-    gates = await list_escalations(inbox(request).client)
+    gates = await waiting_gates(inbox(request).client)
     allowed: dict[str, bool] = {}
     out = []
     for d in gates:

@@ -21,7 +21,7 @@ def diff_lines(text: str) -> list[tuple[str, str]]:
     out = []
     for line in text.splitlines():
         if line.startswith(("diff --git ", "index ", "--- ", "+++ ")):
-            kind = "meta"
+            kind = "head"
         elif line.startswith("@@"):
             kind = "hunk"
         elif line.startswith("+"):

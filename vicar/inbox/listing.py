@@ -1,0 +1,75 @@
+"""The waiting gates for the list page, read from visibility as
+`vicar.gates.list_escalations` reads them (the same query, the memo each gate writes
+when it escalates), but decoding only what the page shows: the SDK's listing decodes
+every search attribute of every workflow, which took most of the list's time at 1,000
+gates (bench/INBOX_RESULTS.md). The memos are unsealed in one codec call."""
+
+from __future__ import annotations
+
+import json
+
+from temporalio.api.common.v1 import Payload
+from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
+from temporalio.client import Client
+
+from vicar import contracts as c
+from vicar.models import GateDetails, GateStatus
+from vicar.workflows import search_attributes as sa
+
+QUERY = f'VicarStatus = "{GateStatus.escalated.value}" AND ExecutionStatus = "Running"'
+PAGE = 1000
+
+
+async def waiting_gates(client: Client) -> list[GateDetails]:
+    """Every escalated, running gate (any principal), unsorted."""
+    memos: list[Payload] = []
+    ids: list[str] = []
+    bare: list[tuple[str, dict[str, Payload]]] = []  # escalated before gates wrote the memo
+    token = b""
+    while True:
+        page = await client.workflow_service.list_workflow_executions(
+            ListWorkflowExecutionsRequest(
+                namespace=client.namespace, query=QUERY, page_size=PAGE, next_page_token=token
+            )
+        )
+        for ex in page.executions:
+            memo = ex.memo.fields.get(c.ESCALATION_MEMO)
+            if memo is not None:
+                memos.append(memo)
+                ids.append(ex.execution.workflow_id)
+            else:
+                bare.append((ex.execution.workflow_id, dict(ex.search_attributes.indexed_fields)))
+        token = page.next_page_token
+        if not token:
+            break
+    codec = client.data_converter.payload_codec
+    if codec and memos:
+        memos = list(await codec.decode(memos))
+    out = [
+        GateDetails.model_validate_json(p.data).model_copy(update={"workflow_id": wid}) for wid, p in zip(ids, memos)
+    ]
+    for wid, attrs in bare:
+        out.append(_from_attributes(wid, attrs))
+    return out
+
+
+def _keyword(attrs: dict[str, Payload], name: str) -> str | None:
+    p = attrs.get(name)
+    try:
+        value = json.loads(p.data) if p is not None else None
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _from_attributes(workflow_id: str, attrs: dict[str, Payload]) -> GateDetails:
+    state = _keyword(attrs, sa.STATE.name)
+    return GateDetails(
+        gate_id=workflow_id.removeprefix(c.gate_workflow_id("")),
+        workflow_id=workflow_id,
+        status=GateStatus.escalated,
+        principal=_keyword(attrs, sa.PRINCIPAL.name) or "?",
+        state=state if state in ("INTENT_ASSERT", "PLAN_ASSERT", "WORK_ASSERT") else "PLAN_ASSERT",
+        task_type=_keyword(attrs, sa.TASK_TYPE.name) or "?",
+        question="(no summary: escalated by an older Vicar)",
+    )

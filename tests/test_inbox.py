@@ -219,11 +219,13 @@ async def test_mark_an_answer_the_proxy_gave_alone_wrong(world):
     await item.get_by_role("button", name="Wrong").click()
     await page.wait_for_url(f"{w.base}/feed")
     assert "marked wrong by alice" in await page.locator("li.gate").first.inner_text()
+    await screenshot(page, "inbox-feed.png")
     records = [r async for pg in audit_pages(w.h.client, w.p, task_queue=w.h.task_queue) for r in pg.records]
     (reviewed,) = [r for r in records if r.workflow_id == w.alone]
     assert reviewed.review is not None and (reviewed.review.verdict, reviewed.review.reviewer) == ("wrong", "alice")
     await page.get_by_role("link", name="Health").click()
     assert await page.locator("svg.chart").count() >= 1  # autonomy and its bound per context
+    await screenshot(page, "inbox-health.png")
     await ctx.close()
 
 

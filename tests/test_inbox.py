@@ -15,6 +15,7 @@ import socket
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -65,7 +66,7 @@ class World:
     waiting: str = ""  # the gate opened and approved in the browser
     batch: list[str] = field(default_factory=list)
     alone: str = ""  # a gate the proxy answered alone
-    browser: object = None
+    browser: Any = None  # playwright's Browser, launched by the fixture
 
 
 def free_port() -> int:
@@ -278,3 +279,16 @@ async def test_the_lists_own_reading_of_visibility_is_list_escalations(world):
     ours = sorted((d for d in await waiting_gates(w.h.client) if d.principal == w.p), key=lambda d: d.workflow_id)
     theirs = sorted(await list_escalations(w.h.client, w.p), key=lambda d: d.workflow_id)
     assert ours and ours == theirs
+
+
+async def test_a_gate_that_is_not_one_is_a_page_saying_so(world):
+    w = world
+    ctx, page = await signed_in(w, "alice")
+    for path, status, said in (
+        ("/gates/vicar-gate/no-such-gate", 404, "no gate"),
+        ("/gates/..%2Fetc%2Fpasswd", 400, "not a gate's workflow id"),
+        ("/gates/a%20b%3Cscript%3E", 400, "not a gate's workflow id"),
+    ):
+        response = await page.goto(f"{w.base}{path}")
+        assert response.status == status and said in await page.locator("p.error").inner_text()
+    await ctx.close()

@@ -23,7 +23,7 @@ from vicar.responders import load_policy
 HERE = Path(__file__).parent
 # A gate's workflow id: "vicar-gate/" and a gate id (letters, digits and . _ : @ / -), or
 # an id another client chose with the same characters.
-WORKFLOW_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,254}$")
+WORKFLOW_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,254}")
 MAX_FORM_FIELDS = 1100  # a batch of up to 1,000 gates and a few more fields
 MAX_FIELD_BYTES = 64 * 1024  # an answer's words are bounded by the settings too
 STATUS = {NotFound: 404, InvalidInput: 400, Conflict: 409, NotReviewable: 409, NotResponding: 503}
@@ -90,7 +90,7 @@ def one(form: dict[str, list[str]], name: str, default: str = "") -> str:
 
 
 def check_workflow_id(workflow_id: str) -> str:
-    if not WORKFLOW_ID_RE.match(workflow_id or "") or "//" in workflow_id or ".." in workflow_id:
+    if not WORKFLOW_ID_RE.fullmatch(workflow_id or "") or "//" in workflow_id or ".." in workflow_id:
         raise InvalidInput(f"invalid gate {workflow_id[:80]!r}: not a gate's workflow id")
     return workflow_id
 

@@ -8,8 +8,9 @@ most events (recorded as a gate records them; kept in the data dir and reused by
 run). Then, on the embedded Temporal dev server with the worker in-process (the default,
 learned, predictor): the floor (an empty workflow and one of the gate's shape, 4 no-op
 local activities), and --gates real gates on the reviewer's next events, sequential,
-escalation_mode=never, alternating with the pre-review on and off (off: the predictors'
-`pre_review` returns no items, so the answer keeps the predictor's own text). The added
+escalation_mode=never, alternating with the pre-review on and off (off: the ranking the
+predictors' answer is built from, `rank`, returns no items, so the gate carries no
+pre-review and the answer keeps the predictor's own text). The added
 cost is the difference of the two p50s; each call's own time is timed too. With a warm
 embedding cache (VICAR_DATA_DIR of an earlier replay) the gates skip the embedding a new
 artifact pays for; that cost is the same with and without the pre-review.
@@ -93,7 +94,7 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
     registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
     fill(registry, principal, events, args.chunks, console)
 
-    real = answer_words.pre_review
+    real = answer_words.rank
     calls: list[float] = []
     on = True
 
@@ -105,7 +106,7 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
         calls.append(time.perf_counter() - t0)
         return out
 
-    answer_words.pre_review = switched  # the offline and learned predictors' one call per gate
+    answer_words.rank = switched  # the offline and learned predictors' one ranking per gate
     rows = {True: Row("gate with the pre-review"), False: Row("gate without the pre-review")}
     run = uuid.uuid4().hex[:6]
     t_start = time.perf_counter()
@@ -176,7 +177,8 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
         "",
         f"- added by the pre-review (p50 with - p50 without): {added:+.1f} ms (goal <= 10 ms: "
         f"{'met' if added <= 10 else 'NOT met'})",
-        f"- the `pre_review` call itself inside those gates: {len(measured)} calls, p50 {ms(measured):.2f} ms, "
+        f"- the ranking (`rank`, the pre-review's work) inside those gates: {len(measured)} calls, "
+        f"p50 {ms(measured):.2f} ms, "
         f"p90 {ms(measured, 90):.2f} ms, max {max(measured) * 1000:.2f} ms",
         f"- the gate without it over the gate's-shape floor: {ms(without.latencies) - ms(shape.latencies):+.1f} ms p50",
     ]

@@ -121,3 +121,45 @@ async def test_a_gate_shows_and_returns_its_pre_review(harness):
     )
     second = await asyncio.wait_for(again.result(), 30)
     assert [it.text for it in second.prereview] == [it.text for it in result.prereview]
+
+
+def test_the_answer_reads_further_down_the_ranking_than_the_pre_review_shows():
+    from vicar.models import AnsweredBy, ChunkSummary, GateRequest, RetrievalContext
+    from vicar.proxy.offline import OfflinePredictor
+    from vicar.proxy.prereview import DEFAULT_K
+
+    said = [
+        "Where is the rollback step for this migration?",
+        "The error path of the lock is never checked.",
+        "Please add a test for the empty orders table.",
+        "Document why the column is nullable in the changelog.",
+        "This races with the nightly vacuum job.",
+        "Split the index build into its own patch.",
+        "Which firmware version needs the workaround?",
+    ]
+    chunks = [
+        ChunkSummary(
+            chunk_id=f"c{i}",
+            gate_id=f"g{i}",
+            state="PLAN_ASSERT",
+            task_type="db-migration",
+            outcome="correct",
+            answered_by=AnsweredBy.human,
+            human_response=text,
+            created_n=i,
+            activation=0.5,
+            similarity=0.9,
+            score=0.9,
+        )
+        for i, text in enumerate(said, 1)
+    ]
+    req = GateRequest(
+        principal="alice", gate_id="g-new", state="PLAN_ASSERT", task_type="db-migration", question="Approve?"
+    )
+    ctx = RetrievalContext(principal="alice", n=10, phase="posterior", chunks=chunks)
+    offline = OfflinePredictor()
+    post = offline.posterior(req, ctx, ARTIFACT, offline.prior(req, ctx))
+    assert post.action is Action.correct
+    assert len(post.prereview) == DEFAULT_K  # what the gate shows
+    answer = post.prose.split("\n\n")
+    assert answer[:DEFAULT_K] == [it.text for it in post.prereview] and set(answer) == set(said)

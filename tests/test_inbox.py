@@ -292,3 +292,45 @@ async def test_a_gate_that_is_not_one_is_a_page_saying_so(world):
         response = await page.goto(f"{w.base}{path}")
         assert response.status == status and said in await page.locator("p.error").inner_text()
     await ctx.close()
+
+
+async def test_ask_the_agents_then_reject_with_words(world):
+    w = world
+    gate = await start_gate(
+        w.h.client, w.h.request(w.p, escalation_mode="always", artifact="Drop the legacy table."), w.h.task_queue
+    )
+    await wait_escalated(w.h.client, gate.id)
+    ctx, page = await signed_in(w, "alice")
+    await page.goto(f"{w.base}/gates/{gate.id}")
+    await page.locator("#ask").fill("Is there a backup?")
+    await page.get_by_role("button", name="Ask").click()
+    await page.wait_for_url(f"{w.base}/gates/{gate.id}")
+    assert "Is there a backup?" in await page.locator("ul.dialog").inner_text()
+    d = await wait_escalated(w.h.client, gate.id)  # asked, and waiting again
+    assert any(t.text == "Is there a backup?" and t.responder == "alice" for t in d.dialog)
+    await page.reload()
+    await page.locator("#words").fill("Not without a backup.")
+    await page.get_by_role("button", name="Reject").click()
+    await page.wait_for_url(f"{w.base}/answer")
+    result = await w.h.client.get_workflow_handle(gate.id).result()
+    assert (result["action"], result["text"], result["responder"]) == ("reject", "Not without a backup.", "alice")
+    await ctx.close()
+
+
+async def test_pause_and_resume_the_proxy_from_the_rules_page(world):
+    from vicar.client import get_control
+
+    w = world
+    ctx, page = await signed_in(w, "alice")
+    await page.get_by_role("link", name="Rules").click()
+    section = page.locator("section.control", has_text=w.p)
+    await section.get_by_role("button", name="Pause the proxy").click()
+    await page.wait_for_url(f"{w.base}/rules")
+    assert "PAUSED" in await section.inner_text()
+    control = await get_control(w.h.client, w.p)
+    assert control.pauses and control.pauses[0].by == "alice"
+    await section.get_by_role("button", name="Resume the proxy").click()
+    await page.wait_for_url(f"{w.base}/rules")
+    assert "PAUSED" not in await section.inner_text()
+    assert not (await get_control(w.h.client, w.p)).pauses
+    await ctx.close()

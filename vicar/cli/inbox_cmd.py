@@ -29,7 +29,7 @@ app.add_typer(inbox_app, name="inbox")
 def inbox(
     ctx: typer.Context,
     host: str = typer.Option(DEFAULT_HOST, "--host", help="Address to listen on (loopback: put TLS in front)."),
-    port: int = typer.Option(DEFAULT_PORT, "--port", min=1, max=65535),
+    port: int = typer.Option(DEFAULT_PORT, "--port", min=1, max=65535, help="Port to listen on."),
     secure_cookies: bool = typer.Option(
         False, "--secure-cookies", help="Send the session cookie over HTTPS only (behind a TLS reverse proxy)."
     ),

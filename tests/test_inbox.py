@@ -187,6 +187,7 @@ async def test_sign_in_read_the_gate_and_approve_it(world):
     assert "approve" in await page.locator("ul.results").inner_text()
     result = await w.h.client.get_workflow_handle(w.waiting).result()
     assert (result["action"], result["answered_by"], result["responder"]) == ("approve", "human", "alice")
+    assert result["responder_identity"] == "alice"  # the inbox answers with the account's Temporal identity
     await ctx.close()
 
 
@@ -224,6 +225,7 @@ async def test_mark_an_answer_the_proxy_gave_alone_wrong(world):
     records = [r async for pg in audit_pages(w.h.client, w.p, task_queue=w.h.task_queue) for r in pg.records]
     (reviewed,) = [r for r in records if r.workflow_id == w.alone]
     assert reviewed.review is not None and (reviewed.review.verdict, reviewed.review.reviewer) == ("wrong", "alice")
+    assert reviewed.review.identity == "alice"
     await page.get_by_role("link", name="Health").click()
     assert await page.locator("svg.chart").count() >= 1  # autonomy and its bound per context
     await screenshot(page, "inbox-health.png")

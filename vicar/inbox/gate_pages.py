@@ -14,6 +14,7 @@ from vicar.inbox.gate_data import load_gate
 from vicar.inbox.web import (
     check_workflow_id,
     checked_form,
+    client_as,
     inbox,
     one,
     redirect,
@@ -115,13 +116,12 @@ async def _answer_one(request: Request, wid: str, ans: HumanAnswer) -> str:
     from vicar.workflows import search_attributes as sa
 
     acct = signed_in(request)
-    client = inbox(request).client
-    _, desc = await find_gate(client, wid)
+    _, desc = await find_gate(inbox(request).client, wid)
     principal = desc.typed_search_attributes.get(sa.PRINCIPAL) or "?"
     why_not = refusal(request, acct, principal)
     if why_not:
         raise PermissionError(why_not)
-    return await answer_gate(client, wid, ans)
+    return await answer_gate(await client_as(inbox(request), acct.name), wid, ans)
 
 
 async def answer(request: Request) -> Response:

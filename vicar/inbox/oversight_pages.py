@@ -15,7 +15,7 @@ from vicar.audit_models import AuditRecord
 from vicar.errors import InvalidInput, NotFound
 from vicar.inbox.accounts import Account
 from vicar.inbox.render import Point, chart
-from vicar.inbox.web import check_workflow_id, checked_form, inbox, one, redirect, refusal, render, signed_in
+from vicar.inbox.web import check_workflow_id, checked_form, client_as, inbox, one, redirect, refusal, render, signed_in
 from vicar.models import check_principal
 
 FEED_DAYS = 30  # the feed and the chart read this much of the audit trail
@@ -93,7 +93,7 @@ async def review(request: Request) -> Response:
         return render(request, "error.html", status=403, message=why_not)
     note = one(form, "note").strip()[:2000]
     await review_gate(
-        inbox(request).client,
+        await client_as(inbox(request), acct.name),
         wid,
         verdict,
         acct.name,
@@ -135,7 +135,8 @@ async def control(request: Request) -> Response:
         raise InvalidInput(f"unknown change {op[:40]!r}")
     settings = inbox(request).settings
     config = BrainConfig(shard_count=settings.shard_count, shard_wait_seconds=settings.shard_wait_seconds)
-    await change_control(inbox(request).client, principal, change, task_queue=settings.task_queue, config=config)
+    client = await client_as(inbox(request), acct.name)
+    await change_control(client, principal, change, task_queue=settings.task_queue, config=config)
     return redirect("/rules")
 
 

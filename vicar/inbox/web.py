@@ -33,6 +33,7 @@ STATUS = {NotFound: 404, InvalidInput: 400, Conflict: 409, NotReviewable: 409, N
 class Inbox:
     settings: Settings
     client: Any = None  # temporalio Client, connected at startup unless given
+    clients: dict[str, Any] = field(default_factory=dict)  # per account: client_as
     templates: Environment = field(
         default_factory=lambda: Environment(
             loader=FileSystemLoader(HERE / "templates"),
@@ -41,6 +42,24 @@ class Inbox:
             lstrip_blocks=True,
         )
     )
+
+
+async def client_as(state: Inbox, name: str) -> Any:
+    """A client whose Temporal identity is the account's name: the gate records it beside
+    the responder, and a worker with VICAR_REQUIRE_IDENTITY_MATCH=1 requires the two to
+    agree (docs/identity.md). One connection per account, made on its first answer."""
+    import dataclasses
+
+    from temporalio.client import Client
+    from temporalio.service import ServiceClient
+
+    if name not in state.clients:
+        base = state.client
+        config = dataclasses.replace(base.service_client.config, identity=name)
+        state.clients[name] = Client(
+            await ServiceClient.connect(config), namespace=base.namespace, data_converter=base.data_converter
+        )
+    return state.clients[name]
 
 
 def inbox(request: Request) -> Inbox:

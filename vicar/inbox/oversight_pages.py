@@ -22,8 +22,6 @@ FEED_DAYS = 30  # the feed and the chart read this much of the audit trail
 FEED_MOST = 200
 CACHE_SECONDS = 15.0  # an audit page is a workflow: the feed and the chart share one read
 
-_trail: dict[str, tuple[float, list[AuditRecord]]] = {}
-
 
 async def principals_of(request: Request, acct: Account) -> list[str]:
     """The principals this person answers for: the account's, else every one with a
@@ -41,7 +39,8 @@ async def trail(request: Request, principal: str) -> list[AuditRecord]:
     """The principal's records of the last FEED_DAYS, oldest first (cached briefly)."""
     from vicar.audit_client import audit_pages
 
-    cached = _trail.get(principal)
+    cache = inbox(request).trails
+    cached = cache.get(principal)
     if cached and time.monotonic() - cached[0] < CACHE_SECONDS:
         return cached[1]
     since = datetime.now(UTC) - timedelta(days=FEED_DAYS)
@@ -53,7 +52,7 @@ async def trail(request: Request, principal: str) -> list[AuditRecord]:
             records.extend(page.records)
     except NotFound:
         pass  # no memory yet: nothing answered
-    _trail[principal] = (time.monotonic(), records)
+    cache[principal] = (time.monotonic(), records)
     return records
 
 
@@ -101,7 +100,7 @@ async def review(request: Request) -> Response:
         principal=principal,
         task_queue=inbox(request).settings.task_queue,
     )
-    _trail.pop(principal, None)
+    inbox(request).trails.pop(principal, None)
     return redirect("/feed")
 
 

@@ -34,6 +34,7 @@ class Inbox:
     settings: Settings
     client: Any = None  # temporalio Client, connected at startup unless given
     clients: dict[str, Any] = field(default_factory=dict)  # per account: client_as
+    trails: dict[str, tuple[float, list]] = field(default_factory=dict)  # per principal: oversight_pages.trail
     templates: Environment = field(
         default_factory=lambda: Environment(
             loader=FileSystemLoader(HERE / "templates"),

@@ -79,3 +79,9 @@ def test_the_session_key_is_made_once(data_dir):
     create_app(Settings(data_dir=data_dir), client=object())
     assert (inbox_dir(data_dir) / SECRET_FILE).read_text() == first and len(first.strip()) >= 32
     assert os.stat(inbox_dir(data_dir)).st_mode & 0o077 == 0
+
+
+def test_serving_with_temporal_unreachable_is_one_line(data_dir):
+    result = CliRunner().invoke(app, ["inbox", "--port", "1"], env={"TEMPORAL_ADDRESS": "127.0.0.1:1"})
+    assert result.exit_code == 4, result.output
+    assert result.output.startswith("error: cannot reach Temporal") and "Traceback" not in result.output

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from typing import Optional
 
 import typer
 
-from vicar.cli.base import app, console, err, friendly
+from vicar.cli.base import app, console, err, friendly, open_client
 from vicar.config import Settings
 from vicar.display import text
 
@@ -43,12 +44,19 @@ def inbox(
     from vicar.inbox.app import create_app
 
     settings = Settings.from_env()
+    # Reached once here, so an unreachable server is one line and exit 4, not a startup
+    # traceback from the server's event loop (which connects again: a client belongs to it).
+    asyncio.run(_reachable(settings))
     web = create_app(settings, secure_cookies=secure_cookies)
     if not list_users(settings.data_dir):
         err.print(text("no inbox account yet: add one with `vicar inbox user add NAME`"))
     err.print(text(f"Vicar inbox on http://{host}:{port}/ (Ctrl-C stops it)"))
     # The access log names paths only; sign-in tokens travel in a POST body or a URL fragment.
     uvicorn.run(web, host=host, port=port, log_level="warning", proxy_headers=True)
+
+
+async def _reachable(settings: Settings) -> None:
+    await open_client(settings)
 
 
 @user_app.command("add")

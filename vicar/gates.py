@@ -186,6 +186,28 @@ async def answer_gate(client: Client, gate_id: str, answer: HumanAnswer, timeout
         raise
 
 
+# Answers in flight at once in a batch: a person's twenty gates go in about the time of a
+# few, without a thousand updates at once on the server.
+ANSWER_PARALLEL = 8
+
+
+async def answer_gates(
+    client: Client, gate_ids: list[str], answer: HumanAnswer, timeout: float = ANSWER_TIMEOUT
+) -> list[str | Exception]:
+    """The same answer to several gates over one client, each through `answer_gate` (the
+    validated update); per gate, in order, the gate's reply or the error it raised."""
+    slots = asyncio.Semaphore(ANSWER_PARALLEL)
+
+    async def one(gate_id: str) -> str | Exception:
+        async with slots:
+            try:
+                return await answer_gate(client, gate_id, answer, timeout)
+            except Exception as exc:  # noqa: BLE001  (reported for this gate; the others go on)
+                return exc
+
+    return list(await asyncio.gather(*(one(g) for g in gate_ids)))
+
+
 async def _describe(handle: WorkflowHandle, gate_id: str) -> WorkflowExecutionDescription:
     try:
         return await handle.describe()

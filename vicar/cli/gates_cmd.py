@@ -11,9 +11,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.table import Table
 
-from vicar import contracts as c
 from vicar.cli.base import OUTPUT, Output, app, console, err, friendly, gate_app, open_client
 from vicar.config import ANSWER_TIMEOUT, Settings
 from vicar.display import text
@@ -177,6 +175,30 @@ async def _gate_result(settings: Settings, gate_id: str, timeout: float) -> None
     sys.stdout.write(result.model_dump_json(indent=2) + "\n")
 
 
+@gate_app.command("show")
+@friendly
+def gate_show(
+    gate_id: str = typer.Argument(..., help="The gate id, or the workflow id the gate was started under."),
+    output: Output = OUTPUT,
+) -> None:
+    """Everything about one gate, waiting or finished: the question, the artifact (the
+    text and excerpts of its files), the actor's message and agent, the deadline, the
+    proxy's guess and words, why it escalated, the person's own past words it drew on, the
+    dialog, and the result. Exit 3 if there is no such gate."""
+    asyncio.run(_gate_show(Settings.from_env(), gate_id, output))
+
+
+async def _gate_show(settings: Settings, gate_id: str, output: Output) -> None:
+    from vicar.cli.gate_render import gate_page
+    from vicar.gate_view import gate_view
+
+    view = await gate_view(await open_client(settings), gate_id)
+    if output is Output.json:
+        sys.stdout.write(view.model_dump_json(indent=2) + "\n")
+        return
+    console.print(gate_page(view))
+
+
 @app.command()
 @friendly
 def ask(
@@ -258,17 +280,10 @@ def escalations(
     principal: Optional[str] = typer.Option(None, help="Only this principal's gates."),
     output: Output = OUTPUT,
 ) -> None:
-    """List the gates waiting for a human, oldest first, with how long each has waited,
-    the question and the proxy's guess. Reads Temporal's visibility: no worker needed."""
+    """List the gates waiting for a human, oldest first, with how long each has waited
+    and its deadline, the question, the artifact's first line and its agent, and the
+    proxy's guess. Reads Temporal's visibility: no worker needed."""
     asyncio.run(_escalations(principal, output))
-
-
-def _waited(since: datetime | None, now: datetime) -> str:
-    if since is None:
-        return "?"
-    seconds = max(int((now - since).total_seconds()), 0)
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
 async def _escalations(principal: str | None, output: Output) -> None:
@@ -290,41 +305,17 @@ async def _escalations(principal: str | None, output: Output) -> None:
     if not waiting:
         console.print("No gate is waiting for a human.")
         return
-    table = Table(title="Waiting for a human")
-    for col in ("gate", "principal", "waited", "state", "task type", "question", "proxy guess", "confidence", "guard"):
-        # Ids are what a person copies into `vicar answer`: folded, never cut.
-        table.add_column(col, overflow="fold", min_width=len(col) if col not in ("gate", "principal") else None)
-    for d in waiting:
-        guess = f"{d.proxy_action.value}: {d.proxy_text}" if d.proxy_action else d.proxy_text
-        if d.dialog:
-            guess += "\n" + "\n".join(
-                f"{t.speaker}{f' ({t.responder})' if t.responder else ''}: {t.text}" for t in d.dialog
-            )
-        guard = d.calibration_guard + (f" ({d.calibration_note})" if d.calibration_note else "")
-        gate = d.gate_id if d.workflow_id in ("", c.gate_workflow_id(d.gate_id)) else d.workflow_id
-        table.add_row(
-            *map(
-                text,
-                (
-                    gate,
-                    d.principal,
-                    _waited(d.escalated_at, now),
-                    d.state.value,
-                    d.task_type,
-                    d.question,
-                    guess,
-                    f"{d.proxy_confidence:.2f}" if d.proxy_confidence is not None else "",
-                    guard,
-                ),
-            )
-        )
-    console.print(table)
+    from vicar.cli.gate_render import escalations_table
+
+    console.print(escalations_table(waiting, now))
 
 
 @app.command()
 @friendly
 def answer(
-    gate_id: str = typer.Argument(...),
+    gate_id: str = typer.Argument(
+        ..., help="The gate id, or several separated by commas (g-1,g-2,g-3): each gets the same answer."
+    ),
     action: str = typer.Argument(
         ..., help="approve | correct | reject | hold | withdraw, or dialog to ask the agents first"
     ),
@@ -335,9 +326,12 @@ def answer(
         show_default="$VICAR_RESPONDER, else your OS user name",
         help="Who answers: recorded with the answer and checked against the principal's allow-list.",
     ),
-    timeout: float = typer.Option(ANSWER_TIMEOUT, min=0.1, help="Seconds the gate has to take the answer."),
+    timeout: float = typer.Option(ANSWER_TIMEOUT, min=0.1, help="Seconds each gate has to take the answer."),
+    output: Output = OUTPUT,
 ) -> None:
-    """Answer an escalated gate as the human."""
+    """Answer escalated gates as the human. Several gates (ids separated by commas) are
+    answered over one connection, each through the same validated update, with one line
+    (or JSON row) per gate; the exit code is the first refused gate's, 0 if all took it."""
     if responder is None:
         import getpass
 
@@ -345,15 +339,35 @@ def answer(
             responder = getpass.getuser()
         except (OSError, KeyError):  # no login name in the environment or the user database
             raise InvalidInput("cannot tell who is answering: give --responder or set VICAR_RESPONDER") from None
+    ids = list(dict.fromkeys(g.strip() for g in gate_id.split(",")))
+    if not all(ids):
+        raise InvalidInput(f"an empty gate id in {gate_id!r}: separate gate ids with single commas")
     ans = HumanAnswer(action=action, text=text, responder=responder)
     settings = Settings.from_env()
     settings.check_texts(answer_text=ans.text)
-    asyncio.run(_answer(settings, gate_id, ans, timeout))
+    asyncio.run(_answer(settings, ids, ans, timeout, output))
 
 
-async def _answer(settings: Settings, gate_id: str, ans: HumanAnswer, timeout: float) -> None:
-    from vicar.gates import answer_gate, check_action
+async def _answer(settings: Settings, ids: list[str], ans: HumanAnswer, timeout: float, output: Output) -> None:
+    from vicar.cli.base import explain
+    from vicar.gates import answer_gate, answer_gates, check_action
 
     check_action(ans.action)  # before connecting: a typo is reported even with no server
     client = await open_client(settings)
-    console.print(text(await answer_gate(client, gate_id, ans, timeout)))
+    if len(ids) == 1 and output is Output.table:
+        console.print(text(await answer_gate(client, ids[0], ans, timeout)))  # an error: one line, its code
+        return
+    rows = []
+    for gate, outcome in zip(ids, await answer_gates(client, ids, ans, timeout)):
+        message, code = (outcome, 0) if isinstance(outcome, str) else explain(outcome)
+        rows.append({"gate_id": gate, "ok": code == 0, "message": message, "exit_code": code})
+    if output is Output.json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+    else:
+        for r in rows:
+            console.print(
+                text(f"{r['gate_id']}: {r['message'] if r['ok'] else 'error: ' + r['message']}", one_line=True)
+            )
+    failed = [r["exit_code"] for r in rows if not r["ok"]]
+    if failed:
+        raise typer.Exit(failed[0])

@@ -6,12 +6,15 @@ the one that may read them."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from vicar import contracts as c
 from vicar.artifacts import ArtifactRefused, read_artifact_file
+from vicar.chat_message import slack_message
 from vicar.config import Settings
 from vicar.gate_view_models import ArtifactFile, ExcerptInput
 
@@ -58,11 +61,15 @@ class NotifyActivities:
         url = self.settings.webhook_url
         if not url:
             return False
+        if self.settings.webhook_kind == "slack":
+            body = json.dumps(slack_message(notice, self.settings.inbox_url))
+        else:
+            body = notice.model_dump_json()
         try:
             async with httpx.AsyncClient(timeout=WEBHOOK_TIMEOUT_SECONDS) as http:
                 reply = await http.post(
                     url,
-                    content=notice.model_dump_json(),
+                    content=body,
                     headers={"Content-Type": "application/json", "Idempotency-Key": notice.event_id},
                 )
         except httpx.HTTPError as exc:

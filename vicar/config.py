@@ -260,6 +260,19 @@ def webhook_from_env() -> str | None:
     return raw
 
 
+def inbox_url_from_env() -> str | None:
+    """VICAR_INBOX_URL: an http(s) URL with a host, without its trailing slash."""
+    from urllib.parse import urlsplit
+
+    raw = env.text("VICAR_INBOX_URL")
+    if not raw:
+        return None
+    parts = urlsplit(raw)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidInput(f"VICAR_INBOX_URL must be an http(s) URL with a host, not {raw!r}")
+    return raw.rstrip("/")
+
+
 class LLMEnv(BaseModel):
     """The LLM predictor's models ("": the provider's default) and request timeout."""
 
@@ -340,6 +353,8 @@ class Settings(BaseModel):
     gate_deadline_seconds: float = DEFAULT_GATE_DEADLINE_SECONDS
     # Escalations and deadlines are POSTed here as JSON (None: nobody is told).
     webhook_url: str | None = None
+    webhook_kind: Literal["vicar", "slack"] = "vicar"  # the Notice JSON, or a chat message
+    inbox_url: str | None = None  # where a chat message links a gate's page (None: no link)
     ops: OpsParams = Field(default_factory=OpsParams)
     # VICAR_REQUIRE_IDENTITY_MATCH: refuse a human answer whose Temporal client identity
     # is not its responder's name (docs/identity.md says when that identity is trusted).
@@ -412,6 +427,11 @@ class Settings(BaseModel):
         settings.shards = env.raw("VICAR_SHARDS") or "all"
         settings.ops = ops_from_env()
         settings.webhook_url = webhook_from_env()
+        kind = env.text("VICAR_WEBHOOK_KIND").lower() or "vicar"
+        if kind not in ("vicar", "slack"):
+            raise InvalidInput(f"VICAR_WEBHOOK_KIND must be vicar or slack, not {kind!r}")
+        settings.webhook_kind = "slack" if kind == "slack" else "vicar"
+        settings.inbox_url = inbox_url_from_env()
         match = env.text("VICAR_REQUIRE_IDENTITY_MATCH").lower()
         if match not in ("", "0", "1", "false", "true", "no", "yes"):
             raise InvalidInput(f"VICAR_REQUIRE_IDENTITY_MATCH must be 1 or 0, not {match!r}")

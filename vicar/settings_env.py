@@ -247,6 +247,22 @@ VARS: tuple[Var, ...] = (
         secret=True,
     ),
     Var(
+        "VICAR_WEBHOOK_KIND",
+        GATES,
+        "what the webhook receives: `vicar` (the Notice JSON, [orchestrator.md](orchestrator.md)) or "
+        "`slack` (a chat message, `{text, blocks}`, as Slack's and most chat tools' incoming webhooks take it)",
+        "vicar or slack",
+        "webhook_kind",
+    ),
+    Var(
+        "VICAR_INBOX_URL",
+        GATES,
+        "the inbox's address as reviewers reach it (e.g. `http://127.0.0.1:8765`): chat messages link "
+        "each gate's page, `<url>/gates/<workflow id>` ([gate-show.md](gate-show.md))",
+        "an http(s) URL with a host",
+        "inbox_url",
+    ),
+    Var(
         "VICAR_REQUIRE_IDENTITY_MATCH",
         GATES,
         "refuse a human answer whose Temporal client identity is not its "

@@ -96,6 +96,10 @@ def test_demo_explains_itself_and_leaves_no_server(tmp_path):
     for _, guard, note in reasons:
         assert guard in GUARD_MEANING and note.strip(), (guard, note)
         assert f"\n  {guard}: {GUARD_MEANING[guard]}." in out
+    # For a few gates, the proxy's words in full and the pre-review behind them (issue 27 item 4).
+    words = out.split("the person's own past words behind them (pre-review):", 1)[1]
+    assert len(re.findall(r"^  At N \d+ the proxy said (approve|correct|reject|hold|withdraw): \S", words, re.M)) == 3
+    assert re.search(r"^    - .+ \((approve|correct|reject|hold)[^,]*, interaction \d+\)$", words, re.M), words
     # The rule's state at the end, in the very words `vicar health` uses right after.
     said = rule_lines(out)
     assert said and all(

@@ -401,6 +401,7 @@ def render_summary(summary: DemoSummary, console: Console, principal: str, ui_ur
         console.print(text("The guards that fired:", "bold"))
         for guard in dict.fromkeys(g for g, _ in reasons.values()):
             console.print(text(f"  {guard}: {GUARD_MEANING.get(guard, 'a guard this demo does not describe')}."))
+    render_words(summary, console)
     n = len(summary.results)
     console.print(
         f"[bold]{n} gates[/] in {summary.seconds:.1f} s: {summary.autonomous} decided by the proxy, "
@@ -412,3 +413,33 @@ def render_summary(summary: DemoSummary, console: Console, principal: str, ui_ur
     console.print(text(f"(`vicar health {principal}` states the rule the same way, with the approval trends.)"))
     if ui_url:
         console.print(text(f"Temporal UI: {ui_url}/namespaces/default/workflows"))
+
+
+WORDS_SHOWN = 3  # gates whose words and pre-review are printed in full
+ITEMS_SHOWN = 3
+
+
+def render_words(summary: DemoSummary, console: Console) -> None:
+    """For a few gates (those with a pre-review first, the latest of them), the proxy's
+    words in full and the person's own past sentences they were built from, each with
+    the gate it was said on and the answer it came with."""
+
+    def items(r: GateResult) -> list:
+        shown = summary.escalations.get(r.gate_id)
+        return r.prereview or (shown.prereview if shown is not None else [])
+
+    worded = [r for r in summary.results if proxy_words(r, summary.escalations.get(r.gate_id)) != "(no guess)"]
+    picked = sorted(worded, key=lambda r: (bool(items(r)), r.n), reverse=True)[:WORDS_SHOWN]
+    if not picked:
+        return
+    console.print(text("The proxy's words, and the person's own past words behind them (pre-review):", "bold"))
+    for r in sorted(picked, key=lambda r: r.n):
+        console.print(
+            text(f"  At N {r.n} the proxy said {clip(proxy_words(r, summary.escalations.get(r.gate_id)), 400)}")
+        )
+        found = items(r)
+        for item in found[:ITEMS_SHOWN]:
+            source = f"{item.action} on {item.gate_id or item.chunk_id}, interaction {item.n}"
+            console.print(text(f"    - {clip(item.text, 200)} ({source})"))
+        if not found:
+            console.print(text("    (no pre-review: nothing the person said before bears on this gate)"))

@@ -176,6 +176,14 @@ async def test_a_waiting_gate_shows_what_is_approved(harness, tmp_path):
     assert done["result"]["action"] == result.action.value == "approve" and done["result"]["responder"] == "bo"
     finished = await vicar(h, "gate", "show", req.gate_id)
     assert "approve" in finished.stdout and "bo" in finished.stdout
+    # The excerpts step (patch gate-artifact-excerpts) replays as it ran.
+    from temporalio.worker import Replayer
+
+    from vicar.workflows.gate import GateWorkflow
+
+    await Replayer(workflows=[GateWorkflow], data_converter=h.client.data_converter).replay_workflow(
+        await handle.fetch_history()
+    )
 
 
 async def test_several_gates_answered_in_one_command(harness):

@@ -357,17 +357,15 @@ async def _answer(settings: Settings, ids: list[str], ans: HumanAnswer, timeout:
     if len(ids) == 1 and output is Output.table:
         console.print(text(await answer_gate(client, ids[0], ans, timeout)))  # an error: one line, its code
         return
-    rows = []
+    rows: list[tuple[str, str, int]] = []  # gate, what it said, exit code
     for gate, outcome in zip(ids, await answer_gates(client, ids, ans, timeout)):
-        message, code = (outcome, 0) if isinstance(outcome, str) else explain(outcome)
-        rows.append({"gate_id": gate, "ok": code == 0, "message": message, "exit_code": code})
+        rows.append((gate, *((outcome, 0) if isinstance(outcome, str) else explain(outcome))))
     if output is Output.json:
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        keys = ("gate_id", "message", "exit_code")
+        sys.stdout.write(json.dumps([{**dict(zip(keys, r)), "ok": r[2] == 0} for r in rows], indent=2) + "\n")
     else:
-        for r in rows:
-            console.print(
-                text(f"{r['gate_id']}: {r['message'] if r['ok'] else 'error: ' + r['message']}", one_line=True)
-            )
-    failed = [r["exit_code"] for r in rows if not r["ok"]]
+        for gate, message, code in rows:
+            console.print(text(f"{gate}: {message if code == 0 else 'error: ' + message}", one_line=True))
+    failed = [code for _, _, code in rows if code]
     if failed:
         raise typer.Exit(failed[0])

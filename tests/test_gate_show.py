@@ -137,12 +137,14 @@ async def test_a_waiting_gate_shows_what_is_approved(harness, tmp_path):
     assert f.path == str(notes) and "drops the legacy users table" in f.excerpt and not f.truncated
     assert "docs build" in view.proxy_text and view.proxy_action == "correct"  # their own words, learned
     assert view.calibration_guard
+    # The evidence: the person's own past sentence, with the gate it was said on.
+    assert any("docs build" in i.text and i.action == "correct" and i.gate_id for i in view.prereview)
 
     shown = await vicar(h, "gate", "show", req.gate_id)
     assert shown.returncode == 0, shown.stderr
     for expected in (HOSTILE, req.actor_message, "writer-bot", "drops the legacy users table", "docs build"):
         assert expected in shown.stdout, expected
-    assert "deadline" in shown.stdout.lower()
+    assert "deadline" in shown.stdout.lower() and "Their own past words" in shown.stdout
     as_json = await vicar(h, "gate", "show", req.gate_id, "-o", "json")
     assert as_json.returncode == 0, as_json.stderr
     assert json.loads(as_json.stdout)["artifact_files"][0]["excerpt"] == f.excerpt
@@ -153,6 +155,7 @@ async def test_a_waiting_gate_shows_what_is_approved(harness, tmp_path):
     listed = await vicar(h, "escalations", "--principal", p, "-o", "json")
     [row] = json.loads(listed.stdout)
     assert row["artifact_excerpt"] == HOSTILE and row["upstream_agent"] == "writer-bot" and row["deadline"]
+    assert "docs build" in row["proxy_text"] and "docs build" in row["prereview"][0]["text"]
     table = await vicar(h, "escalations", "--principal", p)
     assert "DROP TABLE users" in table.stdout and "writer-bot" in table.stdout
 

@@ -73,7 +73,7 @@ def escalations_table(waiting: list[GateDetails], now: datetime) -> Table:
 
 
 def _section(title: str, body: RenderableType | str) -> Group:
-    return Group(Text(title, style="bold"), Padding(text(body) if isinstance(body, str) else body, (0, 0, 0, 2)))
+    return Group(text(title, style="bold"), Padding(text(body) if isinstance(body, str) else body, (0, 0, 0, 2)))
 
 
 def gate_page(v: GateView, now: datetime | None = None) -> Group:
@@ -91,7 +91,7 @@ def gate_page(v: GateView, now: datetime | None = None) -> Group:
     parts.append(text(" · ".join(facts)))
     when = [f"started {ago(v.started_at, now)} ago"]
     if v.escalated_at:
-        when.append(f"waiting since {ago(v.escalated_at, now)} ago")
+        when.append(f"escalated {ago(v.escalated_at, now)} ago")
     if v.deadline:
         when.append(f"deadline {v.deadline.isoformat(timespec='seconds')} ({due(v.deadline, now)})")
     parts.append(text(" · ".join(when)))

@@ -432,7 +432,7 @@ def review_workflow_id(review_id: str) -> str:
 # ARTIFACT_QUERY: a person reviewing from another machine cannot read the worker's files.
 # Gates before it kept none.
 ARTIFACT_EXCERPTS = "artifact_excerpts"
-ARTIFACT_QUERY = "artifact"
+ARTIFACT_QUERY = "artifact_files"
 QUERIES = QUERIES + (ARTIFACT_QUERY,)
 GATE_EXCERPTS = "gate-artifact-excerpts"
 PATCH_IDS = PATCH_IDS + (GATE_EXCERPTS,)

@@ -2,7 +2,8 @@
 Playwright) against the real Temporal test server and a real worker: sign in with the
 personal link, open a waiting gate, read its artifact and the proxy's words, approve
 it; approve three together; mark an answer the proxy gave alone wrong. Someone the
-allow-list does not name, and a form without its CSRF token, are refused.
+allow-list does not name, and a form without its CSRF token, are refused. Their rules
+and the pause switch; hostile text shown as text; oversized forms refused in one line.
 
 VICAR_SCREENSHOTS=1 rewrites docs/img/inbox-*.png from the same pages."""
 
@@ -10,150 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import socket
-import uuid
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
-
-import pytest
-import pytest_asyncio
+import subprocess
+import sys
 
 from vicar.gates import start_gate
 from vicar.models import GateStatus
-from vicar.responders import save_allowed
 
-from .conftest import LOOSE_AUTONOMY, VicarHarness, wait_escalated
-from .test_gate import run_answering
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-DOCS_IMG = Path(__file__).resolve().parents[1] / "docs" / "img"
-DIFF = """diff --git a/docs/install.md b/docs/install.md
---- a/docs/install.md
-+++ b/docs/install.md
-@@ -1,4 +1,4 @@
- # Install
--Run pip install vicar.
-+Run pip install vicar; also DROP TABLE users;
- Then start a worker.
-"""
-
-
-def _browser_or_skip() -> None:
-    if shutil.which(CHROMIUM) or os.path.exists(CHROMIUM):
-        return
-    if os.environ.get("CI"):
-        pytest.fail(f"CI needs Debian's Chromium at {CHROMIUM} (.ci/run installs it when root)")
-    pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install chromium")
-
-
-@dataclass
-class World:
-    h: VicarHarness
-    p: str
-    base: str
-    tokens: dict[str, str]
-    waiting: str = ""  # the gate opened and approved in the browser
-    batch: list[str] = field(default_factory=list)
-    alone: str = ""  # a gate the proxy answered alone
-    browser: Any = None  # playwright's Browser, launched by the fixture
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest_asyncio.fixture(scope="module")
-async def world(temporal_env, embedder, tmp_path_factory):
-    _browser_or_skip()
-    import uvicorn
-    from playwright.async_api import async_playwright
-
-    from vicar.config import CalibrationParams, Settings
-    from vicar.inbox.accounts import add_user
-    from vicar.inbox.app import create_app
-    from vicar.memory.principal import MemoryRegistry
-    from vicar.worker import build_worker
-
-    settings = Settings(
-        data_dir=tmp_path_factory.mktemp("inbox"), calibration=CalibrationParams(autonomy=LOOSE_AUTONOMY)
-    )
-    task_queue = f"tq-{uuid.uuid4().hex[:8]}"
-    registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
-    worker, _ = build_worker(temporal_env.client, settings, registry=registry, task_queue=task_queue)
-    settings = settings.model_copy(update={"task_queue": task_queue})
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings, temporal_env.client), host="127.0.0.1", port=port, log_level="warning")
-    )
-    async with worker, async_playwright() as pw:
-        h = VicarHarness(temporal_env.client, task_queue, registry, settings)
-        p = h.principal()
-        save_allowed(settings.principals_dir, p, ["alice"])
-        tokens = {name: add_user(settings.data_dir, name, [])[1] for name in ("alice", "bob")}
-        w = World(h, p, f"http://127.0.0.1:{port}", tokens)
-        # Alice's past answers on docs changes: what the proxy's words come from; then one
-        # the proxy answers alone (mode never), for the after-the-fact review.
-        for i in range(3):
-            req = h.request(p, task_type="docs", escalation_mode="always", artifact=f"Fix typo {i} in the guide.")
-            await run_answering(h, req, text="Docs-only, fine.")
-        req = h.request(p, task_type="docs", escalation_mode="never", artifact="Fix typo 9 in the guide.")
-        assert (await run_answering(h, req)).answered_by.value == "proxy"
-        w.alone = f"vicar-gate/{req.gate_id}"
-        req = h.request(
-            p,
-            task_type="docs",
-            escalation_mode="always",
-            question="Merge this docs-only change?",
-            artifact=DIFF,
-            actor_message="A one-line fix to the install guide.",
-            upstream_agent="docs-bot",
-        )
-        await start_gate(h.client, req, task_queue)
-        w.waiting = f"vicar-gate/{req.gate_id}"
-        for i in range(3):
-            r = h.request(p, task_type="db-migration", escalation_mode="always", artifact=f"ALTER TABLE t{i} ADD c;")
-            await start_gate(h.client, r, task_queue)
-            w.batch.append(f"vicar-gate/{r.gate_id}")
-        for wid in [w.waiting, *w.batch]:
-            await wait_escalated(h.client, wid)
-        serving = asyncio.ensure_future(server.serve())
-        while not server.started:
-            await asyncio.sleep(0.05)
-        w.browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield w
-        finally:
-            await w.browser.close()
-            server.should_exit = True
-            await serving
-    registry.close()
-
-
-async def signed_in(w: World, name: str, width: int = 1280):
-    ctx = await w.browser.new_context(viewport={"width": width, "height": 900})
-    page = await ctx.new_page()
-    await page.goto(f"{w.base}/signin#token={w.tokens[name]}")
-    await page.wait_for_url(f"{w.base}/")
-    return ctx, page
-
-
-async def screenshot(page, name: str) -> None:
-    if os.environ.get("VICAR_SCREENSHOTS") == "1":
-        DOCS_IMG.mkdir(exist_ok=True)
-        await page.screenshot(path=str(DOCS_IMG / name), full_page=True)
+from .conftest import wait_escalated
+from .inbox_world import screenshot, signed_in, world  # noqa: F401 (world: the module's fixture)
 
 
 async def test_sign_in_read_the_gate_and_approve_it(world):
@@ -336,3 +201,184 @@ async def test_pause_and_resume_the_proxy_from_the_rules_page(world):
     assert "PAUSED" not in await section.inner_text()
     assert not (await get_control(w.h.client, w.p)).pauses
     await ctx.close()
+
+
+async def test_a_rule_added_in_the_page_decides_the_next_gate_it_matches(world):
+    from vicar.client import get_control
+
+    w = world
+    ctx, page = await signed_in(w, "alice")
+    await page.goto(f"{w.base}/rules")
+    section = page.locator("section.control", has_text=w.p)
+    await section.get_by_text("Add a rule").click()
+    await section.get_by_label("Name").fill("no-table-drops")
+    await section.get_by_label("Then").select_option("reject")
+    await section.get_by_label("The answer's words").fill("Never drop a table from a docs change.")
+    await section.get_by_label("Regular expression").fill(r"(a)\1")  # a back-reference: RE2 refuses it
+    await section.get_by_role("button", name="Add the rule").click()
+    # One line on the page, beside what was typed; nothing added.
+    error = section.locator("p.error")
+    assert "regex" in await error.inner_text() and "\n" not in (await error.inner_text()).strip()
+    assert await section.get_by_label("Name").input_value() == "no-table-drops"
+    assert not (await get_control(w.h.client, w.p)).rules
+    await section.get_by_label("Regular expression").fill("")
+    await section.get_by_label("Task types").fill("docs")
+    await section.get_by_label("Words or phrases").fill("DROP TABLE")
+    await section.get_by_role("button", name="Add the rule").click()
+    await page.wait_for_url(f"{w.base}/rules")
+    assert "no-table-drops: reject when task type is docs" in await section.locator("ul.rules").inner_text()
+    (rule,) = (await get_control(w.h.client, w.p)).rules
+    assert (rule.author, rule.words, rule.task_types) == ("alice", ["DROP TABLE"], ["docs"])
+    # The proxy answers docs changes alone by now (escalation mode never); the rule wins.
+    req = w.h.request(w.p, task_type="docs", escalation_mode="never", artifact="Fix typo 10; also DROP TABLE users;")
+    gate = await start_gate(w.h.client, req, w.h.task_queue)
+    result = await w.h.client.get_workflow_handle(gate.id).result()
+    assert (result["action"], result["answered_by"], result["responder"]) == ("reject", "rule", "alice")
+    assert result["text"] == "Never drop a table from a docs change."
+    await section.get_by_role("button", name="remove rule no-table-drops").click()
+    await page.wait_for_url(f"{w.base}/rules")
+    assert not (await get_control(w.h.client, w.p)).rules
+    await ctx.close()
+
+
+async def test_pause_one_task_type_then_lift_that_pause(world):
+    from vicar.client import get_control
+
+    w = world
+    ctx, page = await signed_in(w, "alice")
+    await page.goto(f"{w.base}/rules")
+    section = page.locator("section.control", has_text=w.p)
+    await section.get_by_label("pause which task type").fill("docs")
+    await section.get_by_role("button", name="Pause the proxy").click()
+    await page.wait_for_url(f"{w.base}/rules")
+    assert "PAUSED for docs" in await section.inner_text()
+    (pause,) = (await get_control(w.h.client, w.p)).pauses
+    assert (pause.by, pause.state, pause.task_type) == ("alice", None, "docs")
+    # A docs gate the proxy would answer alone now asks; another task type does not.
+    docs = await start_gate(w.h.client, w.h.request(w.p, task_type="docs", escalation_mode="never"), w.h.task_queue)
+    assert (await wait_escalated(w.h.client, docs.id)).calibration_guard == "paused"
+    await section.get_by_role("button", name="lift the pause of docs").click()
+    await page.wait_for_url(f"{w.base}/rules")
+    assert not (await get_control(w.h.client, w.p)).pauses
+    await ctx.close()
+
+
+HOSTILE = '<script>alert("script")</script> "><img src=x onerror=alert("img")>'
+
+
+async def test_hostile_text_in_a_gate_is_shown_as_text(world):
+    w = world
+    req = w.h.request(
+        w.p,
+        escalation_mode="always",
+        question=f"Merge it? {HOSTILE}",
+        artifact=f"A change. {HOSTILE}",
+        actor_message=f"Trust me. {HOSTILE}",
+    )
+    gate = await start_gate(w.h.client, req, w.h.task_queue)
+    await wait_escalated(w.h.client, gate.id)
+    ctx, page = await signed_in(w, "alice")
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: dialogs.append(d.message) or asyncio.ensure_future(d.dismiss()))
+    await page.reload()
+    row = page.locator("li.gate", has=page.locator(f'input[value="{gate.id}"]'))
+    assert HOSTILE in await row.locator("a.q").inner_text()
+    await page.goto(f"{w.base}/gates/{gate.id}")
+    assert HOSTILE in await page.locator("h1.question").inner_text()
+    said = await page.locator("section.artifact").inner_text()
+    assert f"A change. {HOSTILE}" in said and f"Trust me. {HOSTILE}" in said
+    assert await page.locator("main img, main script").count() == 0  # nothing became markup
+    assert dialogs == []
+    await ctx.close()
+
+
+async def test_oversized_forms_are_refused_in_one_line(world):
+    w = world
+    gate = await start_gate(w.h.client, w.h.request(w.p, escalation_mode="always"), w.h.task_queue)
+    await wait_escalated(w.h.client, gate.id)
+    ctx, page = await signed_in(w, "alice")
+    csrf = await page.locator('input[name="csrf"]').first.get_attribute("value")
+    limit = w.h.settings.limits.answer_text
+    thousands = "&".join(f"workflow_id=vicar-gate/g{i}" for i in range(5000))
+    for path, body, status, said in (
+        ("/answer", {"workflow_id": gate.id, "action": "correct", "text": "x" * (limit + 1)}, 400, f"limit of {limit}"),
+        ("/batch/approve", thousands, 400, "at most 1,000 gates at once"),
+        ("/answer", {"workflow_id": gate.id, "action": "correct", "text": "x" * 600_000}, 413, "over 512 KB"),
+    ):
+        if isinstance(body, str):
+            sent = await ctx.request.post(
+                f"{w.base}{path}",
+                data=f"csrf={csrf}&{body}",
+                headers={"content-type": "application/x-www-form-urlencoded"},
+                max_redirects=0,
+            )
+        else:
+            sent = await ctx.request.post(f"{w.base}{path}", form={"csrf": csrf, **body}, max_redirects=0)
+        assert sent.status == status, (path, await sent.text())
+        await page.set_content(await sent.text())
+        (line,) = await page.locator("p.error").all_inner_texts()
+        assert said in line and "Traceback" not in await sent.text()
+    # A thousand ids that are no gate of hers cost one listing, not a thousand calls.
+    ids = "&".join(f"workflow_id=vicar-gate/nothing-{i}" for i in range(1000))
+    sent = await ctx.request.post(
+        f"{w.base}/batch/approve",
+        data=f"csrf={csrf}&{ids}",
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
+    await page.set_content(await sent.text())
+    assert "Answered 0 of 1000" in await page.locator("h1").inner_text()
+    assert await page.locator("ul.results li", has_text="not waiting for you").count() == 1000
+    assert (await wait_escalated(w.h.client, gate.id)).status is GateStatus.escalated
+    await ctx.close()
+
+
+async def test_vicar_inbox_on_a_busy_port_is_one_line_and_exit_5(world, tmp_path):
+    # Another process listens on the port.
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import socket, sys, time\ns = socket.create_server(('127.0.0.1', 0))\n"
+            "print(s.getsockname()[1], flush=True)\ntime.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        port = holder.stdout.readline().strip()
+        env = {
+            **os.environ,
+            "VICAR_DATA_DIR": str(tmp_path),
+            "TEMPORAL_ADDRESS": world.h.client.service_client.config.target_host,
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "vicar.cli", "inbox", "--port", port],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+    assert done.returncode == 5, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"error: port {port} on 127.0.0.1 is in use by another process: stop it or pass --port"
+    ]
+
+
+def test_every_template_escapes_what_it_shows(tmp_path):
+    import re
+
+    from vicar.config import Settings
+    from vicar.inbox.web import HERE, Inbox
+
+    env = Inbox(settings=Settings(data_dir=tmp_path)).templates
+    names = env.list_templates()
+    assert "gate.html" in names and all(env.autoescape(n) is True for n in names if n.endswith(".html"))
+    assert all(n.endswith(".html") for n in names)  # no template escapes by another rule
+    # The one value marked safe is the chart, built by vicar.inbox.render from numbers and dates.
+    unescaped = {
+        n: re.findall(r"\|\s*safe|autoescape\s+false|Markup", (HERE / "templates" / n).read_text()) for n in names
+    }
+    assert {n: hits for n, hits in unescaped.items() if hits} == {"health.html": ["|safe"]}

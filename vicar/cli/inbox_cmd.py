@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import ipaddress
 import json
+import socket
 import sys
 from typing import Optional
 
@@ -12,6 +15,7 @@ import typer
 from vicar.cli.base import app, console, err, friendly, open_client
 from vicar.config import Settings
 from vicar.display import text
+from vicar.errors import Conflict, InvalidInput
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -44,6 +48,9 @@ def inbox(
     from vicar.inbox.app import create_app
 
     settings = Settings.from_env()
+    # The port is taken before anything else, and handed to the server: a port in use is
+    # one line and exit 5 (as a busy data dir), not uvicorn's own error and exit 1.
+    sock = listen(host, port)
     # Reached once here, so an unreachable server is one line and exit 4, not a startup
     # traceback from the server's event loop (which connects again: a client belongs to it).
     asyncio.run(_reachable(settings))
@@ -51,8 +58,32 @@ def inbox(
     if not list_users(settings.data_dir):
         err.print(text("no inbox account yet: add one with `vicar inbox user add NAME`"))
     err.print(text(f"Vicar inbox on http://{host}:{port}/ (Ctrl-C stops it)"))
+    if not _loopback(host) and not secure_cookies:
+        err.print(text("warning: not on loopback: put TLS in front and pass --secure-cookies (docs/inbox.md)"))
     # The access log names paths only; sign-in tokens travel in a POST body or a URL fragment.
-    uvicorn.run(web, host=host, port=port, log_level="warning", proxy_headers=True)
+    config = uvicorn.Config(web, host=host, port=port, log_level="warning", proxy_headers=True)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port, or one line: Conflict (exit 5) when another
+    process holds the port, InvalidInput (exit 2) for a host or port this machine refuses."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+        return socket.create_server((host, port), family=family, backlog=2048)
+    except socket.gaierror as exc:
+        raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise Conflict(f"port {port} on {host} is in use by another process: stop it or pass --port") from None
+        raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 async def _reachable(settings: Settings) -> None:

@@ -6,12 +6,15 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from vicar.errors import InvalidInput, VicarError
+from vicar.errors import InvalidInput, VicarError, validation_summary
 from vicar.inbox.gate_data import load_gate
+from vicar.inbox.render import list_excerpt
 from vicar.inbox.web import (
+    MAX_BATCH,
     check_workflow_id,
     checked_form,
     client_as,
@@ -25,18 +28,11 @@ from vicar.inbox.web import (
 from vicar.models import GateDetails, HumanAnswer
 from vicar.vocabulary import CfAState
 
-MAX_BATCH = 1000
 BATCH_CONCURRENCY = 8  # answers in flight at once: each is one update, a round trip or two
 
 
-def _deadline(d: GateDetails) -> datetime | None:
-    # Gates that write their deadline in the escalation memo (issue 28) are sorted by it.
-    deadline = getattr(d, "deadline", None)
-    return deadline if isinstance(deadline, datetime) else None
-
-
 def _sort_key(d: GateDetails) -> tuple[float, float]:
-    deadline, since = _deadline(d), d.escalated_at
+    deadline, since = d.deadline, d.escalated_at
     far = datetime.max.replace(tzinfo=UTC).timestamp()
     return (deadline.timestamp() if deadline else far, since.timestamp() if since else 0.0)
 
@@ -78,17 +74,20 @@ async def waiting_list(request: Request) -> Response:
         and (not want["task_type"] or d.task_type == want["task_type"])
     ]
     now = datetime.now(UTC)
-    rows = [
-        dict(
-            d=d,
-            wid=d.workflow_id,
-            waited=waited(d.escalated_at, now),
-            deadline=_deadline(d),
-            excerpt=getattr(d, "artifact_excerpt", "") or "",
-            agent=getattr(d, "upstream_agent", None),
+    rows = []
+    for d in shown:
+        diff_path, excerpt = list_excerpt(d.artifact_excerpt or "")
+        rows.append(
+            dict(
+                d=d,
+                wid=d.workflow_id,
+                waited=waited(d.escalated_at, now),
+                deadline=d.deadline,
+                diff_path=diff_path,
+                excerpt=excerpt,
+                agent=d.upstream_agent,
+            )
         )
-        for d in shown
-    ]
     return render(
         request,
         "list.html",
@@ -128,12 +127,13 @@ async def answer(request: Request) -> Response:
     acct = signed_in(request)
     form = await checked_form(request)
     wid = check_workflow_id(one(form, "workflow_id"))
+    text = one(form, "text").strip()
+    inbox(request).settings.check_texts(answer_text=text)  # the limit named, with its setting
     # The responder is the signed-in account, never a name from the form.
     try:
-        ans = HumanAnswer(action=one(form, "action"), text=one(form, "text").strip(), responder=acct.name)
-    except ValueError as exc:
-        raise InvalidInput(f"invalid answer: {str(exc).splitlines()[-1][:200]}") from None
-    inbox(request).settings.check_texts(answer_text=ans.text)
+        ans = HumanAnswer(action=one(form, "action"), text=text, responder=acct.name)
+    except ValidationError as exc:
+        raise InvalidInput(f"invalid answer: {validation_summary(exc)[:300]}") from None
     try:
         reply = await _answer_one(request, wid, ans)
     except PermissionError as exc:
@@ -148,7 +148,7 @@ def _selected(form: dict[str, list[str]]) -> list[str]:
     if not wids:
         raise InvalidInput("no gate selected: tick the gates to approve")
     if len(wids) > MAX_BATCH:
-        raise InvalidInput(f"at most {MAX_BATCH} gates at once")
+        raise InvalidInput(f"at most {MAX_BATCH:,} gates at once")
     return [check_workflow_id(w) for w in wids]
 
 
@@ -168,9 +168,14 @@ async def batch_approve(request: Request) -> Response:
     wids = _selected(form)
     text = one(form, "text").strip()
     inbox(request).settings.check_texts(answer_text=text)
+    # One listing decides which ids are waiting gates this person may answer: an id that
+    # is not one costs no call to Temporal.
+    waiting = {d.workflow_id for d in await visible_gates(request)}
     limit = asyncio.Semaphore(BATCH_CONCURRENCY)
 
     async def go(wid: str) -> tuple[str, str, bool, str]:
+        if wid not in waiting:
+            return wid, "approve", False, "not waiting for you"
         async with limit:
             try:
                 ans = HumanAnswer(action="approve", text=text, responder=acct.name)

@@ -12,11 +12,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from vicar.audit_models import AuditRecord
-from vicar.errors import InvalidInput, NotFound
+from vicar.control_models import Effect
+from vicar.errors import Conflict, InvalidInput, NotFound
 from vicar.inbox.accounts import Account
 from vicar.inbox.render import Point, chart
+from vicar.inbox.rule_form import kept, rule_from_form, scope
 from vicar.inbox.web import check_workflow_id, checked_form, client_as, inbox, one, redirect, refusal, render, signed_in
 from vicar.models import check_principal
+from vicar.vocabulary import CfAState
 
 FEED_DAYS = 30  # the feed and the chart read this much of the audit trail
 FEED_MOST = 200
@@ -104,18 +107,30 @@ async def review(request: Request) -> Response:
     return redirect("/feed")
 
 
-async def rules(request: Request) -> Response:
+async def rules(request: Request, failed: dict | None = None) -> Response:
+    """`failed`: the principal whose add-rule form was refused, its one line and what was
+    typed (the page shown again with them, status 400)."""
     from vicar.cli.rules_cmd import describe
     from vicar.client import get_control
 
     acct = signed_in(request)
     names = await principals_of(request, acct)
     controls = [(p, await get_control(inbox(request).client, p)) for p in names]
-    return render(request, "rules.html", controls=controls, describe=describe)
+    return render(
+        request,
+        "rules.html",
+        status=400 if failed else 200,
+        controls=controls,
+        describe=describe,
+        failed=failed or {},
+        states=[s.value for s in CfAState],
+        effects=[e.value for e in Effect],
+    )
 
 
 async def control(request: Request) -> Response:
-    """Pause or resume a principal's proxy, or remove one of their rules."""
+    """Add or remove one of a principal's rules, pause their proxy (for everything, a
+    state, a task type or both) or lift a pause: the changes the CLI sends."""
     from vicar.brain_models import BrainConfig
     from vicar.client import change_control
 
@@ -127,15 +142,24 @@ async def control(request: Request) -> Response:
         return render(request, "error.html", status=403, message=why_not)
     op = one(form, "op")
     if op in ("pause", "resume"):
-        change = dict(op=op, by=acct.name)
+        change: dict = dict(op=op, by=acct.name, **scope(form))
     elif op == "remove_rule":
         change = dict(op=op, by=acct.name, name=one(form, "name"))
+    elif op == "add_rule":
+        change = dict(op=op, by=acct.name)
     else:
         raise InvalidInput(f"unknown change {op[:40]!r}")
     settings = inbox(request).settings
     config = BrainConfig(shard_count=settings.shard_count, shard_wait_seconds=settings.shard_wait_seconds)
     client = await client_as(inbox(request), acct.name)
-    await change_control(client, principal, change, task_queue=settings.task_queue, config=config)
+    try:
+        if op == "add_rule":
+            change["rule"] = rule_from_form(form, acct.name).model_dump(mode="json")
+        await change_control(client, principal, change, task_queue=settings.task_queue, config=config)
+    except (InvalidInput, Conflict) as exc:
+        if op != "add_rule":
+            raise
+        return await rules(request, failed=dict(principal=principal, message=str(exc), form=kept(form)))
     return redirect("/rules")
 
 

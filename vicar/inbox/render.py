@@ -3,12 +3,29 @@ and the health chart as inline SVG (no script, no image files)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from html import escape
 from typing import NamedTuple
 
 DIFF_MARKERS = ("diff --git ", "--- ", "+++ ", "@@ ")
+# A diff's headers as the gate's one-line excerpt holds them (its lines joined by blanks):
+# the changed file's path is worth showing, the rest of the header is not.
+FLAT_DIFF_HEAD = re.compile(
+    r"^diff --git a/(?P<path>\S+) b/\S+ ?"
+    r"(?:(?:new|deleted) file mode \d+ ?)?(?:index \S+(?: \d+)? ?)?"
+    r"(?:--- \S+ ?)?(?:\+\+\+ \S+ ?)?(?:@@ [^@]* @@ ?)?"
+)
+
+
+def list_excerpt(excerpt: str) -> tuple[str, str]:
+    """(the changed file's path, what follows the headers) for a diff's one-line
+    excerpt; ("", the excerpt) for anything else."""
+    m = FLAT_DIFF_HEAD.match(excerpt)
+    if not m:
+        return "", excerpt
+    return m.group("path"), excerpt[m.end() :].strip()
 
 
 def is_diff(text: str) -> bool:

@@ -13,7 +13,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
 from vicar.config import Settings
 from vicar.errors import Conflict, InvalidInput, NotFound, NotResponding, NotReviewable, VicarError
@@ -24,8 +24,11 @@ HERE = Path(__file__).parent
 # A gate's workflow id: "vicar-gate/" and a gate id (letters, digits and . _ : @ / -), or
 # an id another client chose with the same characters.
 WORKFLOW_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,254}")
-MAX_FORM_FIELDS = 1100  # a batch of up to 1,000 gates and a few more fields
-MAX_FIELD_BYTES = 64 * 1024  # an answer's words are bounded by the settings too
+MAX_BATCH = 1000  # gates approved together
+MAX_FORM_FIELDS = MAX_BATCH + 10  # the batch's ids and a few more fields
+# A form's whole body: 20,000 characters of words (the default answer limit) sent
+# percent-encoded take up to 12 bytes each; a batch of 1,000 ids takes under 300 KB.
+MAX_BODY_BYTES = 512 * 1024
 STATUS = {NotFound: 404, InvalidInput: 400, Conflict: 409, NotReviewable: 409, NotResponding: 503}
 
 
@@ -95,8 +98,20 @@ def signed_in(request: Request) -> Account:
 
 
 async def checked_form(request: Request) -> dict[str, list[str]]:
-    """The POSTed form, refused (403) without the session's CSRF token."""
-    form = await request.form(max_files=0, max_fields=MAX_FORM_FIELDS, max_part_size=MAX_FIELD_BYTES)
+    """The POSTed form, refused (403) without the session's CSRF token. Its size is
+    checked before a byte of it is read: a form declares its length (browsers always
+    do), at most MAX_BODY_BYTES, and the server reads no more than it declared."""
+    declared = request.headers.get("content-length", "")
+    if not declared.isdigit():
+        raise HTTPException(411, "a form must say its length (Content-Length)")
+    if int(declared) > MAX_BODY_BYTES:
+        raise HTTPException(413, f"the form is over {MAX_BODY_BYTES // 1024:,} KB: send fewer gates or shorter words")
+    try:
+        form = await request.form(max_files=0, max_fields=MAX_FORM_FIELDS, max_part_size=MAX_BODY_BYTES)
+    except HTTPException as exc:  # starlette's parser stops at the first field over its bounds
+        if "fields" in str(exc.detail):
+            raise InvalidInput(f"the form has too many fields: at most {MAX_BATCH:,} gates at once") from None
+        raise InvalidInput(f"the form is refused: {exc.detail}") from None
     sent = form.get("csrf")
     expected = request.session.get("csrf")
     if not isinstance(sent, str) or not isinstance(expected, str) or not hmac.compare_digest(sent, expected):
@@ -147,7 +162,7 @@ def error_page(request: Request, message: str, status: int) -> Response:
     try:
         return render(request, "error.html", status=status, message=message)
     except Exception:  # the error page itself failed (no session): plain text, still one line
-        return HTMLResponse(message, status_code=status)
+        return PlainTextResponse(message, status_code=status, headers=SECURITY_HEADERS)
 
 
 def vicar_error(request: Request, exc: Exception) -> Response:

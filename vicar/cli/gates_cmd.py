@@ -339,7 +339,7 @@ def answer(
             responder = getpass.getuser()
         except (OSError, KeyError):  # no login name in the environment or the user database
             raise InvalidInput("cannot tell who is answering: give --responder or set VICAR_RESPONDER") from None
-    ids = list(dict.fromkeys(g.strip() for g in gate_id.split(",")))
+    ids = list(dict.fromkeys(g.strip(" ") for g in gate_id.split(",")))  # an id is shown as given
     if not all(ids):
         raise InvalidInput(f"an empty gate id in {gate_id!r}: separate gate ids with single commas")
     ans = HumanAnswer(action=action, text=text, responder=responder)

@@ -164,6 +164,8 @@ async def test_a_waiting_gate_shows_what_is_approved(harness, tmp_path):
 
     ui = (await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)).current_details
     assert HOSTILE in ui and "writer-bot" in ui and "Deadline" in ui and "docs build" in ui
+    static = await (await handle.describe()).static_details()
+    assert HOSTILE in static and "writer-bot" in static and f"vicar gate show {req.gate_id}" in static
 
     # A 100-column terminal: the guard and the state are whole.
     screen = await asyncio.to_thread(vicar_in_terminal, h, 100, "escalations", "--principal", p)

@@ -23,6 +23,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from vicar import contracts as c
 from vicar.config import ANSWER_TIMEOUT, TASK_QUEUE
 from vicar.errors import Conflict, InvalidInput, NotFound, NotResponding
+from vicar.gate_view_models import excerpt_line
 from vicar.memory.text import clip
 from vicar.models import (
     CfAState,
@@ -83,10 +84,13 @@ def gate_summary(req: GateRequest) -> str:
 
 def gate_how_to_answer(req: GateRequest) -> str:
     actions = " | ".join(a.value for a in req.valid_actions)
+    artifact = f"**Artifact:** {excerpt_line(req.artifact_text)}\n\n" if req.artifact_text.strip() else ""
+    agent = f"**From agent:** {clip(req.upstream_agent, 200)}\n\n" if req.upstream_agent else ""
     return (
-        f"**Question:** {clip(req.question, 2000)}\n\n"
+        f"**Question:** {clip(req.question, 2000)}\n\n{artifact}{agent}"
         f'Answer with `vicar answer {req.gate_id} ACTION "text"` (ACTION: {actions}), '
-        f"or the `respond` update with a HumanAnswer. `vicar escalations` lists what waits."
+        f"or the `respond` update with a HumanAnswer. `vicar gate show {req.gate_id}` shows it all; "
+        "`vicar escalations` lists what waits."
     )
 
 

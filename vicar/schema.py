@@ -14,6 +14,7 @@ from vicar.audit_models import AuditRecord
 from vicar.config import TASK_QUEUE
 from vicar.control_models import Control, ControlChange
 from vicar.errors import INVALID_GATE_REQUEST
+from vicar.gate_view_models import ArtifactFile, GateView
 from vicar.models import GateDetails, GateRequest, GateResult, HumanAnswer
 from vicar.workflows import search_attributes as sa
 
@@ -27,6 +28,8 @@ PAYLOADS: dict[str, type[BaseModel]] = {
     "AuditRecord": AuditRecord,  # one line of `vicar audit export` (docs/audit.md)
     "ControlChange": ControlChange,  # a change to a principal's rules or pauses (docs/rules.md)
     "Control": Control,
+    "ArtifactFile": ArtifactFile,
+    "GateView": GateView,  # `vicar gate show -o json` (docs/gate-show.md)
 }
 
 
@@ -50,7 +53,10 @@ def interface() -> dict:
                 "note": "a bad answer is logged and ignored; use the respond update to get an error",
             }
         },
-        "queries": {c.DETAILS_QUERY: {"result": "GateDetails | null"}},
+        "queries": {
+            c.DETAILS_QUERY: {"result": "GateDetails | null"},
+            c.ARTIFACT_QUERY: {"result": "ArtifactFile[] (the worker's excerpts of the files, once escalated)"},
+        },
         "webhook": {
             "body": "Notice",
             "method": "POST (VICAR_WEBHOOK_URL), Content-Type application/json",

@@ -17,6 +17,7 @@ FLAT_DIFF_HEAD = re.compile(
     r"(?:(?:new|deleted) file mode \d+ ?)?(?:index \S+(?: \d+)? ?)?"
     r"(?:--- \S+ ?)?(?:\+\+\+ \S+ ?)?(?:@@ [^@]* @@ ?)?"
 )
+MEANINGFUL_CHARS = 40
 
 
 def list_excerpt(excerpt: str) -> tuple[str, str]:
@@ -25,7 +26,9 @@ def list_excerpt(excerpt: str) -> tuple[str, str]:
     m = FLAT_DIFF_HEAD.match(excerpt)
     if not m:
         return "", excerpt
-    return m.group("path"), excerpt[m.end() :].strip()
+    rest = excerpt[m.end() :].strip()
+    # The headers take most of the excerpt: a few characters cut off after them say nothing.
+    return m.group("path"), "" if rest.endswith("…") and len(rest) < MEANINGFUL_CHARS else rest
 
 
 def is_diff(text: str) -> bool:

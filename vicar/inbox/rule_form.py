@@ -41,7 +41,9 @@ def rule_from_form(form: dict[str, list[str]], author: str) -> Rule:
     try:
         return Rule.model_validate(data)
     except ValidationError as exc:
-        raise InvalidInput(f"rule not added: {validation_summary(exc)}") from None
+        # pydantic prefixes a validator's own message with its kind: the message is enough.
+        said = validation_summary(exc).replace("Value error, ", "")
+        raise InvalidInput(f"rule not added: {said}") from None
 
 
 def kept(form: dict[str, list[str]]) -> dict[str, object]:

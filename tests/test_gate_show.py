@@ -139,6 +139,7 @@ async def test_a_waiting_gate_shows_what_is_approved(harness, tmp_path):
     assert view.calibration_guard
     # The evidence: the person's own past sentence, with the gate it was said on.
     assert any("docs build" in i.text and i.action == "correct" and i.gate_id for i in view.prereview)
+    assert view.prereview_dates == {}  # the taught answers were stored directly: no gate of theirs to date them
 
     shown = await vicar(h, "gate", "show", req.gate_id)
     assert shown.returncode == 0, shown.stderr
@@ -173,7 +174,9 @@ async def test_a_waiting_gate_shows_what_is_approved(harness, tmp_path):
     assert view.calibration_guard in screen, screen
     assert max(len(line) for line in screen.splitlines()) <= 100
 
-    answered = await vicar(h, "answer", req.gate_id, "approve", "Fine.", "--responder", "bo")
+    answered = await vicar(
+        h, "answer", req.gate_id, "approve", "Fine, the release notes read well.", "--responder", "bo"
+    )
     assert answered.returncode == 0, answered.stderr
     result = await handle.result()
     done = json.loads((await vicar(h, "gate", "show", req.gate_id, "-o", "json")).stdout)
@@ -181,6 +184,15 @@ async def test_a_waiting_gate_shows_what_is_approved(harness, tmp_path):
     assert done["result"]["action"] == result.action.value == "approve" and done["result"]["responder"] == "bo"
     finished = await vicar(h, "gate", "show", req.gate_id)
     assert "approve" in finished.stdout and "bo" in finished.stdout
+    # The next gate's evidence includes bo's words on this one, dated by this gate's close.
+    nxt, nxt_handle = await _escalated_gate(
+        h, p, task_type="docs", state="WORK_ASSERT", artifact="Fix a typo in the README."
+    )
+    later = await (await get_gate(h.client, nxt.gate_id)).view()
+    [item] = [i for i in later.prereview if i.gate_id == req.gate_id]
+    assert "release notes read well" in item.text and item.action == "approve"
+    assert later.prereview_dates[req.gate_id] == (await handle.describe()).close_time
+    await nxt_handle.terminate(reason="test: done")
     # The excerpts step (patch gate-artifact-excerpts) replays as it ran.
     from temporalio.worker import Replayer
 

@@ -11,7 +11,7 @@ files sharing what is left."""
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
@@ -34,6 +34,19 @@ async def _query(handle: WorkflowHandle, name: str, result_type: type) -> tuple[
         return None, f"no worker answered ({exc.status.name.lower() if exc.status else 'error'})"
     except Exception as exc:  # noqa: BLE001  (WorkflowQueryFailedError and the like: shown, not raised)
         return None, f"the gate could not answer ({type(exc).__name__})"
+
+
+async def _dates(client: Client, gate_ids: list[str]) -> dict[str, datetime]:
+    """When each earlier gate closed (its answer), for those Temporal still keeps."""
+
+    async def closed(gate_id: str) -> datetime | None:
+        try:
+            return (await client.get_workflow_handle(c.gate_workflow_id(gate_id)).describe()).close_time
+        except RPCError:
+            return None  # past the namespace's retention, or started under another id
+
+    found = await asyncio.gather(*(closed(g) for g in gate_ids))
+    return {g: d for g, d in zip(gate_ids, found) if d is not None}
 
 
 def _files(files: list[ArtifactFile], budget: int) -> list[ArtifactFile]:
@@ -85,6 +98,8 @@ async def gate_view(client: Client, gate_id_or_workflow_id: str) -> GateView:
     if deadline is None and req and req.deadline_seconds and desc.start_time:
         deadline = desc.start_time + timedelta(seconds=req.deadline_seconds)
     src = details or result
+    prereview = details.prereview if details and details.prereview else (result.prereview if result else [])
+    dates = await _dates(client, list(dict.fromkeys(i.gate_id for i in prereview if i.gate_id)))
     return GateView(
         gate_id=req.gate_id if req else (src.gate_id if src else gate_id_or_workflow_id),
         workflow_id=handle.id,
@@ -117,7 +132,8 @@ async def gate_view(client: Client, gate_id_or_workflow_id: str) -> GateView:
         proxy_confidence=details.proxy_confidence if details else (result.confidence if result else None),
         calibration_guard=details.calibration_guard if details else (result.calibration_guard if result else ""),
         calibration_note=details.calibration_note if details else (result.calibration_note if result else ""),
-        prereview=(details.prereview if details and details.prereview else (result.prereview if result else [])),
+        prereview=prereview,
+        prereview_dates=dates,
         unsupported=(
             details.unsupported if details and details.unsupported else (result.unsupported if result else [])
         ),

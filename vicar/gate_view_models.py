@@ -64,6 +64,11 @@ class GateView(BaseModel):
     prereview: list[PreReviewItem] = Field(
         default_factory=list, description="The person's own past words on this lineage and similar work (evidence)."
     )
+    prereview_dates: dict[str, datetime] = Field(
+        default_factory=dict,
+        description="When each pre-review item's gate was answered (its workflow's close), by gate id, where "
+        "Temporal still keeps that gate.",
+    )
     unsupported: list[str] = Field(default_factory=list, description="Concerns the proxy raised that no item backs.")
     dialog: list[DialogTurn] = Field(default_factory=list)
     result: GateResult | None = None

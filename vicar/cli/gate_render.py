@@ -119,11 +119,14 @@ def gate_page(v: GateView, now: datetime | None = None) -> Group:
     if v.calibration_note:
         parts.append(_section("Why it escalated", v.calibration_note))
     if v.prereview:
-        rows = [
-            f"{i}. {item.text}\n   — {item.action} on gate {item.gate_id or item.chunk_id} (interaction {item.n})"
-            + (", this lineage" if item.lineage else "")
-            for i, item in enumerate(v.prereview, 1)
-        ]
+        rows = []
+        for i, item in enumerate(v.prereview, 1):
+            said = v.prereview_dates.get(item.gate_id)
+            when = f", {said.date().isoformat()}" if said else ""
+            rows.append(
+                f"{i}. {item.text}\n   — {item.action} on gate {item.gate_id or item.chunk_id}{when} "
+                f"(interaction {item.n})" + (", this lineage" if item.lineage else "")
+            )
         parts.append(_section("Their own past words (pre-review, the evidence)", "\n".join(rows)))
     if v.unsupported:
         parts.append(_section("Raised without support in their words", "\n".join(f"- {u}" for u in v.unsupported)))

@@ -122,9 +122,9 @@ def gate_page(v: GateView, now: datetime | None = None) -> Group:
         rows = []
         for i, item in enumerate(v.prereview, 1):
             said = v.prereview_dates.get(item.gate_id)
-            when = f", {said.date().isoformat()}" if said else ""
+            day = f", {said.date().isoformat()}" if said else ""
             rows.append(
-                f"{i}. {item.text}\n   — {item.action} on gate {item.gate_id or item.chunk_id}{when} "
+                f"{i}. {item.text}\n   — {item.action} on gate {item.gate_id or item.chunk_id}{day} "
                 f"(interaction {item.n})" + (", this lineage" if item.lineage else "")
             )
         parts.append(_section("Their own past words (pre-review, the evidence)", "\n".join(rows)))

@@ -256,13 +256,13 @@ async def test_a_gate_shows_from_its_memo_with_no_worker(temporal_env, embedder,
             await wait_escalated(temporal_env.client, req.gate_id)
     finally:
         registry.close()
-    view = await gate_view(temporal_env.client, req.gate_id)
+    view = await gate_view(temporal_env.client, req.gate_id, query_seconds=1)
     assert view.details_from == "memo" and view.status == GateStatus.escalated.value
     assert view.artifact_text == HOSTILE and view.upstream_agent == "writer-bot" and "no memory" in view.proxy_text
     await handle.terminate(reason="test: done")
 
     async def ended():
-        v = await gate_view(temporal_env.client, req.gate_id)
+        v = await gate_view(temporal_env.client, req.gate_id, query_seconds=1)
         return v if v.workflow_status == "terminated" else None
 
     assert (await wait_for(ended)).ended

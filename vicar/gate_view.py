@@ -26,10 +26,10 @@ from vicar.models import GateDetails, GateRequest, GateResult
 QUERY_SECONDS = 5.0
 
 
-async def _query(handle: WorkflowHandle, name: str, result_type: type) -> tuple[object | None, str]:
+async def _query(handle: WorkflowHandle, name: str, result_type: type, seconds: float) -> tuple[object | None, str]:
     """The query's answer, or None and why there is none."""
     try:
-        return await handle.query(name, result_type=result_type, rpc_timeout=timedelta(seconds=QUERY_SECONDS)), ""
+        return await handle.query(name, result_type=result_type, rpc_timeout=timedelta(seconds=seconds)), ""
     except RPCError as exc:
         return None, f"no worker answered ({exc.status.name.lower() if exc.status else 'error'})"
     except Exception as exc:  # noqa: BLE001  (WorkflowQueryFailedError and the like: shown, not raised)
@@ -59,13 +59,15 @@ def _files(files: list[ArtifactFile], budget: int) -> list[ArtifactFile]:
     return out
 
 
-async def gate_view(client: Client, gate_id_or_workflow_id: str) -> GateView:
-    """Everything one gate shows; NotFound (vicar.errors) if there is no such gate."""
+async def gate_view(client: Client, gate_id_or_workflow_id: str, query_seconds: float = QUERY_SECONDS) -> GateView:
+    """Everything one gate shows; NotFound (vicar.errors) if there is no such gate. A
+    worker that does not answer the gate's queries within `query_seconds` is skipped."""
     handle, desc = await find_gate(client, gate_id_or_workflow_id)
     running = desc.status == WorkflowExecutionStatus.RUNNING
     request_task = asyncio.ensure_future(started_with(handle))
     (details, why_details), (files, why_files) = await asyncio.gather(
-        _query(handle, c.DETAILS_QUERY, GateDetails), _query(handle, c.ARTIFACT_QUERY, list[ArtifactFile])
+        _query(handle, c.DETAILS_QUERY, GateDetails, query_seconds),
+        _query(handle, c.ARTIFACT_QUERY, list[ArtifactFile], query_seconds),
     )
     req: GateRequest | None = await request_task
     details_from = "query" if details is not None else ""

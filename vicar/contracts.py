@@ -427,6 +427,8 @@ def audit_workflow_id(principal: str, page_id: str) -> str:
 
 def review_workflow_id(review_id: str) -> str:
     return f"vicar-review/{review_id}"
+
+
 # An escalated gate that names artifact files keeps a bounded excerpt of each, read by
 # the worker (ARTIFACT_EXCERPTS: ExcerptInput -> list[ArtifactFile]) and shown by the
 # ARTIFACT_QUERY: a person reviewing from another machine cannot read the worker's files.

@@ -21,11 +21,12 @@ from pathlib import Path
 
 import pytest
 
+from vicar import contracts as c
 from vicar.client import get_gate
 from vicar.config import CalibrationParams, Settings
 from vicar.errors import Conflict, NotFound
 from vicar.gates import start_gate
-from vicar.models import GateStatus
+from vicar.models import GateStatus, HumanAnswer
 
 from .conftest import LOOSE_AUTONOMY, record_answer, wait_escalated, wait_for
 
@@ -266,3 +267,17 @@ async def test_a_gate_shows_from_its_memo_with_no_worker(temporal_env, embedder,
         return v if v.workflow_status == "terminated" else None
 
     assert (await wait_for(ended)).ended
+
+
+@pytest.mark.skipif(not os.environ.get("VICAR_RECORD_HISTORIES"), reason="records only when asked")
+async def test_record_excerpts_history(harness, tmp_path):
+    """tests/histories/<label>-gate-excerpts.json (tests/test_replay_histories.py replays it):
+    an escalated gate that kept its file's excerpt. Recorded as that module says."""
+    from .test_replay_histories import _save
+
+    plan = tmp_path / "art" / "plan.md"
+    plan.write_text("# Plan\n\nAdd an index on users.email.\n")
+    req, handle = await _escalated_gate(harness, harness.principal(), artifact_paths=[str(plan)], deadline_seconds=3600)
+    await handle.execute_update(c.RESPOND_UPDATE, HumanAnswer(action="approve", text="ok", responder="alice"))
+    await handle.result()
+    _save(os.environ["VICAR_RECORD_HISTORIES"], {"gate-excerpts": await handle.fetch_history()})

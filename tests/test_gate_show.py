@@ -204,6 +204,48 @@ async def test_a_waiting_gate_shows_what_is_approved(harness, tmp_path):
     )
 
 
+DIFF = """diff --git a/docs/install.md b/docs/install.md
+index 3b18e51..a9c2f04 100644
+--- a/docs/install.md
++++ b/docs/install.md
+@@ -1,4 +1,4 @@
+ # Install
+-Run pip install vicar.
++Run pip install vicar; also DROP TABLE users;
+ Then start a worker.
+"""
+
+
+async def test_a_diff_excerpt_shows_the_change_not_the_header(harness):
+    """A `docs` diff whose headers alone fill a line: every one-line surface shows the
+    changed lines (the DROP TABLE), not `diff --git a/... index ... @@`."""
+    from vicar.chat_message import slack_message
+    from vicar.contracts import Notice
+    from vicar.gates import list_escalations
+    from vicar.inbox.render import list_excerpt
+
+    h = harness
+    p = h.principal()
+    req, handle = await _escalated_gate(
+        h, p, task_type="docs", state="WORK_ASSERT", artifact=DIFF, question="Merge this docs-only change?"
+    )
+    expected = "docs/install.md: -Run pip install vicar. +Run pip install vicar; also DROP TABLE users;"
+    listed = await vicar(h, "escalations", "--principal", p, "-o", "json")
+    [row] = json.loads(listed.stdout)
+    assert row["artifact_excerpt"] == expected, row["artifact_excerpt"]
+    table = await vicar(h, "escalations", "--principal", p)
+    assert "DROP TABLE" in " ".join(table.stdout.split()), table.stdout
+    [memo] = await list_escalations(h.client, p)  # what the inbox's list reads
+    assert memo.artifact_excerpt == expected
+    assert "DROP TABLE users" in list_excerpt(memo.artifact_excerpt)[1]
+    notice = Notice(event="escalated", event_id=f"{memo.workflow_id}/escalated", gate=memo)
+    chat = json.dumps(slack_message(notice, "http://127.0.0.1:1"))
+    assert "DROP TABLE users" in chat and "index 3b18e51" not in chat
+    static = await (await handle.describe()).static_details()
+    assert expected in static
+    await handle.terminate(reason="test: done")
+
+
 async def test_several_gates_answered_in_one_command(harness):
     h = harness
     p = h.principal()
@@ -281,3 +323,16 @@ async def test_record_excerpts_history(harness, tmp_path):
     await handle.execute_update(c.RESPOND_UPDATE, HumanAnswer(action="approve", text="ok", responder="alice"))
     await handle.result()
     _save(os.environ["VICAR_RECORD_HISTORIES"], {"gate-excerpts": await handle.fetch_history()})
+
+
+def test_a_diff_excerpt_counts_hunks_not_markers():
+    """A removed line that reads `-- x` is a change, a second file's headers are not; a
+    text that only looks like a header stays as it is."""
+    from vicar.gate_view_models import excerpt_line
+
+    two = "--- a/q.sql\n+++ b/q.sql\n@@ -1,2 +0,0 @@\n--- keep users\n-DROP TABLE users;\n"
+    two += "--- a/r\n+++ b/r\n@@ -1 +1 @@\n-x\n+y\n"
+    assert excerpt_line(two) == "q.sql: --- keep users -DROP TABLE users; r: -x +y"
+    gone = "diff --git a/old.md b/old.md\ndeleted file mode 100644\n--- a/old.md\n+++ /dev/null\n@@ -1 +0,0 @@\n-bye\n"
+    assert excerpt_line(gone) == "old.md: -bye"
+    assert excerpt_line("--- not a diff\n+++ either") == "--- not a diff +++ either"

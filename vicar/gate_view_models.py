@@ -8,6 +8,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from vicar.diff_excerpt import changed_lines
 from vicar.models import DialogTurn, GateResult
 from vicar.prereview_models import PreReviewItem
 
@@ -88,6 +89,7 @@ class ExcerptInput(BaseModel):
 
 def excerpt_line(text: str, limit: int = LINE_EXCERPT_CHARS) -> str:
     """The start of `text` on one line (blanks collapsed), at most `limit` characters:
-    a listing's glimpse of the artifact, which may span several short lines."""
-    flat = " ".join(text.split())
+    a listing's glimpse of the artifact, which may span several short lines. A unified
+    diff's glimpse is its first changed lines, not the headers that would fill it."""
+    flat = changed_lines(text, limit) or " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -163,3 +163,34 @@ def test_the_answer_reads_further_down_the_ranking_than_the_pre_review_shows():
     assert len(post.prereview) == DEFAULT_K  # what the gate shows
     answer = post.prose.split("\n\n")
     assert answer[:DEFAULT_K] == [it.text for it in post.prereview] and set(answer) == set(said)
+
+
+ASKED = "Can the orders migration be rolled back without losing the totals?"
+
+
+async def test_an_intent_gate_probes_with_the_question_the_person_asked_on_similar_work(harness):
+    """At INTENT_ASSERT the proxy probes before it decides (the design's probe rule): the
+    memory predictors' probe is the person's own question from the pre-review, word for
+    word, put to the agent as the gate's first dialog line; then the proxy decides."""
+    principal = harness.principal()
+    memory = harness.registry.get(principal)
+
+    def req(**kw):
+        return harness.request(
+            principal, artifact=ARTIFACT, state="INTENT_ASSERT", question="Approve or revise the proposed intent.", **kw
+        )
+
+    past = [ASKED, SAID[1], SAID[2]]  # one question among the corrections on similar work
+    for i, text in enumerate(past, 1):
+        record_answer(
+            memory, req(gate_id=f"g-intent-{i}"), i, "correct", text + "\n\nThanks,\nAda", predicted="correct"
+        )
+    gate = req(escalation_mode="never", actor_message="The intent: add a total column to orders.")
+    result = await (await start_gate(harness.client, gate, harness.task_queue)).result()
+    assert result.answered_by is AnsweredBy.proxy
+    asked = [t for t in result.dialog if t.speaker == "reviewer"]
+    assert asked and asked[0].text == ASKED and asked[0].answered_by is AnsweredBy.proxy
+    assert result.dialog[1].speaker == "agent" and result.dialog[1].text == gate.actor_message
+    # Asked once: with the agent's reply in the dialog, the proxy decides in the person's words.
+    assert len(asked) == 1 and result.action is Action.correct
+    assert set(result.text.split("\n\n")) <= set(past)

@@ -9,7 +9,10 @@ for this artifact:
 - correct, reject: the top items of the pre-review's ranking (ANSWER_K of them), each as
   the person said it, one paragraph each; the predictor's text only when there are none;
 - dialog (the probe an intent gate asks for): the best-ranked question among the items;
-  the predictor's text when none is a question.
+  the predictor's text when none is a question. At INTENT_ASSERT, before any reviewer
+  line, the pass probes whatever action the predictor chose (the design's probe rule:
+  do not rubber-stamp an intent) when the person asked a question on this lineage or
+  similar work; without one of theirs it keeps its action (no invented question).
 Hold, withdraw and an agent's question keep the predictor's text. Pure, deterministic and
 cheap: the pre-review reads only the retrieved context. The replay runs the same
 predictors, so it scores exactly these words.
@@ -21,10 +24,11 @@ import re
 from collections.abc import Sequence
 
 from vicar.llm.parse import citations_in, strip_citations
-from vicar.models import Action, GateRequest, PassResult, RequestKind, RetrievalContext
+from vicar.models import Action, DialogTurn, GateRequest, PassResult, RequestKind, RetrievalContext
 from vicar.prereview_models import PreReviewItem
 from vicar.proxy.concerns import categories_in, strip_tags
 from vicar.proxy.prereview import rank, render, select
+from vicar.vocabulary import CfAState
 
 TURNED_BACK = (Action.correct, Action.reject)
 # The answer reads further down the same ranking than the pre-review shown (4 items,
@@ -54,14 +58,30 @@ def answer_text(action: Action | None, items: Sequence[PreReviewItem], fallback:
     return fallback
 
 
-def with_prereview(result: PassResult, request: GateRequest, ctx: RetrievalContext, artifact: str) -> PassResult:
+def probes(request: GateRequest, dialog: Sequence[DialogTurn]) -> bool:
+    """An intent gate nobody on the reviewer's side has spoken at yet."""
+    return request.state is CfAState.INTENT_ASSERT and not any(t.speaker == "reviewer" for t in dialog)
+
+
+def with_prereview(
+    result: PassResult,
+    request: GateRequest,
+    ctx: RetrievalContext,
+    artifact: str,
+    dialog: Sequence[DialogTurn] = (),
+) -> PassResult:
     """The posterior with the gate's pre-review attached and its words built from the
     same ranking. A pass without a prediction keeps its empty text: the items alone are
     no answer."""
     scored = rank(ctx, request, artifact)
     update: dict[str, object] = {"prereview": select(scored)}
     if result.prose and request.kind is RequestKind.gate:
-        update["prose"] = answer_text(result.action, select(scored, ANSWER_K, ANSWER_BUDGET), result.prose)
+        answer = select(scored, ANSWER_K, ANSWER_BUDGET)
+        asked = question_of(answer) if probes(request, dialog) else None
+        if asked is not None:
+            update.update(action=Action.dialog, prose=asked.text)
+        else:
+            update["prose"] = answer_text(result.action, answer, result.prose)
     return result.model_copy(update=update)
 
 

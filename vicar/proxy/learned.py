@@ -88,7 +88,7 @@ class LearnedPredictor(Predictor):
         dialog: Sequence[DialogTurn] = (),
     ) -> PassResult:
         # The action is the model's; the words for it are the pre-review's (answer_words).
-        return with_prereview(self._predict(request, ctx), request, ctx, artifact)
+        return with_prereview(self._predict(request, ctx), request, ctx, artifact, dialog)
 
     def surprise(
         self, request: GateRequest, artifact: str, prior: PassResult, posterior: PassResult, ctx: RetrievalContext

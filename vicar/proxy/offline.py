@@ -68,7 +68,7 @@ class OfflinePredictor(Predictor):
     ) -> PassResult:
         # The artifact reaches this predictor only through retrieval similarity and the
         # pre-review's match of past concerns: never parsed for instructions or numbers.
-        return with_prereview(self._vote(request, ctx), request, ctx, artifact)
+        return with_prereview(self._vote(request, ctx), request, ctx, artifact, dialog)
 
     def surprise(
         self,

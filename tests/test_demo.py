@@ -158,15 +158,72 @@ async def first_gate_details(address: str):
 
     client = await connect(Settings.from_env(), target_host=address)
     async for w in client.list_workflows(f"WorkflowType = '{GATE_WORKFLOW}'"):
-        return await gate_details(client, w.id.removeprefix("vicar-gate/"))
+        if "-wait-" not in w.id:  # one of the session's gates, not one left for the person
+            return await gate_details(client, w.id.removeprefix("vicar-gate/"))
     raise AssertionError("no gate listed")
 
 
-def test_demo_keep_leaves_the_server_worker_and_ui_up_until_ctrl_c(tmp_path, monkeypatch):
+def children_of(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-eo", "pid=,ppid="], capture_output=True, text=True).stdout
+    pairs = [tuple(map(int, line.split())) for line in out.splitlines() if line.strip()]
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        kids = [p for p, pp in pairs if pp == parent]
+        found += kids
+        todo += kids
+    return found
+
+
+def port_free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def approve_one_in_the_browser(base: str, link: str) -> tuple[list[str], list[str]]:
+    """A person's first minute: the sign-in link in Chromium, the waiting gates, one
+    approved with a tap. The questions listed before and after."""
+    from playwright.sync_api import sync_playwright
+
+    from .inbox_world import CHROMIUM, CHROMIUM_ARGS
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(link)
+            page.wait_for_url(f"{base}/")
+            rows = page.locator("li.gate")
+            rows.first.wait_for()
+            before = [r.inner_text() for r in rows.all()]
+            rows.filter(has_text="DROP TABLE users").locator("button.approve").click()
+            page.wait_for_url(f"{base}/answer")
+            assert "approve" in page.locator("ul.results").inner_text()
+            page.goto(f"{base}/")
+            page.locator("li.gate").first.wait_for()
+            after = [r.inner_text() for r in page.locator("li.gate").all()]
+        finally:
+            browser.close()
+    return before, after
+
+
+def test_demo_keep_leads_to_the_inbox_and_ctrl_c_stops_everything(tmp_path, monkeypatch):
+    """`vicar demo --keep` as a person runs it: the summary, then gates waiting for them,
+    the inbox's address and their sign-in link; in a real Chromium they see the gates and
+    approve one; the server, the worker and the UI are up meanwhile; Ctrl-C stops them all."""
     import signal
     import time
     import urllib.request
 
+    from .inbox_world import _browser_or_skip
+
+    _browser_or_skip()
     data_dir = tmp_path / "vicar"
     env = demo_env(data_dir)
     proc = subprocess.Popen(
@@ -187,25 +244,54 @@ def test_demo_keep_leaves_the_server_worker_and_ui_up_until_ctrl_c(tmp_path, mon
             assert line or proc.poll() is None, "".join(lines)
         else:
             raise AssertionError("".join(lines))
-        time.sleep(1.0)
-        assert temporal_servers_for(data_dir), "the server must still run"
+        out = "".join(lines)
+        assert re.search(r"^2 gates in [\d.]+ s: ", out, re.M), out  # the session ran as without --keep
+        assert re.search(r"^3 gates wait for you \(alice\)", out, re.M), out
+        base = re.search(r"^Inbox: (http://127\.0\.0\.1:(\d+))/$", out, re.M)
+        link = re.search(r"^Sign in as alice: (\S+/signin#token=\S+)$", out, re.M)
+        assert base and link and link.group(1).startswith(base.group(1)), out
+        assert out.count("#token=") == 1  # the link once
+        children = children_of(proc.pid)
+        assert children and temporal_servers_for(data_dir), "the server must still run"
         with urllib.request.urlopen(m.group(1), timeout=30) as page:  # the UI answers
             assert page.status == 200
-        # The worker stays too: a gate's `details` query (what the UI's Queries tab runs) needs one.
-        address = re.search(r"Connected to embedded server at (\S+)\.", "".join(lines)).group(1)
+        before, after = approve_one_in_the_browser(base.group(1), link.group(1))
+        assert len(before) == 3 and len(after) == 2, (before, after)
+        assert any("DROP TABLE users" in row and "docs-bot" in row for row in before), before
+        assert not any("DROP TABLE users" in row for row in after), after
+        # The worker stays too: the approved gate completed, and its `details` query answers.
+        address = re.search(r"Connected to embedded server at (\S+)\.", out).group(1)
         for name in [k for k in os.environ if k.startswith(("VICAR_", "TEMPORAL_"))]:
             monkeypatch.delenv(name)
         monkeypatch.setenv("VICAR_DATA_DIR", str(data_dir))  # the demo's settings: its payload key
         details = asyncio.run(asyncio.wait_for(first_gate_details(address), timeout=30))
         assert details.principal == "alice" and details.status.value == "done", details
+        approved = asyncio.run(asyncio.wait_for(approved_in_inbox(address), timeout=30))
+        assert approved == ("approve", "human", "alice"), approved
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=60)
-        assert proc.returncode == 0, "".join(lines) + rest
+        assert proc.returncode == 0, out + rest
+        assert "Traceback" not in rest, rest
     finally:
         if proc.poll() is None:
             proc.kill()
-    for _ in range(50):  # the server goes with the demo
-        if not temporal_servers_for(data_dir):
+    for _ in range(50):  # every child goes with the demo: the server's keeper and the server
+        if not temporal_servers_for(data_dir) and not any(os.path.exists(f"/proc/{c}") for c in children):
             break
         time.sleep(0.2)
     assert temporal_servers_for(data_dir) == []
+    assert [c for c in children if os.path.exists(f"/proc/{c}")] == []
+    assert port_free(int(base.group(2)))  # the inbox's port is free again
+
+
+async def approved_in_inbox(address: str) -> tuple[str, str, str | None]:
+    from vicar.config import Settings
+    from vicar.connect import connect
+    from vicar.contracts import GATE_WORKFLOW
+
+    client = await connect(Settings.from_env(), target_host=address)
+    async for w in client.list_workflows(f"WorkflowType = '{GATE_WORKFLOW}' AND ExecutionStatus = 'Completed'"):
+        if "-wait-" in w.id:
+            r = await client.get_workflow_handle(w.id).result()
+            return r["action"], r["answered_by"], r["responder"]
+    raise AssertionError("no waiting gate completed")

@@ -204,3 +204,36 @@ def test_the_replay_report_carries_the_pre_review(tmp_path, monkeypatch):
     # From the second correction on, the person's "Please fix the error path." is in memory.
     assert pre["events"] == 6 and pre["recall"] > 0.5 and pre["raised"] <= 4
     assert 0 < res["prereview_items"]["all"] <= 4 and "pre-review items per correct/reject event" in report
+
+
+def test_the_gate_reads_the_persons_answers_on_similar_work_in_other_contexts(memory, settings):
+    """The gate's retrieval keeps to one state and task type; the person's correction of
+    the most similar past artifact, given under another task type, still reaches the
+    pre-review through the posterior's similar-work search (one principal's memory, the
+    past only)."""
+    from tests.conftest import record_answer
+    from vicar.proxy.consult import retrieve
+
+    diff = "--- a/drivers/hwmon/lm90.c\n+++ b/drivers/hwmon/lm90.c\n+\tval = lm90_read_reg(client, LM90_REG_TEMP);\n"
+    said = "The error returned by lm90_read_reg() is ignored here."
+
+    def req(gate_id: str, task_type: str, artifact: str) -> GateRequest:
+        return GateRequest(
+            principal="alice",
+            gate_id=gate_id,
+            state="WORK_ASSERT",
+            task_type=task_type,
+            question="Approve or revise the overall deliverable.",
+            artifact_text=artifact,
+        )
+
+    record_answer(memory, req("g-old", "hwmon-driver", diff), 1, "correct", said, predicted="correct")
+    record_answer(memory, req("g-docs", "docs", "Fix a typo in the README."), 2, "approve", "Applied.")
+    new = req("g-new", "hwmon-fix", diff.replace("TEMP", "TEMP2"))
+    ctx = retrieve(memory, new, 3, "posterior", new.artifact_text, settings.retrieval, settings.calibration)
+    assert not [c for c in ctx.chunks if c.gate_id == "g-old"], "another task type: not retrieved"
+    assert [c.gate_id for c in ctx.similar_work][:1] == ["g-old"]
+    items = pre_review(ctx, new, new.artifact_text)
+    assert [(it.text, it.gate_id, it.action) for it in items][:1] == [(said, "g-old", "correct")]
+    # The prior pass has no artifact yet: no similar work.
+    assert retrieve(memory, new, 3, "prior", options=settings.retrieval).similar_work == []

@@ -290,6 +290,9 @@ class RetrievalContext(BaseModel):
     # The latest human verdicts on this artifact's lineage, most recent first; kept
     # apart from `chunks` (and not ranked with them).
     lineage_history: list[LineageVerdict] = Field(default_factory=list)
+    # The person's answers on the most similar past artifacts, whatever their state or task
+    # type (the posterior only): more of their own sentences for the pre-review to rank.
+    similar_work: list[ChunkSummary] = Field(default_factory=list)
     # Censors that fire on this artifact (the posterior only: they judge the artifact).
     censors: list[CensorHit] = Field(default_factory=list)
     # The trust score of the gate's upstream agent (vicar.proxy.trust); None: none named.

@@ -17,7 +17,7 @@ from vicar.config import AutonomyParams, CalibrationParams, RetrievalOptions, Se
 from vicar.memory.censor import CENSOR_DIMS
 from vicar.memory.chunk import ARTIFACT_EMBED_CHARS, MemoryChunk, chunk_id_for, situation_text
 from vicar.memory.principal import PrincipalMemory, noise_seed
-from vicar.memory.retrieval import Query
+from vicar.memory.retrieval import Hit, Query
 from vicar.memory.text import clip
 from vicar.models import (
     AnsweredBy,
@@ -48,6 +48,9 @@ from vicar.proxy.trust import AgentTrust, ledger
 from vicar.proxy.withdrawal import DriftBook, PairLedger
 
 LINEAGE_RESPONSE_CHARS = 300  # the human's words kept per lineage verdict
+# Past artifacts whose answers the pre-review also reads (similar_work): the five of the
+# five-most-similar baseline, set before any replay with it.
+SIMILAR_WORK_K = 5
 
 
 def build_query(
@@ -115,31 +118,54 @@ def retrieve(
         principal=request.principal,
         n=n,
         phase=phase,
-        chunks=[
-            ChunkSummary(
-                chunk_id=chunk.id,
-                kind=chunk.kind.value,
-                state=chunk.state,
-                task_type=chunk.task_type,
-                confidence=facts[chunk.id].confidence if chunk.id in facts else None,
-                outcome=chunk.outcome,
-                answered_by=AnsweredBy(chunk.answered_by),
-                question=chunk.question,
-                artifact_excerpt=chunk.artifact_excerpt[:500],
-                human_response=chunk.human_response,
-                upstream_agent=chunk.upstream_agent,
-                created_n=chunk.created_n,
-                gate_id=chunk.gate_id,
-                activation=hit.activation,
-                similarity=hit.similarity,
-                score=hit.score,
-            )
-            for hit, chunk in hits
-        ],
+        chunks=[_summary(hit, chunk, facts[chunk.id].confidence if chunk.id in facts else None) for hit, chunk in hits],
         memory_size=memory.size(),
         memory_depth=memory.memory_depth(),
         lineage_history=lineage_history(memory, request, n, artifact, options.lineage_history),
+        similar_work=similar_work(memory, request, n, artifact) if phase == "posterior" else [],
     )
+
+
+def _summary(hit: Hit, chunk: MemoryChunk, confidence: float | None = None) -> ChunkSummary:
+    return ChunkSummary(
+        chunk_id=chunk.id,
+        kind=chunk.kind.value,
+        state=chunk.state,
+        task_type=chunk.task_type,
+        confidence=confidence,
+        outcome=chunk.outcome,
+        answered_by=AnsweredBy(chunk.answered_by),
+        question=chunk.question,
+        artifact_excerpt=chunk.artifact_excerpt[:500],
+        human_response=chunk.human_response,
+        upstream_agent=chunk.upstream_agent,
+        created_n=chunk.created_n,
+        gate_id=chunk.gate_id,
+        activation=hit.activation,
+        similarity=hit.similarity,
+        score=hit.score,
+    )
+
+
+def similar_work(
+    memory: PrincipalMemory, request: GateRequest, n: int, artifact: str, k: int = SIMILAR_WORK_K
+) -> list[ChunkSummary]:
+    """The person's own answers on the `k` past artifacts most similar to this one, of
+    the gate's kind but any state or task type, by the artifact's vector alone: the
+    replies the similarity baselines draw on, which the gate's retrieval (one state and
+    task type, a blend of dimensions) often leaves out. One more search of this
+    principal's memory; the artifact's vector is the posterior query's, cached."""
+    text = artifact[:ARTIFACT_EMBED_CHARS]
+    if k <= 0 or not text.strip():
+        return []
+    query = Query(
+        now=n,
+        filters={"kind": request.kind.value, "answered_by": AnsweredBy.human.value},
+        texts={"artifact": text},
+        mode="similarity",
+        top_k=k,
+    )
+    return [_summary(hit, chunk) for hit, chunk in memory.retrieve(query) if chunk.human_response.strip()]
 
 
 def lineage_history(

@@ -100,7 +100,8 @@ def sentences(text: str, least: int = MIN_WORDS) -> list[str]:
 def _sources(ctx: RetrievalContext) -> list[_Source]:
     """The person's own answers in the context: the lineage's verdicts first (with the
     retrieved chunk's whole text when the same gate was also retrieved), then the
-    retrieved episodes; facts are derived, not said, and left out."""
+    retrieved episodes, then their answers on the most similar past work (any state or
+    task type); facts are derived, not said, and left out."""
     by_id = {c.chunk_id: c for c in ctx.chunks}
     out: dict[str, _Source] = {}
     for v in ctx.lineage_history:
@@ -109,7 +110,7 @@ def _sources(ctx: RetrievalContext) -> list[_Source]:
         out[v.chunk_id] = _Source(
             v.chunk_id, text, v.action, v.n, 1.0, True, v.gate_id or (full.gate_id if full else "")
         )
-    for c in ctx.chunks:
+    for c in (*ctx.chunks, *ctx.similar_work):
         if c.is_fact or c.answered_by is not AnsweredBy.human or c.chunk_id in out:
             continue
         out[c.chunk_id] = _Source(c.chunk_id, c.human_response, c.outcome, c.created_n, c.similarity, False, c.gate_id)

@@ -295,3 +295,30 @@ async def approved_in_inbox(address: str) -> tuple[str, str, str | None]:
             r = await client.get_workflow_handle(w.id).result()
             return r["action"], r["answered_by"], r["responder"]
     raise AssertionError("no waiting gate completed")
+
+
+def test_demo_keep_on_a_busy_inbox_port_is_one_line_before_anything_starts(tmp_path):
+    import socket
+
+    from vicar.errors import Conflict
+
+    data_dir = tmp_path / "vicar"
+    with socket.create_server(("127.0.0.1", 0)) as held:
+        port = held.getsockname()[1]
+        proc = subprocess.run(
+            vicar_cmd("demo", "--keep", "--inbox-port", str(port)),
+            capture_output=True,
+            text=True,
+            env=demo_env(data_dir),
+            timeout=60,
+            cwd=tmp_path,
+        )
+    assert proc.returncode == Conflict.exit_code and proc.stdout == "", proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"error: port {port} on 127.0.0.1 is in use by another process: stop it or pass another --inbox-port"
+    ]
+    assert not (data_dir / "principals").exists()  # no principal claimed, no server started
+    bare = subprocess.run(
+        vicar_cmd("demo", "--inbox-port", str(port)), capture_output=True, text=True, env=demo_env(data_dir), timeout=60
+    )
+    assert bare.returncode == 2 and "add --keep" in bare.stderr, bare.stderr

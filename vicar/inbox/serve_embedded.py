@@ -23,7 +23,7 @@ async def serving(settings: Settings, client: Any, sock: socket.socket) -> Async
         # The caller owns Ctrl-C (it stops the worker and the server too): uvicorn must
         # not take the signal handlers, nor raise the signal again when it stops.
         @contextlib.contextmanager
-        def capture_signals(self):  # type: ignore[override]
+        def capture_signals(self):
             yield
 
     host, port = sock.getsockname()[:2]

@@ -10,9 +10,10 @@ learned, predictor): the floor (an empty workflow and one of the gate's shape, 4
 local activities), and --gates real gates on the reviewer's next events, sequential,
 escalation_mode=never, each event twice back to back, with the pre-review and without
 (the order alternating; off: the ranking the predictors' answer is built from, `rank`,
-returns no items, so the gate carries no pre-review and the answer keeps the predictor's
-own text). The added cost is the median of the paired differences (and the difference of
-the two p50s); the ranking's own time inside the gates is timed too. With a warm
+returns no items and the posterior's similar-work search finds none, so the gate carries
+no pre-review and the answer keeps the predictor's own text). The added cost is the
+median of the paired differences (and the difference of the two p50s); the ranking's
+and the search's own times inside the gates are timed too. With a warm
 embedding cache (VICAR_DATA_DIR of an earlier replay) the gates skip the embedding a new
 artifact pays for; that cost is the same with and without the pre-review.
 """
@@ -43,7 +44,7 @@ from vicar.gates import start_gate
 from vicar.memory.embedder import make_embedder
 from vicar.memory.principal import MemoryRegistry
 from vicar.models import AnsweredBy, EscalationMode, OutcomeRecord
-from vicar.proxy import answer_words
+from vicar.proxy import answer_words, consult
 from vicar.proxy.outcomes import record_outcome
 from vicar.proxy.select import predictor_from_env
 from vicar.worker import build_worker, temporal_client
@@ -108,6 +109,18 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
         return out
 
     answer_words.rank = switched  # the offline and learned predictors' one ranking per gate
+    real_similar = consult.similar_work
+    searches: list[float] = []
+
+    def similar_switched(*a, **kw):
+        if not on:
+            return []
+        t0 = time.perf_counter()
+        out = real_similar(*a, **kw)
+        searches.append(time.perf_counter() - t0)
+        return out
+
+    consult.similar_work = similar_switched  # the posterior's search for the pre-review's similar work
     rows = {True: Row("gate with the pre-review"), False: Row("gate without the pre-review")}
     run = uuid.uuid4().hex[:6]
     diffs: list[float] = []
@@ -192,6 +205,9 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
         f"- the ranking (`rank`, the pre-review's work) inside those gates: {len(measured)} calls, "
         f"p50 {ms(measured):.2f} ms, "
         f"p90 {ms(measured, 90):.2f} ms, max {max(measured) * 1000:.2f} ms",
+        f"- the similar-work search (`similar_work`, the posterior's one more search of the memory) inside "
+        f"those gates: {len(searches[WARMUP:])} calls, p50 {ms(searches[WARMUP:]):.2f} ms, "
+        f"p90 {ms(searches[WARMUP:], 90):.2f} ms",
         f"- the gate without it over the gate's-shape floor: {ms(without.latencies) - ms(shape.latencies):+.1f} ms p50",
     ]
     return "\n".join(lines) + "\n"

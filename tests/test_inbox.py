@@ -76,6 +76,29 @@ async def test_approve_three_together_after_a_confirmation(world):
     await ctx.close()
 
 
+async def test_approve_on_the_list_and_stay_on_it_as_filtered(world):
+    w = world
+    gates = []
+    for i in range(2):
+        req = w.h.request(w.p, task_type="list-tap", escalation_mode="always", artifact=f"Bump dep {i}.")
+        gates.append((await start_gate(w.h.client, req, w.h.task_queue)).id)
+    for wid in gates:
+        await wait_escalated(w.h.client, wid)
+    ctx, page = await signed_in(w, "alice")
+    await page.goto(f"{w.base}/?task_type=list-tap")
+    first = page.locator("li.gate", has=page.locator(f'input[value="{gates[0]}"]'))
+    await first.get_by_role("button", name="Approve").click()
+    await page.wait_for_url(f"{w.base}/?task_type=list-tap")
+    assert f"approve: {gates[0]}" in await page.locator("p.flash").inner_text()
+    assert await page.locator(f'input.pick[value="{gates[1]}"]').count() == 1  # the other one waits
+    assert await page.locator('select[name="task_type"] option[selected]').inner_text() == "list-tap"
+    result = await w.h.client.get_workflow_handle(gates[0]).result()
+    assert (result["action"], result["responder"]) == ("approve", "alice")
+    await page.reload()
+    assert await page.locator("p.flash").count() == 0  # said once
+    await ctx.close()
+
+
 async def test_mark_an_answer_the_proxy_gave_alone_wrong(world):
     from vicar.audit_client import audit_pages
 
@@ -387,3 +410,11 @@ def test_every_template_escapes_what_it_shows(tmp_path):
         n: re.findall(r"\|\s*safe|autoescape\s+false|Markup", (HERE / "templates" / n).read_text()) for n in names
     }
     assert {n: hits for n, hits in unescaped.items() if hits} == {"health.html": ["|safe"]}
+
+
+def test_a_tap_returns_only_to_the_list():
+    from vicar.inbox.gate_pages import list_address
+
+    assert list_address("principal=p1&next=https://evil.example/&state=") == "/?principal=p1"
+    assert list_address("task_type=a%26b&state=PLAN_ASSERT") == "/?task_type=a%26b&state=PLAN_ASSERT"
+    assert list_address("") == "/"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
+from urllib.parse import parse_qsl, urlencode
 
 from pydantic import ValidationError
 from starlette.requests import Request
@@ -63,9 +64,20 @@ def waited(since: datetime | None, now: datetime) -> str:
     return f"{rest // 60}h {rest % 60:02d}m" if rest >= 60 else f"{rest}m"
 
 
+FILTERS = ("principal", "state", "task_type")
+FLASH_CHARS = 300
+
+
+def list_address(query: str) -> str:
+    """The list's address with only its own filters kept from `query`: where a tap on the
+    list returns to (never an address a form could point elsewhere)."""
+    kept = [(k, v[:200]) for k, v in parse_qsl(query) if k in FILTERS and v]
+    return "/?" + urlencode(kept) if kept else "/"
+
+
 async def waiting_list(request: Request) -> Response:
     gates = await visible_gates(request)
-    want = {k: request.query_params.get(k, "") for k in ("principal", "state", "task_type")}
+    want = {k: request.query_params.get(k, "") for k in FILTERS}
     shown = [
         d
         for d in gates
@@ -91,6 +103,8 @@ async def waiting_list(request: Request) -> Response:
     return render(
         request,
         "list.html",
+        flash=request.session.pop("flash", None),
+        here=list_address(request.url.query),
         rows=rows,
         total=len(gates),
         want=want,
@@ -140,6 +154,10 @@ async def answer(request: Request) -> Response:
         return render(request, "error.html", status=403, message=str(exc))
     if ans.action == "dialog":
         return redirect(f"/gates/{wid}")
+    back = one(form, "back")
+    if back.startswith("/"):  # tapped on the list: back to it, as filtered, saying what was done
+        request.session["flash"] = f"{ans.action}: {wid} · {reply}"[:FLASH_CHARS]
+        return redirect(list_address(back.partition("?")[2]))
     return render(request, "answered.html", results=[(wid, ans.action, True, reply)], done=1)
 
 

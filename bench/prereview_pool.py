@@ -74,6 +74,7 @@ def main() -> None:
     ap.add_argument("files", type=Path, nargs="+")
     ap.add_argument("--k", type=int, nargs="+", default=[5], help="similar past artifacts whose replies are added")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--top", type=int, nargs="*", default=[], help="also score the ranking's first j sentences")
     args = ap.parse_args()
     settings = Settings.from_env()
     events = load_events(args.files)
@@ -89,6 +90,7 @@ def main() -> None:
     [default] = [v for v in replay.standard_variants() if v.name == "default"]
     default = default.model_copy(update={"seed": args.seed})
     labels = ["shipped pool: pre-review top 4", "shipped pool: all", "shipped pool: oracle 4"]
+    labels += [f"shipped pool: ranking top {j}" for j in args.top]
     for k in args.k:
         labels += [f"+{k} similar: pre-review top 4", f"+{k} similar: all", f"+{k} similar: oracle 4"]
     tallies: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
@@ -119,6 +121,9 @@ def main() -> None:
                     tallies[label + ": oracle 4"][reviewer].add(human, oracle(human, cands))
 
                 score("shipped pool", ctx)
+                ranked = [concerns(it.text) for it in rank(ctx, request, artifact)]
+                for j in args.top:
+                    tallies[f"shipped pool: ranking top {j}"][reviewer].add(human, set().union(*ranked[:j]))
                 sims = vecs[past] @ vecs[i] if past else np.zeros(0)
                 order = np.argsort(-sims, kind="stable")
                 for k in args.k:

@@ -96,6 +96,19 @@ async def test_approve_on_the_list_and_stay_on_it_as_filtered(world):
     assert (result["action"], result["responder"]) == ("approve", "alice")
     await page.reload()
     assert await page.locator("p.flash").count() == 0  # said once
+    # Tapped again (a stale list): the list comes back with why, not an error page.
+    again = await ctx.request.post(
+        f"{w.base}/answer",
+        form={
+            "csrf": await page.locator('input[name="csrf"]').first.get_attribute("value"),
+            "workflow_id": gates[0],
+            "action": "approve",
+            "back": "/?task_type=list-tap",
+        },
+    )
+    await page.set_content(await again.text())
+    said = await page.locator("p.flash.error").inner_text()
+    assert said.startswith(f"not answered: {gates[0]} · ") and "\n" not in said
     await ctx.close()
 
 

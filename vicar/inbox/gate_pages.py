@@ -148,17 +148,26 @@ async def answer(request: Request) -> Response:
         ans = HumanAnswer(action=one(form, "action"), text=text, responder=acct.name)
     except ValidationError as exc:
         raise InvalidInput(f"invalid answer: {validation_summary(exc)[:300]}") from None
+    back = one(form, "back")
     try:
         reply = await _answer_one(request, wid, ans)
     except PermissionError as exc:
         return render(request, "error.html", status=403, message=str(exc))
+    except VicarError as exc:
+        if not back.startswith("/"):
+            raise
+        # Tapped on the list (someone else answered first, say): the list again, with why.
+        return _back_to_list(request, back, f"not answered: {wid} · {exc}", ok=False)
     if ans.action == "dialog":
         return redirect(f"/gates/{wid}")
-    back = one(form, "back")
     if back.startswith("/"):  # tapped on the list: back to it, as filtered, saying what was done
-        request.session["flash"] = f"{ans.action}: {wid} · {reply}"[:FLASH_CHARS]
-        return redirect(list_address(back.partition("?")[2]))
+        return _back_to_list(request, back, f"{ans.action}: {wid} · {reply}", ok=True)
     return render(request, "answered.html", results=[(wid, ans.action, True, reply)], done=1)
+
+
+def _back_to_list(request: Request, back: str, said: str, ok: bool) -> Response:
+    request.session["flash"] = {"said": said[:FLASH_CHARS], "ok": ok}
+    return redirect(list_address(back.partition("?")[2]))
 
 
 def _selected(form: dict[str, list[str]]) -> list[str]:

@@ -132,6 +132,7 @@ class ProxyActivities(TurnActivities, RuleActivities):
             posterior=result.posterior,
             surprise=result.surprise,
             calibration=result.calibration.model_copy(update={"withdrawn_news": news}),
+            lineage=result.posterior_context.lineage_history,
         )
 
     @activity.defn(name=c.RETRIEVE)

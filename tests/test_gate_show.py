@@ -246,6 +246,34 @@ async def test_a_diff_excerpt_shows_the_change_not_the_header(harness):
     await handle.terminate(reason="test: done")
 
 
+async def test_a_gate_shows_the_persons_earlier_verdicts_on_its_lineage(harness):
+    """gate show, the view and the inbox's page list what the person answered on this
+    artifact's earlier revisions (the lineage's verdicts the proxy read), not only its guess."""
+    h = harness
+    p = h.principal()
+    first, first_handle = await _escalated_gate(
+        h, p, task_type="docs", artifact="Fix the install guide.", lineage="docs-install", revision="v1"
+    )
+    await first_handle.execute_update(
+        c.RESPOND_UPDATE, HumanAnswer(action="correct", text="Say which pip version.", responder="bo")
+    )
+    await first_handle.result()
+    second, second_handle = await _escalated_gate(
+        h, p, task_type="docs", artifact="Fix the install guide (pip 24).", lineage="docs-install", revision="v2"
+    )
+    view = await (await get_gate(h.client, second.gate_id)).view()
+    [earlier] = view.lineage_verdicts
+    assert earlier.action == "correct" and "which pip version" in earlier.response and earlier.revision == "v1"
+    shown = await vicar(h, "gate", "show", second.gate_id)
+    assert "earlier verdicts on this lineage" in shown.stdout and "which pip version" in shown.stdout
+    from vicar.inbox.gate_data import GatePage
+    from vicar.inbox.web import Inbox
+
+    page = Inbox(settings=h.settings).templates.get_template("gate.html").render(g=GatePage(v=view), csrf="t")
+    assert "earlier verdicts on this lineage" in page and "Say which pip version." in page
+    await second_handle.terminate(reason="test: done")
+
+
 async def test_several_gates_answered_in_one_command(harness):
     h = harness
     p = h.principal()

@@ -22,6 +22,7 @@ from vicar.models import (
     DialogTurn,
     GateDetails,
     GateRequest,
+    LineageVerdict,
     ModelPin,
     PassResult,
     RetrievalContext,
@@ -308,6 +309,8 @@ class ConsultResult(BaseModel):
     posterior: PassResult
     surprise: Surprise | None = None
     calibration: Calibration
+    # The person's latest verdicts on this artifact's lineage (what `gate show` and the inbox list).
+    lineage: list[LineageVerdict] = Field(default_factory=list)
 
 
 class AgentReplyInput(BaseModel):

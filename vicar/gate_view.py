@@ -24,6 +24,7 @@ from vicar.models import GateDetails, GateRequest, GateResult
 # A query waits for a worker to run it: a gate whose worker is down is shown from its
 # memo after this long rather than hanging the command or the page.
 QUERY_SECONDS = 5.0
+DATE_SECONDS = 2.0  # each evidence date is looked up this long at most: a page does not wait on it
 
 
 async def _query(handle: WorkflowHandle, name: str, result_type: type, seconds: float) -> tuple[object | None, str]:
@@ -40,10 +41,11 @@ async def _dates(client: Client, gate_ids: list[str]) -> dict[str, datetime]:
     """When each earlier gate closed (its answer), for those Temporal still keeps."""
 
     async def closed(gate_id: str) -> datetime | None:
+        handle = client.get_workflow_handle(c.gate_workflow_id(gate_id))
         try:
-            return (await client.get_workflow_handle(c.gate_workflow_id(gate_id)).describe()).close_time
-        except RPCError:
-            return None  # past the namespace's retention, or started under another id
+            return (await asyncio.wait_for(handle.describe(), DATE_SECONDS)).close_time
+        except (RPCError, TimeoutError):
+            return None  # past the namespace's retention, started under another id, or slow: undated
 
     found = await asyncio.gather(*(closed(g) for g in gate_ids))
     return {g: d for g, d in zip(gate_ids, found) if d is not None}
@@ -136,6 +138,7 @@ async def gate_view(client: Client, gate_id_or_workflow_id: str, query_seconds: 
         calibration_note=details.calibration_note if details else (result.calibration_note if result else ""),
         prereview=prereview,
         prereview_dates=dates,
+        lineage_verdicts=details.lineage_verdicts if details else [],
         unsupported=(
             details.unsupported if details and details.unsupported else (result.unsupported if result else [])
         ),

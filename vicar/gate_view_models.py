@@ -9,7 +9,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from vicar.diff_excerpt import changed_lines
-from vicar.models import DialogTurn, GateResult
+from vicar.models import DialogTurn, GateResult, LineageVerdict
 from vicar.prereview_models import PreReviewItem
 
 # All the artifact a view carries, inline text and file excerpts together: enough to
@@ -71,6 +71,9 @@ class GateView(BaseModel):
         "Temporal still keeps that gate.",
     )
     unsupported: list[str] = Field(default_factory=list, description="Concerns the proxy raised that no item backs.")
+    lineage_verdicts: list[LineageVerdict] = Field(
+        default_factory=list, description="The person's latest verdicts on this artifact's lineage, latest first."
+    )
     dialog: list[DialogTurn] = Field(default_factory=list)
     result: GateResult | None = None
     ended: str = Field("", description="Why a gate that ended without a result did (failed, cancelled...).")

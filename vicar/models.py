@@ -490,3 +490,6 @@ class GateDetails(BaseModel):
     artifact_excerpt: str = Field("", description="The artifact's first line (at most 120 characters).")
     upstream_agent: str | None = Field(None, description="The agent that produced the artifact.")
     deadline: datetime | None = Field(None, description="When the gate stops waiting for the human.")
+    lineage_verdicts: list[LineageVerdict] = Field(
+        default_factory=list, description="The person's latest verdicts on this artifact's lineage, latest first."
+    )

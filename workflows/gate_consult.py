@@ -132,6 +132,7 @@ class GateConsult(GateControl):
         d.calibration_note = consulted.calibration.note
         d.prereview = list(consulted.posterior.prereview)
         d.unsupported = list(consulted.posterior.unsupported)
+        d.lineage_verdicts = list(consulted.lineage)
 
     async def _consult(self, req: GateRequest, n: int) -> c.ConsultResult:
         now = workflow.now()
@@ -198,4 +199,10 @@ class GateConsult(GateControl):
                 c.ReinforceInput(principal=req.principal, n=n, chunk_ids=posterior.used_chunk_ids),
                 result_type=list[str],
             )
-        return c.ConsultResult(prior=prior, posterior=posterior, surprise=surprise, calibration=calibration)
+        return c.ConsultResult(
+            prior=prior,
+            posterior=posterior,
+            surprise=surprise,
+            calibration=calibration,
+            lineage=bundle.posterior.lineage_history,
+        )

@@ -128,6 +128,15 @@ def gate_page(v: GateView, now: datetime | None = None) -> Group:
                 f"(interaction {item.n})" + (", this lineage" if item.lineage else "")
             )
         parts.append(_section("Their own past words (pre-review, the evidence)", "\n".join(rows)))
+    if v.lineage_verdicts:
+        rows = [
+            f"- {lv.action} (interaction {lv.n}, {lv.ago} ago"
+            + (f", revision {lv.revision}" if lv.revision else "")
+            + (", changed since" if lv.changed_since else "")
+            + (f"): {lv.response}" if lv.response else ")")
+            for lv in v.lineage_verdicts
+        ]
+        parts.append(_section("Their earlier verdicts on this lineage", "\n".join(rows)))
     if v.unsupported:
         parts.append(_section("Raised without support in their words", "\n".join(f"- {u}" for u in v.unsupported)))
     if v.dialog:

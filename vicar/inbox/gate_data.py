@@ -4,7 +4,6 @@ pre-review item's source gate (its evidence: the person's own words, and when)."
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -15,7 +14,6 @@ from vicar.prereview_models import PreReviewItem
 from vicar.vocabulary import QUESTION_ACTIONS, VALID_ACTIONS, CfAState
 
 EVIDENCE_SHOWN = 8
-DATE_SECONDS = 2.0  # a source gate's date is looked up this long at most: the page does not wait on it
 
 
 @dataclass
@@ -44,18 +42,6 @@ class GatePage:
             return ["approve", "correct", "reject", "hold"]
 
 
-async def _answered_at(inbox: Inbox, gate_id: str) -> datetime | None:
-    from vicar.gates import find_gate
-
-    if not gate_id:
-        return None
-    try:
-        _, desc = await asyncio.wait_for(find_gate(inbox.client, gate_id), DATE_SECONDS)
-    except Exception:  # noqa: BLE001  (gone from Temporal, or slow: the words stay, undated)
-        return None
-    return desc.close_time
-
-
 async def load_gate(inbox: Inbox, workflow_id: str) -> GatePage:
     from vicar.gate_view import gate_view
 
@@ -64,6 +50,6 @@ async def load_gate(inbox: Inbox, workflow_id: str) -> GatePage:
     if is_diff(view.artifact_text):
         page.diff = diff_lines(view.artifact_text)
     items = view.prereview[:EVIDENCE_SHOWN]
-    dates = await asyncio.gather(*(_answered_at(inbox, i.gate_id) for i in items))
-    page.evidence = [Evidence(i, d) for i, d in zip(items, dates)]
+    # gate_view dated them (each source gate's close, while Temporal keeps it)
+    page.evidence = [Evidence(i, view.prereview_dates.get(i.gate_id)) for i in items]
     return page

@@ -404,7 +404,7 @@ async def test_vicar_inbox_on_a_busy_port_is_one_line_and_exit_5(world, tmp_path
         holder.wait()
     assert done.returncode == 5, done.stderr
     assert done.stderr.strip().splitlines() == [
-        f"error: port {port} on 127.0.0.1 is in use by another process: stop it or pass --port"
+        f"error: port {port} on 127.0.0.1 is in use by another process: stop it or pass another --port"
     ]
 
 

@@ -178,9 +178,9 @@ def run(settings: Settings, host: str, port: int, origins: list[str], say) -> No
     try:
         server = CodecServer(codec(settings), token, host, port, origins or DEFAULT_ORIGINS)
     except OSError as exc:  # a bad host, a port in use or privileged
-        from vicar.errors import InvalidInput
+        from vicar.listening import bind_error
 
-        raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        raise bind_error(exc, host, port) from None
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     server.start()

@@ -44,16 +44,10 @@ def demo(
     # now, not after the whole session.
     sock = None
     if keep:
-        from vicar.cli.inbox_cmd import listen
         from vicar.demo_inbox import INBOX_HOST
-        from vicar.errors import Conflict
+        from vicar.listening import listen
 
-        try:
-            sock = listen(INBOX_HOST, inbox_port or 0)
-        except Conflict:
-            raise Conflict(
-                f"port {inbox_port} on {INBOX_HOST} is in use by another process: stop it or pass another --inbox-port"
-            ) from None
+        sock = listen(INBOX_HOST, inbox_port or 0, "--inbox-port")
     principal, said = claim_principal(
         settings.principals_dir, None if principal is None else check_principal(principal)
     )

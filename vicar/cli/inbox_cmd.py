@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import errno
 import ipaddress
 import json
-import socket
 import sys
 from typing import Optional
 
@@ -15,7 +13,7 @@ import typer
 from vicar.cli.base import app, console, err, friendly, open_client
 from vicar.config import Settings
 from vicar.display import text
-from vicar.errors import Conflict, InvalidInput
+from vicar.listening import listen
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -63,20 +61,6 @@ def inbox(
     # The access log names paths only; sign-in tokens travel in a POST body or a URL fragment.
     config = uvicorn.Config(web, host=host, port=port, log_level="warning", proxy_headers=True)
     uvicorn.Server(config).run(sockets=[sock])
-
-
-def listen(host: str, port: int) -> socket.socket:
-    """A listening socket on host:port, or one line: Conflict (exit 5) when another
-    process holds the port, InvalidInput (exit 2) for a host or port this machine refuses."""
-    try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
-        return socket.create_server((host, port), family=family, backlog=2048)
-    except socket.gaierror as exc:
-        raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise Conflict(f"port {port} on {host} is in use by another process: stop it or pass --port") from None
-        raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 def _loopback(host: str) -> bool:

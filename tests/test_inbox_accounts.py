@@ -85,3 +85,28 @@ def test_serving_with_temporal_unreachable_is_one_line(data_dir):
     result = CliRunner().invoke(app, ["inbox", "--port", "1"], env={"TEMPORAL_ADDRESS": "127.0.0.1:1"})
     assert result.exit_code == 4, result.output
     assert result.output.startswith("error: cannot reach Temporal") and "Traceback" not in result.output
+
+
+def test_inboxes_starting_at_once_agree_on_one_session_key(tmp_path):
+    """Real processes racing to make the key: each reads a whole key, all the same one
+    (the key was once created empty and written after, so a racing reader could fail)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from pathlib import Path; from vicar.inbox.accounts import session_secret; "
+        "print(session_secret(Path(sys.argv[1])))"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(6)
+    ]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
+    keys = {o.strip() for o, _ in outs}
+    assert len(keys) == 1 and len(keys.pop()) >= 32
+    key_file = inbox_dir(tmp_path) / SECRET_FILE
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert [p.name for p in key_file.parent.iterdir() if p.name.startswith(".session-key-")] == []

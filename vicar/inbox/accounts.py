@@ -4,11 +4,13 @@ session secret beside them, generated once and readable by its owner only."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
 import os
 import secrets
+import tempfile
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
@@ -145,19 +147,23 @@ def session_secret(data_dir: Path) -> str:
     """The key that signs session cookies: made once, mode 0600, never printed."""
     path = inbox_dir(data_dir) / SECRET_FILE
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        secret = path.read_text().strip()
-        if len(secret) < 32:
-            raise VicarError(f"{path} holds no usable session key: remove it to make a new one") from None
-        return secret
-    secret = secrets.token_urlsafe(48)
-    try:
-        os.write(fd, (secret + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    if not path.exists():
+        # Written whole under a private name, then linked into place: link() fails if the
+        # key exists, so two inboxes starting at once agree on one key, and neither ever
+        # reads a key file that is still being written.
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".session-key-")
+        try:
+            with os.fdopen(fd, "w") as f:  # mkstemp made it 0600
+                f.write(secrets.token_urlsafe(48) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, path)
+        finally:
+            os.unlink(tmp)
+    secret = path.read_text().strip()
+    if len(secret) < 32:
+        raise VicarError(f"{path} holds no usable session key: remove it to make a new one")
     return secret
 
 

@@ -1,10 +1,28 @@
-"""Small file helpers shared by the outcome artifacts and the responder allow-list."""
+"""Small file helpers shared by the outcome artifacts, the responder allow-list and the
+inbox's accounts."""
 
 from __future__ import annotations
 
 import os
 import tempfile
 from pathlib import Path
+
+from vicar.errors import VicarError
+
+
+def read_bounded(path: Path, limit: int, what: str) -> bytes | None:
+    """A small file's bytes (None: there is none), or one line: a file larger than
+    `limit` is not `what`, and reading past the limit costs nothing."""
+    try:
+        with path.open("rb") as f:
+            raw = f.read(limit + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise VicarError(f"cannot read {path}: {exc.strerror}") from None
+    if len(raw) > limit:
+        raise VicarError(f"{path} is larger than {limit} bytes: not {what}")
+    return raw
 
 
 def atomic_write(path: Path, text: str) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from vicar.errors import VicarError
-from vicar.files import atomic_write
+from vicar.files import atomic_write, read_bounded
 from vicar.memory.names import child_path
 from vicar.models import check_responder
 
@@ -85,15 +85,9 @@ def responders_path(principals_dir: Path, principal: str) -> Path:
 def load_policy(principals_dir: Path, principal: str) -> AllowList:
     """The principal's list as stored; OPEN when there is none."""
     path = responders_path(principals_dir, principal)
-    try:
-        with path.open("rb") as f:
-            raw = f.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
+    raw = read_bounded(path, MAX_FILE_BYTES, "an allow-list")
+    if raw is None:
         return OPEN
-    except OSError as exc:
-        raise VicarError(f"cannot read {path}: {exc.strerror}") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise VicarError(f"{path} is larger than {MAX_FILE_BYTES} bytes: not an allow-list")
     try:
         return AllowList.model_validate_json(raw)
     except ValidationError as exc:

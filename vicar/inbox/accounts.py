@@ -16,7 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from vicar.errors import InvalidInput, NotFound, VicarError
-from vicar.files import atomic_write
+from vicar.files import atomic_write, read_bounded
 from vicar.memory.names import check_name
 from vicar.models import check_principal, check_responder
 
@@ -108,15 +108,9 @@ def load_user(data_dir: Path, name: str) -> Account | None:
 
 
 def _read(path: Path) -> Account | None:
-    try:
-        with path.open("rb") as f:
-            raw = f.read(MAX_USER_FILE_BYTES + 1)
-    except FileNotFoundError:
+    raw = read_bounded(path, MAX_USER_FILE_BYTES, "an inbox account")
+    if raw is None:
         return None
-    except OSError as exc:
-        raise VicarError(f"cannot read {path}: {exc.strerror}") from None
-    if len(raw) > MAX_USER_FILE_BYTES:
-        raise VicarError(f"{path} is too large to be an inbox account")
     try:
         return Account.model_validate_json(raw)
     except ValidationError:

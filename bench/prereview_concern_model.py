@@ -128,7 +128,8 @@ def hashed(fs: list[str]) -> np.ndarray:
 class ConcernModel:
     """Per concern label, a logistic residual over the base rate's log-odds."""
 
-    def __init__(self) -> None:
+    def __init__(self, rate: float = RATE) -> None:
+        self.rate = rate
         self.w: dict[str, np.ndarray] = {}
         self.count: Counter[str] = Counter()
         self.n = 0
@@ -146,12 +147,14 @@ class ConcernModel:
             out[c] = 1.0 / (1.0 + math.exp(-max(min(z, 30.0), -30.0)))
         return out
 
-    def update(self, labels, x: np.ndarray, human: set[str]) -> None:
+    def update(self, labels, x: np.ndarray | None, human: set[str]) -> None:
         p = self.predict(labels, x)
-        scale = 1.0 / math.sqrt(max(len(x), 1))
+        if x is None:  # the base rate: counts only
+            labels = ()
+        scale = 1.0 / math.sqrt(max(len(x), 1)) if x is not None else 0.0
         for c in labels:
             w = self.w.setdefault(c, np.zeros(DIM))
-            g = RATE * ((c in human) - p[c]) * scale
+            g = self.rate * ((c in human) - p[c]) * scale
             w[x] = w[x] * (1 - L2) + g
         self.count.update(human)
         self.n += 1
@@ -193,6 +196,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("files", type=Path, nargs="+")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--rates", type=float, nargs="+", default=[RATE], help="the model's SGD steps to compare")
     ap.add_argument("--cache", type=Path, help="pickle of the captured contexts (written when absent)")
     args = ap.parse_args()
     if args.cache and args.cache.exists():
@@ -203,9 +207,10 @@ def main() -> None:
             args.cache.write_bytes(pickle.dumps(data))
     tallies: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
     times: list[float] = []
+    loss: dict[str, list[float]] = defaultdict(list)  # mean binary log-loss over the labels, per event
     for reviewer, rows in data.items():
         themes, names = Themes(), (reviewer,)
-        base, model = ConcernModel(), ConcernModel()
+        base, models = ConcernModel(), {r: ConcernModel(r) for r in args.rates}
         for e, seen in rows:
             if seen is not None:
                 now = themes.current()
@@ -220,8 +225,8 @@ def main() -> None:
                 labels = [*CATEGORIES, *(f"theme:{w}" for w in sorted(now))]
                 t0 = time.perf_counter()
                 x = hashed(features(e, ctx, concerns_of))
-                pm = model.predict(labels, x)
-                times.append(time.perf_counter() - t0)
+                pms = {r: m.predict(labels, x) for r, m in models.items()}
+                times.append((time.perf_counter() - t0) / len(models))
                 pb = base.predict(labels, None)
                 shipped = select(items)
                 add = tallies
@@ -231,12 +236,20 @@ def main() -> None:
                 add["oracle 4"][reviewer].add(human, oracle(human, cand_sets))
                 add["base rate: rerank"][reviewer].add(human, rerank(items, cand_sets, pb))
                 add["base rate: cover"][reviewer].add(human, cover(items, cand_sets, pb))
-                add["model: rerank"][reviewer].add(human, rerank(items, cand_sets, pm))
-                add["model: cover"][reviewer].add(human, cover(items, cand_sets, pm))
-                # the model alone, as if it could write: its labels with p >= 0.5 (no sentences)
-                add["model: labels p>=0.5 (no text)"][reviewer].add(human, {c for c, v in pm.items() if v >= 0.5})
-                base.update(labels, x, human)
-                model.update(labels, x, human)
+                # the labels alone, as if they could be written (no sentences): does the model rank them?
+                add["base rate: top 3 labels (no text)"][reviewer].add(human, set(sorted(pb, key=lambda c: -pb[c])[:3]))
+                for r, pm in pms.items():
+                    tag = "model" if len(models) == 1 else f"model rate {r}"
+                    add[f"{tag}: rerank"][reviewer].add(human, rerank(items, cand_sets, pm))
+                    add[f"{tag}: cover"][reviewer].add(human, cover(items, cand_sets, pm))
+                    add[f"{tag}: top 3 labels (no text)"][reviewer].add(
+                        human, set(sorted(pm, key=lambda c: -pm[c])[:3])
+                    )
+                for name, pp in (("base rate", pb), *((f"model rate {r}", pm) for r, pm in pms.items())):
+                    loss[name].append(-sum(math.log(pp[c] if c in human else 1 - pp[c]) for c in labels) / len(labels))
+                base.update(labels, None, human)
+                for m in models.values():
+                    m.update(labels, x, human)
             themes.add(e.action.value, strip_tags(e.response, names))
     for label in tallies:
         pooled = Tally()
@@ -245,6 +258,10 @@ def main() -> None:
             for f in ("hit", "said", "raised", "events"):
                 setattr(pooled, f, getattr(pooled, f) + getattr(t, f))
         print(f"{label:32s} {'pooled':22s} ev {pooled.events:5d} {pooled.row()}")
+    for name, ls in loss.items():
+        half = len(ls) // 2
+        print(f"log-loss per label, {name}: {np.mean(ls):.4f} (first half {np.mean(ls[:half]):.4f}, ", end="")
+        print(f"second half {np.mean(ls[half:]):.4f})")
     ms = np.array(times) * 1000
     print(f"model features+predict per gate: p50 {np.median(ms):.2f} ms p90 {np.percentile(ms, 90):.2f} ms")
 

@@ -197,14 +197,16 @@ def main() -> None:
     ap.add_argument("files", type=Path, nargs="+")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rates", type=float, nargs="+", default=[RATE], help="the model's SGD steps to compare")
-    ap.add_argument("--cache", type=Path, help="pickle of the captured contexts (written when absent)")
+    ap.add_argument("--cache", type=Path, nargs="*", help="pickle of the captured contexts (written when absent)")
     args = ap.parse_args()
-    if args.cache and args.cache.exists():
-        data = pickle.loads(args.cache.read_bytes())
+    if args.cache and all(c.exists() for c in args.cache):
+        data = {}
+        for c in args.cache:  # several streams' caches: scored together, pooled over all
+            data.update(pickle.loads(c.read_bytes()))
     else:
         data = capture(args.files, args.seed)
         if args.cache:
-            args.cache.write_bytes(pickle.dumps(data))
+            args.cache[0].write_bytes(pickle.dumps(data))
     tallies: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
     times: list[float] = []
     loss: dict[str, list[float]] = defaultdict(list)  # mean binary log-loss over the labels, per event

@@ -6,6 +6,7 @@ the one that may read them."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import httpx
@@ -30,10 +31,15 @@ class NotifyActivities:
         return [self.notify, self.artifact_excerpts]
 
     @activity.defn(name=c.ARTIFACT_EXCERPTS)
-    def artifact_excerpts(self, want: ExcerptInput) -> list[ArtifactFile]:
+    async def artifact_excerpts(self, want: ExcerptInput) -> list[ArtifactFile]:
         """The start of each file, within the budget over all of them; a file that cannot
         be read is named with why (the gate shows it rather than failing). Reads only:
         a retry returns the same unless the file changed meanwhile."""
+        # Async, its reads on a thread: a sharded worker's shared queue (where this runs
+        # with the other shared activities) has no activity executor for sync activities.
+        return await asyncio.to_thread(self._excerpts, want)
+
+    def _excerpts(self, want: ExcerptInput) -> list[ArtifactFile]:
         out: list[ArtifactFile] = []
         left = max(want.budget, 0)
         cap = self.settings.limits.artifact_file_bytes

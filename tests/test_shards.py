@@ -287,3 +287,30 @@ async def test_the_move_command_with_one_worker_on_every_shard_keeps_the_memory(
         assert not list((data_dir / "moves").iterdir())
     finally:
         await worker.stop()
+
+
+async def test_a_sharded_worker_keeps_an_escalated_gates_file_excerpts(temporal_env, embedder, settings, tmp_path):
+    """The excerpts activity runs on a sharded worker's shared queue, which has no thread
+    pool for sync activities: a sync one stopped every sharded worker from starting."""
+    from vicar.client import get_gate
+    from vicar.gates import start_gate
+    from vicar.worker import build_worker
+
+    from .conftest import wait_escalated
+
+    (tmp_path / "art").mkdir()
+    notes = tmp_path / "art" / "plan.md"
+    notes.write_text("Step 1: back up the users table.\n")
+    settings = sharded(settings, 2).model_copy(update=dict(artifact_roots=[tmp_path / "art"]))
+    task_queue = f"tq-{uuid.uuid4().hex[:8]}"
+    registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
+    worker, _ = build_worker(temporal_env.client, settings, registry=registry, task_queue=task_queue)
+    async with worker:
+        h = VicarHarness(temporal_env.client, task_queue, registry, settings)
+        req = h.request(h.principal(), escalation_mode="always", artifact_paths=[str(notes)])
+        handle = await start_gate(h.client, req, task_queue)
+        await wait_escalated(h.client, req.gate_id)
+        view = await (await get_gate(h.client, req.gate_id)).view()
+        [kept] = view.artifact_files
+        assert kept.excerpt == notes.read_text() and not kept.error
+        await handle.terminate(reason="test: done")

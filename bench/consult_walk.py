@@ -1,0 +1,142 @@
+"""A consult's walk: how often a reader following one `consult` activity from the
+activity to the decision leaves a module of Vicar's and comes back to it (issue 35's
+"rooms").
+
+The reader reads each of Vicar's functions once, in the order the consult first calls
+it; a *stay* is a run of consecutive functions in one module, a *room* a distinct
+module, and a *return* a stay in a room already visited (returns = stays - rooms).
+Library code (pydantic, numpy, chromadb, sqlite) is not a room. The autonomy rule's
+computations are counted too (calls of `rule_in_force`, however many times it runs).
+
+    python bench/consult_walk.py [--answers 40] [--floor]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from vicar.activities.proxy import ProxyActivities
+from vicar.config import Settings
+from vicar.memory.embedder import default_embedder
+from vicar.memory.principal import MemoryRegistry
+from vicar.models import AnsweredBy, Action, GateRequest, OutcomeRecord, PassResult
+from vicar.proxy.offline import OfflinePredictor
+from vicar.proxy.outcomes import record_outcome
+
+ROOT = Path(__file__).resolve().parents[1]
+SKIP = ("site-packages", "/lib/python3", "<")  # libraries, and code pydantic generates
+# The functions that compute the autonomy rule in force (counted per consult).
+RULE_FUNCTIONS = ("rule_in_force",)
+
+
+def room(filename: str, floor: bool) -> str | None:
+    if any(s in filename for s in SKIP):
+        return None
+    try:
+        where = str(Path(filename).resolve().relative_to(ROOT))
+    except ValueError:
+        return None
+    # The memory is the ground floor, read like a library unless asked (--floor).
+    return where if floor or not where.startswith("memory/") else None
+
+
+class Walk:
+    def __init__(self, floor: bool) -> None:
+        self.floor = floor
+        self.stays: list[str] = []
+        self.rule_calls = 0
+        self.read: set = set()
+
+    def step(self, where: str | None) -> None:
+        if where is not None and (not self.stays or self.stays[-1] != where):
+            self.stays.append(where)
+
+    def profile(self, frame, event, arg):
+        if event == "call":
+            code = frame.f_code
+            if code.co_name in RULE_FUNCTIONS:
+                self.rule_calls += 1
+            if code in self.read:
+                return  # a reader reads a function once, however often it runs
+            self.read.add(code)
+            self.step(room(code.co_filename, self.floor))
+
+    def report(self) -> dict:
+        rooms = Counter(self.stays)
+        return {
+            "stays": len(self.stays),
+            "rooms": len(rooms),
+            "returns": len(self.stays) - len(rooms),
+            "rule computations": self.rule_calls,
+            "most entered": rooms.most_common(6),
+        }
+
+
+def request(i: int, principal: str = "walker") -> GateRequest:
+    return GateRequest(
+        principal=principal,
+        gate_id=f"walk-{i}",
+        state="WORK_ASSERT",
+        task_type="docs",
+        question="Approve this documentation change?",
+        artifact_text=f"docs: fix typo number {i} in README",
+        upstream_agent="writer-bot",
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--answers", type=int, default=40, help="human answers recorded before the traced consult")
+    ap.add_argument("--floor", action="store_true", help="count the memory's modules (memory/) as rooms too")
+    args = ap.parse_args()
+    from datetime import datetime, timezone
+
+    from vicar import contracts as c
+
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(data_dir=Path(tmp) / "vicar")
+        embedder = default_embedder()
+        registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
+        acts = ProxyActivities(None, registry, OfflinePredictor(), settings)  # type: ignore[arg-type]
+        memory = registry.get("walker")
+        guess = PassResult(prose="", confidence=0.9, action=Action.approve)
+        for i in range(1, args.answers + 1):
+            req = request(i)
+            record_outcome(
+                memory,
+                OutcomeRecord(
+                    request=req,
+                    n=i,
+                    workflow_id=f"vicar-gate/{req.gate_id}",
+                    action=Action.approve,
+                    response_text="Fine.",
+                    answered_by=AnsweredBy.human,
+                    prior=guess,
+                    posterior=guess,
+                ),
+                artifacts=False,
+            )
+            memory.raise_counter(i)
+        n = args.answers + 1
+        inp = c.ConsultInput(
+            request=request(n), n=n, now=datetime.now(timezone.utc), gate_key=f"vicar-gate/walk-{n}"
+        )
+        acts.consult(inp)  # warm: caches and lazy imports are not the walk
+        walk = Walk(args.floor)
+        inp = inp.model_copy(update={"request": request(n + 1), "n": n + 1, "gate_key": f"vicar-gate/walk-{n + 1}"})
+        sys.setprofile(walk.profile)
+        try:
+            acts.consult(inp)
+        finally:
+            sys.setprofile(None)
+        registry.close()
+    for k, v in walk.report().items():
+        print(f"{k}: {v}")
+
+
+if __name__ == "__main__":
+    main()

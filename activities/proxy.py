@@ -25,11 +25,11 @@ from vicar.config import TASK_QUEUE, Settings
 from vicar.errors import ALLOW_LIST_EMPTIED, ALLOW_LIST_UNREADABLE, ARTIFACT_REFUSED, VicarError
 from vicar.memory.principal import MemoryRegistry
 from vicar.models import BrainConfig, Calibration, ModelPin, OutcomeRecord, PassResult, Surprise
-from vicar.proxy.calibration import calibrate
-from vicar.proxy.consult import calibration_inputs, consult, retrieve
+from vicar.proxy.calibration import calibrate, calibration_inputs
+from vicar.proxy.consult import consult
 from vicar.proxy.outcomes import record_outcome
 from vicar.proxy.provider import Predictor
-from vicar.proxy.withdrawal_news import withdrawal_news
+from vicar.proxy.retrieval import contexts
 from vicar.responders import load_policy
 
 
@@ -125,13 +125,11 @@ class ProxyActivities(TurnActivities, RuleActivities):
                 working_memory=inp.working_memory,
                 artifact=artifact,
             )
-        memory = self.registry.get(inp.request.principal)
-        news = withdrawal_news(memory, inp.request, self.settings.calibration, inp.gate_key)
         return c.ConsultResult(
             prior=result.prior,
             posterior=result.posterior,
             surprise=result.surprise,
-            calibration=result.calibration.model_copy(update={"withdrawn_news": news}),
+            calibration=result.calibration,
             lineage=result.posterior_context.lineage_history,
         )
 
@@ -140,24 +138,8 @@ class ProxyActivities(TurnActivities, RuleActivities):
     def retrieve_context(self, inp: c.RetrieveInput) -> c.RetrievalBundle:
         memory = self.registry.get(inp.request.principal)
         artifact = self._artifact(inp.request)
-        prior = retrieve(
-            memory, inp.request, inp.n, "prior", options=self.settings.retrieval, params=self.settings.calibration
-        )
-        bundle = c.RetrievalBundle(
-            prior=prior,
-            posterior=retrieve(
-                memory,
-                inp.request,
-                inp.n,
-                "posterior",
-                artifact,
-                self.settings.retrieval,
-                self.settings.calibration,
-                agent_trust=prior.agent_trust,
-            ),
-        )
-        bundle.prior.working_memory = bundle.posterior.working_memory = inp.working_memory
-        return bundle
+        prior, posterior = contexts(memory, inp.request, inp.n, artifact, self.settings, inp.working_memory)
+        return c.RetrievalBundle(prior=prior, posterior=posterior)
 
     @activity.defn(name=c.PRIOR_PASS)
     def prior_pass(self, inp: c.PassInput) -> PassResult:
@@ -183,13 +165,8 @@ class ProxyActivities(TurnActivities, RuleActivities):
     def calibrate(self, inp: c.CalibrateInput) -> Calibration:
         params = self.settings.calibration
         memory = self.registry.get(inp.request.principal)
-        calibration = calibrate(
-            inp.confidence,
-            calibration_inputs(memory, inp.request, inp.ctx, params, now=inp.now, gate_key=inp.gate_key),
-            params,
-        )
-        news = withdrawal_news(memory, inp.request, params, inp.gate_key)
-        return calibration.model_copy(update={"withdrawn_news": news})
+        inputs = calibration_inputs(memory, inp.request, inp.ctx, params, now=inp.now, gate_key=inp.gate_key)
+        return calibrate(inp.confidence, inputs, params)
 
     @activity.defn(name=c.REINFORCE)
     @store_errors

@@ -34,8 +34,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vicar.eval import metrics as m  # noqa: E402
-from vicar.proxy.autonomy import PairWindow, required_answers, search  # noqa: E402
-from vicar.proxy.sequential import BettingLedger, DriftTest, check_index, spent_delta  # noqa: E402
+from retired_rules import PairWindow, check_index, required_answers, search, spent_delta  # noqa: E402
+from vicar.proxy.autonomy.bets import BettingLedger, DriftTest  # noqa: E402
 
 TARGET, DELTA, AUDIT, WINDOW = 0.05, 0.05, 0.05, 2000
 STARTS: tuple[float, ...] = (1.0,)  # --starts: the fixed sequences' tops (Bonferroni over them)

@@ -237,3 +237,14 @@ async def vicar_process(h, data_dir, *args: str, queue: str | None = None) -> tu
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
+
+
+def rule_for(memory, request: GateRequest, params=None):
+    """The autonomy rule a gate's consult reads for `request` (vicar.proxy.autonomy)."""
+    from vicar.config import CalibrationParams
+    from vicar.proxy.autonomy import rule_in_force
+
+    params = params or CalibrationParams()
+    return rule_in_force(
+        memory.store, memory.dir, params.autonomy, request.state.value, request.kind.value, request.task_type
+    )

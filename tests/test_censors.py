@@ -15,7 +15,7 @@ from vicar.llm import prompts
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import AnsweredBy, Calibration, CalibrationInputs, CensorHit, GateRequest, GateStatus, HumanAnswer
 from vicar.proxy.calibration import calibrate
-from vicar.proxy.consult import retrieve
+from vicar.proxy.retrieval import retrieve
 
 from .conftest import LOOSE_AUTONOMY, record_answer, wait_escalated, wait_for
 

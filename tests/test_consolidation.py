@@ -12,7 +12,7 @@ from vicar.memory.consolidation import apply_consolidation, memory_fingerprint, 
 from vicar.memory.principal import PrincipalMemory
 from vicar.memory.retrieval import Query
 from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord
-from vicar.proxy.consult import outcome_chunk
+from vicar.proxy.outcomes import outcome_chunk
 
 PLAN = "Add a unique index on users.email; rollback drops the index."
 

@@ -13,6 +13,8 @@ from vicar.models import Action, AnsweredBy, AutonomyRule, GateRequest, OutcomeR
 from vicar.proxy.health import autonomy_rules, context_health, rule_lines, rule_statement
 from vicar.proxy.outcomes import record_outcome
 
+from .conftest import rule_for
+
 T0 = datetime(2026, 9, 1, 9, 0, tzinfo=UTC)
 
 
@@ -168,7 +170,6 @@ def test_the_rule_now_is_the_rule_a_consult_computes(tmp_path, embedder):
     """autonomy_rules (health, the demo's footer) and a gate's consult read the same pairs
     under the same parameters: the same rule."""
     from vicar.config import Settings
-    from vicar.proxy.consult import autonomy_rule
 
     memory = PrincipalMemory("alice", tmp_path / "principals", embedder, MemoryParams())
     try:
@@ -178,7 +179,7 @@ def test_the_rule_now_is_the_rule_a_consult_computes(tmp_path, embedder):
             record_outcome(memory, r.model_copy(update={"posterior": guess}), artifacts=False)
         settings = Settings.from_env()
         now = autonomy_rules(memory.store, memory.dir, settings.calibration.autonomy, [("PLAN_ASSERT", "docs")])
-        consulted = autonomy_rule(memory, records([1.0], task_type="docs")[0].request, settings.calibration)
+        consulted = rule_for(memory, records([1.0], task_type="docs")[0].request, settings.calibration)
     finally:
         memory.close()
     assert now[("PLAN_ASSERT", "docs")] == consulted and consulted.evidence == 15 and consulted.errors == 4

@@ -13,7 +13,7 @@ import pytest
 
 from vicar.gates import answer_gate, start_gate
 from vicar.models import AnsweredBy, HumanAnswer
-from vicar.proxy.ledger import autonomy_pairs
+from vicar.proxy.autonomy.ledger import autonomy_pairs
 
 from .conftest import vicar_process, wait_escalated
 from .test_gate_guards import ARTIFACT, seed

@@ -18,11 +18,12 @@ from vicar.llm.anthropic_client import AnthropicClient
 from vicar.memory.principal import PrincipalMemory
 from vicar.memory.store import _COLUMNS, MIGRATIONS
 from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord
-from vicar.proxy.consult import consult, outcome_chunk, retrieve
+from vicar.proxy.consult import consult
 from vicar.proxy.lineage import artifact_hash, derive
 from vicar.proxy.llm_predictor import LLMPredictor
 from vicar.proxy.offline import OfflinePredictor
-from vicar.proxy.outcomes import record_outcome
+from vicar.proxy.outcomes import outcome_chunk, record_outcome
+from vicar.proxy.retrieval import retrieve
 
 from .llm_standins import AnthropicStandIn
 from .test_eval import DATA

@@ -305,8 +305,8 @@ async def test_a_confident_model_earns_autonomy_only_by_measured_agreement(llm, 
     users table!) still goes to the human; after enough agreeing human answers the
     bound passes and the proxy acts alone; when audited gates start failing it loses
     autonomy again."""
-    from vicar.config import AUTONOMY_FILE
     from vicar.proxy.autonomy import audit_draw
+    from vicar.proxy.autonomy.rule import AUTONOMY_FILE
 
     standin._script = Reviewer(first="Approved.\nCONFIDENCE: 0.99")
     p = llm.principal()

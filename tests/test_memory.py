@@ -12,7 +12,7 @@ from vicar.memory.principal import MemoryRegistry, PrincipalMemory
 from vicar.memory.retrieval import Query
 from vicar.memory.store import StoreError
 from vicar.models import GateRequest, OutcomeRecord
-from vicar.proxy.consult import outcome_chunk
+from vicar.proxy.outcomes import outcome_chunk
 
 
 def reference_b(traces, now, d=0.5):

@@ -9,9 +9,9 @@ from vicar.config import FactParams
 from vicar.llm import prompts
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord, PassResult
-from vicar.proxy.consult import retrieve
 from vicar.proxy.facts import after_hindsight, concern_words, extract, hindsight, sentence_with
 from vicar.proxy.learned_history import memory_features
+from vicar.proxy.retrieval import retrieve
 
 from .conftest import record_answer
 

@@ -212,7 +212,7 @@ def test_the_gate_reads_the_persons_answers_on_similar_work_in_other_contexts(me
     pre-review through the posterior's similar-work search (one principal's memory, the
     past only)."""
     from tests.conftest import record_answer
-    from vicar.proxy.consult import retrieve
+    from vicar.proxy.retrieval import retrieve
 
     diff = "--- a/drivers/hwmon/lm90.c\n+++ b/drivers/hwmon/lm90.c\n+\tval = lm90_read_reg(client, LM90_REG_TEMP);\n"
     said = "The error returned by lm90_read_reg() is ignored here."

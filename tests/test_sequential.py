@@ -11,17 +11,14 @@ import math
 import numpy as np
 from scipy import special
 
-from vicar.proxy.autonomy import upper_bound
-from vicar.proxy.sequential import (
+from vicar.proxy.autonomy.bets import (
     BettingLedger,
     DriftTest,
     betting_log_wealth,
     betting_passes,
     betting_upper_bound,
-    check_index,
     drift_alarm,
     fewest_to_prove,
-    spent_delta,
 )
 
 TARGET, DELTA = 0.05, 0.05
@@ -41,6 +38,16 @@ def naive_ever_states(x: np.ndarray) -> bool:
     n = np.arange(1, len(x) + 1)
     ub = special.betaincinv(k + 1, np.maximum(n - k, 1e-12), 1 - DELTA)
     return bool(np.any((ub <= TARGET) & (k < n)))
+
+
+def upper_bound(errors: int, n: int, delta: float) -> float:
+    """The one-sided Clopper-Pearson bound (the retired rule's, bench/retired_rules.py)."""
+    return 1.0 if errors >= n else float(special.betaincinv(errors + 1, n - errors, 1.0 - delta))
+
+
+def spent_delta(delta: float, check: int) -> float:
+    """Re-check j spends delta / ((j + 1)(j + 2)): the union bound the rule once used."""
+    return delta / ((check + 1) * (check + 2))
 
 
 def spent_ever_states(x: np.ndarray, first: int = 59, ratio: float = 1.2) -> bool:
@@ -83,11 +90,6 @@ def test_the_bet_proves_a_low_error_and_weights_audits():
     # The confidence sequence's upper end now: below target on a clean record, 1 on none.
     assert betting_upper_bound(np.zeros(400), DELTA) < TARGET
     assert betting_upper_bound(np.zeros(3), DELTA) == 1.0
-
-
-def test_spending_sums_to_delta_and_checks_are_geometric():
-    assert sum(spent_delta(DELTA, j) for j in range(100_000)) <= DELTA
-    assert [check_index(c, 59, 2.0) for c in (58, 59, 117, 118, 236)] == [None, 0, 0, 1, 2]
 
 
 def test_the_ledger_is_the_bet_per_threshold_and_stops_at_the_first_failure():

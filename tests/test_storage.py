@@ -9,8 +9,10 @@ from vicar.config import CalibrationParams, MemoryParams
 from vicar.memory.check import check
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord, PassResult
-from vicar.proxy.consult import autonomy_rule, retrieve
 from vicar.proxy.outcomes import record_outcome
+from vicar.proxy.retrieval import retrieve
+
+from .conftest import rule_for
 
 ON = MemoryParams(storage=True)
 DROP = "Migration {n}: drop the column users.legacy_{c} from the production database. No rollback step."
@@ -82,7 +84,7 @@ def test_a_duplicate_reinforces_and_keeps_its_bookkeeping(open_memory, tmp_path)
     # The human's answer counts all the same: logged, a pair of the autonomy rule, in the
     # context's bookkeeping and the lineage's verdicts.
     assert mem.store.outcome_seq("vicar-gate/g2") is not None
-    assert autonomy_rule(mem, gate(3, plan), CalibrationParams()).evidence == 2
+    assert rule_for(mem, gate(3, plan), CalibrationParams()).evidence == 2
     assert [
         h.n
         for h in retrieve(

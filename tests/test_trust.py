@@ -13,11 +13,11 @@ from vicar.config import CalibrationParams, MemoryParams, PredictorParams
 from vicar.memory.principal import PrincipalMemory
 from vicar.memory.store import MIGRATIONS, RecordStore
 from vicar.models import AnsweredBy, GateRequest, PassResult
-from vicar.proxy.consult import autonomy_rule
-from vicar.proxy.ledger import Evidence, OutcomeEntry, autonomy_pairs, ledger_rows, log_outcome, regrets
+from vicar.proxy.autonomy.ledger import Evidence, autonomy_pairs
+from vicar.proxy.outcome_log import OutcomeEntry, ledger_rows, log_outcome, regrets
 from vicar.proxy.trust import INITIAL_TRUST, ledger
 
-from .conftest import record_answer
+from .conftest import record_answer, rule_for
 
 
 def patch(i: int, version: int, series: str = "lm75: add TMP75B", agent: str = "patch-bot") -> GateRequest:
@@ -60,7 +60,7 @@ def test_regret_is_inferred_from_a_later_correction_on_the_same_lineage(memory):
     answer(memory, 1, patch(1, 1), "approve")  # the human: a right pair at 0.9
     answer(memory, 2, patch(2, 2), "approve", by=AnsweredBy.proxy, score=0.93)  # the proxy alone
     answer(memory, 3, patch(3, 1, series="pmbus: new driver"), "approve", by=AnsweredBy.proxy)  # another thread
-    before = autonomy_rule(memory, patch(9, 9), CalibrationParams())
+    before = rule_for(memory, patch(9, 9), CalibrationParams())
     # The human corrects the next revision of the same series: the proxy's approval of v2
     # was wrong. The other thread's approval is not touched.
     answer(memory, 4, patch(4, 3), "correct", predicted="correct")
@@ -78,7 +78,7 @@ def test_regret_is_inferred_from_a_later_correction_on_the_same_lineage(memory):
     # before it sees it on its next read.
     pairs = autonomy_pairs(memory.store, "gate")
     assert [(s, ok) for _, s, ok in pairs] == [(0.9, True), (0.9, True), (0.93, False)]
-    after = autonomy_rule(memory, patch(9, 9), CalibrationParams())
+    after = rule_for(memory, patch(9, 9), CalibrationParams())
     assert (before.evidence, before.errors) == (1, 0) and (after.evidence, after.errors) == (3, 1)
     # Found once: a rejection of the same thread later does not regret it again.
     answer(memory, 5, patch(5, 4), "reject", predicted="reject")
@@ -168,9 +168,9 @@ def test_an_untrusted_agent_is_probed_and_never_answered_alone(memory):
     from vicar.llm import prompts
     from vicar.models import AutonomyRule, CalibrationInputs
     from vicar.proxy.calibration import calibrate
-    from vicar.proxy.consult import retrieve
     from vicar.proxy.learned import LearnedPredictor
     from vicar.proxy.learned_history import memory_features
+    from vicar.proxy.retrieval import retrieve
 
     for i in range(1, 7):  # six of its patches corrected: approval (0 + 3) / (6 + 5) = 0.27
         answer(memory, i, patch(i, 1, series=f"series {i}", agent="sloppy-bot"), "correct", predicted="correct")

@@ -10,9 +10,8 @@ from vicar.memory.migrations import MIGRATIONS
 from vicar.memory.principal import PrincipalMemory
 from vicar.memory.store import RecordStore
 from vicar.models import AnsweredBy
-from vicar.proxy.ledger import rule_draws
+from vicar.proxy.autonomy.ledger import PairLedger, rule_draws
 from vicar.proxy.outcomes import record_outcome
-from vicar.proxy.withdrawal import PairLedger
 
 from .test_autonomy import outcome
 

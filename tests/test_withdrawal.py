@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from vicar.config import AutonomyParams, MemoryParams
 from vicar.memory.principal import PrincipalMemory
-from vicar.models import Action, AnsweredBy, Calibration, GateRequest, OutcomeRecord, PassResult
-from vicar.proxy.consult import rule_in_force
+from vicar.models import Action, AnsweredBy, AutonomyRule, Calibration, GateRequest, OutcomeRecord, PassResult
+from vicar.proxy.autonomy import rule_in_force
 from vicar.proxy.health import rule_lines
 from vicar.proxy.outcomes import record_outcome
 
@@ -121,14 +121,20 @@ async def test_the_webhook_is_told_once_per_withdrawal(temporal_env, embedder, t
 
 
 def test_a_withdrawal_is_announced_by_one_gate_and_again_on_its_retry(tmp_path, embedder):
-    from vicar.proxy.withdrawal_news import announce
+    from vicar.proxy.autonomy.drift import announcement
 
     memory = PrincipalMemory(P, tmp_path, embedder, MemoryParams())
+    withdrawn = AutonomyRule(target=0.05, delta=0.05, audit_share=0.05, withdrawn="why", withdrawn_seq=7)
+    later = withdrawn.model_copy(update={"withdrawn_seq": 9})
+
+    def announced(rule: AutonomyRule, gate: str) -> bool:
+        return announcement(memory.store, "gate", "PLAN_ASSERT", "db", rule, gate) == "why"
+
     try:
-        key = "autonomy_withdrawn/gate/PLAN_ASSERT/db/7"
-        assert announce(memory.store, key, "vicar-gate/a")
-        assert announce(memory.store, key, "vicar-gate/a")  # a retried consult of the same gate
-        assert not announce(memory.store, key, "vicar-gate/b")
-        assert announce(memory.store, key.replace("/7", "/9"), "vicar-gate/b")  # a later withdrawal
+        assert announced(withdrawn, "vicar-gate/a")
+        assert announced(withdrawn, "vicar-gate/a")  # a retried consult of the same gate
+        assert not announced(withdrawn, "vicar-gate/b")
+        assert announced(later, "vicar-gate/b")  # a later withdrawal
+        assert not announced(withdrawn.model_copy(update={"withdrawn": ""}), "vicar-gate/c")  # none in force
     finally:
         memory.close()

@@ -69,9 +69,8 @@ class AutonomyParams(BaseModel):
     answer alone still go to the human, so evidence keeps coming where the proxy acts,
     and a context whose audits show the error above target loses autonomy until the
     rule re-earns it. With no error, 100 answers prove 5% at delta 0.05. `window` is no
-    longer read by the rule (the bet runs over every pair); kept so existing
-    `autonomy.json` files stay valid. Overridable per principal and per state in
-    `autonomy.json` beside the memory.
+    longer read by the rule (the bet runs over every pair). Overridable per principal
+    and per state in `autonomy.json` beside the memory (vicar.proxy.autonomy.rule).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -94,51 +93,6 @@ MECHANISM_VARS: dict[str, tuple[str, str]] = {
     for v in env.VARS
     if v.section == env.MECHANISMS and v.field
 }
-AUTONOMY_FILE = "autonomy.json"  # per principal, beside its memory
-AUTONOMY_FILE_BYTES = 64_000
-
-
-class AutonomyFile(BaseModel):
-    """`autonomy.json`: overrides for one principal, then per state (by state name)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    target_error: float | None = Field(None, gt=0.0, le=1.0)
-    delta: float | None = Field(None, gt=0.0, lt=1.0)
-    window: int | None = Field(None, ge=1, le=100_000)
-    audit_share: float | None = Field(None, ge=0.0, le=1.0)
-    states: dict[str, "AutonomyFile"] = Field(default_factory=dict, max_length=64)
-
-    def overrides(self) -> dict:
-        return self.model_dump(exclude={"states"}, exclude_none=True)
-
-
-_autonomy_files: dict[Path, tuple[tuple[int, int], AutonomyFile]] = {}
-
-
-def autonomy_params(base: AutonomyParams, principal_dir: Path, state: str) -> AutonomyParams:
-    """The rule's parameters for a gate: the defaults, then the principal's file, then
-    its entry for the state. The file is read again only when it changes."""
-    path = principal_dir / AUTONOMY_FILE
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return base
-    stamp = (st.st_mtime_ns, st.st_size)
-    cached = _autonomy_files.get(path)
-    if cached is None or cached[0] != stamp:
-        if st.st_size > AUTONOMY_FILE_BYTES:
-            raise InvalidInput(f"{path} has {st.st_size} bytes, more than {AUTONOMY_FILE_BYTES}")
-        try:
-            parsed = AutonomyFile.model_validate_json(path.read_bytes())
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(x) for x in first["loc"]) or "file"
-            raise InvalidInput(f"{path} is not a valid autonomy file: {where}: {first['msg']}") from None
-        cached = _autonomy_files[path] = (stamp, parsed)
-    config = cached[1]
-    state_config = config.states.get(state)
-    return base.model_copy(update={**config.overrides(), **(state_config.overrides() if state_config else {})})
 
 
 class CalibrationParams(BaseModel):

@@ -98,7 +98,7 @@ DEMO_AUTONOMY = '{"target_error": 0.4, "delta": 0.2}'
 
 def demo_autonomy(principal_dir: Path) -> str:
     """Give the demo's principal its rule (unless it has one already); what to tell the user."""
-    from vicar.config import AUTONOMY_FILE
+    from vicar.proxy.autonomy.rule import AUTONOMY_FILE
 
     path = principal_dir / AUTONOMY_FILE
     if path.exists():
@@ -291,7 +291,7 @@ def final_state(memory, settings) -> tuple:
     which predates its wave's answers)."""
     from vicar.proxy.bookkeeping import ContextEntry
     from vicar.proxy.health import autonomy_rules, rule_lines
-    from vicar.proxy.ledger import context_entries
+    from vicar.proxy.outcome_log import context_entries
 
     contexts = sorted(
         {

@@ -353,6 +353,8 @@ class CalibrationInputs(BaseModel):
     # The principal's recalibration (vicar.proxy.recalibration): slope and intercept on the
     # score's log-odds for the confidence shown; None: the score is shown as it is.
     confidence_map: tuple[float, float] | None = None
+    # The context's autonomy was withdrawn and this gate is the one to announce it: why.
+    withdrawn_news: str = ""
 
 
 class Calibration(BaseModel):

@@ -29,7 +29,7 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
         known_principals,
         rule_lines,
     )
-    from vicar.proxy.ledger import context_entries, ledger_rows
+    from vicar.proxy.outcome_log import context_entries, ledger_rows
     from vicar.proxy.trust import ledger
 
     settings = Settings.from_env()

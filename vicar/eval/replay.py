@@ -23,12 +23,13 @@ from vicar.memory.chunk import blended_text, chunk_id_for
 from vicar.memory.embedder import Embedder
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, OutcomeRecord
-from vicar.proxy.consult import build_query, consult, outcome_chunk
+from vicar.proxy.consult import consult
 from vicar.proxy.facts import learn as learn_facts
-from vicar.proxy.ledger import regrets
 from vicar.proxy.offline import OfflinePredictor
-from vicar.proxy.outcomes import record_outcome
+from vicar.proxy.outcome_log import regrets
+from vicar.proxy.outcomes import outcome_chunk, record_outcome
 from vicar.proxy.prereview import TURNED_BACK, RankLearner, pre_review, rank, render, select
+from vicar.proxy.retrieval import build_query
 
 Progress = Callable[[int], None]  # called with the number of gates just replayed
 # The dataset has no sessions: every this many gates, the replay does what consolidation

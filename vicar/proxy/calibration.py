@@ -1,5 +1,5 @@
 """Post-hoc calibration of the proxy's confidence: the guards, in order, then the
-autonomy rule.
+autonomy rule; and what they read (`calibration_inputs`).
 
 A `block` censor (vicar.proxy.censors) that fired on the artifact withholds the answer
 first. The memory guards (cold start, tension, staleness) cap the confidence: they doubt the
@@ -9,15 +9,22 @@ upstream agent has too few human answers, `untrusted` while its trust score is b
 the floor (docs/design/agent-trust-memory.md), `audit` for the share
 of the rest still sent to the human. Those leave the score as it is: they do not doubt
 it, they withhold the action. The first guard that fires is recorded as the reason
-and every one that would fire is listed. Pure: the activity and the replay evaluation
-call the same function.
+and every one that would fire is listed. `calibrate` is pure; the activities and the
+replay evaluation call the same functions.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from vicar.config import CalibrationParams
-from vicar.models import AutonomyRule, Calibration, CalibrationInputs, CensorHit
-from vicar.proxy.recalibration import shown
+from vicar.memory.principal import PrincipalMemory
+from vicar.models import AutonomyRule, Calibration, CalibrationInputs, CensorHit, GateRequest, RetrievalContext
+from vicar.proxy.autonomy import gate_rule
+from vicar.proxy.bookkeeping import context_key, load_entry
+from vicar.proxy.conflicts import tension
+from vicar.proxy.outcome_log import context_entry
+from vicar.proxy.recalibration import confidence_map, shown
 
 GUARDS = ("censor", "cold_start", "tension", "staleness", "unproven", "probation", "untrusted", "audit")
 CAPPING = frozenset(GUARDS[1:4])
@@ -96,10 +103,57 @@ def censor_note(hit: CensorHit) -> str:
     return f"censor {hit.censor_id} ({hit.action}, similarity {hit.similarity:.2f}): {hit.reason}"
 
 
+def calibration_inputs(
+    memory: PrincipalMemory,
+    request: GateRequest,
+    ctx: RetrievalContext,
+    params: CalibrationParams,
+    *,
+    now: datetime | None,
+    gate_key: str,
+) -> CalibrationInputs:
+    """Everything the guards read: memory depth, tension among the retrieved memories,
+    the context's last human answer, the autonomy rule in force (once per consult) with
+    the gate's audit draw, the upstream agent's record and the censors that fired on the
+    artifact. `gate_key` (the gate's workflow id) also names the gate that announces a
+    withdrawal of the context's autonomy."""
+    entry = load_entry(context_entry(memory.store, context_key(request.state.value, request.task_type, request.kind)))
+    autonomy = gate_rule(
+        memory.store,
+        memory.dir,
+        params.autonomy,
+        request.principal,
+        request.kind.value,
+        request.state.value,
+        request.task_type,
+        gate_key,
+    )
+    return CalibrationInputs(
+        memory_depth=ctx.memory_depth,
+        tension=tension(memory, ctx, params),
+        last_human_at=entry.last_human_at if entry else None,
+        now=now,
+        rule=autonomy.rule,
+        audit_draw=autonomy.draw,
+        withdrawn_news=autonomy.news,
+        agent=request.upstream_agent or None,
+        agent_human_answers=(
+            memory.store.human_answers_from(request.upstream_agent, params.probation_answers)
+            if request.upstream_agent
+            else 0
+        ),
+        agent_trust=ctx.agent_trust,
+        censors=ctx.censors,
+        confidence_map=confidence_map(memory.store, request.kind.value, params.recalibration_window),
+    )
+
+
 def calibrate(confidence: float, inp: CalibrationInputs, params: CalibrationParams) -> Calibration:
     fired = _reasons(confidence, inp, params)
     rule = inp.rule
-    numbers: dict = dict(censors=[h.censor_id for h in inp.censors], score=confidence)
+    numbers: dict = dict(
+        censors=[h.censor_id for h in inp.censors], score=confidence, withdrawn_news=inp.withdrawn_news
+    )
     # The guards and the rule judge the score; the human is shown it as a probability.
     confidence = shown(confidence, inp.confidence_map)
     if rule:

@@ -14,7 +14,8 @@ from enum import Enum
 from itertools import combinations
 
 from vicar.config import CalibrationParams
-from vicar.models import AnsweredBy, ChunkSummary
+from vicar.memory.principal import PrincipalMemory
+from vicar.models import AnsweredBy, ChunkSummary, RetrievalContext
 from vicar.vocabulary import TERMINAL_ACTIONS
 
 _TERMINAL = {a.value for a in TERMINAL_ACTIONS}
@@ -50,4 +51,19 @@ def genuine_tension(chunks: list[ChunkSummary], params: CalibrationParams) -> st
                 f"memories {a.chunk_id} ({a.outcome}, N={a.created_n}) and "
                 f"{b.chunk_id} ({b.outcome}, N={b.created_n}) disagree on a case like this one"
             )
+    return ""
+
+
+def tension(memory: PrincipalMemory, ctx: RetrievalContext, params: CalibrationParams) -> str:
+    """A genuine tension among the retrieved memories: two of them now, or one that
+    consolidation recorded between two of them ("" : none)."""
+    return genuine_tension(ctx.chunks, params) or recorded_tension(memory, ctx)
+
+
+def recorded_tension(memory: PrincipalMemory, ctx: RetrievalContext) -> str:
+    """A genuine tension consolidation recorded between two of the retrieved memories."""
+    ids = {c.chunk_id for c in ctx.chunks}
+    for a, b in sorted(memory.store.tensions()):
+        if a in ids and b in ids:
+            return f"memories {a} and {b} are in a genuine tension recorded by consolidation"
     return ""

@@ -87,7 +87,7 @@ def autonomy_rules(
 ) -> dict[tuple[str, str], AutonomyRule]:
     """The rule each gate context is under now: `rule_in_force`, the very function a
     gate's consult calls."""
-    from vicar.proxy.consult import rule_in_force  # consult is heavy; health's CLI loads it only here
+    from vicar.proxy.autonomy import rule_in_force  # heavy (numpy, the store); the CLI loads it only here
 
     return {
         (state, task_type): rule_in_force(store, principal_dir, base, state, task_type=task_type)

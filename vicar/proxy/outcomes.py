@@ -25,18 +25,57 @@ from pathlib import Path
 
 from vicar.config import CalibrationParams, FactParams
 from vicar.files import atomic_write as _atomic_write
-from vicar.memory.chunk import MemoryChunk
+from vicar.memory.chunk import MemoryChunk, chunk_id_for
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import AnsweredBy, OutcomeRecord
 from vicar.proxy import censors
 from vicar.proxy import facts as fact_memory
+from vicar.proxy.autonomy.ledger import Alone, Evidence
 from vicar.proxy.bookkeeping import ConfidenceModel, ContextEntry, apply_outcome, context_key, load_entry
-from vicar.proxy.consult import outcome_chunk
-from vicar.proxy.ledger import Alone, Evidence, OutcomeEntry, context_entries, log_outcome
+from vicar.proxy.lineage import lineage_of
+from vicar.proxy.outcome_log import OutcomeEntry, context_entries, log_outcome
 
 CONFIDENCE_FILE = "proxy-confidence.json"
 INTERACTIONS_FILE = "proxy-interactions.jsonl"
 PATTERNS_FILE = "proxy-patterns.md"
+
+
+def outcome_chunk(record: OutcomeRecord, artifact: str | None = None) -> MemoryChunk:
+    """`artifact`: the whole artifact the gate saw (the request's text plus its paths'
+    contents); None for an inline-only artifact. Hashed, so a later gate on the same
+    lineage can tell whether it changed; unknown ("") when paths were not read."""
+    req = record.request
+    surprise = record.surprise
+    if artifact is None and req.artifact_paths:
+        artifact = ""
+    lin = lineage_of(req, artifact)
+    return MemoryChunk(
+        id=chunk_id_for(req.principal, record.workflow_id),
+        principal=req.principal,
+        kind=req.kind.value,
+        state=req.state.value,
+        task_type=req.task_type,
+        outcome=record.action.value,
+        answered_by=record.answered_by.value,
+        responder=record.responder,
+        gate_id=req.gate_id,
+        question=req.question,
+        artifact_excerpt=req.artifact_text[:4000],
+        actor_message=req.actor_message,
+        upstream_agent=req.upstream_agent,
+        prior_confidence=record.prior.confidence if record.prior else None,
+        prior_prose=record.prior.prose if record.prior else "",
+        posterior_confidence=record.posterior.confidence if record.posterior else None,
+        posterior_prose=record.posterior.prose if record.posterior else "",
+        surprise_description=surprise.description if surprise else "",
+        salient_percepts=surprise.percepts if surprise else [],
+        human_response=record.response_text,
+        created_n=record.n,
+        traces=[record.n],
+        lineage=lin.lineage,
+        revision=lin.revision,
+        artifact_hash=lin.artifact_hash,
+    )
 
 
 def record_outcome(

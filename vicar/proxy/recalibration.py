@@ -17,10 +17,15 @@ for the same pairs.
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 from collections import deque
 from collections.abc import Iterable
 
 import numpy as np
+
+from vicar.memory.store import RecordStore
+from vicar.proxy.autonomy.ledger import autonomy_pairs
 
 REFIT_EVERY = 50  # pairs between fits
 LEAST = 100  # pairs (both right and wrong among them) before any map: until then the score itself
@@ -108,3 +113,19 @@ def shown(score: float, fitted: tuple[float, float] | None) -> float:
     a, b = fitted
     p = min(max(score, _EPS), 1 - _EPS)
     return 0.5 * (1.0 + math.tanh(0.5 * (a * math.log(p / (1 - p)) + b)))
+
+
+# Per open store: its recalibrators by (kind, window), fed with the pairs added since.
+_maps: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_maps_lock = threading.Lock()
+
+
+def confidence_map(store: RecordStore, kind: str, window: int) -> tuple[float, float] | None:
+    """The principal's recalibration of the confidence shown, over the latest `window`
+    pairs of the kind; None: none fitted yet, or off."""
+    if window <= 0:
+        return None
+    with _maps_lock:
+        recal = _maps.setdefault(store, {}).setdefault((kind, window), Recalibrator(window))
+        recal.extend(autonomy_pairs(store, kind, after_seq=recal.last_seq))
+        return recal.map

@@ -1,25 +1,18 @@
-"""Sequential tests behind the autonomy rule: statements that stay valid however often
-they are read.
+"""The bets behind the autonomy rule: statements that stay valid however often they
+are read (Waudby-Smith & Ramdas 2023, "Estimating means of bounded random variables by
+betting").
 
-A fixed-n bound (Clopper-Pearson over the latest pairs) is valid once. Re-checked after
-every answer it is not: the rule states "error <= target" at the first moment the
-counts happen to dip, and over a long history some moment does (optional stopping).
-Two ways out, both here as pure functions over 0/1 error sequences:
+A gambler bets against H0 "the error is >= target" with a predictable stake; the wealth
+is a nonnegative supermartingale under H0, so by Ville's inequality it ever reaches
+1/delta with probability <= delta. "Error <= target" is stated while the wealth is
+>= 1/delta: valid at every moment at once, where a fixed-n bound re-checked after every
+answer states it at the first moment the counts happen to dip. Observations may be
+inverse-probability weighted (an audit drawn with probability q counts 1/q), which
+only bounds them by 1/q instead of 1.
 
-- **betting** (Waudby-Smith & Ramdas 2023, "Estimating means of bounded random
-  variables by betting"): a gambler bets against H0 "the error is >= target" with a
-  predictable stake; the wealth is a nonnegative supermartingale under H0, so by
-  Ville's inequality it ever reaches 1/delta with probability <= delta. "Error <=
-  target" is stated while the wealth is >= 1/delta: valid at every moment at once.
-  Observations may be inverse-probability weighted (an audit drawn with probability q
-  counts 1/q), which only bounds them by 1/q instead of 1.
-- **spending** (a union bound over re-checks): the bound is re-checked only at
-  geometrically spaced evidence counts, check j at confidence delta_j = delta /
-  ((j + 1)(j + 2)); the delta_j sum to delta.
-
-And the drift test: the same betting, the other way round (H0 "the error is <=
-target"), over the audited answers of one context; its wealth reaching 1/delta says
-the error is above target, with a false alarm ever at most delta.
+The drift test is the same betting the other way round (H0 "the error is <= target"),
+over the audited answers of one context; its wealth reaching 1/delta says the error is
+above target, with a false alarm ever at most delta.
 """
 
 from __future__ import annotations
@@ -55,19 +48,6 @@ COARSE_LEVELS = (0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 0.9)
 # One sequence from the very top ended at once on the replay's dev data, whose top bin
 # (scores >= 0.995) is overconfident; four starts cost a quarter of delta each.
 STARTS: tuple[float, ...] = (1.0, 0.98, 0.95, 0.9)
-
-
-def spent_delta(delta: float, check: int) -> float:
-    """The confidence spent at re-check `check` (0, 1, ...): they sum to delta."""
-    return delta / ((check + 1) * (check + 2))
-
-
-def check_index(count: int, first: int, ratio: float) -> int | None:
-    """The geometric re-check an evidence count has reached: the j with
-    first * ratio**j <= count; None before the first."""
-    if count < first:
-        return None
-    return int(math.floor(math.log(count / first) / math.log(ratio) + 1e-12))
 
 
 def _plug_in(x: np.ndarray, target: float, recent: float = RECENT) -> np.ndarray:

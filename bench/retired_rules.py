@@ -1,5 +1,10 @@
-"""The autonomy rule: the proxy answers alone only where a measured bound says its error
-is within the target.
+"""Retired autonomy rules, kept for the benchmarks that compare them with the shipped one
+(vicar/proxy/autonomy/): the fixed-n Clopper-Pearson rule over a sliding window, and the
+union bound over geometrically spaced re-checks ("spending"). Neither is valid when
+re-read after every answer as the product does (tests/test_sequential.py shows it);
+nothing in the product imports this file.
+
+The Clopper-Pearson rule, as it shipped before the betting rule:
 
 Every human-answered gate gives a pair (the proxy's score for it, whether its would-be
 answer was right). Over the latest pairs, the rule tests score thresholds from the
@@ -12,7 +17,7 @@ step and the replay call the same functions.
 from __future__ import annotations
 
 import functools
-import hashlib
+import math
 from collections import deque
 from collections.abc import Iterable
 
@@ -137,13 +142,6 @@ def fixed_sequence(proven: np.ndarray, testable: np.ndarray) -> int | None:
     return last if last >= first else None
 
 
-def audit_draw(principal: str, gate_key: str) -> float:
-    """A uniform draw in [0, 1) fixed by the gate, so a retried or replayed gate is
-    audited (or not) the same way."""
-    digest = hashlib.blake2b(f"audit\0{principal}\0{gate_key}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2**64
-
-
 class PairWindow:
     """The latest `size` pairs of one pool, kept sorted by score as they come and go (a
     new pair is an O(W) insert, not a new sort), with the rules they prove cached until
@@ -196,3 +194,16 @@ class PairWindow:
                 -self._neg, self._wrong, target, delta, audit_share, most=self.size, starts=starts
             )
         return self._rules[key]
+
+
+def spent_delta(delta: float, check: int) -> float:
+    """The confidence spent at re-check `check` (0, 1, ...): they sum to delta."""
+    return delta / ((check + 1) * (check + 2))
+
+
+def check_index(count: int, first: int, ratio: float) -> int | None:
+    """The geometric re-check an evidence count has reached: the j with
+    first * ratio**j <= count; None before the first."""
+    if count < first:
+        return None
+    return int(math.floor(math.log(count / first) / math.log(ratio) + 1e-12))

@@ -1,6 +1,7 @@
 """The proxy's bookkeeping in a principal's record store: the outcome log, the context
-entries (proxy-confidence.json's), the autonomy rule's evidence pairs and the trust
-ledger's counts.
+entries (proxy-confidence.json's), the regrets and the trust ledger's counts. The
+autonomy rule's evidence rows are written here, with their outcome, and read by
+vicar.proxy.autonomy.ledger.
 
 The memory keeps the records and their schema (memory/migrations.py) and lends its
 transaction and its reads; what the rows mean, and what goes in them when a gate
@@ -18,60 +19,10 @@ from vicar.memory.censor import Censor
 from vicar.memory.chunk import MemoryChunk
 from vicar.memory.fact import Fact
 from vicar.memory.store import RecordStore
+from vicar.proxy.autonomy.ledger import Alone, Evidence
 
 # (decision id, op, chunk id, target id, reason): a row of the consolidation audit log.
 AuditRow = tuple[str, str, str, str | None, str]
-
-
-class Evidence(NamedTuple):
-    """The autonomy rule's evidence from one human-answered gate."""
-
-    kind: str
-    n: int
-    score: float  # the posterior's confidence as the predictor gave it
-    correct: bool  # whether its action was the human's
-    agent: str | None  # the upstream agent whose artifact it was
-    audit_p: float | None = None  # an audit: the probability it was drawn with (None: labelled anyway)
-
-
-class Alone(NamedTuple):
-    """A gate the proxy answered alone without an audit: the draw whose label was not
-    taken (it could have been audited with probability audit_p)."""
-
-    kind: str
-    score: float
-    audit_p: float
-
-
-class Draw(NamedTuple):
-    """One observation of the rule's bets, in outcome order: a labelled pair, weighted
-    by the inverse of the probability its label was taken, or an unaudited answer
-    alone (wrong False, the audit's weight)."""
-
-    outcome_seq: int
-    pair_seq: int | None  # the autonomy_pairs row (None: an autonomy_alone row)
-    alone_seq: int | None
-    score: float
-    wrong: bool
-    weight: float
-
-
-class Pair(NamedTuple):
-    seq: int  # arrival order of the evidence
-    score: float
-    correct: bool
-
-
-class LabelledPair(NamedTuple):
-    """A pair with how its label came and where: what the sequential rule and the drift
-    test read."""
-
-    seq: int
-    score: float
-    correct: bool
-    audit_p: float | None  # drawn as an audit with this probability (None: labelled anyway)
-    state: str
-    task_type: str
 
 
 class Regret(NamedTuple):
@@ -181,48 +132,6 @@ def log_outcome(store: RecordStore, entry: OutcomeEntry) -> LoggedOutcome:
                 store.change_censor(db, cid, e.censor_change)
         store.write_facts(db, e.facts, e.fact_audit)
         return LoggedOutcome(new=True, seq=seq)
-
-
-def autonomy_pairs(store: RecordStore, kind: str, after_seq: int = 0, limit: int | None = None) -> list[Pair]:
-    """One kind's pairs after `after_seq`: the newest `limit`, oldest first."""
-    sql = "SELECT seq, score, correct FROM autonomy_pairs WHERE kind = ? AND seq > ? ORDER BY seq DESC"
-    params: list = [kind, after_seq]
-    if limit is not None:
-        sql += " LIMIT ?"
-        params.append(limit)
-    with store.reading() as db:
-        rows = db.execute(sql, params).fetchall()
-    return [Pair(seq, score, bool(ok)) for seq, score, ok in reversed(rows)]
-
-
-def rule_draws(store: RecordStore, kind: str, after_pair: int = 0, after_alone: int = 0) -> list[Draw]:
-    """One kind's draws after the given rows, in outcome order (each outcome commits its
-    rows in one transaction, so two reads in a row see a consistent prefix)."""
-    with store.reading() as db:
-        pairs = db.execute(
-            "SELECT seq, outcome_seq, score, correct, audit_p FROM autonomy_pairs WHERE kind = ? AND seq > ?",
-            (kind, after_pair),
-        ).fetchall()
-        alone = db.execute(
-            "SELECT seq, outcome_seq, score, audit_p FROM autonomy_alone WHERE kind = ? AND seq > ?",
-            (kind, after_alone),
-        ).fetchall()
-    draws = [Draw(o, seq, None, score, not ok, 1.0 / p if p else 1.0) for seq, o, score, ok, p in pairs]
-    draws += [Draw(o, None, seq, score, False, 1.0 / p) for seq, o, score, p in alone]
-    draws.sort(key=lambda d: (d.outcome_seq, d.pair_seq or 0, d.alone_seq or 0))
-    return draws
-
-
-def labelled_pairs(store: RecordStore, kind: str, after_seq: int = 0) -> list[LabelledPair]:
-    """One kind's pairs after `after_seq`, oldest first, with their audit probability
-    and context."""
-    with store.reading() as db:
-        rows = db.execute(
-            "SELECT seq, score, correct, audit_p, state, task_type FROM autonomy_pairs"
-            " WHERE kind = ? AND seq > ? ORDER BY seq",
-            (kind, after_seq),
-        ).fetchall()
-    return [LabelledPair(seq, score, bool(ok), p, st, tt) for seq, score, ok, p, st, tt in rows]
 
 
 def regrets(store: RecordStore) -> list[Regret]:

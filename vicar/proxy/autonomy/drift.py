@@ -1,7 +1,7 @@
 """Drift: autonomy withdrawn from a context the moment its audits show the error above
 target, and re-earned by the same rule.
 
-Each context (state, task type) has a drift test (vicar.proxy.sequential.DriftTest)
+Each context (state, task type) has a drift test (vicar.proxy.autonomy.bets.DriftTest)
 over the labels of the proxy's answers there that nobody chose to look at for their
 content: the random audits, and the human's after-the-fact reviews (`vicar review`;
 those are chosen by the human, so they can only make a withdrawal come sooner, the safe
@@ -10,6 +10,11 @@ states no threshold there, with the reason, and every gate of it goes to the hum
 Those answers are pairs of the context; the same rule over them alone (the bets over
 the pairs since the withdrawal) proves a threshold again, and then the context is
 reinstated with a fresh drift test.
+
+The first gate of the context whose consult sees a withdrawal announces it (the webhook
+event `autonomy_withdrawn`): the store's meta table keeps, per withdrawal, the workflow
+id of that gate, so a retried consult of the same gate announces it again (its notice
+has one event id, so the receiver sees one) and any other gate does not.
 """
 
 from __future__ import annotations
@@ -18,47 +23,11 @@ from dataclasses import dataclass, field
 
 from vicar.memory.store import RecordStore
 from vicar.models import AutonomyRule
-from vicar.proxy.ledger import labelled_pairs, rule_draws
+from vicar.proxy.autonomy.bets import STARTS, BettingLedger, DriftTest
+from vicar.proxy.autonomy.ledger import labelled_pairs
 from vicar.proxy.reviews import review_labels
-from vicar.proxy.sequential import STARTS, BettingLedger, DriftTest
 
 Context = tuple[str, str]  # (state, task type)
-
-
-class PairLedger(BettingLedger):
-    """The rule's bets over one kind's draws, fed from the store in outcome order.
-
-    weighted (the default): every gate the rule let through is a draw, its label taken
-    with the audit's probability q: an audited answer weighs 1/q, an unaudited one is
-    a draw with no error at the same weight, a gate the human answered anyway weighs 1.
-    The bets then estimate the error of all the gates above a threshold, answered alone
-    or not, without assuming the audited ones look like the escalated ones.
-    Unweighted (`weighting: labelled`): the labelled pairs alone, each weighing 1."""
-
-    def __init__(self, target: float, delta: float, weighted: bool = True) -> None:
-        super().__init__(target, delta)
-        self.weighted = weighted
-        self.last_pair = self.last_alone = 0
-        self._rules: dict[float, AutonomyRule] = {}
-
-    def update(self, store: RecordStore, kind: str) -> None:
-        draws = rule_draws(store, kind, self.last_pair, self.last_alone)
-        for d in draws:
-            if d.pair_seq is not None:
-                self.last_pair = max(self.last_pair, d.pair_seq)
-                self.add(d.score, d.wrong, d.weight if self.weighted else 1.0)
-            else:
-                assert d.alone_seq is not None
-                self.last_alone = max(self.last_alone, d.alone_seq)
-                if self.weighted:
-                    self.add(d.score, False, d.weight, labelled=False)
-        if draws:
-            self._rules.clear()
-
-    def rule(self, audit_share: float) -> AutonomyRule:  # type: ignore[override]
-        if audit_share not in self._rules:
-            self._rules[audit_share] = super().rule(audit_share)
-        return self._rules[audit_share]
 
 
 @dataclass
@@ -123,3 +92,20 @@ class DriftBook:
         for r in review_labels(store, after_seq=self.last_review):
             self.label((r.state, r.task_type), r.seq, not r.right)
             self.last_review = r.seq
+
+
+ANNOUNCED = "autonomy_withdrawn/"  # the meta table's key prefix
+
+
+def announcement(store: RecordStore, kind: str, state: str, task_type: str, rule: AutonomyRule, gate_key: str) -> str:
+    """The withdrawal's reason if `rule` is withdrawn and the gate `gate_key` is the one to
+    announce it, else ""."""
+    if not rule.withdrawn or not gate_key:
+        return ""
+    key = f"{ANNOUNCED}{kind}/{state}/{task_type}/{rule.withdrawn_seq}"
+    with store.transaction(chunk_rows_kept=True) as db:
+        row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            db.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (key, gate_key))
+        first = row is None or row[0] == gate_key
+    return rule.withdrawn if first else ""

@@ -10,8 +10,16 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import sys
 from collections import defaultdict
 from pathlib import Path
+
+# The product these benches import: SCORE_PRODUCT, a tree pinned at one commit
+# (pin_product.sh), first on sys.path; else whatever `vicar` the environment has.
+PRODUCT = os.environ.get("SCORE_PRODUCT")
+if PRODUCT:
+    sys.path.insert(0, PRODUCT)
 
 REPO = Path(__file__).resolve().parents[2]
 DATASET = Path("/work/shared/datasets/gate-replay/dev")

@@ -7,7 +7,8 @@ The replay is the product's own (`vicar.eval.replay.replay_reviewer`, variant
 probabilities of its last posterior (recomputed from the same cached feature row, so
 the predictions are unchanged). The words scoring of `vicar eval replay` is skipped.
 
-    VICAR_DATA_DIR=/tmp/score-data python bench/score/dump_replay.py \
+    sh bench/score/pin_product.sh 2be538f /tmp/score-product
+    SCORE_PRODUCT=/tmp/score-product VICAR_DATA_DIR=/tmp/score-data python bench/score/dump_replay.py \
         /work/shared/datasets/gate-replay/dev/*.jsonl.gz --seed 0 --out bench/score/data/replay-seed0.jsonl.gz
 
 The first run embeds the whole dev data once (about 30 min on one core); later runs
@@ -23,8 +24,11 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+_ROOT = str(Path(__file__).resolve().parents[2])
+if _ROOT not in sys.path:  # run as a script; imported, the path (SCORE_PRODUCT first) stays as it is
+    sys.path.insert(0, _ROOT)
 
+from bench.score import common  # noqa: E402,F401  (SCORE_PRODUCT first on sys.path)
 from rich.console import Console  # noqa: E402
 
 from vicar.config import Settings  # noqa: E402

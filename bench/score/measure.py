@@ -27,7 +27,9 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import average_precision_score, roc_auc_score
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+_ROOT = str(Path(__file__).resolve().parents[2])
+if _ROOT not in sys.path:  # run as a script; imported, the path (SCORE_PRODUCT first) stays as it is
+    sys.path.insert(0, _ROOT)
 
 from bench.score.common import DEFAULT_GATES, joined, load_events, load_gates  # noqa: E402
 

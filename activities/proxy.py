@@ -111,8 +111,8 @@ class ProxyActivities(TurnActivities, RuleActivities):
         """The whole consult path in one step, for predictors fast enough to run as a
         local activity: one dispatch instead of six. Reinforcement is keyed by
         (chunk, N), so a retry adds no trace."""
-        artifact = self._artifact(inp.request)
         with self._predicting(inp.request.principal, inp.model) as predictor:
+            artifact = self._artifact(inp.request)
             result = consult(
                 self.registry.get(inp.request.principal),
                 predictor,

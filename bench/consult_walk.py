@@ -60,8 +60,10 @@ class Walk:
             code = frame.f_code
             if code.co_name in RULE_FUNCTIONS:
                 self.rule_calls += 1
-            if code in self.read:
-                return  # a reader reads a function once, however often it runs
+            if code in self.read or code.co_name.startswith("<"):
+                # A reader reads a function once, however often it runs, and its
+                # comprehensions and lambdas with it.
+                return
             self.read.add(code)
             self.step(room(code.co_filename, self.floor))
 
@@ -122,9 +124,7 @@ def main() -> None:
             )
             memory.raise_counter(i)
         n = args.answers + 1
-        inp = c.ConsultInput(
-            request=request(n), n=n, now=datetime.now(timezone.utc), gate_key=f"vicar-gate/walk-{n}"
-        )
+        inp = c.ConsultInput(request=request(n), n=n, now=datetime.now(timezone.utc), gate_key=f"vicar-gate/walk-{n}")
         acts.consult(inp)  # warm: caches and lazy imports are not the walk
         walk = Walk(args.floor)
         inp = inp.model_copy(update={"request": request(n + 1), "n": n + 1, "gate_key": f"vicar-gate/walk-{n + 1}"})

@@ -10,7 +10,8 @@ from vicar.config import AutonomyParams, CalibrationParams, MemoryParams, Settin
 from vicar.errors import InvalidInput
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, Calibration, GateRequest, OutcomeRecord, PassResult
-from vicar.proxy.autonomy.ledger import autonomy_pairs, labelled_pairs
+from vicar.proxy.autonomy.drift import labelled_pairs
+from vicar.proxy.autonomy.ledger import autonomy_pairs
 from vicar.proxy.autonomy.rule import AUTONOMY_FILE, autonomy_params
 from vicar.proxy.outcomes import record_outcome
 

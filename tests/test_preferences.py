@@ -9,7 +9,7 @@ from vicar.config import FactParams
 from vicar.llm import prompts
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord, PassResult
-from vicar.proxy.facts import after_hindsight, concern_words, extract, hindsight, sentence_with
+from vicar.proxy.facts import FACT_KINDS, after_hindsight, concern_words, extract, hindsight, sentence_with
 from vicar.proxy.learned_history import memory_features
 from vicar.proxy.retrieval import retrieve
 
@@ -61,9 +61,9 @@ def test_a_repeated_concern_becomes_a_preference_retrieved_beside_the_episodes(m
     assert "thanks" not in {f.subject for f in memory.store.facts("preference")}
     assert extract(memory, [("PLAN_ASSERT", "db-migration")], 7, P) == []  # known: nothing new
     ctx = retrieve(memory, gate(8), 8, "posterior", PLAN)
-    facts = [c for c in ctx.chunks if c.is_fact]
+    facts = [c for c in ctx.chunks if c.kind in FACT_KINDS]
     assert [(c.chunk_id, c.kind, c.confidence) for c in facts] == [(fact.id, "preference", 0.5)]
-    assert any(not c.is_fact for c in ctx.chunks)  # one search, both kinds
+    assert any(c.kind not in FACT_KINDS for c in ctx.chunks)  # one search, both kinds
     # The learned model sees it as a feature, the LLM in the prompt.
     vote = PassResult(prose="", confidence=0.0)
     assert memory_features(vote, ctx, PLAN)["pref_unmet"] == 0.5
@@ -111,7 +111,7 @@ def test_a_disconfirmed_preference_is_deactivated_and_kept_in_the_audit_log(memo
     assert live(memory) == []
     [f] = memory.store.facts("preference")
     assert f.stage == "deactivated" and f.confidence < P.deactivate_at
-    assert not any(c.is_fact for c in retrieve(memory, gate(12), 12, "posterior", PLAN).chunks)
+    assert not any(c.kind in FACT_KINDS for c in retrieve(memory, gate(12), 12, "posterior", PLAN).chunks)
     [entry] = [e for e in memory.store.audit_log() if e["chunk_id"] == fact.id]
     assert entry["op"] == "DEACTIVATE" and "Migrations need a rollback step." in entry["tombstone"]
 

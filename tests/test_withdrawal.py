@@ -121,7 +121,7 @@ async def test_the_webhook_is_told_once_per_withdrawal(temporal_env, embedder, t
 
 
 def test_a_withdrawal_is_announced_by_one_gate_and_again_on_its_retry(tmp_path, embedder):
-    from vicar.proxy.autonomy.drift import announcement
+    from vicar.proxy.autonomy.rule import announcement
 
     memory = PrincipalMemory(P, tmp_path, embedder, MemoryParams())
     withdrawn = AutonomyRule(target=0.05, delta=0.05, audit_share=0.05, withdrawn="why", withdrawn_seq=7)

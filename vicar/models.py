@@ -238,10 +238,6 @@ class ChunkSummary(BaseModel):
     score: float
     confidence: float | None = None  # a fact's confidence; None for an episode
 
-    @property
-    def is_fact(self) -> bool:
-        return self.kind in ("preference", "procedure")
-
 
 class DialogTurn(BaseModel):
     """One exchange line of a gate's dialog: the reviewer side (the proxy or the human)

@@ -28,6 +28,7 @@ from vicar.models import (
     RequestKind,
 )
 from vicar.prereview_models import PreReviewItem
+from vicar.proxy.facts import FACT_KINDS
 
 # The gate bridge's first slot (docs/design/approval-gate-and-proxy.md, _GATE_TEMPLATES).
 DECISIONS: dict[CfAState, str] = {
@@ -180,7 +181,7 @@ def memories_block(chunks: Sequence[ChunkSummary]) -> str:
         return "Memories of this reviewer at similar gates: none."
     entries = []
     for i, c in enumerate(chunks, 1):
-        if c.is_fact:
+        if c.kind in FACT_KINDS:
             entries.append(
                 f"[{i}] {c.kind.capitalize()} of this reviewer at {c.state} / {c.task_type} "
                 f"(confidence {c.confidence or 0.0:.2f}), about {c.question!r}: "

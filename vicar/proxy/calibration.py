@@ -21,9 +21,8 @@ from vicar.config import CalibrationParams
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import AutonomyRule, Calibration, CalibrationInputs, CensorHit, GateRequest, RetrievalContext
 from vicar.proxy.autonomy import gate_rule
-from vicar.proxy.bookkeeping import context_key, load_entry
 from vicar.proxy.conflicts import tension
-from vicar.proxy.outcome_log import context_entry
+from vicar.proxy.outcome_log import last_human_at
 from vicar.proxy.recalibration import confidence_map, shown
 
 GUARDS = ("censor", "cold_start", "tension", "staleness", "unproven", "probation", "untrusted", "audit")
@@ -117,7 +116,6 @@ def calibration_inputs(
     the gate's audit draw, the upstream agent's record and the censors that fired on the
     artifact. `gate_key` (the gate's workflow id) also names the gate that announces a
     withdrawal of the context's autonomy."""
-    entry = load_entry(context_entry(memory.store, context_key(request.state.value, request.task_type, request.kind)))
     autonomy = gate_rule(
         memory.store,
         memory.dir,
@@ -131,7 +129,7 @@ def calibration_inputs(
     return CalibrationInputs(
         memory_depth=ctx.memory_depth,
         tension=tension(memory, ctx, params),
-        last_human_at=entry.last_human_at if entry else None,
+        last_human_at=last_human_at(memory.store, request.state.value, request.task_type, request.kind),
         now=now,
         rule=autonomy.rule,
         audit_draw=autonomy.draw,

@@ -53,9 +53,6 @@ def consult(
     prior_ctx, post_ctx = contexts(memory, request, n, artifact, settings, working_memory)
     prior = predictor.prior(request, prior_ctx, dialog)
     posterior = predictor.posterior(request, post_ctx, artifact, prior, dialog)
-    surprise = (
-        predictor.surprise(request, artifact, prior, posterior, post_ctx) if surprised(prior, posterior) else None
-    )
     calibration = calibrate(
         posterior.confidence,
         calibration_inputs(
@@ -70,6 +67,9 @@ def consult(
     )
     if reinforce and posterior.used_chunk_ids:
         memory.reinforce(posterior.used_chunk_ids, n)
+    surprise = (
+        predictor.surprise(request, artifact, prior, posterior, post_ctx) if surprised(prior, posterior) else None
+    )
     return Consultation(
         prior=prior,
         posterior=posterior,

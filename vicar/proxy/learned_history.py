@@ -25,7 +25,7 @@ from vicar.models import (
     RequestKind,
     RetrievalContext,
 )
-from vicar.proxy.facts import concern_words
+from vicar.proxy.facts import FACT_KINDS, concern_words
 from vicar.proxy.lineage import artifact_hash, lineage_of
 
 # The gate actions the base rates count; a model predicts whatever the human used.
@@ -129,7 +129,7 @@ def memory_features(
     agent's trust score, the one place its regrets reach the model (PredictorParams:
     off, it is missing, and the model learns nothing from it)."""
     human = sorted(
-        (c for c in ctx.chunks if c.answered_by is AnsweredBy.human and not c.is_fact),
+        (c for c in ctx.chunks if c.answered_by is AnsweredBy.human and c.kind not in FACT_KINDS),
         key=lambda c: -(c.similarity or 0.0),
     )
     facts = [c for c in ctx.chunks if c.kind == "preference"]

@@ -25,6 +25,7 @@ from vicar.models import (
     Usage,
 )
 from vicar.proxy.answer_words import with_prereview
+from vicar.proxy.facts import FACT_KINDS
 from vicar.proxy.provider import Predictor
 
 # How sharply the vote focuses on the most similar memories (cosine units).
@@ -108,7 +109,7 @@ class OfflinePredictor(Predictor):
         the closest case); the evidence mass counts every relevant memory, so depth of
         experience and agreement are measured separately."""
         # Facts are not answers to a gate: they inform, they do not vote.
-        human = [c for c in ctx.chunks if c.answered_by is AnsweredBy.human and not c.is_fact]
+        human = [c for c in ctx.chunks if c.answered_by is AnsweredBy.human and c.kind not in FACT_KINDS]
         if not human:
             return []
         min_sim = self.params.min_similarity

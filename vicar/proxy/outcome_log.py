@@ -13,13 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import NamedTuple
 
 from vicar.memory.censor import Censor
 from vicar.memory.chunk import MemoryChunk
 from vicar.memory.fact import Fact
 from vicar.memory.store import RecordStore
+from vicar.models import RequestKind
 from vicar.proxy.autonomy.ledger import Alone, Evidence
+from vicar.proxy.bookkeeping import context_key, load_entry
+from vicar.proxy.trust import AgentTrust, ledger
 
 # (decision id, op, chunk id, target id, reason): a row of the consolidation audit log.
 AuditRow = tuple[str, str, str, str | None, str]
@@ -174,11 +178,26 @@ def ledger_rows(store: RecordStore, agent: str | None = None) -> LedgerRows:
     return LedgerRows([GateCount(*r) for r in gates], [WrongCount(a, bool(r), k) for a, r, k in wrong])
 
 
+def agent_trust_score(store: RecordStore, agent: str) -> float:
+    """The trust score of one upstream agent, from its counts (two index ranges)."""
+    rows = ledger(*ledger_rows(store, agent))
+    return rows[0].score if rows else AgentTrust(agent=agent).score
+
+
 def context_entry(store: RecordStore, key: str) -> str | None:
     """One context's entry JSON (None: no outcome in it yet)."""
     with store.reading() as db:
         row = db.execute("SELECT entry FROM contexts WHERE key = ?", (key,)).fetchone()
     return row[0] if row else None
+
+
+def last_human_at(store: RecordStore, state: str, task_type: str, kind: RequestKind) -> datetime | None:
+    """When the person last answered a gate of this context (None: never), from its entry."""
+    key = context_key(state, task_type, kind)
+    with store.reading() as db:
+        row = db.execute("SELECT entry FROM contexts WHERE key = ?", (key,)).fetchone()
+    entry = load_entry(row[0] if row else None)
+    return entry.last_human_at if entry else None
 
 
 def context_entries(store: RecordStore) -> list[tuple[str, str]]:

@@ -34,6 +34,7 @@ from pydantic import BaseModel, Field
 from vicar.models import AnsweredBy, GateRequest, RetrievalContext
 from vicar.prereview_models import PreReviewItem
 from vicar.proxy.concerns import categories_in, content_words, strip_tags
+from vicar.proxy.facts import FACT_KINDS
 
 DEFAULT_K = 4
 DEFAULT_BUDGET = 1200  # characters over all items' texts
@@ -111,7 +112,7 @@ def _sources(ctx: RetrievalContext) -> list[_Source]:
             v.chunk_id, text, v.action, v.n, 1.0, True, v.gate_id or (full.gate_id if full else "")
         )
     for c in (*ctx.chunks, *ctx.similar_work):
-        if c.is_fact or c.answered_by is not AnsweredBy.human or c.chunk_id in out:
+        if c.kind in FACT_KINDS or c.answered_by is not AnsweredBy.human or c.chunk_id in out:
             continue
         out[c.chunk_id] = _Source(c.chunk_id, c.human_response, c.outcome, c.created_n, c.similarity, False, c.gate_id)
     return [s for s in out.values() if s.text.strip()]

@@ -16,7 +16,7 @@ from vicar.models import AnsweredBy, ChunkSummary, GateRequest, LineageVerdict, 
 from vicar.proxy.censors import fire
 from vicar.proxy.facts import FACT_KINDS
 from vicar.proxy.lineage import lineage_of
-from vicar.proxy.trust import agent_trust_score
+from vicar.proxy.outcome_log import agent_trust_score
 
 LINEAGE_RESPONSE_CHARS = 300  # the human's words kept per lineage verdict
 # Past artifacts whose answers the pre-review also reads (similar_work): the five of the
@@ -102,7 +102,7 @@ def retrieve(
             memory, request, memory.query_vectors({d: t for d, t in query.texts.items() if d in CENSOR_DIMS}), params
         )
     if params is not None and request.upstream_agent and trust is None:
-        trust = agent_trust_score(memory, request.upstream_agent)
+        trust = agent_trust_score(memory.store, request.upstream_agent)
     return RetrievalContext(
         censors=censors,
         agent_trust=trust,

@@ -3,7 +3,7 @@
 For each agent whose artifacts reach this human's gates: the human's approvals,
 corrections and rejections, the proxy's answers alone, overrides (the human answered
 other than the proxy would have) and regret (an approval the proxy gave alone that the
-human later reversed on the same lineage). Pure but for agent_trust_score, which reads the counts (vicar/proxy/outcome_log.py).
+human later reversed on the same lineage). Pure: vicar/proxy/outcome_log.py reads the counts.
 
 The design's score weighs a critic's impact, depth and regret. An upstream agent here is
 an author of artifacts, not a critic, so the score is adapted: the human's approval rate
@@ -17,9 +17,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from pydantic import BaseModel
-
-from vicar.memory.principal import PrincipalMemory
-from vicar.proxy.outcome_log import ledger_rows
 
 INITIAL_TRUST = 0.6  # the design's starting trust for a new agent
 PRIOR_ANSWERS = 5  # how many answers that start weighs against the agent's record
@@ -73,9 +70,3 @@ def ledger(gates: Sequence[tuple[str, str, str, int]], wrong: Sequence[tuple[str
             t.overrides += count
     out = [t.model_copy(update={"agent": a}) for a, t in by.items()]
     return sorted(out, key=lambda t: (t.score, t.agent))
-
-
-def agent_trust_score(memory: PrincipalMemory, agent: str) -> float:
-    """The trust score of one upstream agent, from its ledger (two index ranges)."""
-    rows = ledger(*ledger_rows(memory.store, agent))
-    return rows[0].score if rows else AgentTrust(agent=agent).score

@@ -10,24 +10,42 @@ states no threshold there, with the reason, and every gate of it goes to the hum
 Those answers are pairs of the context; the same rule over them alone (the bets over
 the pairs since the withdrawal) proves a threshold again, and then the context is
 reinstated with a fresh drift test.
-
-The first gate of the context whose consult sees a withdrawal announces it (the webhook
-event `autonomy_withdrawn`): the store's meta table keeps, per withdrawal, the workflow
-id of that gate, so a retried consult of the same gate announces it again (its notice
-has one event id, so the receiver sees one) and any other gate does not.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from vicar.memory.store import RecordStore
-from vicar.models import AutonomyRule
 from vicar.proxy.autonomy.bets import STARTS, BettingLedger, DriftTest
-from vicar.proxy.autonomy.ledger import labelled_pairs
 from vicar.proxy.reviews import review_labels
 
 Context = tuple[str, str]  # (state, task type)
+
+
+class LabelledPair(NamedTuple):
+    """A pair with how its label came and where: what the sequential rule and the drift
+    test read."""
+
+    seq: int
+    score: float
+    correct: bool
+    audit_p: float | None  # drawn as an audit with this probability (None: labelled anyway)
+    state: str
+    task_type: str
+
+
+def labelled_pairs(store: RecordStore, kind: str, after_seq: int = 0) -> list[LabelledPair]:
+    """One kind's pairs after `after_seq`, oldest first, with their audit probability
+    and context."""
+    with store.reading() as db:
+        rows = db.execute(
+            "SELECT seq, score, correct, audit_p, state, task_type FROM autonomy_pairs"
+            " WHERE kind = ? AND seq > ? ORDER BY seq",
+            (kind, after_seq),
+        ).fetchall()
+    return [LabelledPair(seq, score, bool(ok), p, st, tt) for seq, score, ok, p, st, tt in rows]
 
 
 @dataclass
@@ -92,20 +110,3 @@ class DriftBook:
         for r in review_labels(store, after_seq=self.last_review):
             self.label((r.state, r.task_type), r.seq, not r.right)
             self.last_review = r.seq
-
-
-ANNOUNCED = "autonomy_withdrawn/"  # the meta table's key prefix
-
-
-def announcement(store: RecordStore, kind: str, state: str, task_type: str, rule: AutonomyRule, gate_key: str) -> str:
-    """The withdrawal's reason if `rule` is withdrawn and the gate `gate_key` is the one to
-    announce it, else ""."""
-    if not rule.withdrawn or not gate_key:
-        return ""
-    key = f"{ANNOUNCED}{kind}/{state}/{task_type}/{rule.withdrawn_seq}"
-    with store.transaction(chunk_rows_kept=True) as db:
-        row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        if row is None:
-            db.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (key, gate_key))
-        first = row is None or row[0] == gate_key
-    return rule.withdrawn if first else ""

@@ -55,18 +55,6 @@ class Pair(NamedTuple):
     correct: bool
 
 
-class LabelledPair(NamedTuple):
-    """A pair with how its label came and where: what the sequential rule and the drift
-    test read."""
-
-    seq: int
-    score: float
-    correct: bool
-    audit_p: float | None  # drawn as an audit with this probability (None: labelled anyway)
-    state: str
-    task_type: str
-
-
 def autonomy_pairs(store: RecordStore, kind: str, after_seq: int = 0, limit: int | None = None) -> list[Pair]:
     """One kind's pairs after `after_seq`: the newest `limit`, oldest first."""
     sql = "SELECT seq, score, correct FROM autonomy_pairs WHERE kind = ? AND seq > ? ORDER BY seq DESC"
@@ -95,18 +83,6 @@ def rule_draws(store: RecordStore, kind: str, after_pair: int = 0, after_alone: 
     draws += [Draw(o, None, seq, score, False, 1.0 / p) for seq, o, score, p in alone]
     draws.sort(key=lambda d: (d.outcome_seq, d.pair_seq or 0, d.alone_seq or 0))
     return draws
-
-
-def labelled_pairs(store: RecordStore, kind: str, after_seq: int = 0) -> list[LabelledPair]:
-    """One kind's pairs after `after_seq`, oldest first, with their audit probability
-    and context."""
-    with store.reading() as db:
-        rows = db.execute(
-            "SELECT seq, score, correct, audit_p, state, task_type FROM autonomy_pairs"
-            " WHERE kind = ? AND seq > ? ORDER BY seq",
-            (kind, after_seq),
-        ).fetchall()
-    return [LabelledPair(seq, score, bool(ok), p, st, tt) for seq, score, ok, p, st, tt in rows]
 
 
 class PairLedger(BettingLedger):

@@ -5,6 +5,11 @@ the gate's state), the bets over the principal's evidence of the gate's kind, an
 drift test of the gate's context, read together. `vicar health`, the demo's footer and
 every consult call `rule_in_force`; a consult calls it once, through `gate_rule`,
 which also says whether this gate is the one to announce a withdrawal.
+
+The first gate of a context whose consult sees a withdrawal announces it (the webhook
+event `autonomy_withdrawn`): the store's meta table keeps, per withdrawal, the workflow
+id of that gate, so a retried consult of the same gate announces it again (its notice
+has one event id, so the receiver sees one) and any other gate does not.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from vicar.config import AutonomyParams
 from vicar.errors import InvalidInput
 from vicar.memory.store import RecordStore
 from vicar.models import AutonomyRule
-from vicar.proxy.autonomy.drift import DriftBook, announcement
+from vicar.proxy.autonomy.drift import DriftBook
 from vicar.proxy.autonomy.ledger import PairLedger
 
 AUTONOMY_FILE = "autonomy.json"  # per principal, beside its memory
@@ -132,9 +137,23 @@ def gate_rule(
     gate_key: str,
 ) -> GateRule:
     """Everything the autonomy rule says of one gate, computed once per consult."""
+    draw = audit_draw(principal, gate_key)
     rule = rule_in_force(store, principal_dir, base, state, kind, task_type)
-    return GateRule(
-        rule=rule,
-        draw=audit_draw(principal, gate_key),
-        news=announcement(store, kind, state, task_type, rule, gate_key),
-    )
+    return GateRule(rule=rule, draw=draw, news=announcement(store, kind, state, task_type, rule, gate_key))
+
+
+ANNOUNCED = "autonomy_withdrawn/"  # the meta table's key prefix
+
+
+def announcement(store: RecordStore, kind: str, state: str, task_type: str, rule: AutonomyRule, gate_key: str) -> str:
+    """The withdrawal's reason if `rule` is withdrawn and the gate `gate_key` is the one to
+    announce it, else ""."""
+    if not rule.withdrawn or not gate_key:
+        return ""
+    key = f"{ANNOUNCED}{kind}/{state}/{task_type}/{rule.withdrawn_seq}"
+    with store.transaction(chunk_rows_kept=True) as db:
+        row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            db.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (key, gate_key))
+        first = row is None or row[0] == gate_key
+    return rule.withdrawn if first else ""

@@ -247,8 +247,9 @@ def markdown(results: list[VariantResult], command: str, files: list[Path], extr
     parts.append(
         "\nDefinitions: confidence is the calibrated confidence that the predicted action is right "
         "(no prediction = confidence 0, counted wrong). autonomy = realized share of gates answered "
-        "alone, online: the proxy variants by the autonomy rule (a threshold proven by the Clopper–Pearson "
-        "bound over the human answers so far, target 5% error at δ 0.05, 5% of those gates audited; a gate "
+        "alone, online: the proxy variants by the autonomy rule (a threshold proven by the betting confidence "
+        "sequence over the graded answers so far, valid whenever read, target 5% error at δ 0.05, 5% of those "
+        "gates audited; a gate "
         "answered alone is stored as the proxy's answer and gives the rule no evidence), the baselines "
         "(majority, ema-gate: no rule) and the `@0.8` variants (the old fixed threshold, no rule) "
         "at confidence ≥ 0.8; auton. error = realized error rate of those "

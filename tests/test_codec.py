@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import os
 import subprocess
 import sys
@@ -17,7 +18,17 @@ from temporalio.api.history.v1 import History
 from temporalio.client import Client
 
 from vicar import contracts as c
-from vicar.codec import ENCODING, KEY_ID, AesGcmCodec, CodecKeyError, data_converter, new_key_line, parse_keys
+from vicar.codec import (
+    ENCODING,
+    KEY_ID,
+    OPENED_WITH,
+    REFUSED,
+    AesGcmCodec,
+    CodecKeyError,
+    data_converter,
+    new_key_line,
+    parse_keys,
+)
 from vicar.config import Settings
 from vicar.errors import InvalidInput
 from vicar.gates import answer_gate, list_escalations, start_gate
@@ -101,20 +112,31 @@ async def test_keys_rotate_old_payloads_still_open():
     new = await rotated.encode([Payload(metadata={"encoding": b"json/plain"}, data=b'"second"')])
     assert new[0].metadata[KEY_ID] == b"k2" and b"second" not in new[0].data
     assert (await rotated.decode(new))[0].data == b'"second"'
-    # A payload from before the codec (an old history) opens unchanged.
+    # A payload from before the codec (an old history) opens unchanged; decoding marks it
+    # plain, which is what lets a workflow refuse a plain write (workflows/sealed.py).
     plain = Payload(metadata={"encoding": b"json/plain"}, data=b'"old"')
-    assert (await rotated.decode([plain]))[0] == plain
+    assert rotated.open(plain) == plain
+    (marked,) = await rotated.decode([plain])
+    assert marked.data == plain.data and dict(marked.metadata) == {"encoding": b"json/plain", OPENED_WITH: b""}
+    assert (await rotated.decode(new))[0].metadata[OPENED_WITH] == b"k2"
 
 
 async def test_a_missing_or_wrong_key_is_one_clear_line():
     sealed = await AesGcmCodec(parse_keys(new_key_line("k1"), "t")).encode([Payload(data=b"x")])
     with pytest.raises(CodecKeyError, match=r"sealed with key 'k1', which this process lacks \(it has: k2\)"):
-        await AesGcmCodec(parse_keys(new_key_line("k2"), "t")).decode(sealed)
+        AesGcmCodec(parse_keys(new_key_line("k2"), "t")).open(sealed[0])
     with pytest.raises(CodecKeyError, match="does not open"):
-        await AesGcmCodec(parse_keys(new_key_line("k1"), "t")).decode(sealed)
+        AesGcmCodec(parse_keys(new_key_line("k1"), "t")).open(sealed[0])
     tampered = Payload(metadata=sealed[0].metadata, data=sealed[0].data[:-1] + bytes([sealed[0].data[-1] ^ 1]))
     with pytest.raises(CodecKeyError, match="does not open"):
-        await AesGcmCodec(parse_keys(new_key_line("k1"), "t")).decode([tampered])
+        AesGcmCodec(parse_keys(new_key_line("k1"), "t")).open(tampered)
+    # Decoding never raises (a worker decodes a whole activation at once): what does not
+    # open becomes a refusal, and converting that one value raises the same line.
+    other = dataclasses.replace(data_converter(), payload_codec=AesGcmCodec(parse_keys(new_key_line("k2"), "t")))
+    refused = await other.payload_codec.decode(sealed)
+    assert refused[0].metadata["encoding"] == REFUSED and not refused[0].data
+    with pytest.raises(CodecKeyError, match=r"sealed with key 'k1', which this process lacks \(it has: k2\)"):
+        other.payload_converter.from_payloads(refused)
     for bad, why in (
         ("k1", "not `id:base64-key`"),
         ("k1:" + base64.b64encode(b"short").decode(), "has 5 bytes"),
@@ -321,15 +343,17 @@ def test_a_worker_serving_some_shards_needs_shared_keys(tmp_path, monkeypatch):
     assert list(data_converter(some).payload_codec.keys) == ["k1"]
 
 
-async def test_a_worker_without_the_key_says_so_and_the_gate_waits_for_one_with_it(temporal_env, embedder, settings):
-    """Nothing is lost: the workflow task fails (logged in one line) and is retried; a worker
-    with the key finishes the gate."""
+async def test_a_gate_a_worker_cannot_open_fails_at_once_in_one_line(temporal_env, settings):
+    """A gate started with a key the worker lacks (a client with other keys, or a worker
+    not given the deployment's) fails in its first task with one line naming the keys,
+    where it used to fail its workflow task for ever (issue 34); the worker's log says
+    the same in one line, with no traceback."""
     import signal
     import uuid
 
-    from vicar.memory.principal import MemoryRegistry
+    from temporalio.client import WorkflowFailureError
+
     from vicar.models import GateRequest
-    from vicar.worker import build_worker
 
     task_queue = f"tq-{uuid.uuid4().hex[:8]}"
     env = dict(
@@ -351,25 +375,16 @@ async def test_a_worker_without_the_key_says_so_and_the_gate_waits_for_one_with_
         escalation_mode="never",
     )
     handle = await start_gate(temporal_env.client, req, task_queue)
-    lines: list[str] = []
     try:
-        async with asyncio.timeout(120):
-            while not any("lacks" in line for line in lines):
-                lines.append((await proc.stdout.readline()).decode())
-                assert lines[-1], "".join(lines)[-3000:]
+        with pytest.raises(WorkflowFailureError) as failed:
+            await asyncio.wait_for(handle.result(), 120)
     finally:
         proc.send_signal(signal.SIGTERM)
-        rest, _ = await asyncio.wait_for(proc.communicate(), timeout=60)
-    log = "".join(lines) + rest.decode()
-    failed = [line for line in log.splitlines() if "lacks" in line]
+        log, _ = await asyncio.wait_for(proc.communicate(), timeout=60)
     ours = list(temporal_env.client.data_converter.payload_codec.keys)[-1]
-    assert f"sealed with key {ours!r}, which this process lacks (it has: not-the-workers)" in failed[0], log[-3000:]
-    assert "Traceback" not in log
-    registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
-    worker, _ = build_worker(temporal_env.client, settings, registry=registry, task_queue=task_queue)
-    try:
-        async with worker:
-            result = await asyncio.wait_for(handle.result(), 120)
-    finally:
-        registry.close()
-    assert result.gate_id == req.gate_id and result.answered_by.value == "proxy"
+    why = failed.value.cause.message
+    assert why.startswith("invalid gate request: ") and "\n" not in why
+    assert f"sealed with key {ours!r}, which this worker lacks (it has: not-the-workers)" in why
+    history = await handle.fetch_history()
+    assert not [e for e in history.events if e.HasField("workflow_task_failed_event_attributes")]
+    assert "Traceback" not in log.decode()

@@ -18,12 +18,14 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from google.protobuf.message import DecodeError
 from temporalio.api.common.v1 import Payload
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import DataConverter, PayloadCodec
+from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
+from temporalio.converter import DataConverter, EncodingPayloadConverter, PayloadCodec
 
 from vicar import settings_env
 from vicar.config import Settings
@@ -31,6 +33,12 @@ from vicar.errors import InvalidInput, VicarError
 
 ENCODING = b"binary/encrypted"  # the metadata Temporal's encryption samples use
 KEY_ID = "encryption-key-id"
+# What decoding leaves: the key a payload opened with, or in place of a payload that did
+# not open, a refusal saying why (AesGcmCodec.decode_one).
+OPENED_WITH = "vicar-opened-with"
+REFUSED = b"binary/vicar-refused"
+REFUSAL, HELD = "vicar-refusal", "vicar-keys-held"
+LACKS, ALTERED = b"lacks", b"altered"
 NONCE_BYTES = 12  # GCM's standard nonce; random per payload (2^32 payloads per key stay far below the bound)
 KEY_BYTES = 32  # AES-256
 KEY_FILE = "codec-keys"
@@ -150,29 +158,98 @@ class AesGcmCodec(PayloadCodec):
         return Payload(metadata={"encoding": ENCODING, KEY_ID: key_id}, data=nonce + sealed)
 
     def open(self, payload: Payload) -> Payload:
+        """The payload inside, or CodecKeyError: the codec server's and the tools' strict read."""
         if payload.metadata.get("encoding") != ENCODING:
             return payload  # written before the codec (old histories replay) or by a plain client
-        key_id = payload.metadata.get(KEY_ID, b"").decode(errors="replace")
+        opened = self.decode_one(payload)
+        if opened.metadata.get("encoding") == REFUSED:
+            raise CodecKeyError(refusal_line(opened))
+        del opened.metadata[OPENED_WITH]
+        return opened
+
+    def decode_one(self, payload: Payload) -> Payload:
+        """Never raises: a worker decodes every payload of an activation before workflow
+        code runs, so one payload that does not open would fail the whole workflow task,
+        again at every retry. What does not open becomes a refusal (REFUSED), which
+        fails only the conversion of that one value: a signal carrying it is dropped, an
+        update refused, a start failed (workflows/sealed.py). What opens is marked with
+        the key that opened it (OPENED_WITH), a plain payload with an empty mark, so
+        workflow code can tell a sealed write from a plain one (and both from a worker
+        with no codec, which marks nothing); the mark is the codec's alone: whatever
+        mark a plain payload came with is replaced."""
+        if payload.metadata.get("encoding") != ENCODING:
+            plain = Payload()
+            plain.CopyFrom(payload)
+            plain.metadata[OPENED_WITH] = b""
+            return plain
+        key_id = payload.metadata.get(KEY_ID, b"").decode(errors="replace")[:64]
         aead = self._aead.get(key_id)
-        if aead is None:
-            raise CodecKeyError(
-                f"a payload is sealed with key {key_id!r}, which this process lacks (it has: "
-                f"{', '.join(self.keys)}); give it the same keys as the worker ({KEYS_VAR} or {KEY_FILE_VAR})"
-            )
-        try:
-            plain = aead.decrypt(payload.data[:NONCE_BYTES], payload.data[NONCE_BYTES:], key_id.encode())
-        except InvalidTag:
-            raise CodecKeyError(
-                f"a payload sealed with key {key_id!r} does not open: this process's key {key_id!r} is "
-                "not the one it was sealed with, or the payload was altered"
-            ) from None
-        return Payload.FromString(plain)
+        why = LACKS
+        if aead is not None:
+            try:
+                inner = Payload.FromString(
+                    aead.decrypt(payload.data[:NONCE_BYTES], payload.data[NONCE_BYTES:], key_id.encode())
+                )
+            except (InvalidTag, ValueError, DecodeError):  # too short for a nonce and a tag; not a payload inside
+                why = ALTERED
+            else:
+                inner.metadata[OPENED_WITH] = key_id.encode()
+                return inner
+        return Payload(
+            metadata={
+                "encoding": REFUSED,
+                REFUSAL: why,
+                KEY_ID: key_id.encode(),
+                HELD: ",".join(self.keys).encode(),
+            }
+        )
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         return [self.seal(p) for p in payloads]
 
     async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
-        return [self.open(p) for p in payloads]
+        return [self.decode_one(p) for p in payloads]
+
+
+def refusal_line(payload: Payload, holder: str = "this process") -> str:
+    """Why a payload did not open, in one line, naming the keys (never a key). `holder`:
+    "this worker" when a worker refuses what a client sent."""
+    meta = payload.metadata
+    key_id = meta.get(KEY_ID, b"").decode(errors="replace")
+    held = meta.get(HELD, b"").decode(errors="replace").replace(",", ", ")
+    if meta.get(REFUSAL) == ALTERED:
+        return (
+            f"a payload sealed with key {key_id!r} does not open: {holder}'s key {key_id!r} is not the one "
+            "it was sealed with, or the payload was altered"
+        )
+    advice = (
+        "seal with the workers' keys"
+        if holder == "this worker"
+        else f"give it the same keys as the worker ({KEYS_VAR} or {KEY_FILE_VAR})"
+    )
+    return f"a payload is sealed with key {key_id!r}, which {holder} lacks (it has: {held}); {advice}"
+
+
+class RefusedPayloadConverter(EncodingPayloadConverter):
+    """Converting a payload the codec could not open raises its one line (CodecKeyError)."""
+
+    @property
+    def encoding(self) -> str:
+        return REFUSED.decode()
+
+    def to_payload(self, value: Any) -> Payload | None:
+        return None  # never chosen to write a value
+
+    def from_payload(self, payload: Payload, type_hint: type | None = None) -> Any:
+        raise CodecKeyError(refusal_line(payload))
+
+
+class VicarPayloadConverter(PydanticPayloadConverter):
+    """Pydantic's converter, plus the refusal above."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._set_converters(*self.converters.values(), RefusedPayloadConverter())
 
 
 def codec(settings: Settings | None = None) -> AesGcmCodec:
@@ -181,4 +258,6 @@ def codec(settings: Settings | None = None) -> AesGcmCodec:
 
 def data_converter(settings: Settings | None = None) -> DataConverter:
     """The one converter every Vicar client and worker uses: pydantic, then sealed."""
-    return dataclasses.replace(pydantic_data_converter, payload_codec=codec(settings))
+    return dataclasses.replace(
+        pydantic_data_converter, payload_converter_class=VicarPayloadConverter, payload_codec=codec(settings)
+    )

@@ -441,3 +441,7 @@ ARTIFACT_QUERY = "artifact_files"
 QUERIES = QUERIES + (ARTIFACT_QUERY,)
 GATE_EXCERPTS = "gate-artifact-excerpts"
 PATCH_IDS = PATCH_IDS + (GATE_EXCERPTS,)
+# A run refuses a plain (unsealed) input or signal, and one it cannot open, in one line
+# (workflows/sealed.py); runs recorded before it took plain ones and replay so.
+SEALED_WRITES = "sealed-writes"
+PATCH_IDS = PATCH_IDS + (SEALED_WRITES,)

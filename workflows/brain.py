@@ -9,19 +9,18 @@ from __future__ import annotations
 import asyncio
 from typing import Optional
 
-from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
     from vicar.control_models import Control, ControlChange, apply_change
-    from vicar.errors import validation_summary
     from vicar.models import BrainConfig, BrainInput, BrainState, BrainStatus, TurnGrant, TurnReply, TurnRequest
     from vicar.sharding import MAX_SHARDS, shard_of
     from vicar.workflows.failures import cause_message
     from vicar.workflows.inputs import one_input, raw_input
     from vicar.workflows.routing import run_memory_activity
+    from vicar.workflows.sealed import Refused, one_arg, signal_arg
     from vicar.workflows.turn import COUNTER, advance_turn, mirror_counter, read_counter
 
 
@@ -83,7 +82,8 @@ class BrainWorkflow:
     # -- handlers --------------------------------------------------------------
 
     @workflow.update(name=c.TAKE_TURN_UPDATE)
-    async def take_turn(self, req: TurnRequest) -> TurnReply:
+    async def take_turn(self, *args) -> TurnReply:
+        req = one_arg(args, TurnRequest, c.TAKE_TURN_UPDATE, sealed=False)  # checked by the validator
         await workflow.wait_condition(lambda: self._ready)
         st = self._state
         async with self._granting:
@@ -102,12 +102,19 @@ class BrainWorkflow:
             st.queue.append(req)
             return TurnReply(n=None, shard=st.shard)
 
+    @take_turn.validator
+    def _check_take_turn(self, *args) -> None:
+        one_arg(args, TurnRequest, c.TAKE_TURN_UPDATE, sealed=True)
+
     @staticmethod
     def _by_record() -> bool:
         return workflow.patched(c.TURN_BY_RECORD)
 
     @workflow.signal(name=c.REQUEST_TURN_SIGNAL)
-    def request_turn(self, req: TurnRequest) -> None:
+    def request_turn(self, *args) -> None:
+        req = signal_arg(args, TurnRequest, c.REQUEST_TURN_SIGNAL)
+        if req is None:
+            return
         st = self._state
         if st.holder is not None and st.holder.gate_id == req.gate_id:
             st.holder.ask = req.ask  # the grant names the latest ask
@@ -118,20 +125,26 @@ class BrainWorkflow:
         st.queue.append(req)
 
     @workflow.signal(name=c.RELEASE_TURN_SIGNAL)
-    def release_turn(self, gate_id: str) -> None:
+    def release_turn(self, *args) -> None:
+        gate_id = signal_arg(args, str, c.RELEASE_TURN_SIGNAL)
         st = self._state
-        if st.holder is not None and st.holder.gate_id == gate_id:
+        if gate_id is not None and st.holder is not None and st.holder.gate_id == gate_id:
             st.holder = st.holder_n = st.lease_deadline = None
 
     @workflow.update(name=c.SET_SHARD_UPDATE)
-    def set_shard(self, change: c.ShardChange) -> bool:
+    def set_shard(self, *args) -> bool:
         """A move's last step: only while the move holds the turn (a move whose lease ran
         out starts again: gates may have written the old copy meanwhile)."""
+        change = one_arg(args, c.ShardChange, c.SET_SHARD_UPDATE, sealed=False)  # checked by the validator
         st = self._state
         if st.holder is None or st.holder.gate_id != change.turn.gate_id:
             return False
         st.shard = change.shard
         return True
+
+    @set_shard.validator
+    def _check_set_shard(self, *args) -> None:
+        one_arg(args, c.ShardChange, c.SET_SHARD_UPDATE, sealed=True)
 
     @workflow.update(name=c.CONTROL_UPDATE)
     async def change_control(self, *args) -> Control:
@@ -144,7 +157,7 @@ class BrainWorkflow:
         if not self._control_read and (reason := await self._restore_control()):
             raise ApplicationError(f"not changed: {reason}", non_retryable=True)
         try:
-            new = apply_change(self._state.control, _change(args), workflow.now())
+            new = apply_change(self._state.control, _change(args, sealed=False), workflow.now())
         except ValueError as exc:  # the state changed since the validator ran
             raise ApplicationError(str(exc), non_retryable=True) from None
         self._state.control = new
@@ -166,7 +179,8 @@ class BrainWorkflow:
 
     @change_control.validator
     def _check_control(self, *args) -> None:
-        apply_change(self._state.control, _change(args), workflow.now())  # raises, one line, or changes nothing
+        # Raises, one line (a plain or foreign payload too), or changes nothing.
+        apply_change(self._state.control, _change(args, sealed=True), workflow.now())
 
     @workflow.query(name=c.CONTROL_QUERY)
     def control_state(self) -> Control:
@@ -405,13 +419,11 @@ def _ask_again(queue: list[TurnRequest], req: TurnRequest) -> bool:
     return False
 
 
-def _change(args: tuple) -> ControlChange:
-    if len(args) != 1:
-        raise ValueError(f"a control change is one ControlChange argument, not {len(args)}")
+def _change(args: tuple, *, sealed: bool) -> ControlChange:
     try:
-        return ControlChange.model_validate(args[0])
-    except ValidationError as exc:
-        raise ValueError(f"invalid control change: {validation_summary(exc)}"[:2000]) from None
+        return one_arg(args, ControlChange, "control change", sealed=sealed)
+    except Refused as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _reason(exc: ActivityError | ApplicationError) -> str:

@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from vicar.workflows.gate_once import result_from_record
     from vicar.workflows.inputs import one_input, raw_input
     from vicar.workflows.routing import run_memory_activity
+    from vicar.workflows.sealed import sealed_writes
     from vicar.workflows.turn import QUICK
 
 from vicar.workflows.gate_answers import AnswerJudge
@@ -143,7 +144,7 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
         # is judged by the main loop, which can read the allow-list and the identity.
         self._signals += 1
         try:
-            answer = _answer_arg(args)
+            answer = _answer_arg(args, sealed=sealed_writes())
         except ValueError as exc:
             workflow.logger.warning("ignored human_response: %s", exc)
             return
@@ -171,7 +172,7 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
 
     @workflow.update(name=c.RESPOND_UPDATE)
     async def respond(self, *args) -> str:
-        answer = _answer_arg(args)
+        answer = _answer_arg(args, sealed=False)  # the validator refused a plain one
         identity = None
         if self._vetting:
             # The allow-list as it is now, and who the caller is, from history.
@@ -193,7 +194,7 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
 
     @respond.validator
     def _validate(self, *args) -> None:
-        self._check(_answer_arg(args))
+        self._check(_answer_arg(args, sealed=True))
 
     def _check(self, answer: HumanAnswer) -> None:
         d = self._details

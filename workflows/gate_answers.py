@@ -7,16 +7,15 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
-    from vicar.errors import validation_summary
     from vicar.models import GateDetails, HumanAnswer
     from vicar.workflows.failures import cause_message as _cause
+    from vicar.workflows.sealed import one_arg
 
 from vicar.workflows.gate_state import GateState
 
@@ -30,15 +29,11 @@ VET = dict(
 )
 
 
-def answer_arg(args: tuple) -> HumanAnswer:
-    """An answer's payload, decoded here so a bad one is refused with what is wrong
-    (an oversized text names its limit) rather than "Failed decoding arguments"."""
-    if len(args) != 1:
-        raise ValueError(f"an answer is one HumanAnswer argument, not {len(args)}")
-    try:
-        return HumanAnswer.model_validate(args[0])
-    except ValidationError as exc:
-        raise ValueError(f"invalid answer: {validation_summary(exc)}") from None
+def answer_arg(args: tuple, *, sealed: bool) -> HumanAnswer:
+    """An answer's payload, opened and decoded here so a bad one is refused with what is
+    wrong (an oversized text names its limit, a foreign key names the key) rather than
+    "Failed decoding arguments" or a failed workflow task (workflows/sealed.py)."""
+    return one_arg(args, HumanAnswer, "answer", sealed=sealed)
 
 
 class AnswerJudge(GateState):

@@ -9,6 +9,7 @@ its principal `queued`)."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -19,6 +20,7 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from vicar.errors import validation_summary
+    from vicar.workflows.sealed import sealed_writes, value_of
 
 M = TypeVar("M", bound=BaseModel)
 C = TypeVar("C", bound=type)
@@ -30,9 +32,14 @@ def raw_input(cls: C) -> C:
     would have the SDK decode it as JSON first, and a payload that is not JSON, e.g.
     `temporal workflow start --input-base64`, failed the task again and again). The SDK
     uses its types only when their count matches the inputs', so no input or two still
-    reach one_input, decoded, and are refused there."""
+    reach one_input, decoded, and are refused there. The same for every signal and
+    update handler taking `*args`: workflows/sealed.py opens and checks them."""
     defn = getattr(cls, "__temporal_workflow_definition")
     object.__setattr__(defn, "arg_types", [RawValue])  # the SDK sets it the same way (_Definition.__post_init__)
+    for handler in (*defn.signals.values(), *defn.updates.values()):
+        params = list(inspect.signature(handler.fn).parameters.values())[1:]  # after self
+        if [p.kind for p in params] == [inspect.Parameter.VAR_POSITIONAL]:
+            object.__setattr__(handler, "arg_types", [RawValue])
     return cls
 
 
@@ -50,7 +57,8 @@ def one_input(
     else:
         try:
             if isinstance(args[0], RawValue):
-                value = workflow.payload_converter().from_payload(args[0].payload, model)
+                # A plain input: refused, except in runs recorded before the check.
+                value = value_of(args[0], model, sealed=sealed_writes())
             else:
                 value = model.model_validate(args[0])
             if check is not None:
@@ -58,7 +66,7 @@ def one_input(
             return value
         except ValidationError as exc:
             why = validation_summary(exc)
-        except ValueError as exc:  # the check's, and the models' own (InvalidInput is one)
+        except ValueError as exc:  # Refused, the check's, and the models' own (InvalidInput is one)
             why = str(exc)
         except Exception as exc:  # not JSON, or not an object
             why = f"{type(exc).__name__}: {exc}"

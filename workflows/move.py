@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from vicar.workflows.routing import run_memory_activity
 
 from vicar.workflows.inputs import raw_input
+from vicar.workflows.sealed import Refused, sealed_writes, value_of
 from vicar.workflows.turn import QUICK, TurnHolder
 
 _UNTIL_DONE = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1))
@@ -44,7 +45,7 @@ def _input(args: tuple) -> c.MoveInput:
         if len(args) != 1:  # *args: no input or two must fail here too, not in the SDK's conversion
             raise InvalidInput(f"expected one MoveInput argument, got {len(args)}")
         inp = (
-            workflow.payload_converter().from_payload(args[0].payload, c.MoveInput)
+            value_of(args[0], c.MoveInput, sealed=sealed_writes())
             if isinstance(args[0], RawValue)
             else c.MoveInput.model_validate(args[0])
         )
@@ -63,7 +64,7 @@ def _input(args: tuple) -> c.MoveInput:
         return inp
     except ValidationError as exc:
         why = validation_summary(exc)
-    except InvalidInput as exc:
+    except (InvalidInput, Refused) as exc:
         why = str(exc)
     except Exception as exc:  # not JSON, or not an object
         why = f"{type(exc).__name__}: {exc}"

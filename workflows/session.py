@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from vicar.workflows.inputs import one_input, raw_input
     from vicar.workflows.routing import run_memory_activity
+    from vicar.workflows.sealed import one_arg, signal_arg
 
 LOAD = dict(
     start_to_close_timeout=timedelta(minutes=5),
@@ -117,7 +118,8 @@ class SessionWorkflow:
         return self.summary()
 
     @workflow.update(name=c.JOIN_UPDATE)
-    async def join(self, j: SessionJoin) -> JoinReply:
+    async def join(self, *args) -> JoinReply:
+        j = one_arg(args, SessionJoin, c.JOIN_UPDATE, sealed=False)  # checked by the validator
         await workflow.wait_condition(lambda: self._wm is not None)
         assert self._wm is not None
         self._gates.setdefault(j.gate_id, SessionGate(gate_id=j.gate_id, workflow_id=j.workflow_id))
@@ -125,17 +127,25 @@ class SessionWorkflow:
         return JoinReply(working_memory=self._wm.block, n=self._wm.n)
 
     @join.validator
-    def _validate_join(self, j: SessionJoin) -> None:
+    def _validate_join(self, *args) -> None:
+        one_arg(args, SessionJoin, c.JOIN_UPDATE, sealed=True)
         if self._ended_by is not None:
             raise ValueError(f"session {self._inp.session_id} has ended ({self._ended_by})")
 
     @workflow.signal(name=c.GATE_DONE_SIGNAL)
-    def gate_done(self, g: SessionGate) -> None:
+    def gate_done(self, *args) -> None:
+        g = signal_arg(args, SessionGate, c.GATE_DONE_SIGNAL)
+        if g is None:
+            return
         self._gates[g.gate_id] = g.model_copy(update={"done": True})
         self._poked = True
 
     @workflow.signal(name=c.END_SIGNAL)
-    def end(self) -> None:
+    def end(self, *args) -> None:
+        # No argument: one given (which failed the task before) is refused, not guessed at.
+        if args:
+            workflow.logger.warning("ignored %s: it takes no argument, got %d", c.END_SIGNAL, len(args))
+            return
         if self._ended_by is None:
             self._ended_by = "signal"
 

@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from vicar.control_models import Control
     from vicar.models import TurnGrant
     from vicar.workflows.routing import run_memory_activity
+    from vicar.workflows.sealed import signal_arg
 
 # Turn bookkeeping is a quick client call: a local activity, no extra workflow task.
 QUICK: dict[str, Any] = dict(
@@ -68,7 +69,10 @@ class TurnHolder:
         self._control: Control | None = None  # the human's rules and pauses, as the turn was granted
 
     @workflow.signal(name=c.TURN_GRANTED_SIGNAL)
-    def turn_granted(self, grant: TurnGrant) -> None:
+    def turn_granted(self, *args) -> None:
+        grant = signal_arg(args, TurnGrant, c.TURN_GRANTED_SIGNAL)
+        if grant is None:
+            return
         if grant.ask is not None:
             self._grants.setdefault(grant.ask, grant)  # the brain re-sends grants: the first stands
         if self._grant is None:
@@ -76,10 +80,11 @@ class TurnHolder:
             self._control = grant.control
 
     @workflow.signal(name=c.TURN_WANTED_SIGNAL)
-    def turn_wanted(self, gate_id: str) -> None:
+    def turn_wanted(self, *args) -> None:
         """The brain: another holder waits, give the turn back by signal after all (work
         other than a gate records no outcome: it always releases by signal)."""
-        self._wanted = True
+        if signal_arg(args, str, c.TURN_WANTED_SIGNAL) is not None:
+            self._wanted = True
 
     async def _ask_turn(self, turn: c.TurnAsk) -> c.TurnTicket:
         """One REQUEST_TURN; a grant that comes later by signal is awaited with _granted."""

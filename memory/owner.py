@@ -32,34 +32,44 @@ class StoreLocked(StoreError):
 
 class OwnerLock:
     def __init__(self, directory: Path, principal: str) -> None:
+        self._fd: int | None = None
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / LOCK_FILE
-        self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        # Everything from the lock to the note's write can fail, a cancellation raised into
+        # the thread included: the descriptor, and with it the lock, must not outlive the
+        # failure. A lock leaked so once made the worker refuse the principal as "in use" by
+        # the note's pid (the process it replaced) while it held the lock itself.
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = read_holder(self.path)
-            os.close(self._fd)
-            self._fd = None
-            raise StoreLocked(
-                f"memory of {principal!r} is in use by {describe(holder)}; stop that process first (lock: {self.path})"
-            ) from None
-        me = {"pid": os.getpid(), "host": socket.gethostname(), "cmd": " ".join(sys.argv)[:_CMD_CHARS]}
-        try:
+            me = {"pid": os.getpid(), "host": socket.gethostname(), "cmd": " ".join(sys.argv)[:_CMD_CHARS]}
             os.ftruncate(self._fd, 0)
             os.pwrite(self._fd, json.dumps(me).encode(), 0)
+        except BlockingIOError:  # only flock says so: another descriptor holds the lock
+            self.release()
+            raise StoreLocked(
+                f"memory of {principal!r} is in use by {describe(read_holder(self.path))}; stop that process first "
+                f"(lock: {self.path})"
+            ) from None
         except BaseException:
-            # A full disk: the lock must not stay held by a descriptor nobody will close
-            # (every later open in this process was refused as "in use by another process").
+            # A full disk, an interruption: a lock nobody will release is worse than no lock.
             self.release()
             raise
 
     def release(self) -> None:
-        if self._fd is not None:
+        fd, self._fd = getattr(self, "_fd", None), None
+        if fd is not None:
             # Closing the descriptor drops the lock; the file stays (its content is stale,
             # harmless: only a held lock counts).
-            os.close(self._fd)
-            self._fd = None
+            os.close(fd)
+
+    def __del__(self) -> None:
+        # The last resort for a lock whose owner was dropped without release (an exception
+        # between taking it and handing it over): the kernel lock goes with the descriptor.
+        try:
+            self.release()
+        except Exception:
+            pass  # a finalizer has nobody to tell; at exit the kernel closes it anyway
 
 
 def read_holder(path: Path) -> dict:

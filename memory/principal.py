@@ -23,6 +23,7 @@ from vicar.memory.lexical import LexicalIndex
 from vicar.memory.names import check_principal, child_path
 from vicar.memory.owner import OwnerLock
 from vicar.memory.params import MemoryParams
+from vicar.memory.registry import MemoryRegistry  # noqa: F401  # its home before; imported from here
 from vicar.memory.retrieval import EmbeddingMode, Hit, Query, rank
 from vicar.memory.storage import RETRIEVABLE, UNINDEXED, StorageDecision, decide
 from vicar.memory.store import RecordStore, StoreError, records_unusable
@@ -72,13 +73,9 @@ class PrincipalMemory:
         self.vectors: VectorStore | InMemoryVectors
         self.rebuilt_on_open: ReconcileReport | None = None  # vectors re-embedded when opened
         self.last_storage: StorageDecision | None = None  # the latest storage decision (MemoryParams.storage)
+        self._owner: OwnerLock | None = None
         try:
             self._owner = OwnerLock(self.dir, principal)  # before anything is read: one process per memory
-        except OSError as exc:
-            if is_disk_full(exc):
-                raise disk_full(self.dir, exc) from exc
-            raise
-        try:
             self.store = RecordStore(self.dir / "memory.db", durable=not throwaway)
             self._claim("principal", principal)
             self._claim("embedding_model", embedder.model_name)
@@ -102,7 +99,7 @@ class PrincipalMemory:
                     report.orphan_vectors,
                 )
         except BaseException as exc:
-            self.close()
+            self.close()  # the lock too, whatever failed
             if is_disk_full(exc) and not isinstance(exc, DiskFull):
                 # The lock file, Chroma's files: wherever the first write failed.
                 raise disk_full(self.dir, exc) from exc
@@ -150,13 +147,23 @@ class PrincipalMemory:
         return int(np.count_nonzero(col.row_of.view[indexed] < 0))
 
     def close(self) -> None:
-        store = getattr(self, "store", None)
-        if store is not None:
-            store.close()
-        vectors = getattr(self, "vectors", None)
-        if isinstance(vectors, VectorStore):
-            vectors.close()
-        self._owner.release()
+        """Close the records and the vectors, then let go of the memory. The lock goes
+        whatever closing them raised: kept, the principal was refused to this process,
+        as in use by itself, until it exited. Also closes a memory whose opening failed
+        half way (hence the getattr)."""
+        try:
+            store = getattr(self, "store", None)
+            if store is not None:
+                store.close()
+        finally:
+            try:
+                vectors = getattr(self, "vectors", None)
+                if isinstance(vectors, VectorStore):
+                    vectors.close()
+            finally:
+                owner = getattr(self, "_owner", None)
+                if owner is not None:
+                    owner.release()
 
     # -- writes ---------------------------------------------------------------
 
@@ -386,47 +393,3 @@ def _fields(chunk: MemoryChunk) -> dict[str, str]:
     d = chunk.model_dump(include=set(STRUCT_FIELDS))
     d["kind"] = chunk.kind.value
     return d
-
-
-class MemoryRegistry:
-    """The worker's open memories, one per principal, opened on first use."""
-
-    def __init__(self, root: Path, embedder_factory, params: MemoryParams) -> None:
-        self.root = root
-        self._embedder_factory = embedder_factory
-        self.params = params
-        self._open: dict[str, PrincipalMemory] = {}
-        self._opening: dict[str, threading.Lock] = {}
-        self._lock = threading.Lock()
-
-    def get(self, principal: str) -> PrincipalMemory:
-        check_principal(principal)
-        with self._lock:
-            mem = self._open.get(principal)
-            if mem is not None:
-                return mem
-            opening = self._opening.setdefault(principal, threading.Lock())
-        # Opening (index rebuild) can take seconds: one principal's opening must not
-        # hold up the others' gates.
-        with opening:
-            with self._lock:
-                mem = self._open.get(principal)
-            if mem is None:
-                mem = PrincipalMemory(principal, self.root, self._embedder_factory(), self.params)
-                with self._lock:
-                    self._open[principal] = mem
-            return mem
-
-    def release(self, principal: str) -> None:
-        """Close one principal's memory (its files are about to move); the next `get`
-        opens it again from disk."""
-        with self._lock:
-            mem = self._open.pop(principal, None)
-        if mem is not None:
-            mem.close()
-
-    def close(self) -> None:
-        with self._lock:
-            for mem in self._open.values():
-                mem.close()
-            self._open.clear()

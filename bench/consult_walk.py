@@ -8,7 +8,7 @@ module, and a *return* a stay in a room already visited (returns = stays - rooms
 Library code (pydantic, numpy, chromadb, sqlite) is not a room. The autonomy rule's
 computations are counted too (calls of `rule_in_force`, however many times it runs).
 
-    python bench/consult_walk.py [--answers 40] [--floor]
+    python bench/consult_walk.py [--answers 250] [--floor]
 """
 
 from __future__ import annotations
@@ -17,14 +17,15 @@ import argparse
 import sys
 import tempfile
 from collections import Counter
+from datetime import UTC
 from pathlib import Path
 
 from vicar.activities.proxy import ProxyActivities
 from vicar.config import Settings
 from vicar.memory.embedder import default_embedder
 from vicar.memory.principal import MemoryRegistry
-from vicar.models import AnsweredBy, Action, GateRequest, OutcomeRecord, PassResult
-from vicar.proxy.offline import OfflinePredictor
+from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord, PassResult
+from vicar.proxy.learned_store import LearnedModels
 from vicar.proxy.outcomes import record_outcome
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,10 +93,10 @@ def request(i: int, principal: str = "walker") -> GateRequest:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--answers", type=int, default=40, help="human answers recorded before the traced consult")
+    ap.add_argument("--answers", type=int, default=250, help="human answers recorded before the traced consult")
     ap.add_argument("--floor", action="store_true", help="count the memory's modules (memory/) as rooms too")
     args = ap.parse_args()
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from vicar import contracts as c
 
@@ -103,7 +104,8 @@ def main() -> None:
         settings = Settings(data_dir=Path(tmp) / "vicar")
         embedder = default_embedder()
         registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
-        acts = ProxyActivities(None, registry, OfflinePredictor(), settings)  # type: ignore[arg-type]
+        # The shipped default predictor (the learned model, the memory vote until its first fit).
+        acts = ProxyActivities(None, registry, LearnedModels(registry, settings.predictor), settings)  # type: ignore[arg-type, abstract]
         memory = registry.get("walker")
         guess = PassResult(prose="", confidence=0.9, action=Action.approve)
         for i in range(1, args.answers + 1):
@@ -124,10 +126,23 @@ def main() -> None:
             )
             memory.raise_counter(i)
         n = args.answers + 1
-        inp = c.ConsultInput(request=request(n), n=n, now=datetime.now(timezone.utc), gate_key=f"vicar-gate/walk-{n}")
+        inp = c.ConsultInput(
+            request=request(n),
+            n=n,
+            now=datetime.now(UTC),
+            gate_key=f"vicar-gate/walk-{n}",
+            model=acts.pin_model("walker"),  # what the gate pins under its turn, first
+        )
         acts.consult(inp)  # warm: caches and lazy imports are not the walk
         walk = Walk(args.floor)
-        inp = inp.model_copy(update={"request": request(n + 1), "n": n + 1, "gate_key": f"vicar-gate/walk-{n + 1}"})
+        inp = inp.model_copy(
+            update={
+                "request": request(n + 1),
+                "n": n + 1,
+                "gate_key": f"vicar-gate/walk-{n + 1}",
+                "model": acts.pin_model("walker"),
+            }
+        )
         sys.setprofile(walk.profile)
         try:
             acts.consult(inp)

@@ -124,6 +124,8 @@ def build_worker(
     workflows.append(ReviewWorkflow)
     shared = acts.shared() + sessions.shared() + moves.shared() + notices.shared() + audits.shared()
     memory = acts.memory() + sessions.memory() + moves.memory() + audits.memory()
+    # An identity that survives restarts and says the shard count, for vicar.shard_claims.
+    identity = worker_identity(settings.data_dir, settings.shard_count)
     if settings.shard_count is None:
         worker = Worker(
             client,
@@ -133,10 +135,9 @@ def build_worker(
             activity_executor=executor,
             max_concurrent_activities=max_threads,
             graceful_shutdown_timeout=grace,
+            identity=identity,
         )
         return worker, registry
-    # Sharded: an identity that survives restarts, for vicar.shard_claims.
-    identity = worker_identity(settings.data_dir)
     shared_worker = Worker(
         client,
         task_queue=task_queue,
@@ -209,13 +210,14 @@ async def serve(settings: Settings, on_ready=None, command: str = "python -m vic
             ops.serving(settings.ops) as surface,
             temporal_client(settings, runtime=surface.runtime) as (client, server),
         ):
-            if settings.shard_count is not None:
-                # Another machine already serving one of these shards: stop before polling.
-                await check_claims(
-                    client,
-                    [shard_queue(settings.task_queue, k) for k in settings.served_shards()],
-                    worker_identity(settings.data_dir),
-                )
+            # Another machine serving this queue unsharded, with another shard count, or one of
+            # these shards: stop before polling.
+            await check_claims(
+                client,
+                settings.task_queue,
+                [shard_queue(settings.task_queue, k) for k in settings.served_shards()],
+                worker_identity(settings.data_dir, settings.shard_count),
+            )
             worker, registry = build_worker(client, settings, task_queue=settings.task_queue)
             # Load the embedding model before taking work, not inside the first activity.
             await asyncio.to_thread(make_embedder, params=settings.embedder)

@@ -87,3 +87,50 @@ async def test_backup_and_restore_a_memory_built_by_real_gates(harness, tmp_path
     assert broken.returncode == NotFound.exit_code and "not a complete Vicar backup" in broken.stderr
     missing = vicar(data_dir, "memory", "backup", "nobody", "--to", str(tmp_path / "none"))
     assert missing.returncode == NotFound.exit_code and "Traceback" not in missing.stderr
+
+
+def test_restore_all_force_beside_an_open_memory_replaces_nothing_and_says_so(settings, embedder, tmp_path):
+    """Issue 34 item 10: with one memory open in a worker, `restore --all --force` replaced
+    the memories before it, stopped (exit 5) at the open one, said nothing of those it had
+    replaced, and left its staging folder. Every lock is checked before anything is
+    replaced: refused, nothing changes and the line says so; then, the memory closed, it
+    restores them all and names each one."""
+    from vicar.memory.principal import MemoryRegistry
+
+    from .test_memory_cancel import chunk
+
+    root, data_dir = settings.principals_dir, settings.data_dir
+    names = ["rs-a", "rs-b", "rs-c", "rs-d"]
+    registry = MemoryRegistry(root, lambda: embedder, settings.memory)
+    try:
+        for k, name in enumerate(names):
+            for i in range(1, k + 2):
+                registry.get(name).record(chunk(name, i))
+        registry.close()
+        backed = vicar(data_dir, "memory", "backup", "--all", "--to", str(tmp_path / "b"))
+        assert backed.returncode == 0, backed.stderr
+        for name in names:  # what the backup would undo
+            registry.get(name).record(chunk(name, 9))
+        registry.close()
+        before = {name: memory_of(root, name)[0] for name in names}
+
+        registry.get("rs-c")  # open in "the worker" (this process) while the restore runs
+        refused = vicar(data_dir, "memory", "restore", str(tmp_path / "b"), "--all", "--force")
+        assert refused.returncode == Conflict.exit_code, refused.stdout + refused.stderr
+        assert sorted(p.name for p in root.iterdir()) == names  # nothing moved aside, no staging left
+        assert {name: memory_of(root, name)[0] for name in names} == before
+        lines = [ln for ln in refused.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and "rs-c" in lines[0] and "nothing was replaced" in lines[0], refused.stderr
+        assert f"pid {os.getpid()}" in lines[0]
+        assert "Traceback" not in refused.stderr
+    finally:
+        registry.close()
+
+    restored = vicar(data_dir, "memory", "restore", str(tmp_path / "b"), "--all", "--force")
+    assert restored.returncode == 0, restored.stderr
+    for k, name in enumerate(names):
+        assert f"{name}: {k + 1} chunks restored" in restored.stdout, restored.stdout
+        assert memory_of(root, name)[0] == k + 1
+        assert check(root, name).healthy
+    assert len(list(root.glob("*.before-restore-*"))) == len(names)
+    assert not list(root.glob(".restore*"))

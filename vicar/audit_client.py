@@ -16,6 +16,7 @@ from vicar import contracts as c
 from vicar.audit_models import DEFAULT_PAGE_BYTES, AuditCursor, AuditPage, AuditPageRequest, ReviewRequest, ReviewResult
 from vicar.config import TASK_QUEUE
 from vicar.errors import NO_MEMORY, Conflict, NotFound, NotResponding, NotReviewable, VicarError
+from vicar.key_check import check_workflow_opens
 from vicar.memory.names import check_principal
 from vicar.workflows import search_attributes as sa
 
@@ -64,6 +65,8 @@ async def audit_pages(
     """The principal's records, oldest first, page by page. NotFound if this deployment
     holds no memory of theirs; NotResponding if no worker runs."""
     await check_worker(client, task_queue)
+    # Keys other than the workers' would have the page's start refused: say so, sending nothing.
+    await check_workflow_opens(client, c.brain_workflow_id(principal), f"{principal}'s brain")
     cursor = AuditCursor()
     while True:
         req = AuditPageRequest(principal=principal, after=cursor, since=since, max_bytes=page_bytes)
@@ -85,13 +88,21 @@ async def _page(client: Client, req: AuditPageRequest, task_queue: str) -> Audit
             execution_timeout=PAGE_TIMEOUT,
         )
     except WorkflowFailureError as exc:
-        cause: Any = exc.cause
-        while getattr(cause, "cause", None) is not None and not getattr(cause, "type", None):
-            cause = cause.cause  # the activity's ApplicationError, under its ActivityError
-        message = getattr(cause, "message", None) or str(cause or exc)
-        if getattr(cause, "type", None) == NO_MEMORY:
-            raise NotFound(message) from None
-        raise VicarError(f"the audit trail of {req.principal} cannot be read: {message}") from None
+        if getattr(_innermost(exc), "type", None) == NO_MEMORY:
+            raise NotFound(_why(exc)) from None
+        raise VicarError(f"the audit trail of {req.principal} cannot be read: {_why(exc)}") from None
+
+
+def _innermost(exc: WorkflowFailureError) -> Any:
+    cause: Any = exc.cause
+    while getattr(cause, "cause", None) is not None and not getattr(cause, "type", None):
+        cause = cause.cause  # the activity's ApplicationError, under its ActivityError
+    return cause
+
+
+def _why(exc: WorkflowFailureError) -> str:
+    cause = _innermost(exc)
+    return " ".join(str(getattr(cause, "message", None) or cause or exc).split())
 
 
 async def review_gate(
@@ -124,13 +135,20 @@ async def review_gate(
         principal=principal, gate_workflow_id=workflow_id, verdict=verdict, reviewer=reviewer, note=note
     )
     await check_worker(client, task_queue)
-    result: ReviewResult = await client.execute_workflow(
-        c.REVIEW_WORKFLOW,
-        req,
-        id=c.review_workflow_id(uuid.uuid4().hex),
-        task_queue=task_queue,
-        result_type=ReviewResult,
-    )
+    # The brain's current run, not the gate: a gate reviewed long after may hold a key
+    # rotated out since, while the review itself needs only the workers' keys of today.
+    await check_workflow_opens(client, c.brain_workflow_id(principal), f"{principal}'s brain")
+    try:
+        result: ReviewResult = await client.execute_workflow(
+            c.REVIEW_WORKFLOW,
+            req,
+            id=c.review_workflow_id(uuid.uuid4().hex),
+            task_queue=task_queue,
+            result_type=ReviewResult,
+            execution_timeout=PAGE_TIMEOUT,  # a review never waits without end
+        )
+    except WorkflowFailureError as exc:
+        raise VicarError(f"the review of {gate} was not recorded: {_why(exc)}") from None
     if result.refusal == "not_found":
         raise NotFound(result.why)
     if result.refusal == "not_autonomous":

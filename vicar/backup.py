@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -35,7 +36,7 @@ from pydantic import BaseModel, ValidationError, field_validator
 
 from vicar.errors import BrokenStore, Conflict, InvalidInput, NotFound
 from vicar.memory.names import PRINCIPAL_RE, check_principal, child_path
-from vicar.memory.owner import OwnerLock, StoreLocked
+from vicar.memory.owner import LOCK_FILE, OwnerLock, StoreLocked, describe, read_holder
 
 MANIFEST = "vicar-backup.json"
 FORMAT = 1
@@ -174,12 +175,49 @@ def _only_plain_files(backed: Path) -> None:
                 )
 
 
+def _holders_of(principals_dir: Path, names: list[str]) -> dict[str, str]:
+    """Which of these memories a process has open, and who: a probe that takes each lock
+    and lets it go."""
+    busy = {}
+    for name in names:
+        try:
+            OwnerLock(child_path(principals_dir, name), name).release()
+        except StoreLocked:
+            busy[name] = describe(read_holder(child_path(principals_dir, name) / LOCK_FILE))
+    return busy
+
+
+def _refuse_open(busy: dict[str, str]) -> Conflict:
+    return Conflict(
+        "nothing was replaced: "
+        + "; ".join(f"the memory of {name!r} is open in {who}" for name, who in busy.items())
+        + ". Stop that worker (or let it go of the memory), then restore again"
+    )
+
+
+def _aside(target: Path) -> Path:
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    for k in range(1000):
+        replaced = target.with_name(f"{target.name}.before-restore-{stamp}" + (f"-{k}" if k else ""))
+        if not replaced.exists():
+            return replaced
+    raise Conflict(f"too many earlier restores of {target.name!r} this second; try again")
+
+
 def restore(
-    src: Path, principals_dir: Path, names: list[str] | None, *, force: bool, rebuild: Callable[[str], int]
+    src: Path, principals_dir: Path, names: list[str] | None, *, force: bool, rebuild: Callable[[Path, str], int]
 ) -> list[RestoreReport]:
     """Restore the named principals (None: all in the backup). A memory already there is
-    refused unless force, then moved aside (never deleted). rebuild(principal) rebuilds
-    missing vectors from the records and returns how many chunks it re-embedded."""
+    refused unless force, then moved aside (never deleted). rebuild(root, principal)
+    rebuilds missing vectors from the records of the memory under root and returns how
+    many chunks it re-embedded.
+
+    All or nothing: every memory to replace must be closed (its lock free) before anything
+    is replaced. Each is staged and its vectors rebuilt first, beside the live ones; then,
+    holding every lock, each live memory moves aside and its restored copy takes its place.
+    A memory open in a worker refuses the whole restore (it once replaced the memories
+    before the open one, stopped there and left its staging folder). The staging folder
+    goes whatever happens."""
     manifest = read_manifest(src)
     by_name = {p.principal: p for p in manifest.principals}
     chosen = [check_principal(n) for n in names] if names else list(by_name)
@@ -193,30 +231,77 @@ def restore(
             )
         _only_plain_files(child_path(src / "principals", name))
     principals_dir.mkdir(parents=True, exist_ok=True)
-    reports = []
-    for name in chosen:
-        backed, target = child_path(src / "principals", name), child_path(principals_dir, name)
-        staging = principals_dir / f".restore-{name}"
-        if staging.exists():
-            shutil.rmtree(staging)
-        staging.mkdir()
-        chunks = _sqlite_copy(backed / DB, staging / DB)
-        _copy_rest(backed, staging, with_vectors=True)
-        replaced = None
-        if target.exists():
-            lock = OwnerLock(target, name)  # refused (exit 5) while a worker has it open
+    live = [name for name in chosen if child_path(principals_dir, name).exists()]
+    if busy := _holders_of(principals_dir, live):  # before any copying: fail fast
+        raise _refuse_open(busy)
+    # A name a principal cannot have (it starts with a dot): never taken for a memory.
+    staging = Path(tempfile.mkdtemp(prefix=".restore-", dir=principals_dir))
+    try:
+        staged = {}
+        for name in chosen:
+            backed, copy = child_path(src / "principals", name), child_path(staging, name)
+            copy.mkdir()
+            chunks = _sqlite_copy(backed / DB, copy / DB)
+            _copy_rest(backed, copy, with_vectors=True)
+            staged[name] = (chunks, rebuild(staging, name))
+        return _swap_in(principals_dir, staging, chosen, live, staged)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _swap_in(
+    principals_dir: Path, staging: Path, chosen: list[str], live: list[str], staged: dict[str, tuple[int, int]]
+) -> list[RestoreReport]:
+    """Holding every live memory's lock (and the staged copies', so none is opened half
+    way), move each live memory aside and its staged copy into its place; undone if any
+    step fails."""
+    locks: list[OwnerLock] = []
+    busy = {}
+    try:
+        for name in chosen:
+            where = [child_path(staging, name)] + ([child_path(principals_dir, name)] if name in live else [])
+            for directory in where:
+                try:
+                    locks.append(OwnerLock(directory, name))
+                except StoreLocked:
+                    busy[name] = describe(read_holder(directory / LOCK_FILE))
+        if busy:  # opened while the copies were staged
+            raise _refuse_open(busy)
+        done: list[tuple[str, Path | None]] = []
+        try:
+            for name in chosen:
+                target = child_path(principals_dir, name)
+                replaced = _aside(target) if name in live else None
+                if replaced:
+                    target.rename(replaced)
+                done.append((name, replaced))
+                child_path(staging, name).rename(target)
+        except OSError as exc:
             try:
-                replaced = target.with_name(f"{name}.before-restore-{time.strftime('%Y%m%dT%H%M%S')}")
-                target.rename(replaced)
-            finally:
-                lock.release()
-        staging.rename(target)
-        reports.append(
-            RestoreReport(
-                principal=name,
-                chunks=chunks,
-                vectors_rebuilt=rebuild(name),
-                replaced=str(replaced) if replaced else None,
-            )
+                _undo(principals_dir, staging, done)
+            except OSError as undo_exc:
+                raise BrokenStore(
+                    f"restore stopped at {name!r} ({exc}) and could not put everything back ({undo_exc}): "
+                    f"the memories that were there are under {principals_dir} as *.before-restore-*"
+                ) from None
+            raise BrokenStore(f"restore stopped at {name!r} ({exc}); nothing was replaced") from None
+    finally:
+        for lock in locks:
+            lock.release()
+    return [
+        RestoreReport(
+            principal=name, chunks=staged[name][0], vectors_rebuilt=staged[name][1], replaced=str(r) if r else None
         )
-    return reports
+        for name, r in done
+    ]
+
+
+def _undo(principals_dir: Path, staging: Path, done: list[tuple[str, Path | None]]) -> None:
+    """Put back what a failed swap moved, last first: the restored copy to staging, the
+    memory that was there to its place."""
+    for name, replaced in reversed(done):
+        target = child_path(principals_dir, name)
+        if target.exists() and not child_path(staging, name).exists():
+            target.rename(child_path(staging, name))
+        if replaced is not None and replaced.exists() and not target.exists():
+            replaced.rename(target)

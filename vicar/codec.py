@@ -6,8 +6,8 @@ no memory content in plaintext. Temporal's own answer (a PayloadCodec); docs/cod
 Keys are named so they rotate: each payload carries the id of the key that sealed it,
 decoding accepts every known key and encoding uses the newest (the last listed). The
 keys come from VICAR_CODEC_KEYS (`id:base64,...`), else VICAR_CODEC_KEY_FILE (one
-`id:base64` a line), else `<data dir>/codec-keys`, created 0600 on first use. A key
-never enters history: only its id does."""
+`id:base64` a line), else `<data dir>/codec-keys`, which a worker creates 0600 on first
+use (nothing else makes a key). A key never enters history: only its id does."""
 
 from __future__ import annotations
 
@@ -104,15 +104,23 @@ def ensure_key_file(path: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def load_keys(settings: Settings) -> dict[str, bytes]:
+def load_keys(settings: Settings, *, make: bool = False) -> dict[str, bytes]:
+    """`make`: a worker, which makes the data dir's key file if there is none. Anything
+    else (the CLI, the inbox, an orchestrator, the codec server) never does: a key of its
+    own would seal what no worker can open (issue 34), so it is refused in one line."""
     # Read here, not carried in Settings: a key must never sit in an object that may be printed.
     raw = settings_env.text(KEYS_VAR)
     if raw:
         return _loaded(parse_keys(raw, KEYS_VAR), KEYS_VAR)
     named = settings_env.text(KEY_FILE_VAR)
     path = Path(named).expanduser() if named else default_key_file(settings)
-    if not named:
-        if not path.exists() and _serves_some_shards(settings):
+    if not named and not path.exists():
+        if not make:
+            raise CodecKeyError(
+                f"no payload keys: {path} does not exist, and only a worker makes one; give this process "
+                f"the workers' keys ({KEY_FILE_VAR}=<their key file> or {KEYS_VAR}; docs/codec.md)"
+            )
+        if _serves_some_shards(settings):
             # Its own new key would seal what the other shards' workers cannot open.
             raise InvalidInput(
                 f"this worker serves some of {settings.shard_count} shards: give every worker "
@@ -252,12 +260,15 @@ class VicarPayloadConverter(PydanticPayloadConverter):
         self._set_converters(*self.converters.values(), RefusedPayloadConverter())
 
 
-def codec(settings: Settings | None = None) -> AesGcmCodec:
-    return AesGcmCodec(load_keys(settings or Settings.from_env()))
+def codec(settings: Settings | None = None, *, make_keys: bool = False) -> AesGcmCodec:
+    return AesGcmCodec(load_keys(settings or Settings.from_env(), make=make_keys))
 
 
-def data_converter(settings: Settings | None = None) -> DataConverter:
-    """The one converter every Vicar client and worker uses: pydantic, then sealed."""
+def data_converter(settings: Settings | None = None, *, make_keys: bool = False) -> DataConverter:
+    """The one converter every Vicar client and worker uses: pydantic, then sealed.
+    `make_keys`: for a worker only (load_keys)."""
     return dataclasses.replace(
-        pydantic_data_converter, payload_converter_class=VicarPayloadConverter, payload_codec=codec(settings)
+        pydantic_data_converter,
+        payload_converter_class=VicarPayloadConverter,
+        payload_codec=codec(settings, make_keys=make_keys),
     )

@@ -36,14 +36,19 @@ async def connect(
     namespace: str | None = None,
     timeout: float = 10.0,
     runtime: Runtime | None = None,
+    worker: bool = False,
 ) -> Client:
-    """runtime: an SDK runtime with metrics (vicar.ops.make_runtime); None: the SDK's default."""
+    """runtime: an SDK runtime with metrics (vicar.ops.make_runtime); None: the SDK's default.
+    worker: the client of a worker, the only kind of process that makes a payload key
+    when the data dir has none (vicar/codec.py); any other is refused in one line."""
     cfg = connect_config(settings)
     if target_host:
         cfg["target_host"] = target_host
     if namespace:
         cfg["namespace"] = namespace
-    converter = data_converter(settings)  # payloads sealed (docs/codec.md); a bad key file fails here, in one line
+    # Payloads sealed (docs/codec.md); no keys, or a bad key file, fails here in one line,
+    # before anything is sent.
+    converter = data_converter(settings, make_keys=worker)
     try:
         return await asyncio.wait_for(Client.connect(**cfg, data_converter=converter, runtime=runtime), timeout=timeout)
     except (TimeoutError, RuntimeError, OSError) as exc:

@@ -176,7 +176,7 @@ async def temporal_client(
         server = await asyncio.to_thread(use_embedded, settings.data_dir)
         target = server.address
     try:
-        client = await connect(settings, target_host=target, runtime=runtime)
+        client = await connect(settings, target_host=target, runtime=runtime, worker=True)
         await ensure_search_attributes(client)
         yield client, server
     finally:

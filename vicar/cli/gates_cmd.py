@@ -287,11 +287,21 @@ def escalations(
 
 
 async def _escalations(principal: str | None, output: Output) -> None:
-    from vicar.gates import list_escalations
+    from vicar.gates import UNREADABLE, list_escalations
 
     client = await open_client(Settings.from_env())
     waiting = await list_escalations(client, principal)
     now = datetime.now(UTC)
+    unreadable = [d for d in waiting if d.question.startswith(UNREADABLE)]
+    if unreadable:
+        # Listed anyway (issue 34): why, once, where a script reading stdout does not trip on it.
+        why = unreadable[0].question.removeprefix(UNREADABLE).removesuffix(")")
+        err.print(
+            text(
+                f"warning: {len(unreadable)} of {len(waiting)} waiting gates listed without their summary: {why}",
+                one_line=True,
+            )
+        )
     if output is Output.json:
         rows = [
             {

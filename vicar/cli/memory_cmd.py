@@ -261,7 +261,8 @@ def memory_restore(
     force: bool = typer.Option(False, "--force", help="Move an existing memory aside and restore over it."),
 ) -> None:
     """Restore principals' memories from a backup; vectors missing from it are rebuilt
-    from the records. Refused while a worker has the memory open."""
+    from the records. All or nothing: refused, replacing none, while a worker has any of
+    them open."""
     from vicar.backup import restore
     from vicar.memory.check import check, repair
     from vicar.memory.embedder import make_embedder
@@ -270,11 +271,11 @@ def memory_restore(
         raise InvalidInput("name the principals to restore, or give --all")
     settings = Settings.from_env()
 
-    def rebuild(principal: str) -> int:
-        if check(settings.principals_dir, principal, settings.memory.blended_vectors).healthy:
+    def rebuild(root: Path, principal: str) -> int:
+        if check(root, principal, settings.memory.blended_vectors).healthy:
             return 0
         return repair(
-            settings.principals_dir,
+            root,
             principal,
             make_embedder(cache_file=settings.embedding_cache, params=settings.embedder),
             settings.memory,

@@ -445,3 +445,9 @@ PATCH_IDS = PATCH_IDS + (GATE_EXCERPTS,)
 # (workflows/sealed.py); runs recorded before it took plain ones and replay so.
 SEALED_WRITES = "sealed-writes"
 PATCH_IDS = PATCH_IDS + (SEALED_WRITES,)
+# The brain continues as new when a write comes sealed with another key than its run's
+# input (workflows/sealed.py KeyWatch), so a rotated-out key can be dropped; the REKEY
+# signal (any one sealed argument: who asks) is that write for an idle brain.
+REKEY_BRAIN = "rekey-brain"
+REKEY_SIGNAL = "rekey"
+PATCH_IDS = PATCH_IDS + (REKEY_BRAIN,)

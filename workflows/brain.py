@@ -20,7 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from vicar.workflows.failures import cause_message
     from vicar.workflows.inputs import one_input, raw_input
     from vicar.workflows.routing import run_memory_activity
-    from vicar.workflows.sealed import Refused, one_arg, signal_arg
+    from vicar.workflows.sealed import KeyWatch, Refused, one_arg, signal_arg
     from vicar.workflows.turn import COUNTER, advance_turn, mirror_counter, read_counter
 
 
@@ -57,6 +57,7 @@ class BrainWorkflow:
         # an empty state that run() would then overwrite. A bad input fails the run in its
         # first task (run() raises it); handlers meanwhile act on an empty state.
         self._bad: ApplicationError | None = None
+        self._keys = KeyWatch(args)  # continues as new when the workers' key changes
         try:
             inp = one_input(args, BrainInput, "brain input", _check)
         except ApplicationError as exc:
@@ -84,6 +85,7 @@ class BrainWorkflow:
     @workflow.update(name=c.TAKE_TURN_UPDATE)
     async def take_turn(self, *args) -> TurnReply:
         req = one_arg(args, TurnRequest, c.TAKE_TURN_UPDATE, sealed=False)  # checked by the validator
+        self._keys.saw(args)
         await workflow.wait_condition(lambda: self._ready)
         st = self._state
         async with self._granting:
@@ -115,6 +117,7 @@ class BrainWorkflow:
         req = signal_arg(args, TurnRequest, c.REQUEST_TURN_SIGNAL)
         if req is None:
             return
+        self._keys.saw(args)
         st = self._state
         if st.holder is not None and st.holder.gate_id == req.gate_id:
             st.holder.ask = req.ask  # the grant names the latest ask
@@ -127,15 +130,28 @@ class BrainWorkflow:
     @workflow.signal(name=c.RELEASE_TURN_SIGNAL)
     def release_turn(self, *args) -> None:
         gate_id = signal_arg(args, str, c.RELEASE_TURN_SIGNAL)
+        if gate_id is None:
+            return
+        self._keys.saw(args)
         st = self._state
-        if gate_id is not None and st.holder is not None and st.holder.gate_id == gate_id:
+        if st.holder is not None and st.holder.gate_id == gate_id:
             st.holder = st.holder_n = st.lease_deadline = None
+
+    @workflow.signal(name=c.REKEY_SIGNAL)
+    def rekey(self, *args) -> None:
+        """Move to the workers' new key now (docs/codec.md, rotation): a brain that takes
+        no turn meanwhile would otherwise keep the old key in its history."""
+        who = signal_arg(args, str, c.REKEY_SIGNAL)
+        if who is not None:
+            self._keys.saw(args)
+            workflow.logger.info("brain of %s: rekey asked by %s", self._principal, who[:100])
 
     @workflow.update(name=c.SET_SHARD_UPDATE)
     def set_shard(self, *args) -> bool:
         """A move's last step: only while the move holds the turn (a move whose lease ran
         out starts again: gates may have written the old copy meanwhile)."""
         change = one_arg(args, c.ShardChange, c.SET_SHARD_UPDATE, sealed=False)  # checked by the validator
+        self._keys.saw(args)
         st = self._state
         if st.holder is None or st.holder.gate_id != change.turn.gate_id:
             return False
@@ -160,6 +176,7 @@ class BrainWorkflow:
             new = apply_change(self._state.control, _change(args, sealed=False), workflow.now())
         except ValueError as exc:  # the state changed since the validator ran
             raise ApplicationError(str(exc), non_retryable=True) from None
+        self._keys.saw(args)
         self._state.control = new
         if self._keeping and new.version:
             try:
@@ -218,7 +235,7 @@ class BrainWorkflow:
         self._ready = True
 
         while True:
-            if self._should_continue_as_new(cfg.max_grants_per_run):
+            if self._should_continue_as_new(cfg.max_grants_per_run) or self._keys.due():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 st.assigned = list(self._assigned.items())[-cfg.remembered_gates :]
                 workflow.continue_as_new(BrainInput(principal=self._principal, config=cfg, state=st))
@@ -232,6 +249,7 @@ class BrainWorkflow:
                         self._regrant
                         or (bool(st.queue) and (st.holder is None or self._asked != st.holder.gate_id))
                         or self._should_continue_as_new(cfg.max_grants_per_run)
+                        or self._keys.changed
                     ),
                     timeout=timeout,
                 )

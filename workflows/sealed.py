@@ -100,3 +100,35 @@ def signal_arg(args: tuple, kind: type[T], what: str) -> T | None:
     except Refused as exc:
         workflow.logger.warning("ignored %s", exc)
         return None
+
+
+class KeyWatch:
+    """For a workflow that runs for ever (the brain): continue as new once a write comes
+    sealed with another key than the run's input. Its history then holds the new key
+    only, so dropping the old key (rotation's last step, docs/codec.md) leaves it able to
+    replay, where before a brain started under the old key could not replay at all and
+    held every gate of its principal `queued` (issue 34). Decided from what history
+    holds (each write's key is the codec's mark on its payload), so a replay decides the
+    same; runs recorded before this (no REKEY_BRAIN marker) go on as they ran."""
+
+    def __init__(self, args: tuple) -> None:
+        self.sealed_with = opened_with(args[0]) if len(args) == 1 else None
+        self._changed = False
+        self._before = False  # a run recorded before REKEY_BRAIN: never continues for a key
+
+    def saw(self, args: tuple) -> None:
+        """A write taken: note when it was sealed with another key than the run's input."""
+        key = opened_with(args[0]) if len(args) == 1 else None
+        if key is not None and key != self.sealed_with and not self._before:
+            self._changed = True
+
+    @property
+    def changed(self) -> bool:
+        """For a wait condition: something to decide (no command)."""
+        return self._changed
+
+    def due(self) -> bool:
+        """Whether to continue as new now (may record the patch marker: not in a condition)."""
+        if self._changed and not workflow.patched(c.REKEY_BRAIN):
+            self._changed, self._before = False, True
+        return self._changed

@@ -13,6 +13,9 @@ from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
 from temporalio.client import Client
 
 from vicar import contracts as c
+from vicar.codec import REFUSED, refusal_line
+from vicar.gates import UNREADABLE, UNREADABLE_CHARS
+from vicar.memory.text import clip
 from vicar.models import GateDetails, GateStatus
 from vicar.workflows import search_attributes as sa
 
@@ -21,9 +24,12 @@ PAGE = 1000
 
 
 async def waiting_gates(client: Client) -> list[GateDetails]:
-    """Every escalated, running gate (any principal), unsorted."""
+    """Every escalated, running gate (any principal), unsorted. A gate whose memo does
+    not open here (sealed with a key this process lacks, e.g. one dropped in a rotation)
+    is listed from its search attributes, saying so: one such gate must not take the
+    page down for everyone (issue 34)."""
     memos: list[Payload] = []
-    ids: list[str] = []
+    ids: list[tuple[str, dict[str, Payload]]] = []
     bare: list[tuple[str, dict[str, Payload]]] = []  # escalated before gates wrote the memo
     token = b""
     while True:
@@ -34,20 +40,24 @@ async def waiting_gates(client: Client) -> list[GateDetails]:
         )
         for ex in page.executions:
             memo = ex.memo.fields.get(c.ESCALATION_MEMO)
+            attrs = dict(ex.search_attributes.indexed_fields)
             if memo is not None:
                 memos.append(memo)
-                ids.append(ex.execution.workflow_id)
+                ids.append((ex.execution.workflow_id, attrs))
             else:
-                bare.append((ex.execution.workflow_id, dict(ex.search_attributes.indexed_fields)))
+                bare.append((ex.execution.workflow_id, attrs))
         token = page.next_page_token
         if not token:
             break
     codec = client.data_converter.payload_codec
     if codec and memos:
         memos = list(await codec.decode(memos))
-    out = [
-        GateDetails.model_validate_json(p.data).model_copy(update={"workflow_id": wid}) for wid, p in zip(ids, memos)
-    ]
+    out = []
+    for (wid, attrs), p in zip(ids, memos):
+        if p.metadata.get("encoding") == REFUSED:
+            out.append(_from_attributes(wid, attrs, f"{UNREADABLE}{refusal_line(p)})"))
+        else:
+            out.append(GateDetails.model_validate_json(p.data).model_copy(update={"workflow_id": wid}))
     for wid, attrs in bare:
         out.append(_from_attributes(wid, attrs))
     return out
@@ -62,7 +72,9 @@ def _keyword(attrs: dict[str, Payload], name: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _from_attributes(workflow_id: str, attrs: dict[str, Payload]) -> GateDetails:
+def _from_attributes(
+    workflow_id: str, attrs: dict[str, Payload], question: str = "(no summary: escalated by an older Vicar)"
+) -> GateDetails:
     state = _keyword(attrs, sa.STATE.name)
     return GateDetails(
         gate_id=workflow_id.removeprefix(c.gate_workflow_id("")),
@@ -71,5 +83,5 @@ def _from_attributes(workflow_id: str, attrs: dict[str, Payload]) -> GateDetails
         principal=_keyword(attrs, sa.PRINCIPAL.name) or "?",
         state=state if state in ("INTENT_ASSERT", "PLAN_ASSERT", "WORK_ASSERT") else "PLAN_ASSERT",
         task_type=_keyword(attrs, sa.TASK_TYPE.name) or "?",
-        question="(no summary: escalated by an older Vicar)",
+        question=clip(question, UNREADABLE_CHARS),
     )

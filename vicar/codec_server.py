@@ -9,9 +9,13 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+import logging
 import os
 import secrets
+import socket
+import sys
 import threading
+import time
 from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -27,6 +31,13 @@ TOKEN_FILE = "codec-server-token"
 DEFAULT_ORIGINS = ("http://localhost:8233", "http://127.0.0.1:8233")  # the embedded server's UI
 MAX_BODY_BYTES = 16 * 1024 * 1024  # far above a UI page's payloads; refuses a memory-filling body
 MIN_TOKEN_CHARS = 16
+log = logging.getLogger("vicar.codec_server")
+# A request's headers, and then its whole body, must arrive within this: a client that
+# stalls (or trickles) holds a thread and a buffer for no longer.
+READ_SECONDS = 10
+MAX_CONNECTIONS = 16  # served at once; more are refused at once (503), not given a thread each
+MAX_NESTING = 32  # a body {"payloads": [...]} nests 4 deep; json and protobuf recurse per level
+DRAIN_BYTES, DRAIN_SECONDS = 256 * 1024, 1.0  # read after a refusal, so the reply is not lost to a reset
 
 
 def server_token(settings: Settings) -> tuple[str, str]:
@@ -61,6 +72,43 @@ def server_token(settings: Settings) -> tuple[str, str]:
     return token, str(path)
 
 
+class _Server(ThreadingHTTPServer):
+    """At most MAX_CONNECTIONS handled at once; an error in one is one log line."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request, client_address) -> None:
+        if not self._slots.acquire(blocking=False):
+            try:
+                request.sendall(BUSY)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()  # no thread was started to release it
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request, client_address) -> None:
+        exc = sys.exc_info()[1]
+        log.warning("codec server: a request failed: %s", " ".join(f"{type(exc).__name__}: {exc}".split())[:300])
+
+
+BUSY = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+
+
 class CodecServer:
     def __init__(
         self,
@@ -71,8 +119,7 @@ class CodecServer:
         origins: Iterable[str] = DEFAULT_ORIGINS,
     ) -> None:
         self.codec, self.token, self.origins = codec, token, frozenset(o.rstrip("/") for o in origins)
-        self.httpd = ThreadingHTTPServer((host, port), self._handler())
-        self.httpd.daemon_threads = True
+        self.httpd = _Server((host, port), self._handler())
         bound, self.port = self.httpd.server_address[:2]
         self.host = str(bound)  # an IP address (the type allows a Unix socket's bytes)
 
@@ -93,7 +140,13 @@ class CodecServer:
 
     def convert(self, action: str, body: bytes) -> bytes:
         payloads = Payloads()
-        ParseDict(json.loads(body), payloads)  # a bad body raises ValueError / ParseError
+        try:
+            doc = json.loads(body)  # deeper than the interpreter's recursion: RecursionError
+        except RecursionError:
+            raise Nested from None
+        if _depth(doc) > MAX_NESTING:
+            raise Nested
+        ParseDict(doc, payloads)  # a bad body raises ValueError / ParseError
         out = (
             [self.codec.seal(p) for p in payloads.payloads]
             if action == "encode"
@@ -106,6 +159,7 @@ class CodecServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            timeout = READ_SECONDS  # each read of the request line and headers
 
             def _cors(self) -> None:
                 origin = (self.headers.get("Origin") or "").rstrip("/")
@@ -116,56 +170,115 @@ class CodecServer:
                     self.send_header("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Namespace")
                     self.send_header("Vary", "Origin")
 
-            def _reply(self, status: int, body: bytes, kind: str = "application/json") -> None:
+            def _reply(self, status: int, body: bytes, kind: str = "application/json", close: bool = False) -> None:
                 self.send_response(status)
                 self._cors()
                 self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(body)))
                 self.send_header("Cache-Control", "no-store")  # decoded memory contents
+                if close:
+                    self.send_header("Connection", "close")  # also sets close_connection
                 self.end_headers()
                 self.wfile.write(body)
 
-            def _error(self, status: int, message: str) -> None:
-                self._reply(status, json.dumps({"message": message}).encode())
+            def _error(self, status: int, message: str, close: bool = False) -> None:
+                self._reply(status, json.dumps({"message": message}).encode(), close=close)
+
+            def _refuse(self, status: int, message: str) -> None:
+                """Refused before the body is read: say so, then close. The unread body
+                must not be taken for the next request; what of it is already on its way
+                is drained (a little, briefly) so a reset does not swallow the reply."""
+                self._error(status, message, close=True)
+                self.wfile.flush()
+                try:
+                    self.connection.shutdown(socket.SHUT_WR)
+                    deadline, drained = time.monotonic() + DRAIN_SECONDS, 0
+                    while drained < DRAIN_BYTES and (left := deadline - time.monotonic()) > 0:
+                        self.connection.settimeout(left)
+                        chunk = self.connection.recv(65536)
+                        if not chunk:
+                            break
+                        drained += len(chunk)
+                except OSError:
+                    pass
+
+            def _body(self, length: int) -> bytes | None:
+                """The body, or None if it does not all arrive within READ_SECONDS."""
+                deadline, body = time.monotonic() + READ_SECONDS, bytearray()
+                try:
+                    while len(body) < length:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            return None
+                        self.connection.settimeout(left)
+                        chunk = self.rfile.read1(min(length - len(body), 1 << 16))
+                        if not chunk:
+                            return None
+                        body += chunk
+                except OSError:  # a timeout, a reset
+                    return None
+                finally:
+                    self.connection.settimeout(READ_SECONDS)
+                return bytes(body)
 
             def do_OPTIONS(self) -> None:  # CORS preflight: carries no credentials by design
                 self._reply(204, b"", "text/plain")
 
             def do_POST(self) -> None:
-                try:
-                    length = int(self.headers.get("Content-Length") or "0")
-                except ValueError:
-                    length = -1
-                if not 0 <= length <= MAX_BODY_BYTES:
-                    self.close_connection = True  # the body stays unread: this connection is done
-                    return self._error(
-                        413 if length > MAX_BODY_BYTES else 400,
-                        f"a body of at most {MAX_BODY_BYTES} bytes, with its Content-Length",
-                    )
-                body = self.rfile.read(length)  # read before any reply: the connection is kept alive
+                # Everything the headers tell is checked before one byte of the body is read.
                 # /decode, or /<token>/decode for a UI that sends no Authorization header
                 # (the dev server's UI has no login, so no access token to pass).
                 parts = self.path.split("?", 1)[0].strip("/").split("/")
                 action = parts[-1]
                 if action not in ("encode", "decode") or len(parts) > 2:
-                    return self._error(404, "POST /encode or /decode")
+                    return self._refuse(404, "POST /encode or /decode")
                 auth = self.headers.get("Authorization") or (f"Bearer {parts[0]}" if len(parts) == 2 else None)
                 if not server.authorized(auth):
-                    return self._error(401, "a bearer token is required (docs/codec.md)")
+                    return self._refuse(401, "a bearer token is required (docs/codec.md)")
+                try:
+                    length = int(self.headers.get("Content-Length") or "0")
+                except ValueError:
+                    length = -1
+                if not 0 <= length <= MAX_BODY_BYTES:
+                    return self._refuse(
+                        413 if length > MAX_BODY_BYTES else 400,
+                        f"a body of at most {MAX_BODY_BYTES} bytes, with its Content-Length",
+                    )
+                body = self._body(length)
+                if body is None:
+                    return self._error(408, f"the body did not arrive within {READ_SECONDS} s", close=True)
                 try:
                     self._reply(200, server.convert(action, body))
                 except CodecKeyError as exc:
                     self._error(422, str(exc))
+                except Nested:
+                    self._error(400, f"the body nests too deeply: a codec body nests at most {MAX_NESTING} levels")
                 except (ValueError, ParseError, TypeError, AttributeError):
                     self._error(400, 'the body must be {"payloads": [{"metadata": {...}, "data": "<base64>"}]}')
 
             def do_GET(self) -> None:
-                self._error(405, "POST /encode or /decode")
+                self._refuse(405, "POST /encode or /decode")  # any body it carries stays unread
 
             def log_message(self, *args) -> None:
                 pass  # request lines may carry tokens; nothing here is worth a log line
 
         return Handler
+
+
+def _depth(doc: object) -> int:
+    """How deep lists and objects nest, without recursion."""
+    deepest, stack = 0, [(doc, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, level)
+            if level <= MAX_NESTING:  # past it the answer is known
+                stack += [(child, level + 1) for child in (node.values() if isinstance(node, dict) else node)]
+    return deepest
+
+
+class Nested(Exception):
+    """A body nested deeper than any codec body (json or protobuf ran out of recursion)."""
 
 
 def run(settings: Settings, host: str, port: int, origins: list[str], say) -> None:

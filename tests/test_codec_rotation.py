@@ -12,8 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
+import os
 import socket
+import subprocess
+import sys
 import uuid
+from datetime import UTC, datetime
 
 import httpx
 import uvicorn
@@ -28,6 +33,7 @@ from vicar.inbox.app import create_app
 from vicar.memory.principal import MemoryRegistry
 from vicar.models import GateStatus
 from vicar.responders import save_allowed
+from vicar.server import temporal_binary
 from vicar.worker import build_worker
 
 from .conftest import VicarHarness, wait_escalated, wait_for
@@ -53,6 +59,33 @@ async def worker_with(temporal_env, settings, registry, task_queue: str, *lines:
     worker, _ = build_worker(client, settings, registry=registry, task_queue=task_queue)
     async with worker:
         yield VicarHarness(client, task_queue, registry, settings)
+
+
+@contextlib.asynccontextmanager
+async def codec_server_with(settings, *lines: str):
+    """`vicar codec-server` holding these keys, as a process: (url, token)."""
+    token = "t-" + uuid.uuid4().hex
+    env = dict(os.environ, VICAR_DATA_DIR=str(settings.data_dir), VICAR_CODEC_SERVER_TOKEN=token)
+    env["VICAR_CODEC_KEYS"] = ",".join(lines)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "vicar.cli", "codec-server", "--port", "0", env=env, stdout=asyncio.subprocess.PIPE
+    )
+    try:
+        line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+        assert "codec server on http://" in line, line
+        yield line.split(" on ", 1)[1].split(" ", 1)[0], token
+    finally:
+        proc.terminate()
+        await proc.wait()
+
+
+async def temporal_cli(temporal_env, *args: str) -> str:
+    """The `temporal` CLI against the test server; its stdout."""
+    target = temporal_env.client.service_client.config.target_host
+    cmd = [temporal_binary(), *args, "--address", target, "--namespace", temporal_env.client.namespace]
+    out = await asyncio.to_thread(subprocess.run, cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
 
 
 async def run_id(client: Client, principal: str) -> str:
@@ -100,9 +133,18 @@ async def test_dropping_an_old_key_leaves_every_listing_and_brain_working(tempor
             before = {p: await run_id(h.client, p) for p in (busy, idle)}
         # Step 1: everyone holds k2 (k1 still seals). Step 2: k2 seals.
         async with worker_with(temporal_env, settings, registry, task_queue, K1, K2) as h:
-            # The busy principal's next gate moves its brain; the idle one is asked to.
+            step2 = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+            await asyncio.sleep(1)  # StartTime has second precision in the query
+            # The busy principal's next gate moves its brain; the idle one is asked to, as
+            # docs/codec.md says: the temporal CLI's batch signal, sealed by the codec server.
             await (await start_gate(h.client, h.request(busy, escalation_mode="never"), task_queue)).result()
-            await h.client.get_workflow_handle(c.brain_workflow_id(idle)).signal(c.REKEY_SIGNAL, "operator")
+            async with codec_server_with(settings, K1, K2) as (url, bearer):
+                query = f'WorkflowType = "VicarBrain" AND ExecutionStatus = "Running" AND TaskQueue = "{task_queue}"'
+                await temporal_cli(
+                    temporal_env,
+                    *["workflow", "signal", "--yes", "--name", c.REKEY_SIGNAL, "--input", '"operator"'],
+                    *["--query", query, "--codec-endpoint", url, "--codec-auth", f"Bearer {bearer}"],
+                )
 
             async def moved():
                 return all([await run_id(h.client, p) != before[p] for p in (busy, idle)])
@@ -111,6 +153,11 @@ async def test_dropping_an_old_key_leaves_every_listing_and_brain_working(tempor
                 await wait_for(moved, timeout=60)
             except TimeoutError:
                 pass  # asserted at the end: first, what dropping k1 then does
+            # The doc's check before dropping k1: only the gate started before step 2 is left.
+            still = f'ExecutionStatus = "Running" AND StartTime < "{step2}" AND TaskQueue = "{task_queue}"'
+            listed = await temporal_cli(temporal_env, "workflow", "list", "--query", still, "--output", "json")
+            rows = json.loads(listed) if listed.strip() else []
+            assert [row["execution"]["workflowId"] for row in rows] == [c.gate_workflow_id(old.gate_id)]
         # Step 3: k1 dropped everywhere.
         async with worker_with(temporal_env, settings, registry, task_queue, K2) as h:
             listed = {d.gate_id: d for d in await list_escalations(h.client)}

@@ -183,3 +183,24 @@ async def test_a_raw_payload_in_a_sealed_envelope_is_not_taken_for_sealed(harnes
             plain.get_workflow_handle(c.brain_workflow_id(p)).execute_update(c.CONTROL_UPDATE, RawValue(forged)), 30
         )
     assert (await get_control(h.client, p)).pauses == []
+
+
+async def test_a_start_with_several_arguments_it_cannot_open_fails_no_task(harness):
+    """The SDK converts the inputs itself when there are not exactly one (the workflow
+    then refuses the count): one it cannot open, or of an unknown encoding, failed the
+    workflow task at every retry instead."""
+    h = harness
+    p = h.principal()
+    foreign = await other_client(h, foreign_codec())
+    plain = await other_client(h, None)
+    odd = RawValue(Payload(metadata={"encoding": b"binary/odd"}, data=b"\x00"))
+    for n, (client, args) in enumerate(
+        [(foreign, [h.request(p), h.request(p)]), (plain, [odd, "x"]), (plain, [RawValue(Payload()), odd])]
+    ):
+        handle = await client.start_workflow(
+            c.GATE_WORKFLOW, args=args, id=c.gate_workflow_id(f"several-{n}-{p}"), task_queue=h.task_queue
+        )
+        with pytest.raises(WorkflowFailureError) as failed:
+            await asyncio.wait_for(handle.result(), 60)
+        assert "\n" not in str(failed.value.cause), failed.value.cause
+        assert await task_failures(h.client.get_workflow_handle(handle.id)) == []

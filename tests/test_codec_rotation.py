@@ -70,6 +70,7 @@ async def codec_server_with(settings, *lines: str):
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "vicar.cli", "codec-server", "--port", "0", env=env, stdout=asyncio.subprocess.PIPE
     )
+    assert proc.stdout is not None
     try:
         line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
         assert "codec server on http://" in line, line

@@ -25,11 +25,18 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from google.protobuf.message import DecodeError
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
-from temporalio.converter import DataConverter, EncodingPayloadConverter, PayloadCodec
+from temporalio.converter import (
+    DataConverter,
+    EncodingPayloadConverter,
+    PayloadCodec,
+    SerializationContext,
+    WorkflowSerializationContext,
+)
+from temporalio.exceptions import ApplicationError, FailureError
 
 from vicar import settings_env
 from vicar.config import Settings
-from vicar.errors import InvalidInput, VicarError
+from vicar.errors import REFUSED_PAYLOAD, InvalidInput, VicarError
 
 ENCODING = b"binary/encrypted"  # the metadata Temporal's encryption samples use
 KEY_ID = "encryption-key-id"
@@ -252,12 +259,49 @@ class RefusedPayloadConverter(EncodingPayloadConverter):
         raise CodecKeyError(refusal_line(payload))
 
 
+class RefusedPayload(ApplicationError, CodecKeyError):
+    """A workflow's argument it cannot read, where the SDK converts it (a start, signal or
+    update with other than one argument): as a failure error it fails the workflow (a
+    start), drops the signal or rejects the update, where any other error failed the
+    workflow task at every retry. A CodecKeyError too, so a client shows its one line."""
+
+    def __init__(self, message: str) -> None:
+        ApplicationError.__init__(self, message, type=REFUSED_PAYLOAD, non_retryable=True)
+
+    def __str__(self) -> str:
+        return self.message  # the one line, as a CodecKeyError prints it
+
+
 class VicarPayloadConverter(PydanticPayloadConverter):
-    """Pydantic's converter, plus the refusal above."""
+    """Pydantic's converter, plus the refusal above; in a workflow's own context (its
+    inputs, signals, updates, queries: not an activity's result, which a worker sealed
+    and which fails the task, retried until the worker has the key), an untyped value it
+    cannot read is a RefusedPayload."""
 
     def __init__(self) -> None:
         super().__init__()
         self._set_converters(*self.converters.values(), RefusedPayloadConverter())
+        self._workflows_own = False
+
+    def with_context(self, context: SerializationContext) -> VicarPayloadConverter:
+        new = super().with_context(context)
+        if new is self:
+            new = type(self)()
+        new._workflows_own = type(context) is WorkflowSerializationContext
+        return new
+
+    def from_payloads(self, payloads: Sequence[Payload], type_hints: list[type] | None = None) -> list[Any]:
+        try:
+            return super().from_payloads(payloads, type_hints)
+        except FailureError:
+            raise
+        except Exception as exc:
+            if not self._workflows_own or type_hints:
+                raise
+            # A client reads memos and results in this context too: the words fit both.
+            refused = [p for p in payloads if p.metadata.get("encoding") == REFUSED]
+            why = refusal_line(refused[0]) if refused else f"a value that cannot be read: {type(exc).__name__}: {exc}"
+            raise RefusedPayload(" ".join(why.split())[:2000]) from None
 
 
 def codec(settings: Settings | None = None, *, make_keys: bool = False) -> AesGcmCodec:

@@ -115,7 +115,8 @@ class AuditActivities:
                 )
             )
         try:
-            why = load_policy(self.settings.principals_dir, req.principal).refusal(req.principal, req.reviewer)
+            # Closed: with no list, only the principal itself reviews (docs/identity.md).
+            why = load_policy(self.settings.principals_dir, req.principal).closed_refusal(req.principal, req.reviewer)
         except VicarError as exc:
             why = f"nobody may review for {req.principal} until their allow-list is fixed: {exc}"
         if why is None and self.settings.require_identity_match:

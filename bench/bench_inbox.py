@@ -43,6 +43,7 @@ from vicar.config import Settings  # noqa: E402
 from vicar.gates import list_escalations, start_gate  # noqa: E402
 from vicar.inbox.accounts import add_user  # noqa: E402
 from vicar.models import GateRequest  # noqa: E402
+from vicar.responders import save_allowed  # noqa: E402
 from vicar.server import temporal_binary  # noqa: E402
 from vicar.worker import build_worker  # noqa: E402
 from vicar.workflows import search_attributes as sa  # noqa: E402
@@ -116,6 +117,8 @@ async def main() -> None:
             print(f"{args.gates} gates waiting after {setup:.0f} s", file=sys.stderr)
             await asyncio.sleep(SETTLE_SECONDS)
             _, token = add_user(home, "reviewer", [])
+            for k in range(args.principals):  # closed by default: each principal lets the reviewer in
+                save_allowed(settings.principals_dir, f"bench-{k:03d}", ["reviewer"])
             port = _free_port()
             # `vicar inbox` itself, in its own process, as a deployment runs it.
             inbox = await asyncio.create_subprocess_exec(

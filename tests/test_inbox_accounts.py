@@ -15,6 +15,7 @@ from vicar.cli import app
 from vicar.config import Settings
 from vicar.inbox.accounts import SECRET_FILE, add_user, inbox_dir, remove_user, user_for_token, users_dir
 from vicar.inbox.app import SESSION_COOKIE, create_app
+from vicar.responders import save_allowed
 
 
 @pytest.fixture
@@ -31,8 +32,14 @@ def test_user_add_prints_the_link_once_and_keeps_only_a_hash(data_dir):
     path = users_dir(data_dir) / "alice.json"
     assert token not in path.read_text() and stat.S_IMODE(path.stat().st_mode) == 0o600
     assert user_for_token(data_dir, token).principals == ["p1"]
-    _, again = add_user(data_dir, "alice", [])  # a new token: the old one opens nothing
-    assert user_for_token(data_dir, token) is None and user_for_token(data_dir, again).name == "alice"
+    # p1 has no allow-list: it lets in only its own name, and the command says so now.
+    said = " ".join(result.output.split())
+    assert "note: 'alice' may not answer for p1 here" in said and "vicar principal allow p1 alice" in said
+    save_allowed(data_dir / "principals", "p1", ["alice"])
+    again = CliRunner().invoke(app, ["inbox", "user", "add", "alice", "--principal", "p1"])
+    assert again.exit_code == 0 and "note:" not in again.output
+    _, newer = add_user(data_dir, "alice", [])  # a new token: the old one opens nothing
+    assert user_for_token(data_dir, token) is None and user_for_token(data_dir, newer).name == "alice"
 
 
 @pytest.mark.parametrize("name", ["../x", "a/b", "..", "", " ", "x" * 200, "a\x00b", ".hidden"])

@@ -82,6 +82,7 @@ async def test_allow_list_refuses_others_on_update_and_signal(cli_env, harness):
     p = h.principal()
     result = await cli("principal", "allowed", p)
     assert result.exit_code == 0 and "anyone" in result.output
+    assert f"in the inbox and in reviews only {p} itself" in " ".join(result.output.split())
     result = await cli("principal", "allow", p, "alice", "bob")
     assert result.exit_code == 0, result.output
     assert "alice, bob" in result.output

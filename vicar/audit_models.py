@@ -97,7 +97,8 @@ class AuditRecord(BaseModel):
     review: Review | None = None
 
     def csv_row(self) -> dict[str, str]:
-        """One CSV row over csv_columns(): lists and objects as JSON, None as ""."""
+        """One CSV row over csv_columns(): lists and objects as JSON, None as "", and text
+        a spreadsheet would run as a formula neutralized (csv_text)."""
         out = {}
         for name, value in self.model_dump(mode="json").items():
             out[name] = (
@@ -105,9 +106,23 @@ class AuditRecord(BaseModel):
                 if value is None
                 else json.dumps(value, ensure_ascii=False)
                 if isinstance(value, list | dict)
+                else csv_text(value)
+                if isinstance(value, str)
                 else str(value)
             )
         return out
+
+
+# A cell starting with one of these is a formula to Excel, LibreOffice and Google Sheets
+# (OWASP, "CSV Injection"); a NUL or LF start is refused by some and odd in all.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n", "\x00")
+
+
+def csv_text(text: str) -> str:
+    """`text` as a spreadsheet must show it: with a leading ' when it would start a
+    formula (the quote is what spreadsheets take as "this is text"). Numbers are written
+    apart (csv_row), so a negative score stays a number."""
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
 def csv_columns() -> list[str]:

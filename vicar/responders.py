@@ -2,11 +2,15 @@
 `<principals_dir>/<principal>/responders.json` ({"responders": [...], "anyone": false}),
 with every change appended to `responders.log` beside it (who, when, what).
 
-No file: the principal never had a list, and anyone who can reach the gate may answer.
-A list emptied by removals means nobody may answer: only an operator's explicit reset
-(`vicar principal allow P --anyone`, which sets "anyone") opens the principal again, so
-taking off the last name never silently opens it. Gates read the list when an answer
-comes, not when they escalate.
+No file: the principal never had a list. A gate then takes an answer from any client
+that can reach it (the namespace is the boundary there), but the inbox and reviews are
+closed: there only the principal's own name answers or reviews (`closed_refusal`), since
+an inbox account or a reviewer's name is let in by someone's explicit choice, never by a
+list nobody wrote (docs/identity.md). A list emptied by removals means nobody may answer:
+only an operator's explicit reset (`vicar principal allow P --anyone`, which sets
+"anyone") opens the principal again, to everyone and everywhere, so taking off the last
+name never silently opens it. Gates read the list when an answer comes, not when they
+escalate.
 
 The names are asserted by the answering client; the Temporal identity the answer came
 with is recorded beside it, and a deployment can require the two to agree
@@ -23,7 +27,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator
 
 from vicar.errors import VicarError
 from vicar.files import atomic_write, read_bounded
@@ -41,6 +45,8 @@ class AllowList(BaseModel):
     responders: list[str] = Field(default_factory=list, max_length=MAX_RESPONDERS)
     # Set only by an operator's explicit reset: with no names, anyone may answer.
     anyone: bool = False
+    # Never stored nor read from a file: the principal has no list at all (UNSET).
+    _unset: bool = PrivateAttr(False)
 
     @field_validator("responders")
     @classmethod
@@ -60,8 +66,24 @@ class AllowList(BaseModel):
             f"(an operator reopens it with `vicar principal allow {principal} NAME` or `--anyone`)"
         )
 
+    def closed_refusal(self, principal: str, responder: str) -> str | None:
+        """As refusal(), for the inbox and reviews: a principal with no list at all lets
+        in its own name only."""
+        if self._unset and responder != principal:
+            return (
+                f"{responder!r} may not answer for {principal} here: {principal} has no allow-list, so only "
+                f"{principal} does (an operator lets {responder} in with `vicar principal allow {principal} "
+                f"{responder}`, or everyone with `vicar principal allow {principal} --anyone`)"
+            )
+        return self.refusal(principal, responder)
 
-OPEN = AllowList(anyone=True)  # a principal that never had a list
+
+UNSET = AllowList(anyone=True)  # a principal that never had a list
+UNSET._unset = True
+
+
+def has_no_list(policy: AllowList) -> bool:
+    return policy._unset
 
 
 def _reason(exc: ValidationError) -> str:
@@ -83,11 +105,11 @@ def responders_path(principals_dir: Path, principal: str) -> Path:
 
 
 def load_policy(principals_dir: Path, principal: str) -> AllowList:
-    """The principal's list as stored; OPEN when there is none."""
+    """The principal's list as stored; UNSET when there is none."""
     path = responders_path(principals_dir, principal)
     raw = read_bounded(path, MAX_FILE_BYTES, "an allow-list")
     if raw is None:
-        return OPEN
+        return UNSET
     try:
         return AllowList.model_validate_json(raw)
     except ValidationError as exc:

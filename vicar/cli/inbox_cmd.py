@@ -81,22 +81,30 @@ def user_add(
     principal: list[str] = typer.Option(
         [],
         "--principal",
-        help="Answer for this principal only (repeatable; default: every one whose list admits NAME).",
+        help="Answer for this principal only (repeatable; default: every principal that lets NAME in).",
     ),
     url: Optional[str] = typer.Option(
         None, "--url", help="The inbox's address as people reach it (default: http://127.0.0.1:8765)."
     ),
 ) -> None:
     """Create an account, or give an existing one a new token (its old sessions end).
-    Prints the personal sign-in link and token once: only their hash is kept."""
+    Prints the personal sign-in link and token once: only their hash is kept. A principal
+    lets NAME in when its allow-list names NAME or was opened with --anyone; one with no
+    list lets in only its own name (docs/identity.md)."""
     from vicar.inbox.accounts import add_user
+    from vicar.responders import load_policy
 
     settings = Settings.from_env()
     acct, token = add_user(settings.data_dir, name, principal)
     base = (url or f"http://{DEFAULT_HOST}:{DEFAULT_PORT}").rstrip("/")
     sys.stdout.write(f"{base}/signin#token={token}\n")
-    err.print(text(f"account {acct.name} ({', '.join(acct.principals) or 'every allowed principal'}); token: {token}"))
+    scope = ", ".join(acct.principals) or "every principal that lets it in"
+    err.print(text(f"account {acct.name} ({scope}); token: {token}"))
     err.print(text("this is the only time the token is shown; `vicar inbox user add` again replaces it"))
+    for p in acct.principals:  # said now, not found out at the first gate
+        why = load_policy(settings.principals_dir, p).closed_refusal(p, acct.name)
+        if why:
+            err.print(text(f"note: {why}"))
 
 
 @user_app.command("list")

@@ -19,7 +19,11 @@ from vicar.models import CfAState
 def principal_allow(
     principal: str = typer.Argument(...),
     names: list[str] = typer.Argument(None),
-    anyone: bool = typer.Option(False, "--anyone", help=("Reset: no list, anyone who can reach the gates may answer.")),
+    anyone: bool = typer.Option(
+        False,
+        "--anyone",
+        help="Open PRINCIPAL to every name: any client's answer, every inbox account, every reviewer (logged).",
+    ),
     by: str = typer.Option(None, "--by", help="Who makes the change (default: the OS user)."),
 ) -> None:
     """Let these responders answer for PRINCIPAL (logged in responders.log with who and when)."""
@@ -131,12 +135,17 @@ async def _move(settings: Settings, principal: str, to_shard: int) -> None:
 
 
 def _print_policy(principal: str, policy) -> None:
-    console.print(
-        f"may answer for {principal}: {', '.join(policy.responders)}"
-        if policy.responders
-        else f"anyone who can reach {principal}'s gates may answer (no allow-list)"
-        if policy.anyone
-        else f"nobody may answer for {principal} (the list was emptied; reopen with --anyone or a name)",
-        markup=False,
-        highlight=False,
-    )
+    from vicar.responders import has_no_list
+
+    if policy.responders:
+        said = f"may answer for {principal}: {', '.join(policy.responders)}"
+    elif has_no_list(policy):
+        said = (
+            f"{principal} has no allow-list: any client that reaches its gates may answer them, but in the "
+            f"inbox and in reviews only {principal} itself (let others in by name, or everyone with --anyone)"
+        )
+    elif policy.anyone:
+        said = f"anyone may answer for {principal}, in the inbox and in reviews too (opened with --anyone)"
+    else:
+        said = f"nobody may answer for {principal} (the list was emptied; reopen with --anyone or a name)"
+    console.print(said, markup=False, highlight=False)

@@ -1,13 +1,14 @@
 """Inbox accounts: one file per responder under `<data_dir>/inbox/users/`, holding the
 hash of their personal token (never the token) and the principals they answer for; the
-session secret beside them, generated once and readable by its owner only."""
+session secret beside them, generated once and readable by its owner only. What a
+principal lets an account do is the principal's allow-list, read strictly here
+(vicar.responders: a principal without one is answered in the inbox by itself only)."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import hmac
-import json
 import os
 import secrets
 import tempfile
@@ -29,7 +30,7 @@ class Account(BaseModel):
     name: str
     # sha256 of the token: the token is 256 random bits, so a slow hash adds nothing.
     token_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    # Empty: every principal whose allow-list admits this name.
+    # Empty: every principal that lets this name in (docs/identity.md#who-may-answer-in-the-inbox).
     principals: list[str] = Field(default_factory=list, max_length=1000)
 
     @field_validator("name")
@@ -60,14 +61,19 @@ def users_dir(data_dir: Path) -> Path:
     return inbox_dir(data_dir) / "users"
 
 
-def _user_path(data_dir: Path, name: str) -> Path:
+def checked_user_name(name: str) -> str:
+    """The account's name as one safe path component; InvalidInput otherwise."""
     try:
         check_responder(name)
     except ValueError as exc:
         raise InvalidInput(str(exc)) from None
+    return check_name(name, "inbox user")
+
+
+def _user_path(data_dir: Path, name: str) -> Path:
     base = users_dir(data_dir)
     # A name is one safe path component, and the file stays under the data dir once resolved.
-    path = base / f"{check_name(name, 'inbox user')}.json"
+    path = base / f"{checked_user_name(name)}.json"
     if path.resolve().parent != base.resolve() or not base.resolve().is_relative_to(data_dir.resolve()):
         raise InvalidInput(f"inbox user {name!r}: {path} resolves outside {base}")
     return path
@@ -88,6 +94,7 @@ def add_user(data_dir: Path, name: str, principals: list[str]) -> tuple[Account,
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     atomic_write(path, account.model_dump_json(indent=1) + "\n")
     os.chmod(path, 0o600)
+    _end_sessions(data_dir, name)  # the old token's sessions would be refused anyway: drop their records
     return account, token
 
 
@@ -97,6 +104,13 @@ def remove_user(data_dir: Path, name: str) -> None:
         path.unlink()
     except FileNotFoundError:
         raise NotFound(f"no inbox user {name!r}") from None
+    _end_sessions(data_dir, name)
+
+
+def _end_sessions(data_dir: Path, name: str) -> None:
+    from vicar.inbox.sessions import close_all  # it builds on this module
+
+    close_all(data_dir, name)
 
 
 def load_user(data_dir: Path, name: str) -> Account | None:
@@ -159,7 +173,3 @@ def session_secret(data_dir: Path) -> str:
     if len(secret) < 32:
         raise VicarError(f"{path} holds no usable session key: remove it to make a new one")
     return secret
-
-
-def describe(account: Account) -> str:
-    return json.dumps({"name": account.name, "principals": account.principals or "any allowed"})

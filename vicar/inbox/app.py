@@ -1,17 +1,21 @@
-"""The inbox's Starlette app: routes, signed session cookies, sign-in by a personal
-token (a link whose token rides in the URL fragment, so no server log ever holds it,
-or the token pasted), and every failure as one line on a page."""
+"""The inbox's Starlette app: routes, signed session cookies naming a session kept on
+the server (vicar.inbox.sessions: signing out ends it), sign-in by a personal token (a
+link whose token rides in the URL fragment, so no server log ever holds it, or the
+token pasted), rate-limited per client address and per account, the security headers
+on every response, and every failure as one line on a page (or in the server's log)."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -20,34 +24,107 @@ from vicar.config import Settings
 from vicar.errors import VicarError
 from vicar.inbox import gate_pages, oversight_pages
 from vicar.inbox.accounts import session_secret, user_for_token
-from vicar.inbox.web import HERE, Inbox, account, checked_form, error_page, inbox, one, redirect, render, vicar_error
+from vicar.inbox.sessions import SESSION_DAYS, close_session, open_session
+from vicar.inbox.web import (
+    HERE,
+    SECURITY_HEADERS,
+    SIGNIN_ACCOUNT,
+    SIGNIN_ADDRESS,
+    Inbox,
+    account,
+    checked_form,
+    error_page,
+    inbox,
+    one,
+    redirect,
+    render,
+    vicar_error,
+)
 
 SESSION_COOKIE = "vicar_inbox"
-SESSION_DAYS = 14
+log = logging.getLogger("uvicorn.error")  # the server's own log: what its terminal shows
 
 
 async def signin_page(request: Request) -> Response:
     return render(request, "signin.html")
 
 
+def _address(request: Request) -> str:
+    # Behind the reverse proxy uvicorn trusts, the client's address from X-Forwarded-For.
+    return request.client.host if request.client else "?"
+
+
+def _too_many(request: Request, seconds: int, why: str) -> Response:
+    page = render(request, "signin.html", status=429, limited=why)
+    page.headers["Retry-After"] = str(seconds)
+    return page
+
+
 async def signin(request: Request) -> Response:
+    state = inbox(request)
     form = await checked_form(request)
-    acct = user_for_token(inbox(request).settings.data_dir, one(form, "token"))
+    address = _address(request)
+    wait = state.signin_address.retry_after(address)
+    if wait is not None:  # refused before the token is even looked at: nothing is learnt
+        return _too_many(request, wait, "Too many sign-in attempts from your address")
+    acct = user_for_token(state.settings.data_dir, one(form, "token"))
     if acct is None:
+        state.signin_address.spend(address)
+        if state.signin_address.retry_after(address) is not None:
+            log.warning("inbox: sign-in from %s refused for a while: too many wrong tokens", address)
         return render(request, "signin.html", status=403, failed=True)
+    wait = state.signin_account.retry_after(acct.name)
+    if wait is not None:
+        log.warning("inbox: sign-in to %s refused for a while: too many sign-ins", acct.name)
+        return _too_many(request, wait, "Too many sign-in attempts into this account")
+    state.signin_account.spend(acct.name)
     request.session.clear()  # a new session on sign-in: nothing carried over from before
-    request.session.update(user=acct.name, key=acct.session_key)
+    sid = open_session(state.settings.data_dir, acct.name)
+    request.session.update(user=acct.name, key=acct.session_key, sid=sid)
     return redirect("/")
 
 
 async def signout(request: Request) -> Response:
     await checked_form(request)
+    name, sid = request.session.get("user"), request.session.get("sid")
+    if isinstance(name, str) and isinstance(sid, str):
+        close_session(inbox(request).settings.data_dir, name, sid)  # a copy of the cookie opens nothing now
     request.session.clear()
     return redirect("/signin")
 
 
 async def home(request: Request) -> Response:
     return await gate_pages.waiting_list(request)
+
+
+async def client_gone(request: Request, exc: Exception) -> Response:
+    """The client hung up before its form arrived (a phone losing its network): one line
+    in the server's log; the response goes nowhere."""
+    log.warning(
+        "inbox: %s went away before its form arrived: %s %s", _address(request), request.method, request.url.path
+    )
+    return Response(status_code=400)
+
+
+class SecurityHeaders:
+    """The pages' security headers on every response, the static files' and the router's
+    own (404, 405) too; a response that sets one keeps its own."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def sending(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    headers.setdefault(name, value)
+            await send(message)
+
+        await self.app(scope, receive, sending)
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
@@ -87,6 +164,7 @@ def create_app(settings: Settings, client: Any = None, *, secure_cookies: bool =
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     middleware = [
+        Middleware(SecurityHeaders),
         Middleware(
             SessionMiddleware,
             secret_key=session_secret(settings.data_dir),
@@ -95,13 +173,18 @@ def create_app(settings: Settings, client: Any = None, *, secure_cookies: bool =
             # A link from chat is a cross-site GET: it must carry the session (not "strict").
             same_site="lax",
             https_only=secure_cookies,
-        )
+        ),
     ]
     app = Starlette(
         routes=routes,
         middleware=middleware,
         lifespan=lifespan,
-        exception_handlers={HTTPException: http_error, VicarError: vicar_error, Exception: _unexpected},
+        exception_handlers={
+            HTTPException: http_error,
+            VicarError: vicar_error,
+            ClientDisconnect: client_gone,
+            Exception: _unexpected,
+        },
     )
     app.state.inbox = state
     return app
@@ -115,4 +198,4 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     return error_page(request, f"unexpected {type(exc).__name__}: the server's log has the details", 500)
 
 
-__all__ = ["create_app", "account"]
+__all__ = ["create_app", "account", "SIGNIN_ACCOUNT", "SIGNIN_ADDRESS"]

@@ -18,6 +18,8 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from vicar.config import Settings
 from vicar.errors import Conflict, InvalidInput, NotFound, NotResponding, NotReviewable, VicarError
 from vicar.inbox.accounts import Account, load_user
+from vicar.inbox.sessions import session_alive
+from vicar.inbox.throttle import Limit, Throttle
 from vicar.responders import load_policy
 
 HERE = Path(__file__).parent
@@ -29,6 +31,12 @@ MAX_FORM_FIELDS = MAX_BATCH + 10  # the batch's ids and a few more fields
 # A form's whole body: 20,000 characters of words (the default answer limit) sent
 # percent-encoded take up to 12 bytes each; a batch of 1,000 ids takes under 300 KB.
 MAX_BODY_BYTES = 512 * 1024
+# Wrong tokens from one client address: 10 at once, then one every 6 s. A token is 256
+# random bits, so this guards the server's time and log more than the tokens.
+SIGNIN_ADDRESS = Limit(burst=10, per_seconds=60)
+# Sign-ins into one account, from anywhere: each opens a session kept on disk (the
+# oldest past 20 ends), and a person signs in a few times a day.
+SIGNIN_ACCOUNT = Limit(burst=30, per_seconds=3600)
 STATUS = {NotFound: 404, InvalidInput: 400, Conflict: 409, NotReviewable: 409, NotResponding: 503}
 
 
@@ -38,6 +46,9 @@ class Inbox:
     client: Any = None  # temporalio Client, connected at startup unless given
     clients: dict[str, Any] = field(default_factory=dict)  # per account: client_as
     trails: dict[str, tuple[float, list]] = field(default_factory=dict)  # per principal: oversight_pages.trail
+    # Sign-ins refused past their limits: per client address, per account.
+    signin_address: Throttle = field(default_factory=lambda: Throttle(SIGNIN_ADDRESS))
+    signin_account: Throttle = field(default_factory=lambda: Throttle(SIGNIN_ACCOUNT))
     templates: Environment = field(
         default_factory=lambda: Environment(
             loader=FileSystemLoader(HERE / "templates"),
@@ -78,12 +89,14 @@ def csrf_token(request: Request) -> str:
 
 
 def account(request: Request) -> Account | None:
-    """The signed-in account, if its session still matches its current token."""
-    name, key = request.session.get("user"), request.session.get("key")
-    if not isinstance(name, str) or not isinstance(key, str):
+    """The signed-in account, if its session is still open on the server (not signed out,
+    not expired) and matches the account's current token."""
+    name, key, sid = (request.session.get(k) for k in ("user", "key", "sid"))
+    if not isinstance(name, str) or not isinstance(key, str) or not isinstance(sid, str):
         return None
-    acct = load_user(inbox(request).settings.data_dir, name)
-    if acct is None or not hmac.compare_digest(acct.session_key, key):
+    data_dir = inbox(request).settings.data_dir
+    acct = load_user(data_dir, name)
+    if acct is None or not hmac.compare_digest(acct.session_key, key) or not session_alive(data_dir, name, sid):
         return None
     return acct
 
@@ -132,11 +145,12 @@ def check_workflow_id(workflow_id: str) -> str:
 
 def refusal(request: Request, acct: Account, principal: str) -> str | None:
     """Why this account may not answer for `principal` (None: it may): the account's own
-    principals, then the principal's allow-list (the gate checks that again)."""
+    principals, then the principal's allow-list read closed (a principal with no list is
+    answered here by itself only; the gate checks its list again)."""
     if not acct.answers_for(principal):
         return f"{acct.name!r} does not answer for {principal} in this inbox"
     try:
-        return load_policy(inbox(request).settings.principals_dir, principal).refusal(principal, acct.name)
+        return load_policy(inbox(request).settings.principals_dir, principal).closed_refusal(principal, acct.name)
     except VicarError as exc:
         return str(exc)
 

@@ -89,6 +89,8 @@ async def test_a_worker_makes_the_key_and_a_client_of_its_data_dir_uses_it(tempo
             "-m",
             "vicar.cli",
             "escalations",
+            "--principal",
+            f"p-{uuid.uuid4().hex[:8]}",  # the server is shared with other tests' gates
             env=env,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -104,9 +106,10 @@ async def test_a_worker_makes_the_key_and_a_client_of_its_data_dir_uses_it(tempo
 
 
 async def test_a_client_with_other_keys_is_refused_before_it_sends(harness, tmp_path):
-    """`VICAR_CODEC_KEYS=kx:... vicar answer g0 ...` (item 1's way in), `vicar review` and
-    `vicar audit export` with a wrong key: one line naming the workers' key, at once,
-    and no workflow started (a VicarAudit ran 10 minutes, a VicarReview 52)."""
+    """`VICAR_CODEC_KEYS=kx:... vicar answer g0 ...` (item 1's way in), `vicar review`,
+    `vicar audit export`, a pause, with a wrong key: one line naming the workers' key, at
+    once, and nothing sent, no workflow started (a VicarAudit ran 10 minutes, a
+    VicarReview 52)."""
     h = harness
     p = h.principal()
     alone = h.request(p, escalation_mode="never", task_type="docs")
@@ -121,16 +124,20 @@ async def test_a_client_with_other_keys_is_refused_before_it_sends(harness, tmp_
         ["answer", waiting.gate_id, "approve", "x", "--responder", "alice"],
         ["review", alone.gate_id, "wrong", "--reviewer", "alice"],
         ["audit", "export", "--principal", p],
+        ["principal", "pause", p, "--by", "carol"],
     ]
     for args in commands:
         started = asyncio.get_running_loop().time()
         code, out, err = await cli(h, tmp_path / "other", *args, keys=other)
         lines = err.strip().splitlines()
         assert code == 1 and len(lines) == 1, (args, code, out, err)
-        assert f"sealed with the workers' key {ours!r}, which this process lacks (it has: kx)" in lines[0]
+        assert (
+            f"the workers seal with key {ours!r}, which this process lacks" in lines[0] and "(it has: kx)" in lines[0]
+        )
         assert "nothing was sent" in lines[0] and "Traceback" not in err
         assert asyncio.get_running_loop().time() - started < 60
     assert (await count(h, c.AUDIT_WORKFLOW), await count(h, c.REVIEW_WORKFLOW)) == (audits, reviews)
+    assert (await get_control(h.client, p)).pauses == []
     # The same commands with the workers' keys go through.
     code, out, err = await vicar_process(h, tmp_path / "ours", *commands[0])
     assert code == 0, err

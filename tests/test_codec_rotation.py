@@ -21,17 +21,18 @@ import uuid
 from datetime import UTC, datetime
 
 import httpx
+import pytest
 import uvicorn
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from vicar import contracts as c
-from vicar.codec import KEY_ID, AesGcmCodec, data_converter, new_key_line, parse_keys
-from vicar.gates import list_escalations, start_gate
+from vicar.codec import KEY_ID, AesGcmCodec, CodecKeyError, data_converter, new_key_line, parse_keys
+from vicar.gates import answer_gate, list_escalations, start_gate
 from vicar.inbox.accounts import add_user
 from vicar.inbox.app import create_app
 from vicar.memory.principal import MemoryRegistry
-from vicar.models import GateStatus
+from vicar.models import GateStatus, HumanAnswer
 from vicar.responders import save_allowed
 from vicar.server import temporal_binary
 from vicar.worker import build_worker
@@ -87,6 +88,16 @@ async def temporal_cli(temporal_env, *args: str) -> str:
     out = await asyncio.to_thread(subprocess.run, cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout
+
+
+async def vicar_cli(temporal_env, settings, task_queue: str, keys: str, *args: str) -> tuple[int, str, str]:
+    env = dict(os.environ, VICAR_CODEC_KEYS=keys, VICAR_TASK_QUEUE=task_queue)
+    env |= {"TEMPORAL_ADDRESS": temporal_env.client.service_client.config.target_host}
+    env["VICAR_DATA_DIR"] = str(settings.data_dir / "cli")
+    out = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "vicar.cli", *args], env=env, capture_output=True, text=True, timeout=120
+    )
+    return out.returncode, out.stdout, out.stderr
 
 
 async def run_id(client: Client, principal: str) -> str:
@@ -167,6 +178,14 @@ async def test_dropping_an_old_key_leaves_every_listing_and_brain_working(tempor
             home = await inbox_home(settings, h.client, "alice", token)
             assert home.status_code == 200, home.text[:500]
             assert old.gate_id in home.text
+            code, out, err = await vicar_cli(temporal_env, settings, task_queue, K2, "escalations", "-o", "json")
+            assert code == 0, err
+            (warning,) = err.strip().splitlines()
+            assert "1 of 1 waiting gates listed without their summary" in warning and "'k1'" in warning
+            assert [row["gate_id"] for row in json.loads(out)] == [old.gate_id]
+            # Answering it is refused before anything is sent: its worker cannot replay it.
+            with pytest.raises(CodecKeyError, match=f"gate '{old.gate_id}' is sealed with key 'k1', which this"):
+                await answer_gate(h.client, old.gate_id, HumanAnswer(action="approve", responder="alice"))
             # Every brain replays (a new worker has none cached): new gates get their turn.
             for p in (busy, idle):
                 new = h.request(p, escalation_mode="always")

@@ -12,6 +12,7 @@ use (nothing else makes a key). A key never enters history: only its id does."""
 from __future__ import annotations
 
 import base64
+import copy
 import dataclasses
 import logging
 import os
@@ -122,16 +123,16 @@ def load_keys(settings: Settings, *, make: bool = False) -> dict[str, bytes]:
     named = settings_env.text(KEY_FILE_VAR)
     path = Path(named).expanduser() if named else default_key_file(settings)
     if not named and not path.exists():
-        if not make:
-            raise CodecKeyError(
-                f"no payload keys: {path} does not exist, and only a worker makes one; give this process "
-                f"the workers' keys ({KEY_FILE_VAR}=<their key file> or {KEYS_VAR}; docs/codec.md)"
-            )
         if _serves_some_shards(settings):
             # Its own new key would seal what the other shards' workers cannot open.
             raise InvalidInput(
                 f"this worker serves some of {settings.shard_count} shards: give every worker "
                 f"the same payload keys ({KEY_FILE_VAR} or {KEYS_VAR}; docs/codec.md)"
+            )
+        if not make:
+            raise CodecKeyError(
+                f"no payload keys: {path} does not exist, and only a worker makes one; give this process "
+                f"the workers' keys ({KEY_FILE_VAR}=<their key file> or {KEYS_VAR}; docs/codec.md)"
             )
         ensure_key_file(path)
     try:
@@ -284,10 +285,13 @@ class VicarPayloadConverter(PydanticPayloadConverter):
         self._workflows_own = False
 
     def with_context(self, context: SerializationContext) -> VicarPayloadConverter:
+        own = type(context) is WorkflowSerializationContext  # an activity's is another type
         new = super().with_context(context)
         if new is self:
-            new = type(self)()
-        new._workflows_own = type(context) is WorkflowSerializationContext
+            if self._workflows_own == own:
+                return self
+            new = copy.copy(self)  # the converters are shared: they hold no state
+        new._workflows_own = own
         return new
 
     def from_payloads(self, payloads: Sequence[Payload], type_hints: list[type] | None = None) -> list[Any]:

@@ -12,6 +12,7 @@ from temporalio.runtime import Runtime
 from vicar.codec import data_converter
 from vicar.config import Settings
 from vicar.errors import InvalidInput, Unreachable
+from vicar.key_check import check_keys
 from vicar.server import DEFAULT_PORT, embedded_address, env_configured
 from vicar.workflows.search_attributes import SEARCH_ATTRIBUTES
 
@@ -50,13 +51,19 @@ async def connect(
     # before anything is sent.
     converter = data_converter(settings, make_keys=worker)
     try:
-        return await asyncio.wait_for(Client.connect(**cfg, data_converter=converter, runtime=runtime), timeout=timeout)
+        client = await asyncio.wait_for(
+            Client.connect(**cfg, data_converter=converter, runtime=runtime), timeout=timeout
+        )
     except (TimeoutError, RuntimeError, OSError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise Unreachable(
             f"cannot reach Temporal at {cfg['target_host']} ({reason[:160]}); "
             "start one with `vicar worker` or set TEMPORAL_ADDRESS"
         ) from None
+    if not worker:
+        # Keys other than the workers' would have every write refused: say so now.
+        await check_keys(client, settings.task_queue)
+    return client
 
 
 async def ensure_search_attributes(client: Client) -> None:

@@ -18,7 +18,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from vicar import contracts as c
 from vicar.client import change_control, get_control
 from vicar.codec import AesGcmCodec, new_key_line, parse_keys
-from vicar.gates import answer_gate, start_gate
+from vicar.gates import answer_gate, list_escalations, start_gate
 from vicar.models import GateStatus, HumanAnswer
 from vicar.server import temporal_binary
 
@@ -204,3 +204,38 @@ async def test_a_start_with_several_arguments_it_cannot_open_fails_no_task(harne
             await asyncio.wait_for(handle.result(), 60)
         assert "\n" not in str(failed.value.cause), failed.value.cause
         assert await task_failures(h.client.get_workflow_handle(handle.id)) == []
+
+
+async def test_a_listing_survives_a_summary_it_cannot_read(harness):
+    """A workflow started under a gate's type by a plain client, with a forged summary
+    and `escalated` status, on a queue no worker polls (so it stays Running): the
+    listings show it as unreadable instead of failing for everyone."""
+    from temporalio.common import SearchAttributePair, TypedSearchAttributes
+
+    from vicar.inbox.listing import waiting_gates
+    from vicar.workflows import search_attributes as sa
+
+    h = harness
+    p = h.principal()
+    plain = await other_client(h, None)
+    forged = await plain.start_workflow(
+        c.GATE_WORKFLOW,
+        h.request(p),
+        id=c.gate_workflow_id(f"forged-{p}"),
+        task_queue=f"nobody-polls-{p}",
+        memo={c.ESCALATION_MEMO: "not a summary"},
+        search_attributes=TypedSearchAttributes(
+            [SearchAttributePair(sa.STATUS, GateStatus.escalated.value), SearchAttributePair(sa.PRINCIPAL, p)]
+        ),
+    )
+    try:
+
+        async def listed():
+            return [d for d in await list_escalations(h.client, p) if d.workflow_id == forged.id]
+
+        (row,) = await wait_for(listed)
+        assert row.question == "(summary unreadable: not a gate's summary)"
+        (inbox_row,) = [d for d in await waiting_gates(h.client) if d.workflow_id == forged.id]
+        assert inbox_row.question == row.question and inbox_row.principal == p
+    finally:
+        await forged.terminate()

@@ -284,8 +284,11 @@ async def list_escalations(client: Client, principal: str | None = None) -> list
             # given): listed from its search attributes, saying why, not a failed listing.
             memo, question = None, f"{UNREADABLE}{exc})"
         if memo is not None:
-            out.append(GateDetails.model_validate(memo).model_copy(update={"workflow_id": wf.id}))
-            continue
+            try:
+                out.append(GateDetails.model_validate(memo).model_copy(update={"workflow_id": wf.id}))
+                continue
+            except ValueError:  # not what a gate writes (a workflow someone else started)
+                question = f"{UNREADABLE}not a gate's summary)"
         # Escalated before gates wrote the memo: what the search attributes say.
         attrs = wf.typed_search_attributes
         out.append(

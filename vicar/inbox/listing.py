@@ -56,8 +56,11 @@ async def waiting_gates(client: Client) -> list[GateDetails]:
     for (wid, attrs), p in zip(ids, memos):
         if p.metadata.get("encoding") == REFUSED:
             out.append(_from_attributes(wid, attrs, f"{UNREADABLE}{refusal_line(p)})"))
-        else:
+            continue
+        try:
             out.append(GateDetails.model_validate_json(p.data).model_copy(update={"workflow_id": wid}))
+        except ValueError:  # not what a gate writes (a workflow someone else started)
+            out.append(_from_attributes(wid, attrs, f"{UNREADABLE}not a gate's summary)"))
     for wid, attrs in bare:
         out.append(_from_attributes(wid, attrs))
     return out

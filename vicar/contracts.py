@@ -65,7 +65,7 @@ JOIN_UPDATE = "join"
 GATE_DONE_SIGNAL = "gate_done"
 END_SIGNAL = "end"
 SUMMARY_QUERY = "summary"
-SIGNALS = (
+SIGNALS: tuple[str, ...] = (
     REQUEST_TURN_SIGNAL,
     RELEASE_TURN_SIGNAL,
     TURN_GRANTED_SIGNAL,

@@ -1,6 +1,7 @@
 """Load with concurrent duplicate answers and a worker SIGKILL (issue 24, "Done when").
 
     python bench/load_bench.py --gates 500 --principals 20 --out bench/LOAD_RESULTS.md
+    python bench/load_bench.py --gates 2400 --principals 120 --in-flight 120 --kills 3 --out bench/LOAD_RESULTS.md
 
 A Temporal dev server and one worker process (`python -m vicar.worker`) on loopback,
 started and killed by tests/test_soak.py's Cluster. Every gate asks the human
@@ -13,6 +14,13 @@ is SIGKILLed at the given points (completed gates) and restarted. Afterwards:
 - the store holds each answer exactly once, and so do proxy-interactions.jsonl (one
   line per gate) and proxy-patterns.md (one section per gate), saying the same answer;
 - `vicar memory check` finds every memory healthy.
+
+With `--kills N` the worker is SIGKILLed N times, evenly through the load, and restarted
+each time; then every principal must still be usable by the last worker (issue 34): one
+more gate each, whose consult must read the memory (no `proxy_error`), every
+`owner.lock` held by that worker (/proc/locks), and no worker of any run refusing a
+memory as "in use" (the only process on the data directory: any such refusal is a lock
+it held itself).
 
 Figures: p50/p95 start -> escalated (the gate's escalated_at, workflow time, minus the
 client's clock at the start call) and answer -> result (the workflow's close time minus
@@ -28,6 +36,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import shlex
 import sqlite3
 import statistics
@@ -43,41 +52,21 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # run as a script: tests' process helpers, bench.machine_info
 
 import httpx  # noqa: E402
-from temporalio.client import (  # noqa: E402
-    Client,
-    WorkflowExecutionStatus,
-    WorkflowQueryFailedError,
-    WorkflowUpdateFailedError,
-    WorkflowUpdateRPCTimeoutOrCancelledError,
-)
+from temporalio.client import Client  # noqa: E402
 from temporalio.service import RPCError  # noqa: E402
 
+from bench.load_gates import Timing, drive, plan  # noqa: E402
+from bench.load_usable import Usability, check_usable, probe_request  # noqa: E402
 from bench.machine_info import machine_line  # noqa: E402
-from tests.test_soak import Cluster, retrying  # noqa: E402
+from tests.test_soak import Cluster  # noqa: E402
 from vicar import contracts as c  # noqa: E402
 from vicar.config import Settings  # noqa: E402
 from vicar.connect import connect  # noqa: E402
-from vicar.errors import VicarError  # noqa: E402
-from vicar.gates import _why_stuck, start_gate  # noqa: E402
+from vicar.gates import _why_stuck  # noqa: E402
 from vicar.memory.check import check  # noqa: E402
-from vicar.models import GateDetails, GateRequest, GateResult, GateStatus, HumanAnswer  # noqa: E402
+from vicar.models import GateRequest, GateResult, HumanAnswer  # noqa: E402
 from vicar.proxy.outcomes import side_file_gates  # noqa: E402
 from vicar.server import free_port  # noqa: E402
-
-TASKS = {"docs": "approve", "db-migration": "correct", "refactor": "approve", "infra": "reject"}
-POLL_SECONDS = 0.5
-# Answers go out on the tick of a shared clock, so the gates that wait at the same time
-# (many per principal) are answered at once, as several reviewers would.
-ANSWER_TICK_SECONDS = 1.0
-
-
-@dataclass
-class Timing:
-    started: float = 0.0  # client clock, just before the start call
-    escalated_at: float | None = None  # the gate's own escalated_at (workflow time)
-    answered: float | None = None  # client clock, the first answer's send
-    closed: float | None = None  # the workflow's close time
-    accepted: int = 0  # `respond` updates that succeeded: must be at most one
 
 
 @dataclass
@@ -95,6 +84,9 @@ class LoadReport:
     stored: int = 0
     lines: int = 0
     sections: int = 0
+    usability: Usability | None = None  # with --kills: every principal probed after the last restart
+    refusals: list[int] = field(default_factory=list)  # "in use" refusals in each worker run's log
+    misreports: list[int] = field(default_factory=list)  # "vector store ... unusable" in each run's log
 
     @property
     def to_escalated(self) -> list[float]:
@@ -111,76 +103,6 @@ def pct(values: list[float], q: int) -> float:
     if len(values) == 1:
         return values[0]
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
-
-
-def plan(i: int, principals: int) -> tuple[GateRequest, HumanAnswer]:
-    principal = f"load-{i % principals:02d}"
-    task_type = list(TASKS)[(i // principals) % len(TASKS)]
-    req = GateRequest(
-        principal=principal,
-        gate_id=f"load-{i:04d}",
-        state="PLAN_ASSERT",
-        task_type=task_type,
-        question=f"Approve the {task_type} plan?",
-        artifact_text=f"{task_type} change number {i}",
-        escalation_mode="always",
-    )
-    action = TASKS[task_type]
-    return req, HumanAnswer(action=action, text=f"{action}: gate {i}", responder=principal)
-
-
-async def answer_all_at_once(
-    clients: list[Client], workflow_id: str, answer: HumanAnswer, n: int, timing: Timing
-) -> None:
-    """The same answer `n` times at once: updates and signals in turn, over the clients."""
-
-    async def one(k: int) -> None:
-        handle = clients[k % len(clients)].get_workflow_handle(workflow_id)
-        try:
-            if k % 2 == 0:
-                await asyncio.wait_for(handle.execute_update("respond", answer, result_type=str), 30)
-                timing.accepted += 1
-            else:
-                await asyncio.wait_for(handle.signal("human_response", answer), 30)
-        except (TimeoutError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError, RPCError):
-            pass  # another answer came first, or no worker right now: the caller looks again
-
-    await asyncio.gather(*(one(k) for k in range(n)))
-
-
-async def drive(clients: list[Client], req: GateRequest, answer: HumanAnswer, n: int, timing: Timing) -> GateResult:
-    """Start the gate and see it to its result through worker kills (every call retried;
-    whenever it waits for the human, the answer goes out `n` times at once)."""
-    client = clients[0]
-
-    async def start():
-        try:
-            await start_gate(client, req)
-        except VicarError:  # started by an earlier attempt whose reply was lost
-            pass
-
-    timing.started = time.time()
-    await retrying(start, f"start {req.gate_id}")
-    handle = client.get_workflow_handle(c.gate_workflow_id(req.gate_id), result_type=GateResult)
-    while True:
-        desc = await retrying(handle.describe, f"describe {req.gate_id}")
-        if desc.status == WorkflowExecutionStatus.COMPLETED:
-            timing.closed = desc.close_time.timestamp()
-            return await retrying(handle.result, f"result {req.gate_id}")
-        if desc.status != WorkflowExecutionStatus.RUNNING:
-            raise AssertionError(f"{req.gate_id}: {desc.status}")
-        try:
-            details = await asyncio.wait_for(handle.query("details", result_type=GateDetails), timeout=10)
-        except (TimeoutError, RPCError, WorkflowQueryFailedError):
-            details = None  # no worker to answer the query right now, or a workflow task that fails
-        if details is not None and details.status is GateStatus.escalated:
-            if timing.escalated_at is None and details.escalated_at is not None:
-                timing.escalated_at = details.escalated_at.timestamp()
-            await asyncio.sleep(ANSWER_TICK_SECONDS - time.time() % ANSWER_TICK_SECONDS)
-            if timing.answered is None:
-                timing.answered = time.time()
-            await answer_all_at_once(clients, handle.id, answer, n, timing)
-        await asyncio.sleep(POLL_SECONDS)
 
 
 class ReadyCluster(Cluster):
@@ -249,20 +171,22 @@ async def run_load(
     in_flight: int = 40,
     stall: float = 300.0,
     progress=None,
+    usable: bool = False,
+    probe_timeout: float = 300.0,
 ) -> LoadReport:
     """`stall`: seconds with no gate completing (and no kill pending) after which the run
-    stops and reports the gates that have no result, with why."""
+    stops and reports the gates that have no result, with why. `usable`: then probe every
+    principal through the last worker (check_usable)."""
     report = LoadReport(gates=gates, principals=principals, kills=kills, duplicates=duplicates, clients=clients)
     cluster = ReadyCluster(tmp)
     await cluster.start_server()
-    # The clients first: the first one makes the data directory's payload key (vicar.codec),
-    # which the worker then reads.
-    cluster.data_dir.mkdir(parents=True, exist_ok=True)
+    # The worker first: only a worker makes the data directory's payload key (vicar.codec),
+    # which the clients then read.
+    await cluster.start_worker()
     settings = Settings(data_dir=cluster.data_dir)
     conns = [
         await connect(settings, target_host=cluster.address, namespace="default", timeout=60) for _ in range(clients)
     ]
-    await cluster.start_worker()
     peaks: list[float] = [0.0]
     done: list[str] = []
     slots = asyncio.Semaphore(in_flight)
@@ -310,6 +234,12 @@ async def run_load(
         report.seconds = time.monotonic() - began
         if not stalled:
             run.result()
+        if usable:
+            assert cluster.worker is not None
+            principals_of = sorted({plan(i, principals)[0].principal for i in range(gates)})
+            report.usability = await check_usable(
+                conns, principals_of, cluster.data_dir / "principals", cluster.worker.pid, probe_timeout
+            )
         code = await cluster.stop_worker()
         if code != 0:
             report.problems.append(f"the worker exited {code} on SIGTERM")
@@ -338,13 +268,20 @@ def verify(report: LoadReport, cluster: Cluster) -> None:
             problems.append(f"{req.gate_id}: no result")
         elif (res.answered_by.value, res.action.value, res.responder) != ("human", answer.action, answer.responder):
             problems.append(f"{req.gate_id}: result {res.answered_by.value} {res.action.value} {res.responder}")
+    probes = report.usability.probes if report.usability else {}
+    problems += report.usability.problems if report.usability else []
+    results = dict(report.results)
+    for principal, res in probes.items():  # each probe is one more gate of its principal
+        req, answer = probe_request(principal)
+        by_principal[principal].append((req, answer))
+        results[req.gate_id] = res
     for gid, t in report.timings.items():
         if t.accepted > 1:
             problems.append(f"{gid}: {t.accepted} answers accepted")
     for principal, gates in by_principal.items():
         d = cluster.data_dir / "principals" / principal
         want = {c.gate_workflow_id(r.gate_id): a.action for r, a in gates}
-        ns = sorted(report.results[r.gate_id].n for r, _ in gates if r.gate_id in report.results)
+        ns = sorted(results[r.gate_id].n for r, _ in gates if r.gate_id in results)
         if ns != list(range(1, len(gates) + 1)):
             problems.append(f"{principal}: N not gap-free")
         db = sqlite3.connect(f"file:{d / 'memory.db'}?mode=ro", uri=True)
@@ -379,6 +316,15 @@ def verify(report: LoadReport, cluster: Cluster) -> None:
         text = log.read_text(errors="replace")
         if "Traceback" in text:
             problems.append(f"{log.name}: a traceback")
+        # One worker at a time on the data directory, the killed one gone before the next
+        # starts: whoever held a refused lock was the refusing worker itself.
+        report.refusals.append(text.count("is in use by"))
+        if report.refusals[-1]:
+            problems.append(f"{log.name}: {report.refusals[-1]} refusals of a memory as in use by its own holder")
+        # Nothing here damages a vector store: any "unusable" is an interrupted open misreported.
+        report.misreports.append(len(re.findall(r"vector store \S+ of '[^']+' is unusable", text)))
+        if report.misreports[-1]:
+            problems.append(f"{log.name}: {report.misreports[-1]} vector stores reported unusable")
 
 
 def markdown(report: LoadReport, command: str) -> str:
@@ -415,8 +361,20 @@ def markdown(report: LoadReport, command: str) -> str:
         "Worker peak RSS per run (killed run first): " + ", ".join(f"{mb:.0f} MB" for mb in report.rss_mb) + ".",
         "",
         f"Exactly once: {report.stored} outcomes in the stores, {report.lines} lines in proxy-interactions.jsonl, "
-        f"{report.sections} sections in proxy-patterns.md, for {report.gates} gates: {verdict}.",
+        f"{report.sections} sections in proxy-patterns.md, for {report.gates} gates"
+        + (f" and {len(report.usability.probes)} probe gates" if report.usability else "")
+        + f": {verdict}.",
     ]
+    if report.usability:
+        out += [
+            "",
+            f"Usable after {len(report.kills)} SIGKILLs and restarts: {report.usability.usable()} of "
+            f"{report.principals} principals (a probe gate each through the last worker, its consult reading the "
+            f"memory); {report.usability.locks_held} of "
+            f"{report.principals} owner locks held by that worker (/proc/locks); refusals of a memory as in use by "
+            f"the worker holding its lock, per worker run: {', '.join(map(str, report.refusals))}; vector stores "
+            f"reported unusable (none is damaged here), per run: {', '.join(map(str, report.misreports))}.",
+        ]
     out += [f"- {p}" for p in report.problems[:20]]
     return "\n".join(out) + "\n"
 
@@ -431,6 +389,12 @@ def main() -> int:
         action="append",
         help="completed gates before a worker SIGKILL (repeatable; default: half of --gates)",
     )
+    ap.add_argument(
+        "--kills",
+        type=int,
+        help="SIGKILL and restart the worker this many times, evenly through the load, then check every "
+        "principal is usable by the last worker (instead of --kill-at)",
+    )
     ap.add_argument("--duplicates", type=int, default=6, help="times each answer is sent at once")
     ap.add_argument("--clients", type=int, default=3)
     ap.add_argument("--in-flight", type=int, default=40, help="gates open at once")
@@ -442,7 +406,10 @@ def main() -> int:
     )
     ap.add_argument("--out", type=Path, help="append the report (markdown) to this file")
     args = ap.parse_args()
-    kills = args.kill_at if args.kill_at is not None else [args.gates // 2]
+    if args.kills is not None:
+        kills = [args.gates * k // (args.kills + 1) for k in range(1, args.kills + 1)]
+    else:
+        kills = args.kill_at if args.kill_at is not None else [args.gates // 2]
     command = shlex.join(["python", *sys.argv])
 
     def progress(n: int, total: int) -> None:
@@ -461,6 +428,7 @@ def main() -> int:
                 args.in_flight,
                 args.stall,
                 progress=progress,
+                usable=args.kills is not None,
             )
         )
     text = markdown(report, command)

@@ -51,7 +51,7 @@ def _split(identity: str) -> tuple[str, str | None]:
     return (identity[: m.start()], m.group(1)) if m else (identity, None)
 
 
-def _count_words(tag: str | None) -> str:
+def _count_words(tag: str) -> str:
     return "unsharded" if tag == UNSHARDED else f"VICAR_SHARD_COUNT={tag.removeprefix('shards=')}"
 
 
@@ -103,7 +103,7 @@ async def check_claims(
         if who == me or _gone(other):
             continue
         again = f"or if that worker is gone for good, start again in {window - age:.0f} s"
-        if theirs is not None and theirs != mine:
+        if theirs is not None and mine is not None and theirs != mine:
             raise Conflict(
                 f"{task_queue} is served by a worker that is {_count_words(theirs)} ({other}, polled {age:.0f} s "
                 f"ago), and this one is {_count_words(mine)}: it would place principals on shards the others do "

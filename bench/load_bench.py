@@ -318,11 +318,14 @@ def verify(report: LoadReport, cluster: Cluster) -> None:
             problems.append(f"{log.name}: a traceback")
         # One worker at a time on the data directory, the killed one gone before the next
         # starts: whoever held a refused lock was the refusing worker itself.
-        report.refusals.append(text.count("is in use by"))
+        # Counted per log line (one failed attempt), which names the refusal twice (its chain).
+        lines = text.splitlines()
+        report.refusals.append(sum(1 for line in lines if "is in use by" in line))
         if report.refusals[-1]:
             problems.append(f"{log.name}: {report.refusals[-1]} refusals of a memory as in use by its own holder")
         # Nothing here damages a vector store: any "unusable" is an interrupted open misreported.
-        report.misreports.append(len(re.findall(r"vector store \S+ of '[^']+' is unusable", text)))
+        unusable = re.compile(r"vector store \S+ of '[^']+' is unusable")
+        report.misreports.append(sum(1 for line in lines if unusable.search(line)))
         if report.misreports[-1]:
             problems.append(f"{log.name}: {report.misreports[-1]} vector stores reported unusable")
 
@@ -372,8 +375,9 @@ def markdown(report: LoadReport, command: str) -> str:
             f"{report.principals} principals (a probe gate each through the last worker, its consult reading the "
             f"memory); {report.usability.locks_held} of "
             f"{report.principals} owner locks held by that worker (/proc/locks); refusals of a memory as in use by "
-            f"the worker holding its lock, per worker run: {', '.join(map(str, report.refusals))}; vector stores "
-            f"reported unusable (none is damaged here), per run: {', '.join(map(str, report.misreports))}.",
+            f"the worker holding its lock (failed attempts), per worker run: {', '.join(map(str, report.refusals))}; "
+            f"vector stores reported unusable (none is damaged here), per run: "
+            f"{', '.join(map(str, report.misreports))}.",
         ]
     out += [f"- {p}" for p in report.problems[:20]]
     return "\n".join(out) + "\n"

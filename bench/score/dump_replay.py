@@ -52,7 +52,11 @@ class RecordingPredictor(LearnedPredictor):
         if self.model is not None and request.kind is RequestKind.gate:
             row = self.history.features(request, result.features)  # the cached row: same prediction
             probs = {a.value: round(float(p), 5) for a, p in zip(self.model.classes, self.model.proba(row)[0])}
-        self.last = {"probs": probs, "memory": dict(result.features or {}), "model": self.model.version if self.model else 0}
+        self.last = {
+            "probs": probs,
+            "memory": dict(result.features or {}),
+            "model": self.model.version if self.model else 0,
+        }
         return result
 
 

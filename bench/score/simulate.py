@@ -147,7 +147,9 @@ def simulate(scores: Scores, right, tasks, seed: int, cfg: Config = Config(), dr
     right = np.asarray(right, bool)
     n = len(right)
     draws = audit_draws(n, seed) if draws is None else draws
-    ledger = LabelledStakeLedger(cfg.target, cfg.delta) if cfg.stake == "labelled" else BettingLedger(cfg.target, cfg.delta)
+    ledger = (
+        LabelledStakeLedger(cfg.target, cfg.delta) if cfg.stake == "labelled" else BettingLedger(cfg.target, cfg.delta)
+    )
     book = DriftBook(cfg.target, cfg.delta)
     rule = None
     alone = np.zeros(n, bool)

@@ -160,7 +160,8 @@ class RecordStore(SemanticRecords):
     @contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:
         """The connection under the store's lock, for reads that must see one state: the
-        proxy's bookkeeping (vicar/proxy/outcome_log.py, vicar/proxy/autonomy/) keeps its own queries over its tables."""
+        proxy's bookkeeping (vicar/proxy/outcome_log.py, vicar/proxy/autonomy/) keeps its
+        own queries over its tables."""
         with self._lock:
             yield self._db
 

@@ -15,9 +15,9 @@ from temporalio.exceptions import ApplicationError
 
 from vicar import contracts as c
 from vicar.artifacts import ArtifactRefused, read_artifact_file
-from vicar.chat_message import slack_message
 from vicar.config import Settings
-from vicar.gate_view_models import ArtifactFile, ExcerptInput
+from vicar.models.chat import slack_message
+from vicar.models.view import ArtifactFile, ExcerptInput
 
 # One POST's connect + read budget; the activity's retries handle a receiver that is down.
 WEBHOOK_TIMEOUT_SECONDS = 10.0

@@ -6,9 +6,9 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from vicar import contracts as c
-from vicar.brain_models import BrainStatus
 from vicar.config import Settings
-from vicar.sharding import shard_of
+from vicar.models.brain import BrainStatus
+from vicar.runtime.sharding import shard_of
 
 
 async def locate(client: Client, settings: Settings, principal: str) -> int | None:

@@ -17,7 +17,6 @@ from vicar import contracts as c
 from vicar import settings_env
 from vicar.activities.routing import locate
 from vicar.activities.store_errors import unavailable
-from vicar.brain_models import BrainStatus
 from vicar.config import TASK_QUEUE, Settings
 from vicar.memory.chunk import chunk_id_for
 from vicar.memory.consolidation import apply_consolidation, plan_consolidation
@@ -25,9 +24,10 @@ from vicar.memory.consolidation_plan import ConsolidationPlan, ConsolidationRepo
 from vicar.memory.principal import MemoryRegistry
 from vicar.memory.store import StoreError
 from vicar.memory.working import load_working_memory
+from vicar.models.brain import BrainStatus
+from vicar.models.session import ConsolidationInput, JoinReply, SessionInput, WorkingMemoryView
 from vicar.proxy import facts
 from vicar.proxy.provider import Predictor
-from vicar.session_models import ConsolidationInput, JoinReply, SessionInput, WorkingMemoryView
 
 # Test-only: seconds to pause before each consolidation decision, so a test can kill the
 # worker in the middle of applying a plan.

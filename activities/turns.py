@@ -25,7 +25,7 @@ from vicar.errors import BRAIN_UNUSABLE
 from vicar.memory.principal import MemoryRegistry
 from vicar.models import BrainConfig, BrainInput, TurnReply
 from vicar.proxy.provider import Predictor
-from vicar.sharding import shard_of
+from vicar.runtime.sharding import shard_of
 
 # Temporal admits at most 10 in-flight updates per workflow (history.maxInFlightUpdates)
 # and answers RESOURCE_EXHAUSTED beyond, which the client then retries with backoff.

@@ -33,8 +33,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vicar.eval import metrics as m  # noqa: E402
 from retired_rules import PairWindow, check_index, required_answers, search, spent_delta  # noqa: E402
+
+from vicar.eval import metrics as m  # noqa: E402
 from vicar.proxy.autonomy.bets import BettingLedger, DriftTest  # noqa: E402
 
 TARGET, DELTA, AUDIT, WINDOW = 0.05, 0.05, 0.05, 2000

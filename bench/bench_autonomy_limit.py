@@ -32,6 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from retired_rules import required_answers  # noqa: E402
+
 from vicar.proxy.autonomy.bets import GRID, betting_log_wealth  # noqa: E402
 
 TARGET, DELTA, AUDIT, STRETCH = 0.05, 0.05, 0.05, 1000

@@ -35,16 +35,16 @@ import httpx  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
 
 from bench.machine_info import machine_line  # noqa: E402
-from vicar.codec import data_converter, new_key_line  # noqa: E402
+from vicar.runtime.codec import data_converter, new_key_line  # noqa: E402
 
 os.environ.setdefault("VICAR_CODEC_KEYS", new_key_line("bench"))
 
+from vicar.client.gates import list_escalations, start_gate  # noqa: E402
 from vicar.config import Settings  # noqa: E402
-from vicar.gates import list_escalations, start_gate  # noqa: E402
 from vicar.inbox.accounts import add_user  # noqa: E402
 from vicar.models import GateRequest  # noqa: E402
 from vicar.responders import save_allowed  # noqa: E402
-from vicar.server import temporal_binary  # noqa: E402
+from vicar.runtime.server import temporal_binary  # noqa: E402
 from vicar.worker import build_worker  # noqa: E402
 from vicar.workflows import search_attributes as sa  # noqa: E402
 
@@ -211,7 +211,7 @@ NOTES = """What is measured: the client's whole HTTP exchange with `vicar inbox`
 loopback (`vicar inbox`: uvicorn, one process), signed in as one account that answers for every
 principal. The list reads every waiting gate from Temporal's visibility (search
 attributes and the memo each gate writes when it escalates: no query, no history per
-gate) and renders them all; the gate page is `vicar.gate_view.gate_view` (the request
+gate) and renders them all; the gate page is `vicar.client.view.gate_view` (the request
 from history, the details and the artifact excerpts by query to the running worker, the
 result if finished) plus one describe per pre-review item for its date. Gates were
 real: started on the dev server and escalated by a real worker, which keeps running

@@ -1,4 +1,4 @@
-"""The payload codec's cost (vicar/codec.py): the gate bench's sequential and concurrent
+"""The payload codec's cost (vicar/runtime/codec.py): the gate bench's sequential and concurrent
 phases, sealed and plain, interleaved in one run against one embedded server.
 
     python bench/codec_bench.py [--gates 60] [--principals 4] [--rounds 2] [--out bench/CODEC_RESULTS.md]

@@ -130,8 +130,8 @@ def direct_record(root: Path, embedder, params, n: int) -> dict[str, list[float]
 
 
 def _server(db: Path, mode: str) -> tuple[subprocess.Popen, str]:
-    """A dev server like vicar/server.py's, its SQLite file at `mode`."""
-    from vicar.server import free_port, temporal_binary
+    """A dev server like vicar/runtime/server.py's, its SQLite file at `mode`."""
+    from vicar.runtime.server import free_port, temporal_binary
 
     port = free_port()
     proc = subprocess.Popen(
@@ -165,7 +165,7 @@ async def server_floors(data_dir: Path, n: int, local_activities: int, baseline,
     """Temporal's floor for the gate's shape (a workflow with the gate's no-op local
     activities, sequential, eager start) on two fresh dev servers whose SQLite files sit
     on the data dir's disk, one at each pragma, alternating in blocks: what durable
-    history writes cost (vicar/server.py runs its server at FULL)."""
+    history writes cost (vicar/runtime/server.py runs its server at FULL)."""
     from floor_workflow import FloorWorkflow, noop
     from temporalio.client import Client
     from temporalio.worker import Worker
@@ -264,7 +264,7 @@ def report_lines(
         "for the direct figure).",
         f"- concurrently (escalation_mode=never, all principals): {rate['FULL']:.1f} gates/s at FULL, "
         f"{rate['NORMAL']:.1f} at NORMAL; the full floor gate did {floor_rate:.1f}/s in this run.",
-        f"- the embedded server's own history writes (vicar/server.py, now FULL): the floor is "
+        f"- the embedded server's own history writes (vicar/runtime/server.py, now FULL): the floor is "
         f"{f50['FULL']:.1f} ms p50 at FULL against {f50['NORMAL']:.1f} ms at NORMAL "
         f"({f50['FULL'] - f50['NORMAL']:+.1f} ms per gate-shaped workflow).",
         "",

@@ -72,8 +72,8 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from vicar import contracts as c
+from vicar.client.gates import answer_gate, gate_details, start_gate
 from vicar.config import Settings
-from vicar.gates import answer_gate, gate_details, start_gate
 from vicar.memory.embedder import default_embedder
 from vicar.models import CfAState, EscalationMode, GateRequest, GateResult, GateStatus, HumanAnswer
 from vicar.worker import build_worker, temporal_client

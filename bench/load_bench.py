@@ -60,13 +60,13 @@ from bench.load_usable import Usability, check_usable, probe_request  # noqa: E4
 from bench.machine_info import machine_line  # noqa: E402
 from tests.test_soak import Cluster  # noqa: E402
 from vicar import contracts as c  # noqa: E402
+from vicar.client.gates import _why_stuck  # noqa: E402
 from vicar.config import Settings  # noqa: E402
-from vicar.connect import connect  # noqa: E402
-from vicar.gates import _why_stuck  # noqa: E402
 from vicar.memory.check import check  # noqa: E402
 from vicar.models import GateRequest, GateResult, HumanAnswer  # noqa: E402
 from vicar.proxy.outcomes import side_file_gates  # noqa: E402
-from vicar.server import free_port  # noqa: E402
+from vicar.runtime.connect import connect  # noqa: E402
+from vicar.runtime.server import free_port  # noqa: E402
 
 
 @dataclass
@@ -106,7 +106,7 @@ def pct(values: list[float], q: int) -> float:
 
 
 class ReadyCluster(Cluster):
-    """tests/test_soak.py's Cluster, whose worker also serves /readyz (vicar/ops.py), and
+    """tests/test_soak.py's Cluster, whose worker also serves /readyz (vicar/runtime/ops.py), and
     whose start waits for it: the first gates' start -> escalated would otherwise time
     the worker's start-up, and a SIGTERM in its start-up is not a clean stop."""
 
@@ -180,7 +180,7 @@ async def run_load(
     report = LoadReport(gates=gates, principals=principals, kills=kills, duplicates=duplicates, clients=clients)
     cluster = ReadyCluster(tmp)
     await cluster.start_server()
-    # The worker first: only a worker makes the data directory's payload key (vicar.codec),
+    # The worker first: only a worker makes the data directory's payload key (vicar.runtime.codec),
     # which the clients then read.
     await cluster.start_worker()
     settings = Settings(data_dir=cluster.data_dir)
@@ -319,13 +319,13 @@ def verify(report: LoadReport, cluster: Cluster) -> None:
         # One worker at a time on the data directory, the killed one gone before the next
         # starts: whoever held a refused lock was the refusing worker itself.
         # Counted per log line (one failed attempt), which names the refusal twice (its chain).
-        lines = text.splitlines()
-        report.refusals.append(sum(1 for line in lines if "is in use by" in line))
+        log_lines = text.splitlines()
+        report.refusals.append(sum(1 for line in log_lines if "is in use by" in line))
         if report.refusals[-1]:
             problems.append(f"{log.name}: {report.refusals[-1]} refusals of a memory as in use by its own holder")
         # Nothing here damages a vector store: any "unusable" is an interrupted open misreported.
         unusable = re.compile(r"vector store \S+ of '[^']+' is unusable")
-        report.misreports.append(sum(1 for line in lines if unusable.search(line)))
+        report.misreports.append(sum(1 for line in log_lines if unusable.search(line)))
         if report.misreports[-1]:
             problems.append(f"{log.name}: {report.misreports[-1]} vector stores reported unusable")
 

@@ -19,8 +19,8 @@ from temporalio.service import RPCError
 
 from tests.test_soak import retrying
 from vicar import contracts as c
+from vicar.client.gates import start_gate
 from vicar.errors import VicarError
-from vicar.gates import start_gate
 from vicar.models import GateDetails, GateRequest, GateResult, GateStatus, HumanAnswer
 
 TASKS = {"docs": "approve", "db-migration": "correct", "refactor": "approve", "infra": "reject"}

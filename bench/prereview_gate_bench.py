@@ -38,9 +38,9 @@ from machine_info import machine_line
 from rich.console import Console
 from temporalio.worker import Worker
 
+from vicar.client.gates import start_gate
 from vicar.config import Settings
 from vicar.eval.dataset import load_events, principal_for
-from vicar.gates import start_gate
 from vicar.memory.embedder import make_embedder
 from vicar.memory.principal import MemoryRegistry
 from vicar.models import AnsweredBy, EscalationMode, OutcomeRecord

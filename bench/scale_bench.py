@@ -39,9 +39,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from temporalio.client import Client
 
-from vicar.codec import data_converter, new_key_line
 from vicar.config import TASK_QUEUE
-from vicar.server import EmbeddedServer, free_port
+from vicar.runtime.codec import data_converter, new_key_line
+from vicar.runtime.server import EmbeddedServer, free_port
 
 # The workers have a data dir each: one payload key for all of them and this client.
 os.environ.setdefault("VICAR_CODEC_KEYS", new_key_line("bench"))

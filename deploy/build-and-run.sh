@@ -167,7 +167,7 @@ socks = [socket.socket() for _ in range(4)]
 for s in socks: s.bind(("127.0.0.1", 0))
 print(*(s.getsockname()[1] for s in socks))
 for s in socks: s.close()')
-TEMPORAL=$("$PY" -c 'from vicar.server import temporal_binary; print(temporal_binary())')
+TEMPORAL=$("$PY" -c 'from vicar.runtime.server import temporal_binary; print(temporal_binary())')
 step "Temporal dev server on 127.0.0.1:$TPORT"
 "$TEMPORAL" server start-dev --ip 127.0.0.1 --port "$TPORT" --ui-port "$UIPORT" --headless \
     --db-filename "$WORK/temporal.db" --log-level error >"$WORK/temporal.log" 2>&1 &
@@ -181,7 +181,7 @@ retry_until $((SECONDS + 60)) server_up || die "the dev server did not answer wi
 
 # The CLI on the host and the worker in the container share one payload key (docs/codec.md):
 # each would otherwise make its own under its own data dir and read none of the other's.
-"$PY" -c "from vicar.codec import new_key_line; print(new_key_line('ci'))" >"$WORK/codec-keys"
+"$PY" -c "from vicar.runtime.codec import new_key_line; print(new_key_line('ci'))" >"$WORK/codec-keys"
 chown 10001:10001 "$WORK/codec-keys" && chmod 0400 "$WORK/codec-keys"
 export VICAR_CODEC_KEY_FILE=$WORK/codec-keys
 

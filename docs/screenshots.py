@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path
 from urllib.parse import quote
 
+from vicar.client.gates import start_gate
 from vicar.config import Settings
-from vicar.gates import start_gate
 from vicar.models import GateRequest, GateStatus
 from vicar.worker import build_worker, temporal_client
 

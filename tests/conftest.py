@@ -9,7 +9,7 @@ import os
 os.environ["VICAR_PREDICTOR"] = "offline"
 # One payload key for the session, inherited by the worker and CLI processes the tests
 # start, as a deployment gives its processes the same keys (docs/codec.md).
-from vicar.codec import data_converter, new_key_line  # noqa: E402
+from vicar.runtime.codec import data_converter, new_key_line  # noqa: E402
 
 os.environ.setdefault("VICAR_CODEC_KEYS", new_key_line("test"))
 
@@ -22,13 +22,13 @@ import pytest_asyncio
 from temporalio import workflow
 from temporalio.testing import WorkflowEnvironment
 
-from vicar.brain_models import BrainConfig
 from vicar.config import AutonomyParams, CalibrationParams, MemoryParams, Settings
 from vicar.memory.chunk import MemoryChunk
 from vicar.memory.embedder import default_embedder
 from vicar.memory.principal import MemoryRegistry
 from vicar.models import GateRequest
-from vicar.server import temporal_binary
+from vicar.models.brain import BrainConfig
+from vicar.runtime.server import temporal_binary
 from vicar.workflows import search_attributes as sa
 
 
@@ -114,7 +114,7 @@ async def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05):
 
 async def wait_escalated(client, gate_id: str):
     """The gate's details once it waits for a human."""
-    from vicar.gates import gate_details
+    from vicar.client.gates import gate_details
     from vicar.models import GateStatus
 
     async def escalated():

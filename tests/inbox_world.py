@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from vicar.gates import start_gate
+from vicar.client.gates import start_gate
 from vicar.responders import save_allowed
 
 from .conftest import LOOSE_AUTONOMY, VicarHarness, wait_escalated

@@ -12,10 +12,10 @@ from typing import NamedTuple
 from temporalio.client import Client, WorkflowHandle
 
 from vicar import contracts as c
-from vicar.codec import data_converter
 from vicar.config import Settings
 from vicar.memory.principal import MemoryRegistry
-from vicar.sharding import shard_of
+from vicar.runtime.codec import data_converter
+from vicar.runtime.sharding import shard_of
 
 
 def sharded(settings: Settings, count: int, shard_wait: float = 60.0) -> Settings:

@@ -10,9 +10,9 @@ import asyncio
 from temporalio.common import WorkflowIDReusePolicy
 
 from vicar import contracts as c
-from vicar.gates import answer_gate, start_gate
+from vicar.client.gates import answer_gate, start_gate
 from vicar.models import Action, AnsweredBy, GateResult, HumanAnswer
-from vicar.prereview_models import PreReviewItem
+from vicar.models.prereview import PreReviewItem
 from vicar.proxy.answer_words import answer_text
 from vicar.proxy.consult import consult
 from vicar.proxy.learned import LearnedPredictor

@@ -14,7 +14,7 @@ import pytest
 
 from vicar.artifacts import ArtifactRefused, load_artifact
 from vicar.cli import app
-from vicar.gates import answer_gate, start_gate
+from vicar.client.gates import answer_gate, start_gate
 from vicar.models import GateRequest, HumanAnswer
 
 from .conftest import wait_escalated

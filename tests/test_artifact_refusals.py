@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from vicar.artifacts import ArtifactRefused, confine, read_artifact_file
+from vicar.client.gates import answer_gate, start_gate
+from vicar.client.view import gate_view
 from vicar.config import CalibrationParams, Settings
-from vicar.gate_view import gate_view
-from vicar.gates import answer_gate, start_gate
 from vicar.models import HumanAnswer
 
 from .conftest import LOOSE_AUTONOMY, wait_escalated, wait_for

@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from vicar.cli import app
+from vicar.client.gates import answer_gate, gate_details, start_gate
 from vicar.errors import VicarError
-from vicar.gates import answer_gate, gate_details, start_gate
 from vicar.models import AnsweredBy, GateRequest, GateStatus, HumanAnswer
 
 from .conftest import wait_escalated, wait_for

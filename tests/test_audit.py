@@ -23,15 +23,15 @@ from temporalio.client import WorkflowFailureError
 from temporalio.worker import Replayer
 
 from vicar import contracts as c
-from vicar.audit_models import AuditPage, AuditPageRequest, AuditRecord, ReviewRequest, ReviewResult, csv_columns
-from vicar.codec import data_converter
+from vicar.client.gates import start_gate
+from vicar.client.schema import document
 from vicar.errors import Conflict, NotFound, NotResponding, NotReviewable
-from vicar.gates import start_gate
 from vicar.models import GateResult
+from vicar.models.audit import AuditPage, AuditPageRequest, AuditRecord, ReviewRequest, ReviewResult, csv_columns
 from vicar.proxy.outcomes import INTERACTIONS_FILE
 from vicar.proxy.reviews import review_labels
 from vicar.responders import change_allowed, save_allowed
-from vicar.schema import document
+from vicar.runtime.codec import data_converter
 from vicar.workflows.audit import AuditWorkflow, ReviewWorkflow
 from vicar.workflows.gate import GateWorkflow
 
@@ -189,7 +189,7 @@ async def test_csv_since_and_every_principal(world):
 
 
 def test_every_formula_start_is_neutralized_and_numbers_stay_numbers():
-    from vicar.audit_models import csv_text
+    from vicar.models.audit import csv_text
 
     for start in ("=", "+", "-", "@", "\t", "\r"):
         assert csv_text(f"{start}1+1") == f"'{start}1+1"
@@ -349,8 +349,8 @@ async def test_hostile_input_is_one_line_and_a_distinct_code(world):
 async def test_each_principal_is_read_on_the_shard_that_holds_its_memory(temporal_env, embedder, settings, tmp_path):
     """Sharded: two workers, each with its own data directory; each principal's records
     come from the one that holds its memory."""
-    from vicar.audit_client import audit_pages, audited_principals
-    from vicar.sharding import shard_of
+    from vicar.client.audit import audit_pages, audited_principals
+    from vicar.runtime.sharding import shard_of
 
     from .shard_homes import two_homes
 

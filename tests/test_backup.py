@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from vicar.client.gates import answer_gate, start_gate
 from vicar.errors import Conflict, NotFound
-from vicar.gates import answer_gate, start_gate
 from vicar.memory.check import check
 from vicar.memory.store import RecordStore
 from vicar.models import HumanAnswer, OutcomeRecord

@@ -13,11 +13,11 @@ from temporalio.worker import Worker
 from typer.testing import CliRunner
 
 from vicar import contracts as c
-from vicar.brain_models import BrainConfig, BrainInput, TurnRequest
 from vicar.cli import app
-from vicar.gates import gate_details, start_gate
+from vicar.client.gates import gate_details, start_gate
 from vicar.models import HumanAnswer
-from vicar.server import free_port
+from vicar.models.brain import BrainConfig, BrainInput, TurnRequest
+from vicar.runtime.server import free_port
 
 from .conftest import DeafGate, wait_escalated, wait_for
 from .test_gate import run_answering

@@ -13,8 +13,8 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateStage
 from temporalio.worker import Worker
 
 from vicar import contracts as c
-from vicar.brain_models import BrainConfig, BrainInput, BrainStatus, TurnReply, TurnRequest
-from vicar.gates import start_gate
+from vicar.client.gates import start_gate
+from vicar.models.brain import BrainConfig, BrainInput, BrainStatus, TurnReply, TurnRequest
 
 from .conftest import DeafGate, wait_for
 
@@ -129,7 +129,7 @@ async def test_repeated_turn_request_hands_out_no_new_n(harness):
 async def test_a_release_arriving_with_a_new_run_frees_the_carried_holder(harness):
     """Regression: a release_turn signal delivered in the first task of a continued run
     used to act on an empty state and be lost, leaving the queue stuck until the lease."""
-    from vicar.brain_models import BrainState
+    from vicar.models.brain import BrainState
 
     h = harness
     p = h.principal()

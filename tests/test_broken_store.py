@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from vicar.cli import app
-from vicar.gates import answer_gate, gate_details, start_gate
+from vicar.client.gates import answer_gate, gate_details, start_gate
 from vicar.memory.check import check, repair
 from vicar.memory.chunk import MemoryChunk
 from vicar.memory.owner import StoreLocked

@@ -15,7 +15,7 @@ PROBE = """
 import importlib.util, sys
 from pathlib import Path
 from vicar import workflows
-from vicar.bytecode import compile_package, _fresh
+from vicar.runtime.bytecode import compile_package, _fresh
 pkg = Path(workflows.__file__).parent
 n = compile_package(pkg, Path(sys.argv[1]))
 gate = pkg / "gate.py"

@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from vicar.cli import app
+from vicar.client.gates import answer_gate, gate_details, start_gate
 from vicar.config import CalibrationParams, MemoryParams, Settings
-from vicar.gates import answer_gate, gate_details, start_gate
 from vicar.llm import prompts
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import AnsweredBy, Calibration, CalibrationInputs, CensorHit, GateRequest, GateStatus, HumanAnswer

@@ -23,9 +23,9 @@ from typer.testing import CliRunner
 
 from vicar import cli
 from vicar.cli import app
+from vicar.client.gates import answer_gate, start_gate
 from vicar.demo import DemoSummary, render_summary
 from vicar.errors import UNEXPECTED, BrokenStore, Conflict, InvalidInput, NotFound, NotResponding
-from vicar.gates import answer_gate, start_gate
 from vicar.models import GateResult, HumanAnswer
 
 from .conftest import wait_escalated, wait_for

@@ -177,8 +177,8 @@ async def test_a_bad_field_through_the_client_is_invalid_input(harness):
 
     from vicar import client as vc
     from vicar.errors import InvalidInput
-    from vicar.limits import DEFAULT_LIMITS
     from vicar.models import GateRequest, HumanAnswer
+    from vicar.models.limits import DEFAULT_LIMITS
 
     h = harness
     p = h.principal()

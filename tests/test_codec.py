@@ -18,7 +18,11 @@ from temporalio.api.history.v1 import History
 from temporalio.client import Client
 
 from vicar import contracts as c
-from vicar.codec import (
+from vicar.client.gates import answer_gate, list_escalations, start_gate
+from vicar.config import Settings
+from vicar.errors import InvalidInput
+from vicar.models import HumanAnswer
+from vicar.runtime.codec import (
     ENCODING,
     KEY_ID,
     OPENED_WITH,
@@ -29,10 +33,6 @@ from vicar.codec import (
     new_key_line,
     parse_keys,
 )
-from vicar.config import Settings
-from vicar.errors import InvalidInput
-from vicar.gates import answer_gate, list_escalations, start_gate
-from vicar.models import HumanAnswer
 
 from .conftest import wait_escalated
 
@@ -278,7 +278,7 @@ async def test_the_codec_server_decodes_for_the_token_holder_only(codec_server):
 
 async def test_the_temporal_cli_shows_a_gate_through_the_codec_server(harness, codec_server):
     """Temporal's own client of the protocol: `temporal workflow show --codec-endpoint`."""
-    from vicar.server import temporal_binary
+    from vicar.runtime.server import temporal_binary
 
     h = harness
     url, token, _ = codec_server

@@ -17,10 +17,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from vicar import contracts as c
 from vicar.client import change_control, get_control
-from vicar.codec import AesGcmCodec, new_key_line, parse_keys
-from vicar.gates import answer_gate, list_escalations, start_gate
+from vicar.client.gates import answer_gate, list_escalations, start_gate
 from vicar.models import GateStatus, HumanAnswer
-from vicar.server import temporal_binary
+from vicar.runtime.codec import AesGcmCodec, new_key_line, parse_keys
+from vicar.runtime.server import temporal_binary
 
 from .conftest import wait_escalated, wait_for
 

@@ -13,8 +13,8 @@ import uuid
 
 from vicar import contracts as c
 from vicar.client import get_control
-from vicar.codec import new_key_line
-from vicar.gates import start_gate
+from vicar.client.gates import start_gate
+from vicar.runtime.codec import new_key_line
 
 from .conftest import vicar_process, wait_escalated, wait_for
 

@@ -10,7 +10,7 @@ import threading
 import time
 from pathlib import Path
 
-from vicar import codec_server as server
+from vicar.runtime import codec_server as server
 
 from .test_codec import codec_server  # noqa: F401  (the fixture: `vicar codec-server` as a process)
 

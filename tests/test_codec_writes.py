@@ -16,9 +16,9 @@ from temporalio.common import RawValue
 
 from vicar import contracts as c
 from vicar.client import change_control
-from vicar.gates import answer_gate, start_gate
+from vicar.client.gates import answer_gate, start_gate
 from vicar.models import HumanAnswer
-from vicar.session_models import SessionConfig, SessionSummary
+from vicar.models.session import SessionConfig, SessionSummary
 
 from .conftest import wait_escalated
 from .test_codec_holes import foreign_codec, other_client, settle, task_failures

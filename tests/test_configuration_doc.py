@@ -26,7 +26,7 @@ VICAR_NAME = re.compile(r"\bVICAR_[A-Z0-9_]*[A-Z0-9]\b")
 NOT_VICAR = {
     ("vicar/proxy/select.py", "KEY_ENV[provider]"),
     ("vicar/proxy/select.py", "KEY_ENV[name]"),
-    ("vicar/server.py", "k"),
+    ("vicar/runtime/server.py", "k"),
 }
 
 

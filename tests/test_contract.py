@@ -15,11 +15,11 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 from vicar import contracts as c
+from vicar.client.gates import answer_gate, find_gate, list_escalations
+from vicar.client.schema import document
 from vicar.errors import INVALID_GATE_REQUEST, NotFound
-from vicar.gates import answer_gate, find_gate, list_escalations
 from vicar.models import GateResult, HumanAnswer
-from vicar.schema import document
-from vicar.server import temporal_binary
+from vicar.runtime.server import temporal_binary
 
 from .conftest import wait_escalated, wait_for
 from .test_codec import codec_server  # noqa: F401  (a fixture: the codec server as a process)

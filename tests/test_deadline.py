@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from vicar.gates import start_gate
+from vicar.client.gates import start_gate
 from vicar.models import AnsweredBy, GateRequest, GateStatus
 from vicar.workflows import search_attributes as sa
 

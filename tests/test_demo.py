@@ -151,10 +151,10 @@ def test_every_guard_has_words():
 
 
 async def first_gate_details(address: str):
+    from vicar.client.gates import gate_details
     from vicar.config import Settings
-    from vicar.connect import connect
     from vicar.contracts import GATE_WORKFLOW
-    from vicar.gates import gate_details
+    from vicar.runtime.connect import connect
 
     client = await connect(Settings.from_env(), target_host=address)
     async for w in client.list_workflows(f"WorkflowType = '{GATE_WORKFLOW}'"):
@@ -286,8 +286,8 @@ def test_demo_keep_leads_to_the_inbox_and_ctrl_c_stops_everything(tmp_path, monk
 
 async def approved_in_inbox(address: str) -> tuple[str, str, str | None]:
     from vicar.config import Settings
-    from vicar.connect import connect
     from vicar.contracts import GATE_WORKFLOW
+    from vicar.runtime.connect import connect
 
     client = await connect(Settings.from_env(), target_host=address)
     async for w in client.list_workflows(f"WorkflowType = '{GATE_WORKFLOW}' AND ExecutionStatus = 'Completed'"):

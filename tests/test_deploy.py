@@ -1,5 +1,5 @@
 """The deployment files (deploy/) agree with the code: the kustomize layout renders and
-passes Kubernetes' own schemas (offline, strict), its probes are vicar/ops.py's routes,
+passes Kubernetes' own schemas (offline, strict), its probes are vicar/runtime/ops.py's routes,
 every VICAR_* variable the files set is one Vicar reads and its value is accepted,
 the shards cover every shard once, and the kill timeouts exceed the shutdown grace."""
 
@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vicar import ops
-from vicar.codec import KEY_FILE_VAR, load_keys
 from vicar.config import OPS_VARS, Settings
 from vicar.errors import InvalidInput
-from vicar.sharding import parse_shards
+from vicar.runtime import ops
+from vicar.runtime.codec import KEY_FILE_VAR, load_keys
+from vicar.runtime.sharding import parse_shards
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -177,7 +177,7 @@ def test_dockerfile_matches_the_code(monkeypatch):
     text = (DEPLOY / "Dockerfile").read_text()
     env = dict(re.findall(r"(VICAR_[A-Z_]+)=(\S+)", text))
     check_env(env, monkeypatch)
-    assert f'"vicar.ops", "probe", "{ops.READY_PATH}"' in text
+    assert f'"vicar.runtime.ops", "probe", "{ops.READY_PATH}"' in text
     assert re.search(r"^USER 10001", text, re.M) and re.search(
         r"^FROM python:3\.11-slim|PYTHON_IMAGE=python:3\.11-slim", text, re.M
     )
@@ -236,8 +236,8 @@ def test_image_is_built_and_answers_a_gate_in_ci():
 def test_no_temporal_cli_says_to_set_temporal_address(tmp_path, monkeypatch):
     """In the image the `temporal` CLI is uninstalled: a command that would start the
     embedded server says to point it at a Temporal server, not to reinstall from source."""
-    from vicar import server
     from vicar.errors import VicarError
+    from vicar.runtime import server
 
     monkeypatch.setattr(sys, "executable", str(tmp_path / "bin" / "python"))
     monkeypatch.setattr(sys, "prefix", str(tmp_path))

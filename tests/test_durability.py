@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from vicar.gates import answer_gate, gate_details, start_gate
+from vicar.client.gates import answer_gate, gate_details, start_gate
 from vicar.memory.diskfull import DiskFull
 from vicar.memory.params import MemoryParams
 from vicar.memory.principal import PrincipalMemory
@@ -379,7 +379,7 @@ def test_check_on_a_full_disk_says_disk_full_not_broken(small_disk, embedder, mo
 
 
 async def test_embedded_server_keeps_a_completed_gate_through_power_loss(loopfs, embedder, tmp_path):
-    """The embedded Temporal server's SQLite file (vicar/server.py) on the aborted disk: under
+    """The embedded Temporal server's SQLite file (vicar/runtime/server.py) on the aborted disk: under
     synchronous=normal a gate the client saw Completed came back RUNNING after fsck (2 of 2
     runs), its answer already in the memory: the person could be asked again, and a second
     answer would reach the orchestrator but not the memory."""
@@ -388,7 +388,7 @@ async def test_embedded_server_keeps_a_completed_gate_through_power_loss(loopfs,
 
     from vicar.config import Settings
     from vicar.memory.principal import MemoryRegistry
-    from vicar.server import EmbeddedServer, free_port
+    from vicar.runtime.server import EmbeddedServer, free_port
     from vicar.worker import build_worker
 
     def server() -> EmbeddedServer:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from vicar.gates import answer_gate, gate_details, start_gate
+from vicar.client.gates import answer_gate, gate_details, start_gate
 from vicar.models import AnsweredBy, GateStatus, HumanAnswer
 
 from .conftest import wait_escalated, wait_for
@@ -105,7 +105,7 @@ async def test_always_mode_escalates_even_when_the_proxy_is_confident(harness):
 
 
 async def test_escalations_are_listed_with_question_and_guess(harness):
-    from vicar.gates import list_escalations
+    from vicar.client.gates import list_escalations
 
     h = harness
     p = h.principal()
@@ -152,7 +152,7 @@ async def test_escalations_are_listed_with_no_worker_running(temporal_env, embed
     from typer.testing import CliRunner
 
     from vicar.cli import app
-    from vicar.gates import list_escalations
+    from vicar.client.gates import list_escalations
     from vicar.memory.principal import MemoryRegistry
     from vicar.models import GateRequest
     from vicar.worker import build_worker

@@ -17,12 +17,12 @@ from temporalio.exceptions import ApplicationError
 from typer.testing import CliRunner
 
 from vicar import contracts as c
-from vicar.brain_models import BrainInput
 from vicar.cli import app
-from vicar.codec import data_converter
-from vicar.gates import answer_gate, gate_details, start_gate
+from vicar.client.gates import answer_gate, gate_details, start_gate
 from vicar.models import GateResult, GateStatus, HumanAnswer, OutcomeRecord
+from vicar.models.brain import BrainInput
 from vicar.responders import load_allowed
+from vicar.runtime.codec import data_converter
 
 from .conftest import wait_escalated, wait_for
 from .test_bad_input import cli_env  # noqa: F401 (a fixture)

@@ -23,9 +23,9 @@ import pytest
 
 from vicar import contracts as c
 from vicar.client import get_gate
+from vicar.client.gates import start_gate
 from vicar.config import CalibrationParams, Settings
 from vicar.errors import Conflict, NotFound
-from vicar.gates import start_gate
 from vicar.models import GateStatus, HumanAnswer
 
 from .conftest import LOOSE_AUTONOMY, record_answer, wait_escalated, wait_for
@@ -219,10 +219,10 @@ index 3b18e51..a9c2f04 100644
 async def test_a_diff_excerpt_shows_the_change_not_the_header(harness):
     """A `docs` diff whose headers alone fill a line: every one-line surface shows the
     changed lines (the DROP TABLE), not `diff --git a/... index ... @@`."""
-    from vicar.chat_message import slack_message
+    from vicar.client.gates import list_escalations
     from vicar.contracts import Notice
-    from vicar.gates import list_escalations
     from vicar.inbox.render import list_excerpt
+    from vicar.models.chat import slack_message
 
     h = harness
     p = h.principal()
@@ -302,7 +302,7 @@ async def test_unknown_gate_is_one_line_and_its_exit_code(harness):
 async def test_a_gate_shows_from_its_memo_with_no_worker(temporal_env, embedder, settings):
     """A waiting gate whose worker is down is still shown: the request from history, the
     proxy's guess from the memo the gate wrote when it escalated."""
-    from vicar.gate_view import gate_view
+    from vicar.client.view import gate_view
     from vicar.memory.principal import MemoryRegistry
     from vicar.worker import build_worker
 
@@ -356,7 +356,7 @@ async def test_record_excerpts_history(harness, tmp_path):
 def test_a_diff_excerpt_counts_hunks_not_markers():
     """A removed line that reads `-- x` is a change, a second file's headers are not; a
     text that only looks like a header stays as it is."""
-    from vicar.gate_view_models import excerpt_line
+    from vicar.models.view import excerpt_line
 
     two = "--- a/q.sql\n+++ b/q.sql\n@@ -1,2 +0,0 @@\n--- keep users\n-DROP TABLE users;\n"
     two += "--- a/r\n+++ b/r\n@@ -1 +1 @@\n-x\n+y\n"

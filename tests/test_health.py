@@ -188,7 +188,7 @@ def test_the_rule_now_is_the_rule_a_consult_computes(tmp_path, embedder):
 def test_health_shows_the_pauses_and_rules_in_force(tmp_path, embedder, monkeypatch):
     """From the brain's durable copy in the principal's store: one line per pause, and
     the number of rules, even before any human answer."""
-    from vicar.control_models import Control, Pause, Rule
+    from vicar.models.control import Control, Pause, Rule
     from vicar.proxy.control_store import keep_control
 
     monkeypatch.setenv("VICAR_DATA_DIR", str(tmp_path))

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from vicar.gates import answer_gate, start_gate
+from vicar.client.gates import answer_gate, start_gate
 from vicar.models import AnsweredBy, HumanAnswer
 from vicar.proxy.autonomy.ledger import autonomy_pairs
 
@@ -119,7 +119,7 @@ async def test_rules_and_pauses_outlive_a_terminated_brain(harness):
     rules and pauses are kept in the principal's store and the new brain takes them back."""
     from vicar import contracts as c
     from vicar.client import add_rule, get_control, pause
-    from vicar.control_models import Control
+    from vicar.models.control import Control
 
     h = harness
     p = h.principal()

@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 
-from vicar.gates import start_gate
+from vicar.client.gates import start_gate
 from vicar.models import GateStatus
 
 from .conftest import wait_escalated
@@ -113,7 +113,7 @@ async def test_approve_on_the_list_and_stay_on_it_as_filtered(world):
 
 
 async def test_mark_an_answer_the_proxy_gave_alone_wrong(world):
-    from vicar.audit_client import audit_pages
+    from vicar.client.audit import audit_pages
 
     w = world
     ctx, page = await signed_in(w, "alice")
@@ -175,7 +175,7 @@ async def test_a_form_without_its_csrf_token_is_refused(world):
 
 
 async def test_the_lists_own_reading_of_visibility_is_list_escalations(world):
-    from vicar.gates import list_escalations
+    from vicar.client.gates import list_escalations
     from vicar.inbox.listing import waiting_gates
 
     w = world

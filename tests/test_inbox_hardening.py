@@ -18,7 +18,7 @@ import time
 
 import httpx
 
-from vicar.gates import start_gate
+from vicar.client.gates import start_gate
 from vicar.inbox.accounts import add_user
 from vicar.inbox.app import SESSION_COOKIE
 from vicar.inbox.web import SECURITY_HEADERS

@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
+from vicar.client.gates import answer_gate, gate_details, start_gate
 from vicar.config import MemoryParams
-from vicar.gates import answer_gate, gate_details, start_gate
 from vicar.memory.principal import MemoryRegistry
 from vicar.models import AnsweredBy, GateResult, GateStatus, HumanAnswer, ModelPin, OutcomeRecord
 from vicar.proxy.learned_store import LearnedModels

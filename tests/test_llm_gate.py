@@ -10,7 +10,7 @@ import uuid
 import pytest
 import pytest_asyncio
 
-from vicar.gates import answer_gate, start_gate
+from vicar.client.gates import answer_gate, start_gate
 from vicar.llm import prompts
 from vicar.memory.principal import MemoryRegistry
 from vicar.models import Action, AnsweredBy, GateRequest, HumanAnswer
@@ -235,8 +235,8 @@ async def test_gates_of_a_session_share_one_cached_prefix(llm, standin):
 
     from vicar import contracts as c
     from vicar.models import OutcomeRecord
+    from vicar.models.session import SessionSummary
     from vicar.proxy.outcomes import record_outcome
-    from vicar.session_models import SessionSummary
 
     standin._script = Reviewer(first=APPROVE + "\nCONFIDENCE: 0.9")
     p = llm.principal()
@@ -280,7 +280,7 @@ async def test_gates_of_a_session_share_one_cached_prefix(llm, standin):
 
 async def run_answered(h, req: GateRequest, action: str):
     """Run a gate; if it escalates, answer it as the human. (result, details when escalated)"""
-    from vicar.gates import gate_details
+    from vicar.client.gates import gate_details
     from vicar.models import GateStatus
 
     from .conftest import wait_for

@@ -7,7 +7,7 @@ import pytest
 
 from vicar.llm.parse import parse_action, parse_confidence, parse_surprise
 from vicar.models import Action, CfAState
-from vicar.vocabulary import VALID_ACTIONS
+from vicar.models.vocabulary import VALID_ACTIONS
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import uuid
 import pytest
 import pytest_asyncio
 
-from vicar.gates import answer_gate, start_gate
+from vicar.client.gates import answer_gate, start_gate
 from vicar.llm import prompts
 from vicar.llm.openai_client import OpenAIClient
 from vicar.memory.principal import MemoryRegistry

@@ -23,10 +23,10 @@ import pytest
 from temporalio.client import Client
 
 from vicar import contracts as c
-from vicar.codec import data_converter
 from vicar.models import GateRequest, GateResult, HumanAnswer
-from vicar.server import EmbeddedServer, free_port
-from vicar.sharding import shard_of
+from vicar.runtime.codec import data_converter
+from vicar.runtime.server import EmbeddedServer, free_port
+from vicar.runtime.sharding import shard_of
 
 from .test_soak import drive_gate
 

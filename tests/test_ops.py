@@ -1,4 +1,4 @@
-"""The worker's operational surface (vicar/ops.py) on a real worker process against the
+"""The worker's operational surface (vicar/runtime/ops.py) on a real worker process against the
 real Temporal dev server: probes, the SDK's Prometheus endpoint with Vicar's gate
 metrics, and a graceful shutdown that lets a running activity finish."""
 
@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 
 from vicar import contracts as c
+from vicar.client.gates import answer_gate, start_gate
 from vicar.config import Settings
 from vicar.errors import Conflict, InvalidInput
-from vicar.gates import answer_gate, start_gate
 from vicar.models import AnsweredBy, GateRequest, HumanAnswer
-from vicar.server import free_port
+from vicar.runtime.server import free_port
 
 from .conftest import wait_escalated
 from .llm_standins import AnthropicStandIn
@@ -113,7 +113,7 @@ async def test_probes_and_metrics_of_a_real_worker(temporal_env, settings):
         assert ready == {"ready": True, "temporal": True, "polling": True, "model_loaded": True, "shutting_down": False}
         # The container's HEALTHCHECK command, against this process's address.
         probe = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "vicar.ops", "probe", "/readyz", env=w.env, cwd=str(ROOT)
+            sys.executable, "-m", "vicar.runtime.ops", "probe", "/readyz", env=w.env, cwd=str(ROOT)
         )
         assert await probe.wait() == 0
         assert (await w.get("/nope"))[0] == 404
@@ -259,7 +259,7 @@ async def test_a_taken_port_stops_the_worker_in_one_line(temporal_env, settings)
 
 async def test_the_ops_listener_before_the_worker_and_against_bad_requests():
     from vicar.config import OpsParams
-    from vicar.ops import serving
+    from vicar.runtime.ops import serving
 
     address = f"127.0.0.1:{free_port()}"
     async with serving(OpsParams(address=address)) as surface:

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from vicar.server import embedded_address
+from vicar.runtime.server import embedded_address
 
 ROOT = Path(__file__).resolve().parents[1]
 VICAR = Path(sys.executable).parent / "vicar"

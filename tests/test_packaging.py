@@ -46,7 +46,7 @@ def test_the_wheel_holds_only_the_vicar_package(tmp_path):
         "vicar/workflows/gate.py",
         "vicar/activities/proxy.py",
         "vicar/worker.py",
-        "vicar/gates.py",
+        "vicar/client/gates.py",
         "vicar/cli/__init__.py",
         "vicar/cli/gates_cmd.py",
     ):
@@ -60,7 +60,7 @@ def test_an_orchestrators_own_workflows_module_does_not_shadow_vicar(tmp_path):
     (tmp_path / "memory").mkdir()
     (tmp_path / "memory" / "__init__.py").write_text("raise ImportError('the orchestrator package, not Vicar')\n")
     probe = (
-        "import vicar.gates, vicar.worker, vicar.memory.store, vicar.workflows.gate, vicar.activities.proxy\n"
+        "import vicar.client.gates, vicar.worker, vicar.memory.store, vicar.workflows.gate, vicar.activities.proxy\n"
         "print(vicar.workflows.gate.GateWorkflow.__name__)\n"
     )
     run = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)

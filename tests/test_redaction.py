@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from vicar.gates import start_gate
-from vicar.logging_redact import redact
+from vicar.client.gates import start_gate
 from vicar.models import GateRequest
+from vicar.runtime.logging_redact import redact
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -92,7 +92,7 @@ async def test_the_webhook_token_never_reaches_the_worker_log(temporal_env, embe
             await handle.cancel()
     finally:
         registry.close()
-        from vicar.logging_redact import uninstall
+        from vicar.runtime.logging_redact import uninstall
 
         uninstall()
     # The delivery happened with the token (the receiver saw it), and was logged...
@@ -165,7 +165,7 @@ def test_a_librarys_own_handler_is_covered_too(monkeypatch):
     """OPENAI_LOG=debug gives the openai logger a handler of its own, beside the root's."""
     import io
 
-    from vicar.logging_redact import install, uninstall
+    from vicar.runtime.logging_redact import install, uninstall
 
     monkeypatch.setenv("OPENAI_API_KEY", "k-" + uuid.uuid4().hex)
     stream = io.StringIO()

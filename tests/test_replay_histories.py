@@ -29,11 +29,11 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from vicar import contracts as c
-from vicar.brain_models import BrainConfig
-from vicar.codec import AesGcmCodec, data_converter, parse_keys
-from vicar.gates import answer_gate, start_gate
+from vicar.client.gates import answer_gate, start_gate
 from vicar.models import HumanAnswer
+from vicar.models.brain import BrainConfig
 from vicar.responders import save_allowed
+from vicar.runtime.codec import AesGcmCodec, data_converter, parse_keys
 from vicar.workflows.audit import AuditWorkflow, ReviewWorkflow
 from vicar.workflows.brain import BrainWorkflow
 from vicar.workflows.consolidation import ConsolidationWorkflow

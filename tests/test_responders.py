@@ -15,11 +15,11 @@ from temporalio.worker import Worker
 from typer.testing import CliRunner
 
 from vicar import contracts as c
-from vicar.brain_models import BrainConfig, BrainInput, TurnRequest
 from vicar.cli import app
+from vicar.client.gates import answer_gate, gate_details, start_gate
 from vicar.errors import VicarError
-from vicar.gates import answer_gate, gate_details, start_gate
 from vicar.models import AnsweredBy, GateStatus, HumanAnswer, OutcomeRecord
+from vicar.models.brain import BrainConfig, BrainInput, TurnRequest
 from vicar.responders import load_allowed, responders_path
 
 from .conftest import DeafGate, wait_escalated, wait_for

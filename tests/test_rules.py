@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from vicar.control_models import (
+from vicar.models import GateRequest
+from vicar.models.control import (
     MAX_CONTROL_BYTES,
     MAX_RULES,
     Control,
@@ -17,7 +18,6 @@ from vicar.control_models import (
     Rule,
     apply_change,
 )
-from vicar.models import GateRequest
 from vicar.proxy.rules import matches, verdict
 
 NOW = datetime(2026, 11, 25, 17, 0, tzinfo=UTC)

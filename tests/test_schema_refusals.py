@@ -16,16 +16,16 @@ from pydantic import ValidationError
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
 from vicar import contracts as c
+from vicar.client.gates import answer_gate, start_gate
+from vicar.client.schema import document
 from vicar.errors import INVALID_GATE_REQUEST
-from vicar.gates import answer_gate, start_gate
-from vicar.limits import DEFAULT_LIMITS, MAX_ARTIFACT_PATHS, NAME_CHARS, PATH_CHARS, TASK_TYPE_CHARS
 from vicar.memory.names import check_principal
 from vicar.models import (
     GateRequest,
     GateResult,
     HumanAnswer,
 )
-from vicar.schema import document
+from vicar.models.limits import DEFAULT_LIMITS, MAX_ARTIFACT_PATHS, NAME_CHARS, PATH_CHARS, TASK_TYPE_CHARS
 
 from .conftest import wait_escalated
 

@@ -31,10 +31,10 @@ from vicar.models import (
     GateRequest,
     OutcomeRecord,
 )
+from vicar.models.session import JoinReply, SessionConfig, SessionGate, SessionInput, SessionJoin, SessionSummary
 from vicar.proxy import facts
 from vicar.proxy.outcomes import record_outcome
-from vicar.server import test_server_binary as skipping_server_binary
-from vicar.session_models import JoinReply, SessionConfig, SessionGate, SessionInput, SessionJoin, SessionSummary
+from vicar.runtime.server import test_server_binary as skipping_server_binary
 
 from .conftest import LOOSE_AUTONOMY
 
@@ -272,7 +272,7 @@ async def test_session_commands_show_and_end_a_session(harness, monkeypatch, tem
     from typer.testing import CliRunner
 
     from vicar.cli import app
-    from vicar.gates import start_gate
+    from vicar.client.gates import start_gate
 
     h = harness
     monkeypatch.setenv("TEMPORAL_ADDRESS", temporal_env.client.service_client.config.target_host)
@@ -295,7 +295,7 @@ async def test_session_commands_show_and_end_a_session(harness, monkeypatch, tem
 
 
 async def test_a_gate_for_an_ended_session_still_runs(harness):
-    from vicar.gates import start_gate
+    from vicar.client.gates import start_gate
 
     h = harness
     p = h.principal()

@@ -1,4 +1,4 @@
-"""Principal-affine memory: shards on task queues (vicar.sharding), in one process.
+"""Principal-affine memory: shards on task queues (vicar.runtime.sharding), in one process.
 
 The multi-process run (three workers on loopback, a SIGKILL, a move) is in
 test_multiworker.py."""
@@ -11,12 +11,12 @@ import uuid
 import pytest
 
 from vicar import contracts as c
-from vicar.brain_models import BrainStatus
+from vicar.client.gates import answer_gate
 from vicar.errors import Conflict, InvalidInput
-from vicar.gates import answer_gate
 from vicar.memory.principal import MemoryRegistry
 from vicar.models import GateResult, HumanAnswer
-from vicar.sharding import parse_count, parse_shards, shard_of
+from vicar.models.brain import BrainStatus
+from vicar.runtime.sharding import parse_count, parse_shards, shard_of
 
 from .conftest import VicarHarness, wait_for
 from .shard_homes import move, sharded, two_homes
@@ -241,7 +241,7 @@ async def test_the_move_command_with_one_worker_on_every_shard_keeps_the_memory(
     import sqlite3
     import sys
 
-    from vicar.gates import start_gate
+    from vicar.client.gates import start_gate
 
     from .test_ops import ROOT, WorkerProcess, gate
 
@@ -293,7 +293,7 @@ async def test_a_sharded_worker_keeps_an_escalated_gates_file_excerpts(temporal_
     """The excerpts activity runs on a sharded worker's shared queue, which has no thread
     pool for sync activities: a sync one stopped every sharded worker from starting."""
     from vicar.client import get_gate
-    from vicar.gates import start_gate
+    from vicar.client.gates import start_gate
     from vicar.worker import build_worker
 
     from .conftest import wait_escalated

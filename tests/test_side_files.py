@@ -15,12 +15,12 @@ from collections import Counter
 from temporalio.client import Client
 
 from vicar import contracts as c
-from vicar.codec import data_converter
+from vicar.client.gates import answer_gate, start_gate
 from vicar.errors import VicarError
-from vicar.gates import answer_gate, start_gate
 from vicar.models import GateResult, HumanAnswer, OutcomeRecord
 from vicar.proxy.outcomes import INTERACTIONS_FILE, record_outcome
 from vicar.proxy.outcomes import side_file_gates as side_file_counts
+from vicar.runtime.codec import data_converter
 
 from .conftest import wait_escalated
 

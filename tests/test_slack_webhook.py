@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from vicar.client.gates import answer_gate, start_gate
 from vicar.config import CalibrationParams, Settings
 from vicar.errors import InvalidInput
-from vicar.gates import answer_gate, start_gate
 from vicar.models import HumanAnswer
 
 from .conftest import LOOSE_AUTONOMY, wait_escalated, wait_for

@@ -26,13 +26,13 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from vicar import contracts as c
-from vicar.codec import data_converter
+from vicar.client.gates import start_gate
 from vicar.errors import VicarError
-from vicar.gates import start_gate
 from vicar.memory.check import check
 from vicar.memory.store import RecordStore
 from vicar.models import GateDetails, GateRequest, GateResult, GateStatus, HumanAnswer
-from vicar.server import EmbeddedServer, free_port
+from vicar.runtime.codec import data_converter
+from vicar.runtime.server import EmbeddedServer, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 PRINCIPALS = [f"soak-{i}" for i in range(8)]

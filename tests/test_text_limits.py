@@ -14,13 +14,13 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowUpdateFailedError
 
 from vicar.cli import app
-from vicar.gates import answer_gate, start_gate
-from vicar.limits import DEFAULT_LIMITS, MAX_ARTIFACT_PATHS, NAME_CHARS, PATH_CHARS, TASK_TYPE_CHARS
+from vicar.client.gates import answer_gate, start_gate
 from vicar.models import (
     GateRequest,
     GateStatus,
     HumanAnswer,
 )
+from vicar.models.limits import DEFAULT_LIMITS, MAX_ARTIFACT_PATHS, NAME_CHARS, PATH_CHARS, TASK_TYPE_CHARS
 
 from .conftest import wait_escalated
 from .test_bad_input import cli_env, error_line, gate_exists, runner  # noqa: F401 (fixture)

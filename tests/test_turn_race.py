@@ -16,7 +16,7 @@ from temporalio import activity, workflow
 from temporalio.worker import Worker
 
 from vicar import contracts as c
-from vicar.brain_models import TurnGrant, TurnRequest
+from vicar.models.brain import TurnGrant, TurnRequest
 from vicar.workflows.turn import TurnHolder
 
 # What the stand-in brain answers, per ask: "queued" or a refusal.

@@ -8,7 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
-from vicar.gates import start_gate
+from vicar.client.gates import start_gate
 from vicar.models import GateRequest
 
 ROOT = Path(__file__).resolve().parents[1]

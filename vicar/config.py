@@ -16,10 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from vicar import settings_env as env
 from vicar.errors import InvalidInput
-from vicar.limits import DEFAULT_LIMITS, TextLimits
 from vicar.memory.params import EMBEDDERS, EmbedderParams, MemoryParams
-from vicar.session_models import SessionConfig
-from vicar.sharding import parse_count, parse_shards
+from vicar.models.limits import DEFAULT_LIMITS, TextLimits
+from vicar.models.session import SessionConfig
+from vicar.runtime.sharding import parse_count, parse_shards
 
 TASK_QUEUE = "vicar"
 # A week: a gate nobody answers ends (timed_out, with the proxy's guess) rather than
@@ -27,7 +27,7 @@ TASK_QUEUE = "vicar"
 DEFAULT_GATE_DEADLINE_SECONDS = 7 * 24 * 3600.0
 ANSWER_TIMEOUT = 30.0  # seconds a gate has to take a human answer before the caller is told why not
 
-# The environment variables that lower Vicar's text limits (vicar.limits.TextLimits).
+# The environment variables that lower Vicar's text limits (vicar.models.limits.TextLimits).
 LIMIT_VARS: dict[str, str] = env.fields_under("limits")
 PREDICTORS = ("learned", "offline", "anthropic", "openai")  # VICAR_PREDICTOR's choices
 
@@ -137,13 +137,13 @@ class CalibrationParams(BaseModel):
     censor_fp_factor: float = Field(0.5, gt=0.0, lt=1.0)
 
 
-# The worker's operational surface (vicar/ops.py), by OpsParams field.
+# The worker's operational surface (vicar/runtime/ops.py), by OpsParams field.
 OPS_VARS: dict[str, str] = env.fields_under("ops")
 MAX_SHUTDOWN_GRACE_SECONDS = 3600.0
 
 
 class OpsParams(BaseModel):
-    """The worker's HTTP surface and shutdown (vicar/ops.py).
+    """The worker's HTTP surface and shutdown (vicar/runtime/ops.py).
 
     Both listeners are off unless an address is given: a laptop running `vicar worker`
     next to a demo opens no port and cannot collide on one; the container image and the
@@ -298,7 +298,7 @@ class Settings(BaseModel):
     # Directories under which artifact paths may be read; none: every path is refused.
     artifact_roots: list[Path] = Field(default_factory=list)
     limits: TextLimits = Field(default_factory=TextLimits)
-    # Sharded memory (vicar.sharding): None runs unsharded, one worker doing everything.
+    # Sharded memory (vicar.runtime.sharding): None runs unsharded, one worker doing everything.
     shard_count: int | None = None
     shards: str = "all"  # which shards this worker serves (--shards)
     # A gate waits this long for its shard's owner to take work, then the human decides.

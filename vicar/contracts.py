@@ -11,9 +11,6 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from vicar.audit_models import Review
-from vicar.brain_models import BrainConfig, TurnRequest
-from vicar.control_models import Control
 from vicar.errors import STORE_UNAVAILABLE  # noqa: F401  (error types are named in vicar/errors.py)
 from vicar.memory.consolidation_plan import ConsolidationPlan
 from vicar.memory.transfer import Snapshot
@@ -29,7 +26,10 @@ from vicar.models import (
     Surprise,
     Usage,
 )
-from vicar.session_models import SessionJoin
+from vicar.models.audit import Review
+from vicar.models.brain import BrainConfig, TurnRequest
+from vicar.models.control import Control
+from vicar.models.session import SessionJoin
 
 BRAIN_WORKFLOW = "VicarBrain"
 GATE_WORKFLOW = "VicarGate"
@@ -50,7 +50,7 @@ REQUEST_TURN_SIGNAL = "request_turn"
 RELEASE_TURN_SIGNAL = "release_turn"
 SET_SHARD_UPDATE = "set_shard"
 BRAIN_STATUS_QUERY = "status"
-# The human's rules and pauses (vicar/control_models.py): changed by the update, read by the query.
+# The human's rules and pauses (vicar/models/control.py): changed by the update, read by the query.
 CONTROL_UPDATE = "control"
 CONTROL_QUERY = "control_state"
 # A turn holder's (gate, consolidation, move):

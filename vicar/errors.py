@@ -49,7 +49,7 @@ TRANSFER_ERROR = "TransferError"
 BRAIN_UNUSABLE = "BrainUnusable"
 ANSWER_NOT_IN_HISTORY = "AnswerNotInHistory"  # retryable: the event is not in history yet
 NO_MEMORY = "NoMemory"  # the audit trail of a principal with no memory on this deployment
-REFUSED_PAYLOAD = "RefusedPayload"  # a workflow's argument it cannot read (vicar/codec.py)
+REFUSED_PAYLOAD = "RefusedPayload"  # a workflow's argument it cannot read (vicar/runtime/codec.py)
 ERROR_TYPES = (
     INVALID_GATE_REQUEST,
     INVALID_MOVE_INPUT,

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 
 from vicar.errors import InvalidInput
-from vicar.sharding import MAX_SHARDS
+from vicar.runtime.sharding import MAX_SHARDS
 
 # Sections of the generated page, in order.
 PLACE, PREDICTOR, EMBEDDING, MECHANISMS, AUTONOMY, GATES, SESSIONS, SHARDS, LIMITS, OPS, KEYS, DEV, TEST = (

@@ -26,27 +26,28 @@ from pathlib import Path
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from vicar import ops, settings_env
+from vicar import settings_env
 from vicar import workflows as workflow_package
 from vicar.activities.audit import AuditActivities
 from vicar.activities.move import MoveActivities
 from vicar.activities.notify import NotifyActivities
 from vicar.activities.proxy import ProxyActivities
 from vicar.activities.session import SessionActivities
-from vicar.brain_models import BrainConfig
-from vicar.bytecode import compile_package
 from vicar.config import TASK_QUEUE, Settings
-from vicar.connect import connect, ensure_search_attributes
 from vicar.errors import VicarError
-from vicar.locks import WorkerLock
-from vicar.logging_redact import install as install_redaction
 from vicar.memory.embedder import make_embedder
 from vicar.memory.principal import MemoryRegistry
+from vicar.models.brain import BrainConfig
 from vicar.proxy.provider import Predictor
 from vicar.proxy.select import predictor_from_env
-from vicar.server import SharedServer, env_configured, use_embedded
-from vicar.shard_claims import check_claims, worker_identity
-from vicar.sharding import shard_queue
+from vicar.runtime import ops
+from vicar.runtime.bytecode import compile_package
+from vicar.runtime.connect import connect, ensure_search_attributes
+from vicar.runtime.locks import WorkerLock
+from vicar.runtime.logging_redact import install as install_redaction
+from vicar.runtime.server import SharedServer, env_configured, use_embedded
+from vicar.runtime.shard_claims import check_claims, worker_identity
+from vicar.runtime.sharding import shard_queue
 from vicar.workflows.audit import AuditWorkflow, ReviewWorkflow
 from vicar.workflows.brain import BrainWorkflow
 from vicar.workflows.consolidation import ConsolidationWorkflow
@@ -124,7 +125,7 @@ def build_worker(
     workflows.append(ReviewWorkflow)
     shared = acts.shared() + sessions.shared() + moves.shared() + notices.shared() + audits.shared()
     memory = acts.memory() + sessions.memory() + moves.memory() + audits.memory()
-    # An identity that survives restarts and says the shard count, for vicar.shard_claims.
+    # An identity that survives restarts and says the shard count, for vicar.runtime.shard_claims.
     identity = worker_identity(settings.data_dir, settings.shard_count)
     if settings.shard_count is None:
         worker = Worker(
@@ -205,7 +206,7 @@ async def serve(settings: Settings, on_ready=None, command: str = "python -m vic
     with stop_on_signals() as stop, contextlib.ExitStack() as locks:
         for queue in [settings.task_queue, *(shard_queue(settings.task_queue, k) for k in settings.served_shards())]:
             locks.enter_context(WorkerLock(settings.data_dir, queue, command))
-        # vicar/ops.py: /healthz, /readyz and the SDK's Prometheus /metrics (when configured).
+        # vicar/runtime/ops.py: /healthz, /readyz and the SDK's Prometheus /metrics (when configured).
         async with (
             ops.serving(settings.ops) as surface,
             temporal_client(settings, runtime=surface.runtime) as (client, server),
@@ -263,7 +264,7 @@ def configure_logging() -> None:
 
 
 def main() -> None:
-    from vicar.ending import end_process
+    from vicar.runtime.ending import end_process
 
     configure_logging()
     try:

@@ -14,8 +14,8 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
-    from vicar.audit_models import AuditPage, AuditPageRequest, MemoryPlace, ReviewRequest, ReviewResult
     from vicar.models import GateDetails, GateStatus
+    from vicar.models.audit import AuditPage, AuditPageRequest, MemoryPlace, ReviewRequest, ReviewResult
     from vicar.workflows.failures import cause_message
     from vicar.workflows.inputs import one_input, raw_input
     from vicar.workflows.routing import run_memory_activity

@@ -14,9 +14,9 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
-    from vicar.control_models import Control, ControlChange, apply_change
     from vicar.models import BrainConfig, BrainInput, BrainState, BrainStatus, TurnGrant, TurnReply, TurnRequest
-    from vicar.sharding import MAX_SHARDS, shard_of
+    from vicar.models.control import Control, ControlChange, apply_change
+    from vicar.runtime.sharding import MAX_SHARDS, shard_of
     from vicar.workflows.failures import cause_message
     from vicar.workflows.inputs import one_input, raw_input
     from vicar.workflows.routing import run_memory_activity

@@ -254,7 +254,7 @@ class GateWorkflow(GateConsult, GateRecord, AnswerJudge, TurnHolder):
         self._details = initial_details(req, workflow.info().workflow_id)
         gate_metrics.started(req)
         if workflow.info().typed_search_attributes.get(sa.PRINCIPAL) is None:
-            # Started by a client that did not set them (vicar.gates.start_gate does):
+            # Started by a client that did not set them (vicar.client.gates.start_gate does):
             # every visibility write costs the server, so only when missing.
             workflow.upsert_search_attributes(
                 [

@@ -1,4 +1,4 @@
-"""The gate obeys the human's rules and pauses (vicar/control_models.py), handed over with
+"""The gate obeys the human's rules and pauses (vicar/models/control.py), handed over with
 its turn: a pause or an `ask` rule makes the gate ask the human whatever its escalation
 mode, the reason shown where escalation reasons are; an `approve`/`reject` rule answers
 for the human, recorded as answered by the rule and its author (never the proxy's
@@ -15,8 +15,8 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
-    from vicar.control_models import Verdict
     from vicar.models import Action, AnsweredBy, Calibration, GateRequest, PassResult
+    from vicar.models.control import Verdict
     from vicar.proxy.decision import Decision
     from vicar.workflows.failures import cause_message as _cause
 

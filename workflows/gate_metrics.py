@@ -2,7 +2,7 @@
 
 `workflow.metric_meter()` is replay-safe (nothing is emitted while a workflow replays,
 so a worker restart does not count old gates again) and reports through the worker's
-SDK runtime: everything lands on the one Prometheus endpoint (vicar/ops.py). Durations
+SDK runtime: everything lands on the one Prometheus endpoint (vicar/runtime/ops.py). Durations
 come from `workflow.now()`, the deterministic workflow clock.
 
 Labels are the principal and the gate's state (both bounded: humans, the CfA states),

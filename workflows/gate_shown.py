@@ -12,8 +12,8 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
-    from vicar.gate_view_models import ArtifactFile, ExcerptInput, excerpt_line
     from vicar.models import Calibration, GateDetails, GateRequest, GateStatus, PassResult, RequestKind
+    from vicar.models.view import ArtifactFile, ExcerptInput, excerpt_line
     from vicar.workflows.failures import cause_message
 
 # Each text an escalated gate shows in its memo (visibility listings carry it).

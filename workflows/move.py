@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from vicar.memory.names import check_name, check_principal
     from vicar.memory.transfer import Snapshot
     from vicar.models import TurnRequest
-    from vicar.sharding import MAX_SHARDS
+    from vicar.runtime.sharding import MAX_SHARDS
     from vicar.workflows.routing import run_memory_activity
 
 from vicar.workflows.inputs import raw_input

@@ -11,7 +11,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError,
 
 with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
-    from vicar.sharding import shard_queue
+    from vicar.runtime.sharding import shard_queue
 
 
 async def run_memory_activity(

@@ -3,7 +3,7 @@ checked inside the workflow, never by the payload converter before it: a value t
 fails there fails the workflow *task*, and a signal stays in history, so one bad
 payload wedged whatever received it (issue 34).
 
-The worker's codec never raises (vicar/codec.py): a payload it cannot open arrives as a
+The worker's codec never raises (vicar/runtime/codec.py): a payload it cannot open arrives as a
 refusal, one it opened is marked with the key that opened it. Here:
 
 - a payload this worker cannot open is refused: a start fails in one line, an update is
@@ -27,8 +27,8 @@ from temporalio import workflow
 from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
-    import vicar.codec as codec
     import vicar.contracts as c
+    import vicar.runtime.codec as codec
     from vicar.errors import validation_summary
 
 T = TypeVar("T")

@@ -9,7 +9,7 @@ TASK_TYPE = SearchAttributeKey.for_keyword("VicarTaskType")
 CONFIDENCE = SearchAttributeKey.for_float("VicarConfidence")
 
 ALL = (STATUS, PRINCIPAL, STATE, TASK_TYPE, CONFIDENCE)
-# What the server registers (vicar/server.py, vicar/connect.py): name -> Temporal's type name.
+# What the server registers (vicar/runtime/server.py, vicar/runtime/connect.py): name -> Temporal's type name.
 SEARCH_ATTRIBUTES: dict[str, str] = {
     k.name: {SearchAttributeIndexedValueType.KEYWORD: "Keyword", SearchAttributeIndexedValueType.DOUBLE: "Double"}[
         k.indexed_value_type

@@ -17,7 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from vicar.models import (
         Usage,
     )
-    from vicar.session_models import (
+    from vicar.models.session import (
         ConsolidationInput,
         JoinReply,
         SessionConfig,

@@ -30,8 +30,8 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
-    from vicar.control_models import Control
     from vicar.models import TurnGrant
+    from vicar.models.control import Control
     from vicar.workflows.routing import run_memory_activity
     from vicar.workflows.sealed import signal_arg
 

@@ -19,10 +19,10 @@ __all__ = ["MAX_ERROR_CHARS", "Output", "app", "console", "err", "explain", "fri
 
 
 def main() -> None:
-    """The `vicar` command; it ends as vicar.ending says (every command has closed what it
+    """The `vicar` command; it ends as vicar.runtime.ending says (every command has closed what it
     opened by the time it returns)."""
-    from vicar.ending import end_process
-    from vicar.logging_redact import install as install_redaction
+    from vicar.runtime.ending import end_process
+    from vicar.runtime.logging_redact import install as install_redaction
 
     install_redaction()  # the libraries' warnings go through Python's last-resort handler
     code: str | int | None

@@ -14,11 +14,11 @@ from typing import Optional
 
 import typer
 
-from vicar.audit_models import DEFAULT_PAGE_BYTES, MAX_PAGE_BYTES, MIN_PAGE_BYTES
 from vicar.cli.base import OUTPUT, Output, app, console, err, friendly, open_client
 from vicar.config import Settings
 from vicar.display import text
 from vicar.errors import InvalidInput
+from vicar.models.audit import DEFAULT_PAGE_BYTES, MAX_PAGE_BYTES, MIN_PAGE_BYTES
 
 audit_app = typer.Typer(no_args_is_help=True, help="The audit trail: one record per gate, from any machine.")
 app.add_typer(audit_app, name="audit")
@@ -60,9 +60,9 @@ def audit_export(
 
 
 async def _export(settings: Settings, principal: str | None, since, output: Format, page_bytes: int) -> None:
-    from vicar.audit_client import audit_pages, audited_principals
-    from vicar.audit_models import csv_columns
+    from vicar.client.audit import audit_pages, audited_principals
     from vicar.errors import NotFound
+    from vicar.models.audit import csv_columns
 
     client = await open_client(settings)
     principals = [principal] if principal else await audited_principals(client, settings.task_queue)
@@ -117,8 +117,8 @@ def review(
 ) -> None:
     """Judge an answer the proxy gave alone: counts as an audit label; `wrong` tells the
     orchestrator (webhook event `overruled`) so it can undo. One review per gate."""
-    from vicar.audit_models import ReviewRequest
     from vicar.models import check_principal
+    from vicar.models.audit import ReviewRequest
 
     if verdict not in ("wrong", "right"):
         raise InvalidInput(f"invalid verdict {verdict[:40]!r}: wrong or right")
@@ -137,7 +137,7 @@ def review(
 
 
 async def _review(settings: Settings, gate: str, verdict: str, note: str, reviewer: str, principal, output) -> None:
-    from vicar.audit_client import review_gate
+    from vicar.client.audit import review_gate
 
     client = await open_client(settings)
     result = await review_gate(

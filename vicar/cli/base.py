@@ -110,7 +110,7 @@ def friendly(fn):
 
 
 def open_client(settings: Settings):
-    from vicar.connect import connect
+    from vicar.runtime.connect import connect
 
     return connect(settings)
 

@@ -44,8 +44,8 @@ def demo(
     # now, not after the whole session.
     sock = None
     if keep:
-        from vicar.demo_inbox import INBOX_HOST
-        from vicar.listening import listen
+        from vicar.demo.inbox import INBOX_HOST
+        from vicar.runtime.listening import listen
 
         sock = listen(INBOX_HOST, inbox_port or 0, "--inbox-port")
     principal, said = claim_principal(
@@ -64,8 +64,8 @@ async def _demo(
     sock=None,
 ) -> None:
     from vicar.demo import demo_autonomy, demo_task_queue, render_summary, run_demo
-    from vicar.locks import WorkerLock
     from vicar.memory.embedder import make_embedder
+    from vicar.runtime.locks import WorkerLock
     from vicar.worker import build_worker, temporal_client
 
     console.print(text(f"Data directory: {settings.data_dir}"))
@@ -123,7 +123,7 @@ async def _demo(
 async def _keep(settings: Settings, client, server, principal: str, task_queue: str, sock) -> None:
     """Gates left for the person, the inbox to answer them in, and everything up until
     Ctrl-C (the worker too: the gates and the UI's queries need one)."""
-    from vicar.demo_inbox import demo_account, open_waiting
+    from vicar.demo.inbox import demo_account, open_waiting
     from vicar.inbox.serve_embedded import serving
     from vicar.worker import stop_on_signals
 

@@ -12,9 +12,9 @@ from rich.text import Text
 
 from vicar import contracts as c
 from vicar.display import text
-from vicar.gate_view_models import GateView
 from vicar.models import GateDetails
-from vicar.vocabulary import CfAState
+from vicar.models.view import GateView
+from vicar.models.vocabulary import CfAState
 
 # The widest state name: the state column never splits one (WORK_ASSERT, INTENT_ASSERT).
 STATE_WIDTH = max(len(s.value) for s in CfAState)

@@ -120,8 +120,8 @@ def _read_gate_file(file: Path) -> dict:
 
 
 async def _gate_start(settings: Settings, req: GateRequest, wait: bool, output: Output) -> None:
+    from vicar.client.gates import start_gate
     from vicar.errors import OUTCOME_EXIT, TIMED_OUT_EXIT
-    from vicar.gates import start_gate
 
     client = await open_client(settings)
     handle = await start_gate(client, req, settings.task_queue)
@@ -152,8 +152,8 @@ async def _gate_result(settings: Settings, gate_id: str, timeout: float) -> None
     from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 
     from vicar.client import GateHandle
+    from vicar.client.gates import find_gate
     from vicar.errors import Conflict, Pending
-    from vicar.gates import find_gate
 
     client = await open_client(settings)
     handle, description = await find_gate(client, gate_id)  # one describe: the handle's and the status
@@ -190,7 +190,7 @@ def gate_show(
 
 async def _gate_show(settings: Settings, gate_id: str, output: Output) -> None:
     from vicar.cli.gate_render import gate_page
-    from vicar.gate_view import gate_view
+    from vicar.client.view import gate_view
 
     view = await gate_view(await open_client(settings), gate_id)
     if output is Output.json:
@@ -229,7 +229,7 @@ def ask(
 
 
 async def _ask(settings: Settings, req: GateRequest, wait: bool) -> None:
-    from vicar.gates import gate_details, start_gate
+    from vicar.client.gates import gate_details, start_gate
 
     client = await open_client(settings)
     handle = await start_gate(client, req, settings.task_queue)
@@ -261,7 +261,7 @@ def schema(
 ) -> None:
     """The gate's contract for clients in other languages: the workflow's interface
     (type, id, task queue, updates, signals, queries) and JSON Schema for every payload."""
-    from vicar.schema import document
+    from vicar.client.schema import document
 
     doc = document()
     if out is None:
@@ -287,7 +287,7 @@ def escalations(
 
 
 async def _escalations(principal: str | None, output: Output) -> None:
-    from vicar.gates import UNREADABLE, list_escalations
+    from vicar.client.gates import UNREADABLE, list_escalations
 
     client = await open_client(Settings.from_env())
     waiting = await list_escalations(client, principal)
@@ -360,7 +360,7 @@ def answer(
 
 async def _answer(settings: Settings, ids: list[str], ans: HumanAnswer, timeout: float, output: Output) -> None:
     from vicar.cli.base import explain
-    from vicar.gates import answer_gate, answer_gates, check_action
+    from vicar.client.gates import answer_gate, answer_gates, check_action
 
     check_action(ans.action)  # before connecting: a typo is reported even with no server
     client = await open_client(settings)

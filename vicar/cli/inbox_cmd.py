@@ -13,7 +13,7 @@ import typer
 from vicar.cli.base import app, console, err, friendly, open_client
 from vicar.config import Settings
 from vicar.display import text
-from vicar.listening import listen
+from vicar.runtime.listening import listen
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765

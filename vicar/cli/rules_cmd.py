@@ -14,9 +14,9 @@ import typer
 
 from vicar.cli.base import OUTPUT, Output, app, console, friendly, open_client
 from vicar.config import Settings
-from vicar.control_models import Control, Effect, Rule, check_responder
 from vicar.errors import InvalidInput
 from vicar.models import CfAState, RequestKind, check_principal
+from vicar.models.control import Control, Effect, Rule, check_responder
 
 rules_app = typer.Typer(no_args_is_help=True, help="Rules a principal writes: what the proxy may never decide alone.")
 app.add_typer(rules_app, name="rules")
@@ -31,8 +31,8 @@ def _who(by: str | None) -> str:
 
 def send_change(principal: str, change: dict, output: Output) -> None:
     """One change to the principal's brain, then the rules and pauses in force."""
-    from vicar.brain_models import BrainConfig
     from vicar.client import change_control
+    from vicar.models.brain import BrainConfig
 
     check_principal(principal)  # before any connection: a bad name is one line, exit 2
     settings = Settings.from_env()

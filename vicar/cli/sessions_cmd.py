@@ -31,7 +31,7 @@ async def _session(principal: str, session_id: str, end: bool) -> None:
     from temporalio.service import RPCError, RPCStatusCode
 
     from vicar.models import check_principal
-    from vicar.session_models import SessionSummary
+    from vicar.models.session import SessionSummary
 
     check_principal(principal)
     client = await open_client(Settings.from_env())

@@ -22,7 +22,7 @@ def codec_server(
     ),
 ) -> None:
     """Serve Temporal's codec protocol so the Web UI and `temporal` CLI show sealed payloads (docs/codec.md)."""
-    from vicar.codec_server import run
+    from vicar.runtime.codec_server import run
 
     run(Settings.from_env(), host, port, origin or [], lambda line: console.print(text(line)))
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from vicar.errors import VicarError
-from vicar.limits import NAME_CHARS
 from vicar.models import Action, CfAState, GateRequest
+from vicar.models.limits import NAME_CHARS
 
 _AUTHOR = re.compile(r"^(?:From|Signed-off-by):[ \t]*([^<\n]{1,100})", re.MULTILINE)
 

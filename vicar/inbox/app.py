@@ -142,7 +142,7 @@ def create_app(settings: Settings, client: Any = None, *, secure_cookies: bool =
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
         if state.client is None:
-            from vicar.connect import connect
+            from vicar.runtime.connect import connect
 
             state.client = await connect(settings)
         yield

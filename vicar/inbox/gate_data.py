@@ -1,4 +1,4 @@
-"""What the gate page shows: `vicar.gate_view.GateView` (everything `vicar gate show`
+"""What the gate page shows: `vicar.client.view.GateView` (everything `vicar gate show`
 shows), the artifact split into diff lines when it is a diff, and the date of each
 pre-review item's source gate (its evidence: the person's own words, and when)."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from vicar.gate_view_models import GateView
 from vicar.inbox.render import diff_lines, is_diff
 from vicar.inbox.web import Inbox
-from vicar.prereview_models import PreReviewItem
-from vicar.vocabulary import QUESTION_ACTIONS, VALID_ACTIONS, CfAState
+from vicar.models.prereview import PreReviewItem
+from vicar.models.view import GateView
+from vicar.models.vocabulary import QUESTION_ACTIONS, VALID_ACTIONS, CfAState
 
 EVIDENCE_SHOWN = 8
 
@@ -43,7 +43,7 @@ class GatePage:
 
 
 async def load_gate(inbox: Inbox, workflow_id: str) -> GatePage:
-    from vicar.gate_view import gate_view
+    from vicar.client.view import gate_view
 
     view = await gate_view(inbox.client, workflow_id)
     page = GatePage(v=view)

@@ -27,7 +27,7 @@ from vicar.inbox.web import (
     signed_in,
 )
 from vicar.models import GateDetails, HumanAnswer
-from vicar.vocabulary import CfAState
+from vicar.models.vocabulary import CfAState
 
 BATCH_CONCURRENCY = 8  # answers in flight at once: each is one update, a round trip or two
 
@@ -125,7 +125,7 @@ async def gate_page(request: Request) -> Response:
 
 
 async def _answer_one(request: Request, wid: str, ans: HumanAnswer) -> str:
-    from vicar.gates import answer_gate, find_gate
+    from vicar.client.gates import answer_gate, find_gate
     from vicar.workflows import search_attributes as sa
 
     acct = signed_in(request)

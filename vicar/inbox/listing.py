@@ -1,5 +1,5 @@
 """The waiting gates for the list page, read from visibility as
-`vicar.gates.list_escalations` reads them (the same query, the memo each gate writes
+`vicar.client.gates.list_escalations` reads them (the same query, the memo each gate writes
 when it escalates), but decoding only what the page shows: the SDK's listing decodes
 every search attribute of every workflow, which took most of the list's time at 1,000
 gates (bench/INBOX_RESULTS.md). The memos are unsealed in one codec call."""
@@ -13,10 +13,10 @@ from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
 from temporalio.client import Client
 
 from vicar import contracts as c
-from vicar.codec import REFUSED, refusal_line
-from vicar.gates import UNREADABLE, UNREADABLE_CHARS
+from vicar.client.gates import UNREADABLE, UNREADABLE_CHARS
 from vicar.memory.text import clip
 from vicar.models import GateDetails, GateStatus
+from vicar.runtime.codec import REFUSED, refusal_line
 from vicar.workflows import search_attributes as sa
 
 QUERY = f'VicarStatus = "{GateStatus.escalated.value}" AND ExecutionStatus = "Running"'

@@ -11,15 +11,15 @@ from datetime import UTC, datetime, timedelta
 from starlette.requests import Request
 from starlette.responses import Response
 
-from vicar.audit_models import AuditRecord
-from vicar.control_models import Effect
 from vicar.errors import Conflict, InvalidInput, NotFound
 from vicar.inbox.accounts import Account
 from vicar.inbox.render import Point, chart
 from vicar.inbox.rule_form import kept, rule_from_form, scope
 from vicar.inbox.web import check_workflow_id, checked_form, client_as, inbox, one, redirect, refusal, render, signed_in
 from vicar.models import check_principal
-from vicar.vocabulary import CfAState
+from vicar.models.audit import AuditRecord
+from vicar.models.control import Effect
+from vicar.models.vocabulary import CfAState
 
 FEED_DAYS = 30  # the feed and the chart read this much of the audit trail
 FEED_MOST = 200
@@ -29,7 +29,7 @@ CACHE_SECONDS = 15.0  # an audit page is a workflow: the feed and the chart shar
 async def principals_of(request: Request, acct: Account) -> list[str]:
     """The principals this person answers for: the account's, else every one with a
     brain whose allow-list admits them."""
-    from vicar.audit_client import audited_principals
+    from vicar.client.audit import audited_principals
 
     if acct.principals:
         names = acct.principals
@@ -40,7 +40,7 @@ async def principals_of(request: Request, acct: Account) -> list[str]:
 
 async def trail(request: Request, principal: str) -> list[AuditRecord]:
     """The principal's records of the last FEED_DAYS, oldest first (cached briefly)."""
-    from vicar.audit_client import audit_pages
+    from vicar.client.audit import audit_pages
 
     cache = inbox(request).trails
     cached = cache.get(principal)
@@ -80,7 +80,7 @@ async def feed(request: Request) -> Response:
 
 
 async def review(request: Request) -> Response:
-    from vicar.audit_client import review_gate
+    from vicar.client.audit import review_gate
 
     acct = signed_in(request)
     form = await checked_form(request)
@@ -131,8 +131,8 @@ async def rules(request: Request, failed: dict | None = None) -> Response:
 async def control(request: Request) -> Response:
     """Add or remove one of a principal's rules, pause their proxy (for everything, a
     state, a task type or both) or lift a pause: the changes the CLI sends."""
-    from vicar.brain_models import BrainConfig
     from vicar.client import change_control
+    from vicar.models.brain import BrainConfig
 
     acct = signed_in(request)
     form = await checked_form(request)

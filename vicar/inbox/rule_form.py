@@ -8,8 +8,8 @@ import re
 
 from pydantic import ValidationError
 
-from vicar.control_models import Rule
 from vicar.errors import InvalidInput, validation_summary
+from vicar.models.control import Rule
 
 # The fields of the add-rule form; the list fields take one value per line, and the
 # short ones (task types, agents, path globs) commas too.

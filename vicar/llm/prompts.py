@@ -27,7 +27,7 @@ from vicar.models import (
     PassResult,
     RequestKind,
 )
-from vicar.prereview_models import PreReviewItem
+from vicar.models.prereview import PreReviewItem
 from vicar.proxy.facts import FACT_KINDS
 
 # The gate bridge's first slot (docs/design/approval-gate-and-proxy.md, _GATE_TEMPLATES).

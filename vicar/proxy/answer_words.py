@@ -25,10 +25,10 @@ from collections.abc import Sequence
 
 from vicar.llm.parse import citations_in, strip_citations
 from vicar.models import Action, DialogTurn, GateRequest, PassResult, RequestKind, RetrievalContext
-from vicar.prereview_models import PreReviewItem
+from vicar.models.prereview import PreReviewItem
+from vicar.models.vocabulary import CfAState
 from vicar.proxy.concerns import categories_in, strip_tags
 from vicar.proxy.prereview import rank, render, select
-from vicar.vocabulary import CfAState
 
 TURNED_BACK = (Action.correct, Action.reject)
 # The answer reads further down the same ranking than the pre-review shown (4 items,

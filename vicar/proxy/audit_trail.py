@@ -10,7 +10,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from vicar.audit_models import (
+from vicar.memory.chunk import MemoryChunk, chunk_id_for
+from vicar.memory.store import RecordStore
+from vicar.memory.text import clip
+from vicar.models import OutcomeRecord
+from vicar.models.audit import (
     ARTIFACT_EXCERPT_CHARS,
     MEMORY_EXCERPT_CHARS,
     AuditPage,
@@ -18,10 +22,6 @@ from vicar.audit_models import (
     AuditRecord,
     MemoryUsed,
 )
-from vicar.memory.chunk import MemoryChunk, chunk_id_for
-from vicar.memory.store import RecordStore
-from vicar.memory.text import clip
-from vicar.models import OutcomeRecord
 from vicar.proxy.lineage import artifact_hash
 from vicar.proxy.reviews import reviews_of
 

@@ -16,7 +16,7 @@ from itertools import combinations
 from vicar.config import CalibrationParams
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import AnsweredBy, ChunkSummary, RetrievalContext
-from vicar.vocabulary import TERMINAL_ACTIONS
+from vicar.models.vocabulary import TERMINAL_ACTIONS
 
 _TERMINAL = {a.value for a in TERMINAL_ACTIONS}
 

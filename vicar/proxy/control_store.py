@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from vicar.control_models import Control
 from vicar.memory.store import RecordStore
+from vicar.models.control import Control
 
 META_KEY = "human_control"  # the rules and pauses, as JSON
 

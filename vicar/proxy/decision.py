@@ -29,7 +29,7 @@ def decide(request: GateRequest, calibration: Calibration, posterior: PassResult
     it may (the autonomy rule proved its score and no guard fired). A prediction without
     an action (unparsable or empty) never auto-approves unless the gate is in `never` mode.
     `overruled`: a pause or an `ask` rule of the human's is in force: the human decides,
-    whatever the gate's escalation mode (vicar/control_models.py)."""
+    whatever the gate's escalation mode (vicar/models/control.py)."""
     text = posterior.prose.strip()
     if overruled:
         return Decision(escalate=True, action=posterior.action, text=text)

@@ -14,8 +14,8 @@ from statistics import fmean
 from pydantic import BaseModel
 
 from vicar.config import AutonomyParams
-from vicar.control_models import Control
 from vicar.models import Action, AnsweredBy, AutonomyRule, OutcomeRecord, RequestKind
+from vicar.models.control import Control
 
 SESSIONS = 10  # the trend looks at this many latest sessions
 MIN_SESSIONS = 4

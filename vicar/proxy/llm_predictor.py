@@ -24,7 +24,7 @@ from vicar.models import (
     Surprise,
     Usage,
 )
-from vicar.prereview_models import PreReviewItem
+from vicar.models.prereview import PreReviewItem
 from vicar.proxy.answer_words import judge_citations
 from vicar.proxy.prereview import pre_review
 from vicar.proxy.provider import Predictor

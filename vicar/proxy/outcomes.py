@@ -125,7 +125,7 @@ def record_outcome(
 
 
 def _log_rule_answer(memory: PrincipalMemory, record: OutcomeRecord, artifacts: bool) -> str:
-    """A gate a rule of the human's answered (vicar/control_models.py): in the outcome
+    """A gate a rule of the human's answered (vicar/models/control.py): in the outcome
     log (the turn's release, the audit trail, the interactions file) and nowhere else. No
     chunk: it is neither the human's decision to learn from nor the proxy's to grade (a
     proxy chunk could become a regret pair), and no evidence, facts or censor feedback."""

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field
 
 from vicar.models import AnsweredBy, GateRequest, RetrievalContext
-from vicar.prereview_models import PreReviewItem
+from vicar.models.prereview import PreReviewItem
 from vicar.proxy.concerns import categories_in, content_words, strip_tags
 from vicar.proxy.facts import FACT_KINDS
 

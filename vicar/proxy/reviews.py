@@ -13,8 +13,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import NamedTuple
 
-from vicar.audit_models import Review
 from vicar.memory.store import RecordStore
+from vicar.models.audit import Review
 
 
 class ReviewLabel(NamedTuple):

@@ -1,5 +1,5 @@
 """Matching the human's rules against one gate (the models and their changes are
-vicar/control_models.py). Pure: the rule-matching activity and `vicar rules test` call it.
+vicar/models/control.py). Pure: the rule-matching activity and `vicar rules test` call it.
 
 Precedence, safest first: a pause in scope wins over everything (nothing answers
 alone, rules included); then any matching `ask` rule (the first one names the
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import fnmatch
 
-from vicar.control_models import Control, Effect, Rule, Verdict, compile_regex, word_regex
 from vicar.models import GateRequest, RequestKind
+from vicar.models.control import Control, Effect, Rule, Verdict, compile_regex, word_regex
 
 
 def _texts(rule: Rule, request: GateRequest, artifact: str) -> list[str]:

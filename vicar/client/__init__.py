@@ -1,7 +1,7 @@
 """Vicar's client API for orchestrators: open a gate, await its result, answer it, list
 the gates waiting for a human. Every call takes a connected `temporalio.client.Client`
-(use `vicar.connect.connect(Settings.from_env())` for Vicar's configured server, or
-your own client with `vicar.codec.data_converter(settings)`: pydantic, payloads sealed
+(use `vicar.runtime.connect.connect(Settings.from_env())` for Vicar's configured server, or
+your own client with `vicar.runtime.codec.data_converter(settings)`: pydantic, payloads sealed
 with the worker's keys, docs/codec.md).
 
     handle = await open_gate(client, GateRequest(principal="alice", gate_id="deploy-42",
@@ -43,14 +43,14 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from vicar import contracts as c
-from vicar.brain_models import BrainConfig
+from vicar.client.gates import answer_gate, find_gate, list_escalations, query_details, start_gate, started_with
+from vicar.client.view import gate_view
 from vicar.config import ANSWER_TIMEOUT, TASK_QUEUE
-from vicar.control_models import Control, ControlChange, Rule
 from vicar.errors import Conflict, InvalidInput, NotResponding, validation_summary
-from vicar.gate_view import gate_view
-from vicar.gate_view_models import GateView
-from vicar.gates import answer_gate, find_gate, list_escalations, query_details, start_gate, started_with
 from vicar.models import BrainInput, GateDetails, GateRequest, GateResult, HumanAnswer, check_principal
+from vicar.models.brain import BrainConfig
+from vicar.models.control import Control, ControlChange, Rule
+from vicar.models.view import GateView
 
 __all__ = [
     "GateHandle",

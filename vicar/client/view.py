@@ -17,9 +17,9 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.service import RPCError
 
 from vicar import contracts as c
-from vicar.gate_view_models import VIEW_ARTIFACT_CHARS, ArtifactFile, GateView
-from vicar.gates import find_gate, started_with
+from vicar.client.gates import find_gate, started_with
 from vicar.models import GateDetails, GateRequest, GateResult
+from vicar.models.view import VIEW_ARTIFACT_CHARS, ArtifactFile, GateView
 
 # A query waits for a worker to run it: a gate whose worker is down is shown from its
 # memo after this long rather than hanging the command or the page.

@@ -19,8 +19,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from vicar.client.gates import answer_gate, gate_details, start_gate
 from vicar.display import text
-from vicar.gates import answer_gate, gate_details, start_gate
 from vicar.models import SURPRISE_DELTA, CfAState, GateDetails, GateRequest, GateResult, GateStatus, HumanAnswer
 
 

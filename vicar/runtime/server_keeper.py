@@ -1,7 +1,7 @@
-"""The embedded server's keeper, a detached process: `python -m vicar.server_keeper DATA_DIR STARTER_PID`.
+"""The embedded server's keeper, a detached process: `python -m vicar.runtime.server_keeper DATA_DIR STARTER_PID`.
 
 It outlives the process that started it and runs the Temporal dev server as its child
-until no process uses it (see vicar/server.py).
+until no process uses it (see vicar/runtime/server.py).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
-from vicar.server import keep
+from vicar.runtime.server import keep
 
 
 def _exit(signum, frame) -> None:

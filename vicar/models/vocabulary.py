@@ -51,7 +51,7 @@ class AnsweredBy(str, Enum):
     human = "human"
     proxy = "proxy"
     nobody = "nobody"  # the gate's deadline passed while it waited for the human
-    rule = "rule"  # a rule the human wrote (vicar/control_models.py); never the proxy's evidence
+    rule = "rule"  # a rule the human wrote (vicar/models/control.py); never the proxy's evidence
 
 
 class GateStatus(str, Enum):

@@ -8,7 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from vicar.gates import gate_details, start_gate
+from vicar.client.gates import gate_details, start_gate
 from vicar.models import CfAState, EscalationMode, GateRequest, GateStatus
 
 INBOX_HOST = "127.0.0.1"  # the demo's inbox is for this machine's user only

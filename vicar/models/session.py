@@ -8,8 +8,8 @@ from pydantic import BaseModel, Field, model_validator
 
 from vicar.memory.consolidation_plan import ConsolidationReport
 from vicar.memory.names import check_principal
-from vicar.usage import Usage
-from vicar.vocabulary import AnsweredBy
+from vicar.models.usage import Usage
+from vicar.models.vocabulary import AnsweredBy
 
 
 class SessionConfig(BaseModel):

@@ -23,15 +23,15 @@ from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from temporalio.api.common.v1 import Payloads
 
 from vicar import settings_env
-from vicar.codec import AesGcmCodec, CodecKeyError
 from vicar.config import Settings
+from vicar.runtime.codec import AesGcmCodec, CodecKeyError
 
 TOKEN_VAR = "VICAR_CODEC_SERVER_TOKEN"
 TOKEN_FILE = "codec-server-token"
 DEFAULT_ORIGINS = ("http://localhost:8233", "http://127.0.0.1:8233")  # the embedded server's UI
 MAX_BODY_BYTES = 16 * 1024 * 1024  # far above a UI page's payloads; refuses a memory-filling body
 MIN_TOKEN_CHARS = 16
-log = logging.getLogger("vicar.codec_server")
+log = logging.getLogger("vicar.runtime.codec_server")
 # A request's headers, and then its whole body, must arrive within this: a client that
 # stalls (or trickles) holds a thread and a buffer for no longer.
 READ_SECONDS = 10
@@ -285,13 +285,13 @@ def run(settings: Settings, host: str, port: int, origins: list[str], say) -> No
     """Serve until SIGTERM (exit 0) or Ctrl-C; `say` prints the one line of where."""
     import signal
 
-    from vicar.codec import codec
+    from vicar.runtime.codec import codec
 
     token, where = server_token(settings)
     try:
         server = CodecServer(codec(settings), token, host, port, origins or DEFAULT_ORIGINS)
     except OSError as exc:  # a bad host, a port in use or privileged
-        from vicar.listening import bind_error
+        from vicar.runtime.listening import bind_error
 
         raise bind_error(exc, host, port) from None
     stop = threading.Event()

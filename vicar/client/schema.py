@@ -2,7 +2,7 @@
 queue, each update, signal and query with its payload, and JSON Schema for every
 payload (`vicar schema`), the webhook's notice included. The names come from the code
 that serves them and the schemas from the models the worker validates with (their
-patterns from the validators' own regexes: vicar/schema_rules.py), so the document
+patterns from the validators' own regexes: vicar/models/schema_rules.py), so the document
 cannot drift from it."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from vicar import contracts as c
-from vicar.audit_models import AuditRecord
 from vicar.config import TASK_QUEUE
-from vicar.control_models import Control, ControlChange
 from vicar.errors import INVALID_GATE_REQUEST
-from vicar.gate_view_models import ArtifactFile, GateView
 from vicar.models import GateDetails, GateRequest, GateResult, HumanAnswer
+from vicar.models.audit import AuditRecord
+from vicar.models.control import Control, ControlChange
+from vicar.models.view import ArtifactFile, GateView
 from vicar.workflows import search_attributes as sa
 
 # What a client sends and receives, by the name the schema files carry.

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import quote
 
 from vicar.contracts import Notice
-from vicar.gate_view_models import excerpt_line
+from vicar.models.view import excerpt_line
 
 # Slack refuses a section text over 3,000 characters and a `text` over 40,000; a chat
 # message is a glimpse, the page has the rest.

@@ -21,11 +21,8 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from vicar import contracts as c
-from vicar.codec import AesGcmCodec, CodecKeyError
 from vicar.config import ANSWER_TIMEOUT, TASK_QUEUE
 from vicar.errors import Conflict, InvalidInput, NotFound, NotResponding
-from vicar.gate_view_models import excerpt_line
-from vicar.key_check import check_opens
 from vicar.memory.text import clip
 from vicar.models import (
     CfAState,
@@ -36,7 +33,10 @@ from vicar.models import (
     HumanAnswer,
     check_principal,
 )
-from vicar.vocabulary import QUESTION_ACTIONS, VALID_ACTIONS
+from vicar.models.view import excerpt_line
+from vicar.models.vocabulary import QUESTION_ACTIONS, VALID_ACTIONS
+from vicar.runtime.codec import AesGcmCodec, CodecKeyError
+from vicar.runtime.key_check import check_opens
 from vicar.workflows import search_attributes as sa
 
 

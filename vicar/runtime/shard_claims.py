@@ -1,6 +1,6 @@
 """Two workers must never hold copies of one memory: each would keep its own copy of the
 principals' memories (and allow-lists) and Temporal would split the principals' work
-between them. The lock file (vicar/locks.py) stops a second worker on the same data
+between them. The lock file (vicar/runtime/locks.py) stops a second worker on the same data
 directory; workers on other machines (other directories) are seen by Temporal instead:
 before polling, a worker asks the server who has polled its queues lately and refuses to
 start beside

@@ -1,4 +1,4 @@
-"""Size limits of the texts Vicar takes in: the models' own max_length (vicar/models.py),
+"""Size limits of the texts Vicar takes in: the models' own max_length (vicar/models/__init__.py),
 which Settings may lower for the CLI (VICAR_MAX_*). Pydantic only: importable in the
 workflow sandbox."""
 

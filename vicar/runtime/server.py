@@ -2,7 +2,7 @@
 
 Data persists under the data directory; Vicar's search attributes are registered at
 start. Every process using a data directory's server holds a shared lock on
-`temporal/users.lock`; a small detached keeper (vicar/server_keeper.py) runs the server
+`temporal/users.lock`; a small detached keeper (vicar/runtime/server_keeper.py) runs the server
 as its child and stops it once nobody holds that lock any more. So the server is never
 stopped under a process still using it, and never orphaned: the kernel drops a dead
 user's lock, even after SIGKILL, and the server dies with its keeper.
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from vicar.errors import VicarError
-from vicar.locks import POLL_SECONDS, held, lock_within, try_lock
+from vicar.runtime.locks import POLL_SECONDS, held, lock_within, try_lock
 
 DEFAULT_PORT = 7233
 DEFAULT_UI_PORT = 8233
@@ -322,7 +322,7 @@ def _start_keeper(data_dir: Path, timeout: float) -> dict:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
     with open(tdir / "server.log", "ab") as log:
         keeper = subprocess.Popen(
-            [sys.executable, "-m", "vicar.server_keeper", str(data_dir), str(os.getpid())],
+            [sys.executable, "-m", "vicar.runtime.server_keeper", str(data_dir), str(os.getpid())],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -346,7 +346,7 @@ def _start_keeper(data_dir: Path, timeout: float) -> dict:
 
 
 def keep(data_dir: Path, started_by: int) -> int:
-    """The keeper's body (run as `python -m vicar.server_keeper`): start the server,
+    """The keeper's body (run as `python -m vicar.runtime.server_keeper`): start the server,
     note where it is, stop it once no process holds the users lock."""
     tdir = data_dir / "temporal"
     with open(tdir / KEEPER_LOCK, "r+") as note_file, open(tdir / USERS_LOCK, "a") as users:

@@ -52,7 +52,7 @@ KEY_BYTES = 32  # AES-256
 KEY_FILE = "codec-keys"
 KEYS_VAR, KEY_FILE_VAR = "VICAR_CODEC_KEYS", "VICAR_CODEC_KEY_FILE"
 _KEY_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-log = logging.getLogger("vicar.codec")
+log = logging.getLogger("vicar.runtime.codec")
 
 
 class CodecKeyError(VicarError):

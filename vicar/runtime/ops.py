@@ -13,7 +13,7 @@
 Both are off unless configured (vicar.config.OpsParams says why). The HTTP server is the
 standard library's asyncio streams: two GET routes, no dependency for them.
 
-    python -m vicar.ops probe /readyz    # exit 0 when ready: the container HEALTHCHECK
+    python -m vicar.runtime.ops probe /readyz    # exit 0 when ready: the container HEALTHCHECK
 """
 
 from __future__ import annotations
@@ -193,7 +193,7 @@ def probe(path: str, timeout: float = 3.0) -> int:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2 or argv[0] != "probe" or argv[1] not in (HEALTH_PATH, READY_PATH):
-        print(f"usage: python -m vicar.ops probe {HEALTH_PATH}|{READY_PATH}", file=sys.stderr)
+        print(f"usage: python -m vicar.runtime.ops probe {HEALTH_PATH}|{READY_PATH}", file=sys.stderr)
         return InvalidInput.exit_code
     try:
         return probe(argv[1])

@@ -1,9 +1,9 @@
 """Pydantic models at Vicar's boundaries: what crosses Temporal, the CLI and the store.
 
 This module must stay importable inside the Temporal workflow sandbox: pydantic and
-the standard library only. Beside it: the gate's vocabulary (vicar/vocabulary.py), the
-text limits (vicar/limits.py), LLM usage (vicar/usage.py), the brain's models
-(vicar/brain_models.py) and the session's (vicar/session_models.py).
+the standard library only. Beside it: the gate's vocabulary (vicar/models/vocabulary.py), the
+text limits (vicar/models/limits.py), LLM usage (vicar/models/usage.py), the brain's models
+(vicar/models/brain.py) and the session's (vicar/models/session.py).
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from vicar.memory.names import check_principal
+
 # Still imported from here by files other helpers are reworking (activities/proxy.py,
 # activities/turns.py, workflows/brain.py, workflows/consolidation.py, workflows/gate.py,
 # workflows/move.py, workflows/turn.py); new code imports these from their own modules.
-from vicar.brain_models import (  # noqa: F401
+from vicar.models.brain import (  # noqa: F401
     BrainConfig,
     BrainInput,
     BrainState,
@@ -25,10 +27,9 @@ from vicar.brain_models import (  # noqa: F401
     TurnReply,
     TurnRequest,
 )
-from vicar.limits import DEFAULT_LIMITS, MAX_ARTIFACT_PATHS, NAME_CHARS, PATH_CHARS, TASK_TYPE_CHARS, TITLE_CHARS
-from vicar.memory.names import check_principal
-from vicar.prereview_models import PreReviewItem
-from vicar.schema_rules import (  # noqa: F401
+from vicar.models.limits import DEFAULT_LIMITS, MAX_ARTIFACT_PATHS, NAME_CHARS, PATH_CHARS, TASK_TYPE_CHARS, TITLE_CHARS
+from vicar.models.prereview import PreReviewItem
+from vicar.models.schema_rules import (  # noqa: F401
     GATE_ID_PATTERN,
     GATE_ID_RE,
     NONBLANK_PATTERN,
@@ -39,14 +40,14 @@ from vicar.schema_rules import (  # noqa: F401
 )
 
 # Re-exported as the brain's models above are (for workflows/gate.py, workflows/consolidation.py).
-from vicar.session_models import (  # noqa: F401
+from vicar.models.session import (  # noqa: F401
     ConsolidationInput,
     JoinReply,
     SessionGate,
     SessionJoin,
 )
-from vicar.usage import Usage
-from vicar.vocabulary import (
+from vicar.models.usage import Usage
+from vicar.models.vocabulary import (
     QUESTION_ACTIONS,
     VALID_ACTIONS,
     Action,
@@ -89,7 +90,7 @@ class GateRequest(BaseModel):
         description="gate: an approval gate; question: an agent's "
         "question mid-turn, answered with action 'answer' and text.",
     )
-    # The patterns are the validators' own regexes (vicar/schema_rules.py), which keep their messages.
+    # The patterns are the validators' own regexes (vicar/models/schema_rules.py), which keep their messages.
     principal: str = Field(
         description="The human the proxy stands in for; names their memory's directory.",
         json_schema_extra={"pattern": PRINCIPAL_PATTERN},

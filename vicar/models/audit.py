@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from vicar.memory.names import check_principal
 from vicar.models import check_responder
-from vicar.schema_rules import GATE_ID_RE
+from vicar.models.schema_rules import GATE_ID_RE
 
 Verdict = Literal["right", "wrong"]
 REVIEW_NOTE_CHARS = 2000

@@ -1,6 +1,6 @@
 """Rules the human writes, and the off switch (pauses): the models, the changes the
 brain's `control` update applies, and the linear-time regex compiler. Pydantic, the
-standard library and re2 only: vicar/brain_models.py carries a Control in every turn
+standard library and re2 only: vicar/models/brain.py carries a Control in every turn
 reply, and the workflow sandbox imports it. The matching is vicar/proxy/rules.py.
 
 A principal's Control lives in their brain workflow, changed by a validated update
@@ -20,8 +20,8 @@ from typing import Literal
 import re2
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from vicar.limits import NAME_CHARS, PATH_CHARS, TASK_TYPE_CHARS, TITLE_CHARS
-from vicar.vocabulary import CfAState
+from vicar.models.limits import NAME_CHARS, PATH_CHARS, TASK_TYPE_CHARS, TITLE_CHARS
+from vicar.models.vocabulary import CfAState
 
 # Bounds. The whole Control rides in every gate's turn reply and in the brain's state
 # carried across continue-as-new, so it is bounded as a whole (JSON bytes), and each
@@ -41,7 +41,7 @@ RE2_MAX_MEM = 8 << 20
 
 def check_responder(value: str) -> str:
     """Who wrote a rule or paused: a name as a responder's (vicar.models imports this
-    module through vicar/brain_models.py, so its own check cannot be imported here)."""
+    module through vicar/models/brain.py, so its own check cannot be imported here)."""
     name = value.strip()
     if not name or len(name) > WHO_CHARS or not name.isprintable():
         raise ValueError(f"invalid name {value[:WHO_CHARS]!r}: 1-{WHO_CHARS} printable characters")

@@ -9,11 +9,11 @@ from temporalio.client import Client
 from temporalio.envconfig import ClientConfig
 from temporalio.runtime import Runtime
 
-from vicar.codec import data_converter
 from vicar.config import Settings
 from vicar.errors import InvalidInput, Unreachable
-from vicar.key_check import check_keys
-from vicar.server import DEFAULT_PORT, embedded_address, env_configured
+from vicar.runtime.codec import data_converter
+from vicar.runtime.key_check import check_keys
+from vicar.runtime.server import DEFAULT_PORT, embedded_address, env_configured
 from vicar.workflows.search_attributes import SEARCH_ATTRIBUTES
 
 
@@ -39,9 +39,9 @@ async def connect(
     runtime: Runtime | None = None,
     worker: bool = False,
 ) -> Client:
-    """runtime: an SDK runtime with metrics (vicar.ops.make_runtime); None: the SDK's default.
+    """runtime: an SDK runtime with metrics (vicar.runtime.ops.make_runtime); None: the SDK's default.
     worker: the client of a worker, the only kind of process that makes a payload key
-    when the data dir has none (vicar/codec.py); any other is refused in one line."""
+    when the data dir has none (vicar/runtime/codec.py); any other is refused in one line."""
     cfg = connect_config(settings)
     if target_host:
         cfg["target_host"] = target_host

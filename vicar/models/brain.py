@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, model_validator
 
-from vicar.control_models import Control
 from vicar.memory.names import check_principal
+from vicar.models.control import Control
 
 
 class TurnRequest(BaseModel):
@@ -50,7 +50,7 @@ class BrainConfig(BaseModel):
     max_grants_per_run: int = 500
     # Gate -> N entries carried across continue-as-new (update ids don't dedupe across runs).
     remembered_gates: int = 2000
-    # Sharded memory (vicar.sharding): the deployment's shard count (None: unsharded)
+    # Sharded memory (vicar.runtime.sharding): the deployment's shard count (None: unsharded)
     # and how long the counter's activities wait for the shard's owner.
     shard_count: int | None = None
     shard_wait_seconds: float = 60.0
@@ -64,7 +64,7 @@ class BrainState(BaseModel):
     lease_deadline: float | None = None  # workflow time, seconds since epoch
     assigned: list[tuple[str, int]] = Field(default_factory=list)  # ordered gate_id -> N
     shard: int | None = None  # where the principal's memory lives (set once; changed only by a move)
-    control: Control = Field(default_factory=Control)  # the human's rules and pauses (vicar/control_models.py)
+    control: Control = Field(default_factory=Control)  # the human's rules and pauses (vicar/models/control.py)
 
 
 class BrainInput(BaseModel):

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from vicar.diff_excerpt import changed_lines
 from vicar.models import DialogTurn, GateResult, LineageVerdict
-from vicar.prereview_models import PreReviewItem
+from vicar.models.prereview import PreReviewItem
 
 # All the artifact a view carries, inline text and file excerpts together: enough to
 # judge a plan or a diff, bounded so a 200 kB artifact does not flood a terminal or a page.

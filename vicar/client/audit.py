@@ -1,7 +1,7 @@
 """The audit trail from a client (docs/audit.md): a principal's gate records, a page at a
 time, and a review of an answer the proxy gave alone. What `vicar audit export` and
 `vicar review` use; an orchestrator can call them with its own client (built with
-vicar.codec.data_converter, as every Vicar client is)."""
+vicar.runtime.codec.data_converter, as every Vicar client is)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from typing import Any
 from temporalio.client import Client, WorkflowFailureError
 
 from vicar import contracts as c
-from vicar.audit_models import DEFAULT_PAGE_BYTES, AuditCursor, AuditPage, AuditPageRequest, ReviewRequest, ReviewResult
 from vicar.config import TASK_QUEUE
 from vicar.errors import NO_MEMORY, Conflict, NotFound, NotResponding, NotReviewable, VicarError
-from vicar.key_check import check_workflow_opens
 from vicar.memory.names import check_principal
+from vicar.models.audit import DEFAULT_PAGE_BYTES, AuditCursor, AuditPage, AuditPageRequest, ReviewRequest, ReviewResult
+from vicar.runtime.key_check import check_workflow_opens
 from vicar.workflows import search_attributes as sa
 
 # A page's workflow ends within this (its steps retry a few times, then fail with why).
@@ -119,7 +119,7 @@ async def review_gate(
     id; `principal` for a gate Temporal no longer holds). Raises NotFound (3),
     NotReviewable (16: not answered by the proxy alone) or Conflict (5: reviewed
     otherwise already, or a reviewer the allow-list refuses)."""
-    from vicar.gates import find_gate
+    from vicar.client.gates import find_gate
 
     try:
         handle, desc = await find_gate(client, gate)

@@ -14,8 +14,9 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from vicar import contracts as c
-from vicar.artifacts import ArtifactRefused, read_artifact_file
+from vicar.artifacts import read_artifact_file
 from vicar.config import Settings
+from vicar.errors import ArtifactRefused
 from vicar.models.chat import slack_message
 from vicar.models.view import ArtifactFile, ExcerptInput
 

@@ -20,9 +20,9 @@ from vicar.activities import answers
 from vicar.activities.rules import RuleActivities
 from vicar.activities.store_errors import store_errors
 from vicar.activities.turns import TurnActivities
-from vicar.artifacts import ArtifactRefused, load_artifact
+from vicar.artifacts import load_artifact
 from vicar.config import TASK_QUEUE, Settings
-from vicar.errors import ALLOW_LIST_EMPTIED, ALLOW_LIST_UNREADABLE, ARTIFACT_REFUSED, VicarError
+from vicar.errors import ALLOW_LIST_EMPTIED, ALLOW_LIST_UNREADABLE, ARTIFACT_REFUSED, ArtifactRefused, VicarError
 from vicar.memory.principal import MemoryRegistry
 from vicar.models import BrainConfig, Calibration, ModelPin, OutcomeRecord, PassResult, Surprise
 from vicar.proxy.calibration import calibrate, calibration_inputs

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from vicar.artifacts import ArtifactRefused, load_artifact
+from vicar.artifacts import load_artifact
 from vicar.cli import app
 from vicar.client.gates import answer_gate, start_gate
+from vicar.errors import ArtifactRefused
 from vicar.models import GateRequest, HumanAnswer
 
 from .conftest import wait_escalated

@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from vicar.artifacts import ArtifactRefused, confine, read_artifact_file
+from vicar.artifacts import confine, read_artifact_file
 from vicar.client.gates import answer_gate, start_gate
 from vicar.client.view import gate_view
 from vicar.config import CalibrationParams, Settings
+from vicar.errors import ArtifactRefused
 from vicar.models import HumanAnswer
 
 from .conftest import LOOSE_AUTONOMY, wait_escalated, wait_for
@@ -123,7 +124,8 @@ def test_confine_refuses_with_its_own_type_whatever_the_path_does(tmp_path):
     with pytest.raises(ArtifactRefused, match="is not a valid path"):
         read_artifact_file(f"{root}/\ud800", [root], 10)
     code = (
-        "import os, sys\nfrom pathlib import Path\nfrom vicar.artifacts import ArtifactRefused, confine\n"
+        "import os, sys\nfrom pathlib import Path\n"
+        "from vicar.artifacts import confine\nfrom vicar.errors import ArtifactRefused\n"
         "os.chdir(sys.argv[1]); os.rmdir(sys.argv[1])\n"
         "try:\n    confine('plan.md', [Path(sys.argv[2])])\n"
         "except ArtifactRefused as exc:\n    print('refused:', exc)\n"

@@ -28,12 +28,13 @@ from temporalio.client import Client
 
 from vicar import contracts as c
 from vicar.client.gates import answer_gate, list_escalations, start_gate
+from vicar.errors import CodecKeyError
 from vicar.inbox.accounts import add_user
 from vicar.inbox.app import create_app
 from vicar.memory.principal import MemoryRegistry
 from vicar.models import GateStatus, HumanAnswer
 from vicar.responders import save_allowed
-from vicar.runtime.codec import KEY_ID, AesGcmCodec, CodecKeyError, data_converter, new_key_line, parse_keys
+from vicar.runtime.codec import KEY_ID, AesGcmCodec, data_converter, new_key_line, parse_keys
 from vicar.runtime.server import temporal_binary
 from vicar.worker import build_worker
 

@@ -174,16 +174,6 @@ async def test_a_form_without_its_csrf_token_is_refused(world):
     await ctx.close()
 
 
-async def test_the_lists_own_reading_of_visibility_is_list_escalations(world):
-    from vicar.client.gates import list_escalations
-    from vicar.inbox.listing import waiting_gates
-
-    w = world
-    ours = sorted((d for d in await waiting_gates(w.h.client) if d.principal == w.p), key=lambda d: d.workflow_id)
-    theirs = sorted(await list_escalations(w.h.client, w.p), key=lambda d: d.workflow_id)
-    assert ours and ours == theirs
-
-
 async def test_a_gate_that_is_not_one_is_a_page_saying_so(world):
     w = world
     ctx, page = await signed_in(w, "alice")

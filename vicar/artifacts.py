@@ -23,21 +23,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vicar.config import Settings
-from vicar.errors import InvalidInput
+from vicar.errors import ArtifactRefused
 from vicar.models import GateRequest
 
 READ_BLOCK = 1 << 16
 SHOWN_PATH_CHARS = 200
 log = logging.getLogger(__name__)
-
-
-class ArtifactRefused(InvalidInput):
-    """An artifact path that is not read: the proxy must not decide without its artifact.
-    str() is the short reason anyone may be shown; `detail` is for the worker's log."""
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(reason)
-        self.detail = detail or reason
 
 
 def _shown(path: str) -> str:

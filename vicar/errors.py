@@ -25,6 +25,8 @@ by the gate's deadline).
 
 # The kinds the memory raises are defined on the ground floor; this is where the rest of
 # Vicar takes them from, with the kinds below.
+from temporalio.exceptions import ApplicationError
+
 from vicar.memory.diskfull import DiskFull  # noqa: F401
 from vicar.memory.errors import BrokenStore, Conflict, InvalidInput, NotInstalled, VicarError  # noqa: F401
 
@@ -100,3 +102,29 @@ class NotReviewable(VicarError):
 
 class DataDirBusy(Conflict):
     """Another process already serves this data directory on this task queue."""
+
+
+class CodecKeyError(VicarError):
+    """A payload this process cannot open, or keys it cannot read: one line, never the key."""
+
+
+class RefusedPayload(ApplicationError, CodecKeyError):
+    """A workflow's argument it cannot read, where the SDK converts it (a start, signal or
+    update with other than one argument): as a failure error it fails the workflow (a
+    start), drops the signal or rejects the update, where any other error failed the
+    workflow task at every retry. A CodecKeyError too, so a client shows its one line."""
+
+    def __init__(self, message: str) -> None:
+        ApplicationError.__init__(self, message, type=REFUSED_PAYLOAD, non_retryable=True)
+
+    def __str__(self) -> str:
+        return self.message  # the one line, as a CodecKeyError prints it
+
+
+class ArtifactRefused(InvalidInput):
+    """An artifact path that is not read: the proxy must not decide without its artifact.
+    str() is the short reason anyone may be shown; `detail` is for the worker's log."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(reason)
+        self.detail = detail or reason

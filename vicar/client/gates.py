@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
-from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.common.v1 import Payload, WorkflowExecution
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, GetWorkflowExecutionHistoryReverseRequest
+from temporalio.api.workflowservice.v1 import (
+    DescribeTaskQueueRequest,
+    GetWorkflowExecutionHistoryReverseRequest,
+    ListWorkflowExecutionsRequest,
+)
 from temporalio.client import (
     Client,
     WorkflowExecutionDescription,
@@ -35,7 +40,7 @@ from vicar.models import (
 )
 from vicar.models.view import excerpt_line
 from vicar.models.vocabulary import QUESTION_ACTIONS, VALID_ACTIONS
-from vicar.runtime.codec import AesGcmCodec, CodecKeyError
+from vicar.runtime.codec import REFUSED, AesGcmCodec, refusal_line
 from vicar.runtime.key_check import check_opens
 from vicar.workflows import search_attributes as sa
 
@@ -268,42 +273,79 @@ async def _why_stuck(client: Client, desc: WorkflowExecutionDescription, attempt
 
 
 async def list_escalations(client: Client, principal: str | None = None) -> list[GateDetails]:
-    """The running gates waiting for a human, oldest first, from visibility alone (search
-    attributes and the memo the gate writes when it escalates): no worker needs to run."""
+    """The running gates waiting for a human (of one principal, or all), oldest first,
+    from visibility alone (search attributes and the memo the gate writes when it
+    escalates): no worker needs to run. Only what is shown is decoded (the SDK's listing
+    decodes every search attribute of every workflow, which took most of the inbox list's
+    time at 1,000 gates, bench/INBOX_RESULTS.md), the memos in one codec call. A gate whose
+    memo does not open here (sealed with a key this process lacks, e.g. one dropped in a
+    rotation, or a workflow that is not a gate) is listed from its search attributes,
+    saying why: one such gate must not take the list down for everyone (issue 34)."""
     query = f'VicarStatus = "{GateStatus.escalated.value}" AND ExecutionStatus = "Running"'
     if principal:
         check_principal(principal)  # also keeps quotes out of the visibility query
         query += f' AND VicarPrincipal = "{principal}"'
-    out = []
-    async for wf in client.list_workflows(query):
-        question = "(no summary: escalated by an older Vicar)"
-        try:
-            memo = await wf.memo_value(c.ESCALATION_MEMO, None)
-        except CodecKeyError as exc:
-            # A gate sealed with a key this process lacks (dropped in a rotation, or never
-            # given): listed from its search attributes, saying why, not a failed listing.
-            memo, question = None, f"{UNREADABLE}{exc})"
-        if memo is not None:
-            try:
-                out.append(GateDetails.model_validate(memo).model_copy(update={"workflow_id": wf.id}))
-                continue
-            except ValueError:  # not what a gate writes (a workflow someone else started)
-                question = f"{UNREADABLE}not a gate's summary)"
-        # Escalated before gates wrote the memo: what the search attributes say.
-        attrs = wf.typed_search_attributes
-        out.append(
-            GateDetails(
-                gate_id=wf.id.removeprefix(c.gate_workflow_id("")),
-                workflow_id=wf.id,
-                status=GateStatus.escalated,
-                principal=attrs.get(sa.PRINCIPAL) or "?",
-                state=attrs.get(sa.STATE) or CfAState.PLAN_ASSERT,
-                task_type=attrs.get(sa.TASK_TYPE) or "?",
-                question=clip(question, UNREADABLE_CHARS),
-                proxy_confidence=attrs.get(sa.CONFIDENCE),
+    memos: list[Payload] = []
+    ids: list[tuple[str, dict[str, Payload]]] = []
+    bare: list[tuple[str, dict[str, Payload]]] = []  # no memo: not escalated by a gate
+    token = b""
+    while True:
+        page = await client.workflow_service.list_workflow_executions(
+            ListWorkflowExecutionsRequest(
+                namespace=client.namespace, query=query, page_size=LIST_PAGE, next_page_token=token
             )
         )
+        for ex in page.executions:
+            memo = ex.memo.fields.get(c.ESCALATION_MEMO)
+            attrs = dict(ex.search_attributes.indexed_fields)
+            if memo is not None:
+                memos.append(memo)
+                ids.append((ex.execution.workflow_id, attrs))
+            else:
+                bare.append((ex.execution.workflow_id, attrs))
+        token = page.next_page_token
+        if not token:
+            break
+    codec = client.data_converter.payload_codec
+    if codec and memos:
+        memos = list(await codec.decode(memos))
+    out = []
+    for (wid, attrs), p in zip(ids, memos):
+        if p.metadata.get("encoding") == REFUSED:
+            out.append(_from_attributes(wid, attrs, f"{UNREADABLE}{refusal_line(p)})"))
+            continue
+        try:
+            out.append(GateDetails.model_validate_json(p.data).model_copy(update={"workflow_id": wid}))
+        except ValueError:  # not what a gate writes (a workflow someone else started)
+            out.append(_from_attributes(wid, attrs, f"{UNREADABLE}not a gate's summary)"))
+    for wid, attrs in bare:
+        out.append(_from_attributes(wid, attrs, f"{UNREADABLE}no summary)"))
     return sorted(out, key=lambda d: d.escalated_at.timestamp() if d.escalated_at else 0.0)
+
+
+def _keyword(attrs: dict[str, Payload], name: str) -> str | None:
+    p = attrs.get(name)
+    try:
+        value = json.loads(p.data) if p is not None else None
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _from_attributes(workflow_id: str, attrs: dict[str, Payload], question: str) -> GateDetails:
+    state = _keyword(attrs, sa.STATE.name)
+    return GateDetails(
+        gate_id=workflow_id.removeprefix(c.gate_workflow_id("")),
+        workflow_id=workflow_id,
+        status=GateStatus.escalated,
+        principal=_keyword(attrs, sa.PRINCIPAL.name) or "?",
+        state=state if state in CfAState.__members__ else CfAState.PLAN_ASSERT,
+        task_type=_keyword(attrs, sa.TASK_TYPE.name) or "?",
+        question=clip(question, UNREADABLE_CHARS),
+    )
+
+
+LIST_PAGE = 1000
 
 
 # The question shown for a gate whose summary does not open here.

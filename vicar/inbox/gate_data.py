@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from vicar.inbox.render import diff_lines, is_diff
+from vicar.diffs import diff_lines, looks_like_diff
 from vicar.inbox.web import Inbox
 from vicar.models.prereview import PreReviewItem
 from vicar.models.view import GateView
@@ -47,7 +47,7 @@ async def load_gate(inbox: Inbox, workflow_id: str) -> GatePage:
 
     view = await gate_view(inbox.client, workflow_id)
     page = GatePage(v=view)
-    if is_diff(view.artifact_text):
+    if looks_like_diff(view.artifact_text):
         page.diff = diff_lines(view.artifact_text)
     items = view.prereview[:EVIDENCE_SHOWN]
     # gate_view dated them (each source gate's close, while Temporal keeps it)

@@ -11,9 +11,9 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
+from vicar.client.gates import list_escalations
 from vicar.errors import InvalidInput, VicarError, validation_summary
 from vicar.inbox.gate_data import load_gate
-from vicar.inbox.render import list_excerpt
 from vicar.inbox.web import (
     MAX_BATCH,
     check_workflow_id,
@@ -40,10 +40,8 @@ def _sort_key(d: GateDetails) -> tuple[float, float]:
 
 async def visible_gates(request: Request) -> list[GateDetails]:
     """Every waiting gate this person may answer, soonest deadline first (then oldest)."""
-    from vicar.inbox.listing import waiting_gates
-
     acct = signed_in(request)
-    gates = await waiting_gates(inbox(request).client)
+    gates = await list_escalations(inbox(request).client)
     allowed: dict[str, bool] = {}
     out = []
     for d in gates:
@@ -88,15 +86,13 @@ async def waiting_list(request: Request) -> Response:
     now = datetime.now(UTC)
     rows = []
     for d in shown:
-        diff_path, excerpt = list_excerpt(d.artifact_excerpt or "")
         rows.append(
             dict(
                 d=d,
                 wid=d.workflow_id,
                 waited=waited(d.escalated_at, now),
                 deadline=d.deadline,
-                diff_path=diff_path,
-                excerpt=excerpt,
+                excerpt=d.artifact_excerpt or "",
                 agent=d.upstream_agent,
             )
         )

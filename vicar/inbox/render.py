@@ -1,57 +1,12 @@
-"""Server-side rendering helpers: an artifact shown as a coloured diff when it is one,
-and the health chart as inline SVG (no script, no image files)."""
+"""The health chart as inline SVG (no script, no image files). A diff's lines are classed
+for colour by vicar.diffs."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from datetime import datetime
 from html import escape
 from typing import NamedTuple
-
-DIFF_MARKERS = ("diff --git ", "--- ", "+++ ", "@@ ")
-# A diff's headers as the gate's one-line excerpt holds them (its lines joined by blanks):
-# the changed file's path is worth showing, the rest of the header is not.
-FLAT_DIFF_HEAD = re.compile(
-    r"^diff --git a/(?P<path>\S+) b/\S+ ?"
-    r"(?:(?:new|deleted) file mode \d+ ?)?(?:index \S+(?: \d+)? ?)?"
-    r"(?:--- \S+ ?)?(?:\+\+\+ \S+ ?)?(?:@@ [^@]* @@ ?)?"
-)
-MEANINGFUL_CHARS = 40
-
-
-def list_excerpt(excerpt: str) -> tuple[str, str]:
-    """(the changed file's path, what follows the headers) for a diff's one-line
-    excerpt; ("", the excerpt) for anything else."""
-    m = FLAT_DIFF_HEAD.match(excerpt)
-    if not m:
-        return "", excerpt
-    rest = excerpt[m.end() :].strip()
-    # The headers take most of the excerpt: a few characters cut off after them say nothing.
-    return m.group("path"), "" if rest.endswith("…") and len(rest) < MEANINGFUL_CHARS else rest
-
-
-def is_diff(text: str) -> bool:
-    head = text.lstrip()[:4000].splitlines()
-    return any(line.startswith("@@ ") for line in head) and any(line.startswith(DIFF_MARKERS[:3]) for line in head)
-
-
-def diff_lines(text: str) -> list[tuple[str, str]]:
-    """(css class, line) per line of a unified diff."""
-    out = []
-    for line in text.splitlines():
-        if line.startswith(("diff --git ", "index ", "--- ", "+++ ")):
-            kind = "head"
-        elif line.startswith("@@"):
-            kind = "hunk"
-        elif line.startswith("+"):
-            kind = "add"
-        elif line.startswith("-"):
-            kind = "del"
-        else:
-            kind = "ctx"
-        out.append((kind, line))
-    return out
 
 
 class Point(NamedTuple):

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from vicar.diff_excerpt import changed_lines
+from vicar.diffs import changed_lines
 from vicar.models import DialogTurn, GateResult, LineageVerdict
 from vicar.models.prereview import PreReviewItem
 

@@ -33,11 +33,11 @@ from temporalio.converter import (
     SerializationContext,
     WorkflowSerializationContext,
 )
-from temporalio.exceptions import ApplicationError, FailureError
+from temporalio.exceptions import FailureError
 
 from vicar import settings_env
 from vicar.config import Settings
-from vicar.errors import REFUSED_PAYLOAD, InvalidInput, VicarError
+from vicar.errors import CodecKeyError, InvalidInput, RefusedPayload, VicarError
 
 ENCODING = b"binary/encrypted"  # the metadata Temporal's encryption samples use
 KEY_ID = "encryption-key-id"
@@ -53,10 +53,6 @@ KEY_FILE = "codec-keys"
 KEYS_VAR, KEY_FILE_VAR = "VICAR_CODEC_KEYS", "VICAR_CODEC_KEY_FILE"
 _KEY_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 log = logging.getLogger("vicar.runtime.codec")
-
-
-class CodecKeyError(VicarError):
-    """A payload this process cannot open, or keys it cannot read: one line, never the key."""
 
 
 def new_key_line(key_id: str) -> str:
@@ -258,19 +254,6 @@ class RefusedPayloadConverter(EncodingPayloadConverter):
 
     def from_payload(self, payload: Payload, type_hint: type | None = None) -> Any:
         raise CodecKeyError(refusal_line(payload))
-
-
-class RefusedPayload(ApplicationError, CodecKeyError):
-    """A workflow's argument it cannot read, where the SDK converts it (a start, signal or
-    update with other than one argument): as a failure error it fails the workflow (a
-    start), drops the signal or rejects the update, where any other error failed the
-    workflow task at every retry. A CodecKeyError too, so a client shows its one line."""
-
-    def __init__(self, message: str) -> None:
-        ApplicationError.__init__(self, message, type=REFUSED_PAYLOAD, non_retryable=True)
-
-    def __str__(self) -> str:
-        return self.message  # the one line, as a CodecKeyError prints it
 
 
 class VicarPayloadConverter(PydanticPayloadConverter):

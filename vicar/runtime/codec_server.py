@@ -24,7 +24,8 @@ from temporalio.api.common.v1 import Payloads
 
 from vicar import settings_env
 from vicar.config import Settings
-from vicar.runtime.codec import AesGcmCodec, CodecKeyError
+from vicar.errors import CodecKeyError
+from vicar.runtime.codec import AesGcmCodec
 
 TOKEN_VAR = "VICAR_CODEC_SERVER_TOKEN"
 TOKEN_FILE = "codec-server-token"

@@ -18,7 +18,8 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 import vicar.contracts as c
-from vicar.runtime.codec import ENCODING, KEY_FILE_VAR, KEY_ID, KEYS_VAR, AesGcmCodec, CodecKeyError
+from vicar.errors import CodecKeyError
+from vicar.runtime.codec import ENCODING, KEY_FILE_VAR, KEY_ID, KEYS_VAR, AesGcmCodec
 
 # Newest events looked at for a worker-sealed payload: a brain's or a finished gate's
 # last turn holds several; more would cost a listing of a long history for nothing.

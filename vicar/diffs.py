@@ -1,5 +1,6 @@
-"""A unified diff's changed lines, for a one-line excerpt (issue 28: a `docs` diff that
-also drops a table must show the drop in a listing, not the headers that fill it)."""
+"""Unified diffs: telling one (the one detector), its changed lines for a one-line excerpt
+(issue 28: a `docs` diff that also drops a table must show the drop in a listing, not the
+headers that fill it), and its lines classed for display (the inbox colours them)."""
 
 from __future__ import annotations
 
@@ -69,3 +70,21 @@ def changed_lines(text: str, budget: int) -> str | None:
     if not parts:
         return None
     return " ".join(parts)
+
+
+def diff_lines(text: str) -> list[tuple[str, str]]:
+    """(class, line) per line of a unified diff: head, hunk, add, del or ctx."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith(("diff --git ", "index ", "--- ", "+++ ")):
+            kind = "head"
+        elif line.startswith("@@"):
+            kind = "hunk"
+        elif line.startswith("+"):
+            kind = "add"
+        elif line.startswith("-"):
+            kind = "del"
+        else:
+            kind = "ctx"
+        out.append((kind, line))
+    return out

@@ -41,10 +41,21 @@ class Prediction(BaseModel):
     bound: float | None = None  # the error bound the rule stated at this gate (None: no threshold in force)
     prereview_text: str = ""  # the pre-review's items (vicar.proxy.prereview), one paragraph each
     prereview_learned_text: str = ""  # the same ranked by the weights learned online (RankLearner)
+    task_type: str = ""
+    # The answer offered for one tap on an escalated gate (None: the predicted action).
+    suggested: str | None = None
 
     @property
     def correct(self) -> bool:
         return self.predicted == self.actual
+
+
+def score_of(p: Prediction) -> float | None:
+    """The score the autonomy rule reads: the predictor's own confidence (a baseline's
+    confidence when it has no other); None without a prediction."""
+    if p.predicted is None:
+        return None
+    return p.posterior_confidence if p.posterior_confidence is not None else p.confidence
 
 
 def accuracy(preds: Sequence[Prediction]) -> float:

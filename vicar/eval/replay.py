@@ -16,9 +16,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from vicar.config import MemoryParams, RetrievalOptions, Settings
 from vicar.eval.dataset import GateEvent, principal_for
 from vicar.eval.metrics import BASELINE_THRESHOLD, Prediction
+from vicar.eval.profile import EvalProfile
 from vicar.memory.chunk import blended_text, chunk_id_for
 from vicar.memory.embedder import Embedder
 from vicar.memory.principal import PrincipalMemory
@@ -30,6 +30,7 @@ from vicar.proxy.outcome_log import regrets
 from vicar.proxy.outcomes import outcome_chunk, record_outcome
 from vicar.proxy.prereview import TURNED_BACK, RankLearner, pre_review, rank, render, select
 from vicar.proxy.retrieval import build_query
+from vicar.settings import MemoryParams, RetrievalOptions, Settings
 
 Progress = Callable[[int], None]  # called with the number of gates just replayed
 # The dataset has no sessions: every this many gates, the replay does what consolidation
@@ -50,11 +51,9 @@ class Variant(BaseModel):
     # The old way, as a baseline: answer alone whenever the (guard-capped) confidence
     # reaches this, whatever the autonomy rule says.
     fixed_threshold: float | None = None
-    # CalibrationParams fields that differ from the settings' (a mechanism switched off
-    # or swept against the shipped default in the same run).
-    calibration: dict[str, float | int | str] = Field(default_factory=dict)
-    facts: dict[str, float | int | bool] = Field(default_factory=dict)  # FactParams fields likewise
-    predictor_params: dict[str, float | bool] = Field(default_factory=dict)  # PredictorParams fields likewise
+    # The mechanisms switched against the shipped values (a mechanism off, or swept
+    # against the shipped default in the same run).
+    profile: EvalProfile = Field(default_factory=EvalProfile)
     seed: int = Field(0, ge=0)  # the replay's draws (dataset.principal_for)
 
 
@@ -68,14 +67,14 @@ def standard_variants(base: MemoryParams | None = None) -> list[Variant]:
         # What the product ships: the learned model (the memory vote until its first fit)
         # under the autonomy rule.
         Variant(name="default", predictor="learned", memory=m),
-        Variant(name="no-probation", predictor="learned", memory=m, calibration={"probation_answers": 0}),
-        Variant(name="regret", predictor="learned", memory=m, calibration={"regret_window": 100}),
-        Variant(name="no-trust-floor", predictor="learned", memory=m, calibration={"trust_floor": 0.0}),
-        Variant(name="trust-feature", predictor="learned", memory=m, predictor_params={"trust_feature": True}),
-        Variant(name="censors", predictor="learned", memory=m, calibration={"censor_min": 3}),
-        Variant(name="no-preferences", predictor="learned", memory=m, facts={"preferences": False}),
-        Variant(name="no-procedures", predictor="learned", memory=m, facts={"procedures": False}),
-        Variant(name="storage", predictor="learned", memory=m.model_copy(update={"storage": True})),
+        Variant(name="no-probation", predictor="learned", memory=m, profile=EvalProfile(probation_answers=0)),
+        Variant(name="regret", predictor="learned", memory=m, profile=EvalProfile(regret_window=100)),
+        Variant(name="no-trust-floor", predictor="learned", memory=m, profile=EvalProfile(trust_floor=0.0)),
+        Variant(name="trust-feature", predictor="learned", memory=m, profile=EvalProfile(trust_feature=True)),
+        Variant(name="censors", predictor="learned", memory=m, profile=EvalProfile(censor_min=3)),
+        Variant(name="no-preferences", predictor="learned", memory=m, profile=EvalProfile(preferences=False)),
+        Variant(name="no-procedures", predictor="learned", memory=m, profile=EvalProfile(procedures=False)),
+        Variant(name="storage", predictor="learned", memory=m, profile=EvalProfile(storage=True)),
         Variant(name="composite", memory=m),  # the memory vote alone, under the same rule
         Variant(name="composite@0.8", memory=m, fixed_threshold=BASELINE_THRESHOLD),
         # Never alone: every gate goes to the human, so every gate is a labelled pair; its
@@ -151,14 +150,8 @@ def replay_reviewer(
     if variant.kind == "ema":
         return _ema_gate(events, progress)
     principal = principal_for(events[0].reviewer if events else "reviewer", variant.seed)
-    run_settings = settings.model_copy(
-        update={
-            "retrieval": variant.retrieval,
-            "memory": variant.memory,
-            "calibration": settings.calibration.model_copy(update=variant.calibration),
-            "facts": settings.facts.model_copy(update=variant.facts),
-            "predictor": settings.predictor.model_copy(update=variant.predictor_params),
-        }
+    run_settings = variant.profile.apply(
+        settings.model_copy(update={"retrieval": variant.retrieval, "memory": variant.memory})
     )
     predictor = predictor or make_predictor(variant.predictor, run_settings)
     observe = predictor.observe  # a learning predictor sees each answer
@@ -166,7 +159,7 @@ def replay_reviewer(
     touched: set[tuple[str, str]] = set()
     ranker = RankLearner()  # the pre-review's ranking, learned online from this reviewer
     with tempfile.TemporaryDirectory(prefix="vicar-replay-") as tmp:
-        memory = PrincipalMemory(principal, Path(tmp), embedder, variant.memory, throwaway=True)
+        memory = PrincipalMemory(principal, Path(tmp), embedder, run_settings.memory, throwaway=True)
         try:
             for i, event in enumerate(events):
                 n = i + 1
@@ -185,6 +178,7 @@ def replay_reviewer(
                 preds.append(
                     Prediction(
                         seq=event.seq,
+                        task_type=event.task_type,
                         actual=event.action.value,
                         predicted=c.posterior.action.value if c.posterior.action else None,
                         confidence=c.calibration.confidence,
@@ -250,7 +244,7 @@ def replay_reviewer(
                 if n % SESSION_GATES == 0:  # the replay's stand-in for a session's consolidation
                     learn_facts(memory, touched, n, run_settings.facts)
                     touched.clear()
-                    if variant.memory.storage:
+                    if run_settings.memory.storage:
                         memory.settle_buffer()
                 if progress:
                     progress(1)
@@ -279,6 +273,7 @@ def _majority(events: list[GateEvent], progress: Progress | None) -> list[Predic
         preds.append(
             Prediction(
                 seq=e.seq,
+                task_type=e.task_type,
                 actual=e.action.value,
                 predicted=action,
                 confidence=conf,
@@ -313,6 +308,7 @@ def _ema_gate(events: list[GateEvent], progress: Progress | None) -> list[Predic
         preds.append(
             Prediction(
                 seq=e.seq,
+                task_type=e.task_type,
                 actual=e.action.value,
                 predicted=predicted,
                 confidence=conf,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from vicar.eval.metrics import MAX_AUTONOMOUS_ERROR
 from vicar.eval.run import VariantResult
 from vicar.eval.words import BASELINES, FOR_ACTION, MATCH_THRESHOLD, PREREVIEW, PREREVIEW_LEARNED, WordScores
 
@@ -194,6 +195,51 @@ def ceiling_section(results: list[VariantResult]) -> str:
     )
 
 
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def separation_section(results: list[VariantResult], target: float) -> str:
+    """Per reviewer and pooled: how well the score separates right from wrong, the
+    one-tap share beside the pre-fill baseline, and the contexts whose answers alone ran
+    above the target."""
+    rows, over = [], []
+    for r in results:
+        for rev, sc in [*r.per_reviewer.items(), ("all", r.overall)]:
+            sep = sc.separation
+            if sep is None:
+                continue
+            rows.append(
+                [
+                    r.variant.name,
+                    rev,
+                    _f(sep.auroc),
+                    f"{_f(sep.auprc)} ({_f(sep.base_rate)})",
+                    _pct(sep.one_tap),
+                    _pct(sep.prefill_one_tap),
+                    str(sum(c.error > target for c in sep.contexts)),
+                ]
+            )
+            if rev != "all":
+                over += [
+                    [r.variant.name, rev, c.task_type, str(c.alone), _pct(c.error), f"{c.error / target:.1f}"]
+                    for c in sep.contexts
+                    if c.error > target
+                ]
+    columns = ["variant", "reviewer", "AUROC", "AUPRC (base rate)", "one-tap", "pre-fill one-tap", "contexts > target"]
+    text = "\n## What the score knows (per reviewer)\n\n" + _md_table(columns, rows)
+    text += (
+        "\n\nAUROC, AUPRC: of the predictor's score for \"the proposed action is the person's\" (AUPRC beside its "
+        "base rate, the share right); one-tap: gates answered alone plus escalated gates whose suggested answer "
+        "was the person's and needs no words (not `correct`); pre-fill one-tap: the same for the person's most "
+        f"frequent action so far; contexts > target: task types with >= 10 answers alone whose error ran above "
+        f"{target:g}.\n"
+    )
+    if over:
+        text += "\n" + _md_table(["variant", "reviewer", "task type", "alone", "error", "× target"], over) + "\n"
+    return text
+
+
 def markdown(results: list[VariantResult], command: str, files: list[Path], extra: str = "") -> str:
     seeds = sorted({r.variant.seed for r in results})
     drawn = (
@@ -229,6 +275,7 @@ def markdown(results: list[VariantResult], command: str, files: list[Path], extr
     )
     parts.append(words_section(results))
     parts.append(ceiling_section(results))
+    parts.append(separation_section(results, MAX_AUTONOMOUS_ERROR))
     parts.append("\n## Surprise calibration\n")
     parts.append(
         _md_table(

@@ -14,6 +14,7 @@ from vicar.config import MemoryParams, Settings
 from vicar.eval import metrics as m
 from vicar.eval.dataset import GateEvent
 from vicar.eval.replay import Variant, event_texts, replay_reviewer
+from vicar.eval.separation import Separation, prefill, separation
 from vicar.eval.words import FOR_ACTION, PREREVIEW, PREREVIEW_LEARNED, SCORED, Words, WordScores, baselines, score_words
 from vicar.memory.embedder import Embedder
 from vicar.progress import progress as progress_for
@@ -31,6 +32,8 @@ class Scores(BaseModel):
     autonomy_curve: list[tuple[float, float, float]]
     surprise: m.SurpriseCalibration
     curve: list[dict]
+    # What the score knows, beside the pre-fill baseline (vicar/eval/separation.py).
+    separation: Separation | None = None
     # The words headline (vicar/eval/words.py): the proxy's words on correct/reject events.
     words: WordScores | None = None
     cost_usd: float = 0.0  # LLM calls of the predictor, as billed by the pricing table
@@ -71,7 +74,10 @@ def score(
     groups: list[list[m.Prediction]] | None = None,
     target: float = m.MAX_AUTONOMOUS_ERROR,
 ) -> Scores:
-    """`groups`: the predictions split by reviewer, for the figures that follow a history."""
+    """`groups`: the predictions split by reviewer, for the figures that follow a history
+    (and the pre-fill baseline, which follows each reviewer's own answers)."""
+    in_order = [p for g in groups for p in g] if groups is not None else preds
+    prefilled = [x for g in (groups if groups is not None else [preds]) for x in prefill([p.actual for p in g])]
     return Scores(
         gates=len(preds),
         accuracy=m.accuracy(preds),
@@ -84,6 +90,15 @@ def score(
         autonomy_curve=m.autonomy_curve(preds),
         surprise=m.surprise_calibration(preds),
         curve=m.learning_curve(preds) if groups is None else m.pooled_curve(groups),
+        separation=separation(
+            [m.score_of(p) for p in in_order],
+            [p.correct for p in in_order],
+            [p.autonomous for p in in_order],
+            [p.suggested or p.predicted for p in in_order],
+            [p.actual for p in in_order],
+            [p.task_type for p in in_order],
+            prefilled,
+        ),
         cost_usd=sum(p.cost_usd for p in preds),
     )
 

@@ -7,7 +7,7 @@ for each reviewer's gates in order, the rule in force (from the pairs so far) de
 alone / escalate / audit; only escalated and audited gates add pairs; an audit is a
 random draw (the seed). Every candidate sees the same draws for the same seed.
 
-    python bench/autonomy_bound_bench.py DIR/gates-never-alone.jsonl.gz --seeds 0 1 2 3 4
+    python -m bench.autonomy_bound_bench DIR/gates-never-alone.jsonl.gz --seeds 0 1 2 3 4
 
 Candidates (all at target 5%, delta 0.05, 5% audits, the drift test on):
 - today:       Clopper-Pearson over the latest 2,000 pairs, the lowest passing threshold,
@@ -31,12 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from retired_rules import PairWindow, check_index, required_answers, search, spent_delta  # noqa: E402
-
-from vicar.eval import metrics as m  # noqa: E402
-from vicar.proxy.autonomy.bets import BettingLedger, DriftTest  # noqa: E402
+from bench.retired_rules import PairWindow, check_index, required_answers, search, spent_delta
+from vicar.eval import metrics as m
+from vicar.proxy.autonomy.bets import BettingLedger, DriftTest
 
 TARGET, DELTA, AUDIT, WINDOW = 0.05, 0.05, 0.05, 2000
 STARTS: tuple[float, ...] = (1.0,)  # --starts: the fixed sequences' tops (Bonferroni over them)
@@ -63,7 +60,7 @@ class Rule:
         self.window = PairWindow(WINDOW)
         self.ledger = BettingLedger(TARGET, DELTA)
         self.pairs = 0
-        self.check = None
+        self.check: int | None = None
         self.held: tuple[float | None, float] = (None, 1.0)
 
     def add(self, seq: int, score: float, correct: bool, weight: float) -> None:
@@ -151,9 +148,9 @@ def summarize(gates: list[dict], sim: dict) -> dict:
     a, ok = np.array(sim["alone"]), np.array(sim["correct"])
     n = len(a)
     per, fixed = m.hindsight_ceiling([g["score"] for g in gates], list(ok))
-    stretches = m.stretch_errors(a, ok)
-    cov, checks = m.statement_coverage(sim["stated"], a, ok)
-    cov_t, _ = m.statement_coverage([None if b is None else TARGET for b in sim["stated"]], a, ok)
+    stretches = m.stretch_errors(a.tolist(), ok.tolist())
+    cov, checks = m.statement_coverage(sim["stated"], a.tolist(), ok.tolist())
+    cov_t, _ = m.statement_coverage([None if b is None else TARGET for b in sim["stated"]], a.tolist(), ok.tolist())
     escalated = n - a.sum() - np.sum(sim["audited"])
     return dict(
         gates=n,

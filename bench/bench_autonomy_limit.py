@@ -14,7 +14,7 @@ never-alone`), per reviewer and per 1,000-gate stretch:
   counts as labelled (optimistic: no rule has those labels). Alone gates must err <= 5%.
 - fixed: the same oracle with one threshold for the whole history, against the fixed ceiling.
 
-    python bench/bench_autonomy_limit.py /tmp/c-na0/gates-never-alone.jsonl.gz
+    python -m bench.bench_autonomy_limit /tmp/c-na0/gates-never-alone.jsonl.gz
 """
 
 from __future__ import annotations
@@ -23,17 +23,14 @@ import argparse
 import gzip
 import json
 import math
-import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from retired_rules import required_answers  # noqa: E402
-
-from vicar.proxy.autonomy.bets import GRID, betting_log_wealth  # noqa: E402
+from bench.retired_rules import required_answers
+from vicar.proxy.autonomy.bets import GRID, betting_log_wealth
 
 TARGET, DELTA, AUDIT, STRETCH = 0.05, 0.05, 0.05, 1000
 REQ = required_answers(TARGET, DELTA, 20_000)
@@ -104,7 +101,7 @@ def reviewer(s: np.ndarray, ok: np.ndarray) -> dict:
     for lo in range(0, n, STRETCH):
         hi = min(lo + STRETCH, n)
         t, nr, kr = best_threshold(s[lo:hi], ok[lo:hi])
-        row = dict(lo=lo, size=hi - lo, t=t, n=nr, k=kr, need=int(REQ[kr]) if t is not None else None)
+        row: dict[str, Any] = dict(lo=lo, size=hi - lo, t=t, n=nr, k=kr, need=int(REQ[kr]) if t is not None else None)
         row["provable"] = best_threshold(s[lo:hi], ok[lo:hi], provable=True)[1]
         cand = candidates(s[lo:hi], t)
         for how in ("cp", "bet"):

@@ -1,7 +1,7 @@
 """The inbox's speed with many waiting gates (issue 28: the list with 1,000 waiting gates
 in <= 1 s p95, a gate page in <= 300 ms p95).
 
-    python bench/bench_inbox.py --gates 1000 --principals 50 --out bench/INBOX_RESULTS.md
+    python -m bench.bench_inbox --gates 1000 --principals 50 --out bench/INBOX_RESULTS.md
 
 A Temporal dev server (the same binary and search attributes as the tests) and a worker
 in this process; N real gates over P principals, every one asking the human (escalation
@@ -25,28 +25,23 @@ import time
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import httpx
+from temporalio.testing import WorkflowEnvironment
 
+from bench.machine_info import command_line, machine_line
+from vicar.client.gates import list_escalations, start_gate
+from vicar.config import Settings
+from vicar.inbox.accounts import add_user
+from vicar.models import GateRequest
+from vicar.responders import save_allowed
+from vicar.runtime.codec import data_converter, new_key_line
+from vicar.runtime.server import temporal_binary
+from vicar.worker import build_worker
+from vicar.workflows import search_attributes as sa
+
+# Read by Settings in this process's worker and by `vicar inbox`, which inherits them.
 os.environ.setdefault("VICAR_PREDICTOR", "offline")
-
-import httpx  # noqa: E402
-from temporalio.testing import WorkflowEnvironment  # noqa: E402
-
-from bench.machine_info import machine_line  # noqa: E402
-from vicar.runtime.codec import data_converter, new_key_line  # noqa: E402
-
 os.environ.setdefault("VICAR_CODEC_KEYS", new_key_line("bench"))
-
-from vicar.client.gates import list_escalations, start_gate  # noqa: E402
-from vicar.config import Settings  # noqa: E402
-from vicar.inbox.accounts import add_user  # noqa: E402
-from vicar.models import GateRequest  # noqa: E402
-from vicar.responders import save_allowed  # noqa: E402
-from vicar.runtime.server import temporal_binary  # noqa: E402
-from vicar.worker import build_worker  # noqa: E402
-from vicar.workflows import search_attributes as sa  # noqa: E402
 
 DIFF = "diff --git a/app.py b/app.py\n--- a/app.py\n+++ b/app.py\n@@ -1,2 +1,2 @@\n-x = {i}\n+x = {j}\n"
 
@@ -199,7 +194,7 @@ async def main() -> None:
     ]
     print("\n".join(lines))
     if args.out:
-        cmd = "python bench/bench_inbox.py " + " ".join(sys.argv[1:])
+        cmd = command_line()
         args.out.write_text(
             "# The inbox with many waiting gates\n\n"
             "Issue 28: the list with 1,000 waiting gates served in <= 1 s p95, a gate page in <= 300 ms p95.\n\n"

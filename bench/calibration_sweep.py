@@ -7,27 +7,23 @@ lost (right answers given alone there, not here), plus what the trust ledger and
 censors did: regrets found (and how many of them the reviewer's own answer confirms
 wrong), and gates a censor withheld that would otherwise have been answered alone.
 
-    python bench/calibration_sweep.py --param probation_answers --values 0,1,3,5,10 \
+    python -m bench.calibration_sweep --param probation_answers --values 0,1,3,5,10 \
         [--limit N] [--out bench/PROBATION_RESULTS.md]
 """
 
 from __future__ import annotations
 
 import argparse
-import shlex
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from rich.console import Console
 
-from dev_replay import load_dev  # noqa: E402  (bench/ is on sys.path when run as a script)
-from machine_info import machine_line  # noqa: E402
-from rich.console import Console  # noqa: E402
-
-from vicar.config import CalibrationParams, FactParams  # noqa: E402
-from vicar.eval import metrics as m  # noqa: E402
-from vicar.eval.replay import Variant, replay_reviewer  # noqa: E402
+from bench.dev_replay import load_dev
+from bench.machine_info import command_line, machine_line
+from vicar.config import CalibrationParams, FactParams
+from vicar.eval import metrics as m
+from vicar.eval.replay import Variant, replay_reviewer
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = {"calibration": CalibrationParams, "facts": FactParams}  # Variant fields that override settings
@@ -100,8 +96,7 @@ def main() -> None:
     lines = [
         f"# {args.title or args.param}: replay sweep",
         "",
-        f"Command: `{shlex.join(['python', 'bench/calibration_sweep.py', *sys.argv[1:]])}` "
-        f"(started {started:%Y-%m-%d %H:%M} UTC)",
+        f"Command: `{command_line()}` (started {started:%Y-%m-%d %H:%M} UTC)",
         "",
         f"Machine: {machine_line()}. Dev data: {total} gates, {named} naming an upstream agent (the patch "
         f"author); distinct agents per reviewer: " + ", ".join(f"{r} {n}" for r, n in agents.items()) + ".",

@@ -1,7 +1,7 @@
 """The payload codec's cost (vicar/runtime/codec.py): the gate bench's sequential and concurrent
 phases, sealed and plain, interleaved in one run against one embedded server.
 
-    python bench/codec_bench.py [--gates 60] [--principals 4] [--rounds 2] [--out bench/CODEC_RESULTS.md]
+    python -m bench.codec_bench [--gates 60] [--principals 4] [--rounds 2] [--out bench/CODEC_RESULTS.md]
 
 Two in-process workers on their own task queues, one built on a client with the codec
 (what Vicar runs) and one on a client without it (pydantic alone, the floor); each has
@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import math
 import os
-import shlex
 import statistics
 import sys
 import tempfile
@@ -24,16 +23,17 @@ import time
 import uuid
 from pathlib import Path
 
-from gate_bench import concurrent, gate, sequential, train
-from gate_common import BENCH_ENV, Row, phase_progress, proxy_parts
-from machine_info import machine_line  # bench/ is on sys.path when run as a script
 from rich.console import Console
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from bench.gate_bench import concurrent, gate, sequential, train
+from bench.gate_common import BENCH_ENV, Row, phase_progress, proxy_parts
+from bench.machine_info import command_line, machine_line
 from vicar.config import Settings
 from vicar.memory.embedder import default_embedder
 from vicar.models import EscalationMode
+from vicar.runtime.codec import AesGcmCodec
 from vicar.worker import build_worker, temporal_client
 
 
@@ -57,6 +57,7 @@ class Counted:
 def codec_alone(client: Client, n: int = 2000) -> tuple[float, int]:
     """Microseconds to seal and open one gate request's payload; its size in bytes."""
     codec = client.data_converter.payload_codec
+    assert isinstance(codec, AesGcmCodec), "a client of vicar.runtime.codec.data_converter"
     payload = client.data_converter.payload_converter.to_payloads([gate("bench-p0", "x", 0)])[0]
     t0 = time.perf_counter()
     for _ in range(n):
@@ -73,7 +74,9 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
     results: dict[str, dict[str, list[Row]]] = {m: {"seq": [], "conc": []} for m in people}
     async with temporal_client(settings, embedded=True) as (sealed_client, _server):
         await asyncio.to_thread(default_embedder)
-        plain_client = Client(**{**sealed_client.config(), "data_converter": pydantic_data_converter})
+        config = sealed_client.config()
+        config["data_converter"] = pydantic_data_converter
+        plain_client = Client(**config)
         assert sealed_client.data_converter.payload_codec is not None
         clients = {"sealed": sealed_client, "plain": plain_client}
         _, registry, predictor = proxy_parts(settings)
@@ -122,7 +125,7 @@ def report(args, results, trained, micro_us: float, payload_bytes: int, per_gate
         return statistics.median(x for r in rows for x in r.latencies) * 1000
 
     def rate(rows: list[Row]) -> float:
-        return sum(r.total for r in rows) / sum(r.wall for r in rows)
+        return sum(r.total for r in rows) / sum(math.nan if r.wall is None else r.wall for r in rows)
 
     def each(rows: list[Row]) -> str:
         return ", ".join(f"{r.rate:.1f}" for r in rows)
@@ -131,7 +134,7 @@ def report(args, results, trained, micro_us: float, payload_bytes: int, per_gate
     lines = [
         "# The payload codec's cost (bench/codec_bench.py)",
         "",
-        f"Command: `python bench/{Path(__file__).name} {shlex.join(sys.argv[1:])}`",
+        f"Command: `{command_line()}`",
         "",
         f"Machine: {machine_line()}. Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {seconds:.0f} s, "
         f"{args.rounds} rounds of each phase, sealed and plain interleaved; {args.principals} principals per side, "

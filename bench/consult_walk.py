@@ -8,7 +8,7 @@ module, and a *return* a stay in a room already visited (returns = stays - rooms
 Library code (pydantic, numpy, chromadb, sqlite) is not a room. The autonomy rule's
 computations are counted too (calls of `rule_in_force`, however many times it runs).
 
-    python bench/consult_walk.py [--answers 250] [--floor]
+    python -m bench.consult_walk [--answers 250] [--floor]
 """
 
 from __future__ import annotations

@@ -166,9 +166,10 @@ async def server_floors(data_dir: Path, n: int, local_activities: int, baseline,
     activities, sequential, eager start) on two fresh dev servers whose SQLite files sit
     on the data dir's disk, one at each pragma, alternating in blocks: what durable
     history writes cost (vicar/runtime/server.py runs its server at FULL)."""
-    from floor_workflow import FloorWorkflow, noop
     from temporalio.client import Client
     from temporalio.worker import Worker
+
+    from bench.floor_workflow import FloorWorkflow, noop
 
     out: dict[str, list[float]] = {m: [] for m in MODES}
     procs = []

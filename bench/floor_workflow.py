@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     import vicar.workflows.search_attributes as sa
     from vicar.models import GateStatus
 
-LOCAL = {"start_to_close_timeout": timedelta(seconds=30)}
+LOCAL_TIMEOUT = timedelta(seconds=30)
 # Continue-as-new after this many grants, like the real brain (BrainConfig.max_grants_per_run).
 MAX_GRANTS_PER_RUN = 500
 
@@ -52,7 +52,7 @@ class FloorWorkflow:
     @workflow.run
     async def run(self, local_activities: int) -> None:
         for _ in range(local_activities):
-            await workflow.execute_local_activity(noop, "x", **LOCAL)
+            await workflow.execute_local_activity(noop, "x", start_to_close_timeout=LOCAL_TIMEOUT)
 
 
 @dataclass
@@ -75,7 +75,7 @@ class FloorBrainWorkflow:
     @workflow.update
     async def take_turn(self, gate_id: str) -> int:
         n = self._counter + 1
-        await workflow.execute_local_activity(noop, "advance", **LOCAL)
+        await workflow.execute_local_activity(noop, "advance", start_to_close_timeout=LOCAL_TIMEOUT)
         self._counter, self._holder = n, gate_id
         self._grants += 1
         return n
@@ -125,9 +125,11 @@ class FloorGateWorkflow:
     @workflow.run
     async def run(self, inp: FloorGateInput) -> int:
         turn = FloorTurn(brain_id=inp.brain_id, gate_id=workflow.info().workflow_id)
-        n = await workflow.execute_local_activity("bench_take_turn", turn, result_type=int, **LOCAL)
+        n = await workflow.execute_local_activity(
+            "bench_take_turn", turn, result_type=int, start_to_close_timeout=LOCAL_TIMEOUT
+        )
         for _ in range(inp.steps):  # the last one is the record, which gives the turn back
-            await workflow.execute_local_activity(noop, "step", **LOCAL)
+            await workflow.execute_local_activity(noop, "step", start_to_close_timeout=LOCAL_TIMEOUT)
         if inp.done_status:
             workflow.upsert_search_attributes([sa.STATUS.value_set(GateStatus.done.value)])
         return n

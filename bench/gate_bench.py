@@ -1,6 +1,6 @@
 """Gate latency and throughput with the default (learned, local) predictor on the embedded Temporal dev server.
 
-    python bench/gate_bench.py [--gates N] [--principals 8] [--out bench/RESULTS.md]
+    python -m bench.gate_bench [--gates N] [--principals 8] [--out bench/RESULTS.md]
 
 Phases, all in one process against one embedded server with the worker in-process (so
 eager workflow start applies):
@@ -40,16 +40,22 @@ from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from durability import direct_record, durability, filesystem_of, server_floors
-from durability import report_lines as durability_lines
-from floor_workflow import (  # bench/ is sys.path[0] when run as a script
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from bench.durability import direct_record, durability, filesystem_of, server_floors
+from bench.durability import report_lines as durability_lines
+from bench.floor_workflow import (
     FloorBrainActivities,
     FloorBrainWorkflow,
     FloorGateWorkflow,
     FloorWorkflow,
     noop,
 )
-from gate_common import (
+from bench.gate_common import (
     BENCH_ENV,
     GATE_LOCAL_ACTIVITIES,
     MAX_TRAINING_GATES,
@@ -62,15 +68,9 @@ from gate_common import (
     phase_progress,
     proxy_parts,
 )
-from gate_floor import FloorGate, baseline, concurrent_baseline
-from gate_report import HEADERS, anatomy, report, table_rows
-from prom import delta, resource_exhausted, server_metrics_url
-from rich.console import Console
-from rich.progress import Progress
-from rich.table import Table
-from temporalio.client import Client
-from temporalio.worker import Worker
-
+from bench.gate_floor import FloorGate, baseline, concurrent_baseline
+from bench.gate_report import HEADERS, anatomy, report, table_rows
+from bench.prom import delta, resource_exhausted, server_metrics_url
 from vicar import contracts as c
 from vicar.client.gates import answer_gate, gate_details, start_gate
 from vicar.config import Settings
@@ -287,7 +287,9 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
     load_before = os.getloadavg()[0]
     async with temporal_client(settings, embedded=True) as (base_client, server):
         await asyncio.to_thread(default_embedder)  # load the model before the clock runs
-        client = Client(**{**base_client.config(), "interceptors": [timer]})
+        config = base_client.config()
+        config["interceptors"] = [timer]
+        client = Client(**config)
         embedder, registry, predictor = proxy_parts(settings)
         gate_worker, _ = build_worker(
             client, settings, task_queue="bench-gates", registry=registry, predictor=predictor
@@ -324,12 +326,13 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
                     )
                     per = math.ceil(args.gates / args.principals)
                     c_rows = []
-                    for shape_, label in [
+                    shapes: list[tuple[int | FloorGate, str]] = [
                         (0, "empty workflow"),
                         (GATE_LOCAL_ACTIVITIES, f"{GATE_LOCAL_ACTIVITIES} no-op local activities"),
                         (FloorGate(full=False), "floor gate (brain turn, 2 no-op LAs)"),
                         (FloorGate(full=True), "full floor gate (brain turn, pin + 2 no-op LAs, search attributes)"),
-                    ]:
+                    ]
+                    for shape_, label in shapes:
                         label = f"{label}, {args.principals} principals concurrently (baseline)"
                         # Warm-up, not measured: starts the floor brains, warms the paths.
                         await concurrent_baseline(

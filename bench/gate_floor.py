@@ -9,12 +9,12 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from floor_workflow import FloorGateInput, FloorGateWorkflow, FloorWorkflow  # bench/ is on sys.path as a script
-from gate_common import Row, eagerly_started
 from rich.progress import Progress
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
+from bench.floor_workflow import FloorGateInput, FloorGateWorkflow, FloorWorkflow
+from bench.gate_common import Row, eagerly_started
 from vicar.models import CfAState, GateStatus
 from vicar.workflows import search_attributes as sa
 

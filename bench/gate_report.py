@@ -7,12 +7,13 @@ import argparse
 import datetime as dt
 import math
 import os
-import shlex
-import sys
 from dataclasses import dataclass
 
 import temporalio
-from gate_common import (  # bench/ is on sys.path when run as a script
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from bench.gate_common import (
     BENCH_ENV,
     BRAIN_ACTIVITIES,
     GATE_LOCAL_ACTIVITIES,
@@ -21,10 +22,7 @@ from gate_common import (  # bench/ is on sys.path when run as a script
     Row,
     fmt,
 )
-from machine_info import machine_line
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
-
+from bench.machine_info import command_line, machine_line
 from vicar import contracts as c
 
 P50_GOAL_MS = 150.0
@@ -127,7 +125,7 @@ def report(
     lines = [
         "# Vicar gate benchmark",
         "",
-        f"- command: `{shlex.join(['python', *sys.argv])}`",
+        f"- command: `{command_line()}`",
         f"- date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"- machine: {machine()}",
         f"- setup: default (learned) predictor with {' '.join(f'{k}={v}' for k, v in BENCH_ENV.items())} "

@@ -2,7 +2,7 @@
 each, concurrently (the gate bench's concurrent phase alone), and print gates/s and this
 process's CPU per gate. Its pid is printed before the loop, for a profiler:
 
-    python bench/hot_loop.py 40 &
+    python -m bench.hot_loop 40 &
     py-spy record -p PID -d 25 -r 200 -f raw -o hot.raw
 
 Embedded server, in-process worker, a throwaway data directory, BENCH_ENV's autonomy rule.
@@ -18,11 +18,11 @@ import random
 import tempfile
 import time
 
-import gate_bench as gb  # bench/ is sys.path[0] when run as a script
-from gate_common import BENCH_ENV
 from rich.console import Console
 from rich.progress import Progress
 
+from bench import gate_bench as gb
+from bench.gate_common import BENCH_ENV
 from vicar.config import Settings
 from vicar.memory.embedder import default_embedder
 from vicar.worker import build_worker, temporal_client

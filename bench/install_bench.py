@@ -15,7 +15,7 @@ difference between the vectors (the light install must give the same vectors, so
 replay's predictions and macro-F1 are the same). Pip's cache and index are the
 machine's (a local wheel mirror here).
 
-    python bench/install_bench.py [--texts 2000] [--out bench/INSTALL_RESULTS.md]
+    python -m bench.install_bench [--texts 2000] [--out bench/INSTALL_RESULTS.md]
 """
 
 from __future__ import annotations
@@ -33,9 +33,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from machine_info import machine_line  # noqa: E402  (bench/ is on sys.path when run as a script)
+from bench.machine_info import command_line, machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV = ROOT.parent / "shared" / "datasets" / "gate-replay" / "dev"
@@ -160,8 +158,8 @@ def main() -> None:
 
     started = datetime.now(UTC)
 
-    with tempfile.TemporaryDirectory(prefix="vicar-install-") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="vicar-install-") as tmp_name:
+        tmp = Path(tmp_name)
         light, full = tmp / "light", tmp / "dev"
         first, second = quick_start()[:2]
         light_steps, dev_steps = pip_steps(first), pip_steps(second)
@@ -196,8 +194,7 @@ def main() -> None:
     lines = [
         "# Install: the Quick start's two lines",
         "",
-        f"Command: `{shlex.join(['python', 'bench/install_bench.py', *sys.argv[1:]])}` "
-        f"(started {started:%Y-%m-%d %H:%M} UTC)",
+        f"Command: `{command_line()}` (started {started:%Y-%m-%d %H:%M} UTC)",
         "",
         f"Machine: {machine_line()}. Pip's index and cache are this machine's (a local wheel mirror).",
         "",

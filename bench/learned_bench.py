@@ -6,26 +6,24 @@ reviewer's answers in order, the model refitted on the schedule and used until t
 next fit exactly as online. Also: fit time at 10,000 answers, one prediction's time,
 and ablations. Writes bench/LEARNED_RESULTS.md.
 
-    python bench/learned_bench.py [--data DIR] [--out bench/LEARNED_RESULTS.md]
+    python -m bench.learned_bench [--data DIR] [--out bench/LEARNED_RESULTS.md]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from vicar.eval import metrics as m  # noqa: E402
-from vicar.eval.dataset import load_events, principal_for  # noqa: E402
-from vicar.models import AnsweredBy, OutcomeRecord  # noqa: E402
-from vicar.proxy import learned_history as H  # noqa: E402
-from vicar.proxy import learned_model as M  # noqa: E402
+from bench.machine_info import command_line
+from vicar.eval import metrics as m
+from vicar.eval.dataset import load_events, principal_for
+from vicar.models import AnsweredBy, OutcomeRecord
+from vicar.proxy import learned_history as H
+from vicar.proxy import learned_model as M
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "gate-replay" / "dev"
 FIT_AT = 10_000
@@ -138,7 +136,7 @@ def main() -> None:
     lines = [
         "# Learned predictor: measurements",
         "",
-        f"Command: `python bench/learned_bench.py` ({total} human answers, {len(histories)} reviewers, "
+        f"Command: `{command_line()}` ({total} human answers, {len(histories)} reviewers, "
         f"full dev data; history features only, no memory vote). Building all histories (features of "
         f"every answer, online): {build:.1f} s = {build / total * 1e3:.2f} ms per answer.",
         "",

@@ -1,7 +1,7 @@
 """Lineage lookups: the replay's speed with and without them, and one lookup's cost as
 the memory grows (an index walk: flat, where a scan would grow with the store).
 
-    PYTHONPATH=. python bench/lineage_bench.py [--events 600]
+    python -m bench.lineage_bench [--events 600]
 
 Both figures are ratios against a baseline measured in the same run.
 """
@@ -20,7 +20,8 @@ from vicar.eval.dataset import load_events
 from vicar.eval.replay import Variant, event_texts, replay_reviewer
 from vicar.memory.chunk import MemoryChunk
 from vicar.memory.embedder import default_embedder
-from vicar.memory.store import _COLUMNS, RecordStore
+from vicar.memory.migrations import COLUMNS
+from vicar.memory.store import RecordStore
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "gate-replay" / "dev"
 
@@ -69,9 +70,9 @@ def store_with(path: Path, chunks: int, lineages: list[str]) -> RecordStore:
             artifact_hash=f"{i:016x}",
         ).model_dump()
         row["kind"], row["salient_percepts"] = "gate", "[]"
-        rows.append([row[c] for c in _COLUMNS])
+        rows.append([row[c] for c in COLUMNS])
     with store.transaction() as db:  # one transaction: add_chunk's per-chunk commits take minutes
-        db.executemany(f"INSERT INTO chunks ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})", rows)
+        db.executemany(f"INSERT INTO chunks ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})", rows)
         db.executemany("INSERT INTO traces VALUES (?, ?)", [(r[0], i + 1) for i, r in enumerate(rows)])
     return store
 

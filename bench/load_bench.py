@@ -1,7 +1,7 @@
 """Load with concurrent duplicate answers and a worker SIGKILL (issue 24, "Done when").
 
-    python bench/load_bench.py --gates 500 --principals 20 --out bench/LOAD_RESULTS.md
-    python bench/load_bench.py --gates 2400 --principals 120 --in-flight 120 --kills 3 --out bench/LOAD_RESULTS.md
+    python -m bench.load_bench --gates 500 --principals 20 --out bench/LOAD_RESULTS.md
+    python -m bench.load_bench --gates 2400 --principals 120 --in-flight 120 --kills 3 --out bench/LOAD_RESULTS.md
 
 A Temporal dev server and one worker process (`python -m vicar.worker`) on loopback,
 started and killed by tests/test_soak.py's Cluster. Every gate asks the human
@@ -37,7 +37,6 @@ import datetime as dt
 import json
 import os
 import re
-import shlex
 import sqlite3
 import statistics
 import sys
@@ -47,26 +46,21 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # run as a script: tests' process helpers, bench.machine_info
+import httpx
+from temporalio.client import Client
+from temporalio.service import RPCError
 
-import httpx  # noqa: E402
-from temporalio.client import Client  # noqa: E402
-from temporalio.service import RPCError  # noqa: E402
-
-from bench.load_gates import Timing, drive, plan  # noqa: E402
-from bench.load_usable import Usability, check_usable, probe_request  # noqa: E402
-from bench.machine_info import machine_line  # noqa: E402
-from tests.test_soak import Cluster  # noqa: E402
-from vicar import contracts as c  # noqa: E402
-from vicar.client.gates import _why_stuck  # noqa: E402
-from vicar.config import Settings  # noqa: E402
-from vicar.memory.check import check  # noqa: E402
-from vicar.models import GateRequest, GateResult, HumanAnswer  # noqa: E402
-from vicar.proxy.outcomes import side_file_gates  # noqa: E402
-from vicar.runtime.connect import connect  # noqa: E402
-from vicar.runtime.server import free_port  # noqa: E402
+from bench.load_gates import Timing, drive, plan
+from bench.load_usable import Usability, check_usable, probe_request
+from bench.machine_info import command_line, machine_line
+from tests.test_soak import Cluster
+from vicar import contracts as c
+from vicar.config import Settings
+from vicar.memory.check import check
+from vicar.models import GateRequest, GateResult, HumanAnswer
+from vicar.proxy.outcomes import side_file_gates
+from vicar.runtime.connect import connect
+from vicar.runtime.server import free_port
 
 
 @dataclass
@@ -152,9 +146,16 @@ async def stuck(client: Client, gate_ids: list[str]) -> list[str]:
     out = []
     for gid in gate_ids:
         try:
-            desc = await client.get_workflow_handle(c.gate_workflow_id(gid)).describe()
+            handle = client.get_workflow_handle(c.gate_workflow_id(gid))
+            desc = await handle.describe()
             attempt = desc.raw_description.pending_workflow_task.attempt
-            why = await _why_stuck(client, desc, attempt) if attempt > 1 else str(desc.status and desc.status.name)
+            why = str(desc.status and desc.status.name)
+            if attempt > 1:
+                failure = ""
+                async for event in handle.fetch_history_events():
+                    if event.HasField("workflow_task_failed_event_attributes"):
+                        failure = event.workflow_task_failed_event_attributes.failure.message
+                why = f"its workflow task keeps failing (attempt {attempt}): {failure[:200]}"
         except RPCError as exc:
             why = f"not found ({exc})"
         out.append(f"{gid}: no result: {why}")
@@ -414,7 +415,7 @@ def main() -> int:
         kills = [args.gates * k // (args.kills + 1) for k in range(1, args.kills + 1)]
     else:
         kills = args.kill_at if args.kill_at is not None else [args.gates // 2]
-    command = shlex.join(["python", *sys.argv])
+    command = command_line()
 
     def progress(n: int, total: int) -> None:
         if n % 50 == 0 or n == total:

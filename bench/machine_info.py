@@ -1,9 +1,11 @@
-"""What machine a benchmark ran on (shared by the bench scripts)."""
+"""What machine a benchmark ran on, and the command that ran it (shared by the bench scripts)."""
 
 from __future__ import annotations
 
 import os
 import platform
+import shlex
+import sys
 from pathlib import Path
 
 
@@ -24,3 +26,12 @@ def machine_line(*extras: str) -> str:
         *extras,
     ]
     return ", ".join(parts)
+
+
+def command_line() -> str:
+    """The command that ran this process, as a report quotes it: `python -m bench.<name> ...`
+    for a bench run as a module (how benches run), else `python <argv...>`."""
+    spec = getattr(sys.modules["__main__"], "__spec__", None)
+    if spec is not None:
+        return shlex.join(["python", "-m", spec.name, *sys.argv[1:]])
+    return shlex.join(["python", *sys.argv])

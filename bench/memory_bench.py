@@ -1,6 +1,6 @@
 """Vicar's memory against a naive baseline: activation, retrieval and index memory.
 
-    python bench/memory_bench.py [--sizes 10000,100000] [--queries 100] [--naive-budget 10]
+    python -m bench.memory_bench [--sizes 10000,100000] [--queries 100] [--naive-budget 10]
                                  [--seed 7] [--out bench/MEMORY_RESULTS.md]
 
 One run, three parts, all on seeded synthetic data:
@@ -31,9 +31,11 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
-from memory_corpus import (
+
+from bench.memory_corpus import (
     DIM,
     FILTER,
     PRESENCE,
@@ -41,14 +43,15 @@ from memory_corpus import (
     THRESHOLD,
     WARMUP,
     Corpus,
+    Filters,
     K,
     chunk_row,
     corpus,
     histories,
     unit,
 )
-from memory_naive import build_naive, naive_rank
-from memory_report import Row, fmt, pct, report
+from bench.memory_naive import build_naive, naive_rank
+from bench.memory_report import Row, fmt, pct, report
 
 try:
     from threadpoolctl import threadpool_info
@@ -58,15 +61,16 @@ except ImportError:
 from vicar.config import MemoryParams
 from vicar.memory.activation import base_levels, hybrid_levels
 from vicar.memory.index import STRUCT_FIELDS, MemoryIndex
+from vicar.memory.migrations import COLUMNS
 from vicar.memory.retrieval import Hit, Query, rank
 from vicar.memory.storage import RETRIEVABLE
-from vicar.memory.store import _COLUMNS, RecordStore
+from vicar.memory.store import RecordStore
 
 ACT_CHUNKS = 1_000_000
 NOISE_S = 0.25
 # What a gate's retrieval filters on (vicar/proxy/consult.py, and the statuses
 # PrincipalMemory.retrieve adds): fewer candidates still.
-GATE_FILTER = {"kind": "gate", **FILTER, "answered_by": "human", "status": RETRIEVABLE}
+GATE_FILTER: Filters = {"kind": "gate", **FILTER, "answered_by": "human", "status": RETRIEVABLE}
 
 
 def log(msg: str) -> None:
@@ -129,8 +133,8 @@ def build_store(c: Corpus, path: Path) -> RecordStore:
     store.set_meta("principal", "bench")
     with store.transaction() as db:
         db.executemany(
-            f"INSERT INTO chunks ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
-            ([row[col] for col in _COLUMNS] for row in (chunk_row(c, i) for i in range(c.n))),
+            f"INSERT INTO chunks ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
+            ([row[col] for col in COLUMNS] for row in (chunk_row(c, i) for i in range(c.n))),
         )
         db.executemany(
             "INSERT INTO traces (chunk_id, n) VALUES (?, ?)", ((c.ids[i], t) for i in range(c.n) for t in c.traces[i])
@@ -145,7 +149,10 @@ def ms(ns: int) -> float:
     return ns / 1e6
 
 
-def timed(fn: Callable[[], object]) -> tuple[float, object]:
+T = TypeVar("T")
+
+
+def timed(fn: Callable[[], T]) -> tuple[float, T]:
     t = time.perf_counter_ns()
     out = fn()
     return ms(time.perf_counter_ns() - t), out
@@ -159,7 +166,7 @@ def repeat(fn: Callable[[int], object], reps: int) -> list[float]:
 @dataclass
 class Config:
     label: str
-    filters: dict[str, str | list[str]]
+    filters: Filters
     params: MemoryParams
     naive: bool = False  # also run the baseline, fetch the records and break rank() down
     noise: bool = False  # a noise seed per query, as PrincipalMemory derives it from N
@@ -331,7 +338,7 @@ def blas_as_in_rank(fn: Callable[[], object]) -> object:
 
 
 def stage_times(
-    index: MemoryIndex, now: int, filters: dict[str, str | list[str]], qv: dict[str, np.ndarray], n: int, label: str
+    index: MemoryIndex, now: int, filters: Filters, qv: dict[str, np.ndarray], n: int, label: str
 ) -> list[str]:
     """Medians of rank()'s stages, called one by one through the index's public methods
     (a new N each time, so the activation cache never answers)."""

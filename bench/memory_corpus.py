@@ -24,7 +24,9 @@ POOL = 4096
 # The workload: what the queries filter on and rank above, and the warm-ups before timing.
 THRESHOLD = -10.0  # below every synthetic activation: all chunks are ranked (the worst case)
 WARMUP = 3
-FILTER = {"state": "PLAN_ASSERT", "task_type": "docs"}  # the most common pair, ~14%
+# Structural filters, as MemoryIndex.candidates and a retrieval Query take them.
+Filters = dict[str, str | list[str] | None]
+FILTER: Filters = {"state": "PLAN_ASSERT", "task_type": "docs"}  # the most common pair, ~14%
 
 FIELD_VALUES: dict[str, tuple[tuple[str, ...], tuple[float, ...]]] = {
     "kind": (("gate", "preference", "procedure", "censor"), (0.9, 0.05, 0.03, 0.02)),
@@ -128,7 +130,7 @@ def corpus(n: int, seed: int) -> Corpus:
 
 
 def chunk_row(c: Corpus, i: int) -> dict[str, object]:
-    """A store row (memory.store._COLUMNS) with texts of realistic length."""
+    """A store row (vicar.memory.migrations.COLUMNS) with texts of realistic length."""
     f = {k: v[i] for k, v in c.fields.items()}
     return {
         **DEFAULTS,

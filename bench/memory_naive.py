@@ -10,17 +10,16 @@ import math
 import sqlite3
 from pathlib import Path
 
-from memory_corpus import QUERY_DIMS, Corpus, chunk_row, json_pools  # bench/ is on sys.path when run as a script
-
+from bench.memory_corpus import QUERY_DIMS, Corpus, Filters, chunk_row, json_pools
 from vicar.config import MemoryParams
-from vicar.memory.store import _COLUMNS
+from vicar.memory.migrations import COLUMNS
 
 
 def build_naive(c: Corpus, path: Path) -> sqlite3.Connection:
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA journal_mode=OFF")  # build speed only; queries below are plain reads
     db.execute("PRAGMA synchronous=OFF")
-    cols = [*_COLUMNS, "traces", *QUERY_DIMS]
+    cols = [*COLUMNS, "traces", *QUERY_DIMS]
     db.execute(f"CREATE TABLE naive ({', '.join(cols)})")
     db.execute("CREATE INDEX naive_struct ON naive (state, task_type)")
     text = json_pools()
@@ -29,7 +28,7 @@ def build_naive(c: Corpus, path: Path) -> sqlite3.Connection:
         f"INSERT INTO naive ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
         (
             [
-                *(r[col] for col in _COLUMNS),
+                *(r[col] for col in COLUMNS),
                 json.dumps(c.traces[i]),
                 *(text[d][c.pick[d][i]] if c.pick[d][i] >= 0 else None for d in QUERY_DIMS),
             ]
@@ -41,9 +40,10 @@ def build_naive(c: Corpus, path: Path) -> sqlite3.Connection:
 
 
 def naive_rank(
-    db: sqlite3.Connection, filters: dict[str, str], qvecs: dict[str, list[float]], now: int, p: MemoryParams
+    db: sqlite3.Connection, filters: Filters, qvecs: dict[str, list[float]], now: int, p: MemoryParams
 ) -> list[tuple[float, str]]:
     """The old reference retrieval: every candidate row from SQLite, then pure Python."""
+    assert all(isinstance(v, str) for v in filters.values()), "the baseline filters on single values"
     where = " AND ".join(f"{f} = ?" for f in filters) or "1"
     cur = db.execute(
         f"SELECT rowid, id, traces, {', '.join(QUERY_DIMS)}, * FROM naive WHERE {where}", tuple(filters.values())

@@ -6,10 +6,8 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import shlex
 import sqlite3
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,9 +18,8 @@ try:
 except ImportError:
     threadpool_info = None
 
-from machine_info import machine_line  # bench/ is on sys.path when run as a script
-from memory_corpus import DIM, FILTER, POOL, PRESENCE, QUERY_DIMS, THRESHOLD, WARMUP, K
-
+from bench.machine_info import command_line, machine_line
+from bench.memory_corpus import DIM, FILTER, POOL, PRESENCE, QUERY_DIMS, THRESHOLD, WARMUP, K
 from vicar.config import MemoryParams
 
 GOALS = {"act_ms": 100.0, "p50_ms": 25.0, "p95_ms": 60.0, "speedup": 50.0}
@@ -113,7 +110,7 @@ def report(
     lines = [
         "# Vicar memory benchmark",
         "",
-        f"- command: `{' '.join(shlex.quote(a) for a in ['python', *sys.argv])}`",
+        f"- command: `{command_line()}`",
         f"- date: {started}",
         f"- code: {code_version()}",
         f"- machine: {machine()}",

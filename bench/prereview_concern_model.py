@@ -21,7 +21,7 @@ Replays the shipped `default` once per stream (seed as given) and caches the con
 each gate's pre-review saw (--cache), then scores like bench/prereview_pool.py (words
 metric's online themes, correct/reject events, pooled micro).
 
-    VICAR_DATA_DIR=/tmp/a3-data nice -n 19 python bench/prereview_concern_model.py \\
+    VICAR_DATA_DIR=/tmp/a3-data nice -n 19 python -m bench.prereview_concern_model \\
         ../shared/datasets/gate-replay/dev/lkml-hwmon.jsonl.gz --cache /tmp/a3/hwmon.pkl
 """
 
@@ -31,20 +31,20 @@ import argparse
 import math
 import pickle
 import re
-import sys
 import time
 import zlib
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
-from prereview_pool import Tally, oracle  # noqa: E402
-
-from vicar.eval.words import SCORED, Themes  # noqa: E402
-from vicar.proxy.concerns import CATEGORIES, content_words, strip_tags  # noqa: E402
-from vicar.proxy.prereview import _TEST_IN_ARTIFACT, DEFAULT_BUDGET, DEFAULT_K, rank, select  # noqa: E402
+from bench.prereview_pool import Tally, oracle
+from vicar.eval.words import SCORED, Themes
+from vicar.models import GateRequest, RetrievalContext
+from vicar.models.prereview import PreReviewItem
+from vicar.proxy.concerns import CATEGORIES, content_words, strip_tags
+from vicar.proxy.prereview import DEFAULT_BUDGET, DEFAULT_K, rank, select
 
 DIM = 1 << 14  # hashed feature space
 RATE = 0.1  # the residual logistic's SGD step
@@ -52,6 +52,9 @@ L2 = 1e-4
 ALPHA = 1.0  # rerank: weight of the predicted concerns' probabilities against the shipped score
 _PATH = re.compile(r"^(?:diff --git a/|\+\+\+ b/|--- a/)(\S+)", re.M)
 _VERSION = re.compile(r"\bv[2-9]\b")
+# A feature: the artifact ships tests. The cue the pre-review's ranking uses for "touches"
+# (vicar/proxy/prereview.py keeps it private), copied as it stood when these figures were made.
+TEST_IN_ARTIFACT = re.compile(r"(?:^|/)(?:tests?|selftests?|t)/|test_\w+|_test\.|\.t\b|\bt\d{4}-", re.I | re.M)
 _FILE = re.compile(r"\b[\w./-]+\.(?:c|h|py|rs|go|rst|txt|yaml|yml|json|sh|dts|dtsi|md|adoc)\b")
 
 
@@ -69,9 +72,9 @@ def capture(files: list[Path], seed: int) -> dict[str, list]:
     seen: list = []
     real = replay.pre_review
 
-    def spy(ctx, request, artifact, **kw):
+    def spy(ctx: RetrievalContext, request: GateRequest, artifact: str, *args: Any, **kw: Any) -> list[PreReviewItem]:
         seen.append((ctx, request, artifact))
-        return real(ctx, request, artifact, **kw)
+        return real(ctx, request, artifact, *args, **kw)
 
     replay.pre_review = spy
     [default] = [v for v in replay.standard_variants() if v.name == "default"]
@@ -105,7 +108,7 @@ def features(e, ctx, concerns_of) -> list[str]:
         ):
             if cue in low:
                 f.append(f"touch:{tag}")
-    f.append(f"has_test:{bool(_TEST_IN_ARTIFACT.search(art[:20000]))}")
+    f.append(f"has_test:{bool(TEST_IN_ARTIFACT.search(art[:20000]))}")
     f.append(f"version:{bool(_VERSION.search(e.artifact_title or ''))}")
     f += [f"title:{w}" for w in sorted(content_words(e.artifact_title or ""))[:20]]
     f += [f"q:{w}" for w in sorted(content_words(e.question or ""))[:20]]

@@ -1,6 +1,6 @@
 """What the pre-review adds to a gate at a memory of 10k chunks (issue 27, goal: <= 10 ms p50).
 
-    VICAR_DATA_DIR=/tmp/a-data python bench/prereview_gate_bench.py \\
+    VICAR_DATA_DIR=/tmp/a-data python -m bench.prereview_gate_bench \\
         ../shared/datasets/gate-replay/dev/git-whats-cooking.jsonl.gz --chunks 10000 --gates 100
 
 One principal's memory holds the first --chunks human answers of the reviewer with the
@@ -30,21 +30,23 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
-from floor_workflow import FloorWorkflow, noop  # bench/ is sys.path[0] when run as a script
-from gate_common import BENCH_ENV, GATE_LOCAL_ACTIVITIES, Row, phase_progress
-from gate_floor import baseline
-from machine_info import machine_line
 from rich.console import Console
 from temporalio.worker import Worker
 
+from bench.floor_workflow import FloorWorkflow, noop
+from bench.gate_common import BENCH_ENV, GATE_LOCAL_ACTIVITIES, Row, phase_progress
+from bench.gate_floor import baseline
+from bench.machine_info import command_line, machine_line
 from vicar.client.gates import start_gate
 from vicar.config import Settings
 from vicar.eval.dataset import load_events, principal_for
 from vicar.memory.embedder import make_embedder
 from vicar.memory.principal import MemoryRegistry
-from vicar.models import AnsweredBy, EscalationMode, OutcomeRecord
-from vicar.proxy import answer_words, consult
+from vicar.models import AnsweredBy, EscalationMode, GateRequest, OutcomeRecord, RetrievalContext
+from vicar.models.prereview import PreReviewItem
+from vicar.proxy import answer_words, retrieval
 from vicar.proxy.outcomes import record_outcome
 from vicar.proxy.select import predictor_from_env
 from vicar.worker import build_worker, temporal_client
@@ -100,16 +102,18 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
     calls: list[float] = []
     on = True
 
-    def switched(ctx, request, artifact, **kw):
+    def switched(
+        ctx: RetrievalContext, request: GateRequest, artifact: str, *args: Any, **kw: Any
+    ) -> list[PreReviewItem]:
         if not on:
             return []
         t0 = time.perf_counter()
-        out = real(ctx, request, artifact, **kw)
+        out = real(ctx, request, artifact, *args, **kw)
         calls.append(time.perf_counter() - t0)
         return out
 
     answer_words.rank = switched  # the offline and learned predictors' one ranking per gate
-    real_similar = consult.similar_work
+    real_similar = retrieval.similar_work
     searches: list[float] = []
 
     def similar_switched(*a, **kw):
@@ -120,7 +124,7 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
         searches.append(time.perf_counter() - t0)
         return out
 
-    consult.similar_work = similar_switched  # the posterior's search for the pre-review's similar work
+    retrieval.similar_work = similar_switched  # the posterior's search for the pre-review's similar work
     rows = {True: Row("gate with the pre-review"), False: Row("gate without the pre-review")}
     run = uuid.uuid4().hex[:6]
     diffs: list[float] = []
@@ -181,7 +185,7 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
     lines = [
         "# The pre-review's cost in a gate (bench/prereview_gate_bench.py)",
         "",
-        f"- command: `python bench/{Path(__file__).name} {' '.join(sys.argv[1:])}`",
+        f"- command: `{command_line()}`",
         f"- date: {dt.datetime.now(dt.UTC).isoformat(timespec='seconds')}",
         f"- machine: {machine_line()}",
         f"- memory: {size} chunks at the end ({args.chunks} before the gates) of {reviewer} "

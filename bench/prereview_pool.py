@@ -9,7 +9,7 @@ Replays the shipped `default` (seed as given) and captures the posterior context
 gate's pre-review saw; scored on correct/reject events with the words metric's online
 themes (vicar/eval/words.py), pooled micro over events like the metric.
 
-    VICAR_DATA_DIR=/tmp/a2-data python bench/prereview_pool.py \\
+    VICAR_DATA_DIR=/tmp/a2-data python -m bench.prereview_pool \\
         ../shared/datasets/gate-replay/dev/lkml-hwmon.jsonl.gz --k 1 3 5 --seed 1
 """
 
@@ -18,15 +18,18 @@ from __future__ import annotations
 import argparse
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from vicar.config import Settings
 from vicar.eval import replay
-from vicar.eval.dataset import load_events
-from vicar.eval.words import SCORED, Themes, _artifact_text
+from vicar.eval.dataset import GateEvent, load_events
+from vicar.eval.words import SCORED, Themes
+from vicar.memory.chunk import ARTIFACT_EMBED_CHARS
 from vicar.memory.embedder import make_embedder
-from vicar.models import AnsweredBy, ChunkSummary
+from vicar.models import AnsweredBy, ChunkSummary, GateRequest, RetrievalContext
+from vicar.models.prereview import PreReviewItem
 from vicar.proxy.concerns import strip_tags
 from vicar.proxy.prereview import pre_review, rank
 
@@ -48,6 +51,12 @@ class Tally:
         p = self.hit / self.raised if self.raised else 0.0
         f = 2 * r * p / (r + p) if r + p else 0.0
         return f"R {r:.3f} P {p:.3f} F1 {f:.3f} raised/ev {self.raised / max(self.events, 1):.1f}"
+
+
+def artifact_text(e: GateEvent) -> str:
+    """The text the words baselines embed for an event (vicar.eval.words does the same),
+    which the replay's consult path has already embedded: the warm cache holds it."""
+    return e.artifact_text[:ARTIFACT_EMBED_CHARS] or e.artifact_title or e.question
 
 
 def oracle(human: set[str], cands: list[set[str]], k: int = ORACLE_K) -> set[str]:
@@ -82,9 +91,11 @@ def main() -> None:
     captured: list = []
     real = replay.pre_review
 
-    def capture(ctx, request, artifact, **kw):
+    def capture(
+        ctx: RetrievalContext, request: GateRequest, artifact: str, *args: Any, **kw: Any
+    ) -> list[PreReviewItem]:
         captured.append((ctx, request, artifact))
-        return real(ctx, request, artifact, **kw)
+        return real(ctx, request, artifact, *args, **kw)
 
     replay.pre_review = capture  # the replay calls it once per gate, in order
     [default] = [v for v in replay.standard_variants() if v.name == "default"]
@@ -98,7 +109,7 @@ def main() -> None:
         captured.clear()
         replay.replay_reviewer(evs, default, embedder, settings)
         assert len(captured) == len(evs)
-        vecs = embedder.embed([_artifact_text(e) for e in evs])
+        vecs = embedder.embed([artifact_text(e) for e in evs])
         themes = Themes()
         names = (reviewer,)
         past: list[int] = []

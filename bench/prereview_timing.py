@@ -2,7 +2,7 @@
 warm embedding cache) and times each `pre_review` call on the posterior context the gate
 saw, reporting p50/p90/p99 overall and at a memory of at least --at chunks.
 
-    VICAR_DATA_DIR=/tmp/c-data python bench/prereview_timing.py \\
+    VICAR_DATA_DIR=/tmp/c-data python -m bench.prereview_timing \\
         ../shared/datasets/gate-replay/dev/git-whats-cooking.jsonl.gz --reviewer "Junio C Hamano"
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -18,6 +19,8 @@ from vicar.config import Settings
 from vicar.eval import replay
 from vicar.eval.dataset import load_events
 from vicar.memory.embedder import make_embedder
+from vicar.models import GateRequest, RetrievalContext
+from vicar.models.prereview import PreReviewItem
 
 
 def main() -> None:
@@ -33,9 +36,11 @@ def main() -> None:
     timed: list[tuple[int, float]] = []  # (memory size, seconds)
     real = replay.pre_review
 
-    def timing(ctx, request, artifact, **kw):
+    def timing(
+        ctx: RetrievalContext, request: GateRequest, artifact: str, *args: Any, **kw: Any
+    ) -> list[PreReviewItem]:
         start = time.perf_counter()
-        out = real(ctx, request, artifact, **kw)
+        out = real(ctx, request, artifact, *args, **kw)
         timed.append((ctx.memory_size, time.perf_counter() - start))
         return out
 

@@ -1,6 +1,6 @@
 """Gate throughput with 1 and 2 worker processes, sharded, on one embedded Temporal server.
 
-    python bench/scale_bench.py [--gates 100] [--principals 8] [--burst 200] [--out bench/SCALE_RESULTS.md]
+    python -m bench.scale_bench [--gates 100] [--principals 8] [--burst 200] [--out bench/SCALE_RESULTS.md]
 
 For each process count k in (1, 2), on a fresh server: k `python -m vicar.worker` processes,
 each with its own data directory, VICAR_SHARD_COUNT=2 and half the shards (k=2) or all
@@ -20,7 +20,6 @@ import asyncio
 import datetime as dt
 import math
 import os
-import shlex
 import shutil
 import signal
 import sys
@@ -31,14 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import temporalio
-from gate_bench import burst, concurrent, train
-from gate_common import BENCH_ENV, Row, cpu_seconds, fmt
-from machine_info import machine_line  # bench/ is on sys.path when run as a script
-from prom import delta, resource_exhausted, server_metrics_url
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from temporalio.client import Client
 
+from bench.gate_bench import burst, concurrent, train
+from bench.gate_common import BENCH_ENV, Row, cpu_seconds, fmt
+from bench.machine_info import command_line, machine_line
+from bench.prom import delta, resource_exhausted, server_metrics_url
 from vicar.config import TASK_QUEUE
 from vicar.runtime.codec import data_converter, new_key_line
 from vicar.runtime.server import EmbeddedServer, free_port
@@ -135,7 +134,8 @@ async def one_run(tmp: Path, processes: int, args: argparse.Namespace, progress:
         run = f"k{processes}"
         trained = await train(client, TASK_QUEUE, principals, run, progress)
         per = math.ceil(args.gates / args.principals)
-        pids = ["self", cluster.server.pid]
+        assert cluster.server.pid is not None  # started above
+        pids: list[int | str] = ["self", cluster.server.pid]
         before = [cpu_seconds(p) for p in pids], cluster.worker_cpu()
         conc = await concurrent(client, TASK_QUEUE, principals, run, per, progress)
         after = [cpu_seconds(p) for p in pids], cluster.worker_cpu()
@@ -156,7 +156,7 @@ def report(args: argparse.Namespace, runs: list[Run], total_s: float, load: tupl
     lines = [
         "# Vicar scale benchmark: 1 and 2 worker processes",
         "",
-        f"- command: `{shlex.join(['python', *sys.argv])}`",
+        f"- command: `{command_line()}`",
         f"- date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"- machine: {machine_line(f'temporalio {temporalio.__version__}')}",
         "- setup: embedded Temporal dev server; `python -m vicar.worker` processes with "

@@ -6,29 +6,26 @@ Retrieval time is every `PrincipalMemory.retrieve` call of the run, timed here (
 bench wraps the method; the product is untouched), as a ratio to the default measured
 in the same run.
 
-    python bench/storage_bench.py [--limit N] [--out bench/STORAGE_RESULTS.md]
+    python -m bench.storage_bench [--limit N] [--out bench/STORAGE_RESULTS.md]
 """
 
 from __future__ import annotations
 
 import argparse
-import shlex
-import sys
 import time
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from rich.console import Console
 
-from dev_replay import load_dev  # noqa: E402  (bench/ is on sys.path when run as a script)
-from machine_info import machine_line  # noqa: E402
-from rich.console import Console  # noqa: E402
-
-from vicar.config import MemoryParams  # noqa: E402
-from vicar.eval import metrics as m  # noqa: E402
-from vicar.eval.replay import Variant, replay_reviewer  # noqa: E402
-from vicar.memory.principal import PrincipalMemory  # noqa: E402
+from bench.dev_replay import load_dev
+from bench.machine_info import command_line, machine_line
+from vicar.config import MemoryParams
+from vicar.eval import metrics as m
+from vicar.eval.replay import Variant, replay_reviewer
+from vicar.memory.principal import PrincipalMemory
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,11 +49,11 @@ class Timed:
                 self.seconds += time.perf_counter() - start
                 self.calls += 1
 
-        PrincipalMemory.retrieve = timed
+        setattr(PrincipalMemory, "retrieve", timed)  # every memory's, for the run
         return self
 
     def __exit__(self, *exc) -> None:
-        PrincipalMemory.retrieve = self._original
+        setattr(PrincipalMemory, "retrieve", self._original)
 
 
 def main() -> None:
@@ -68,7 +65,7 @@ def main() -> None:
     console = Console(stderr=True)
     settings, events, embedder = load_dev(args.limit, console)
 
-    rows = {}
+    rows: dict[str, dict[str, Any]] = {}
     for name, params in (("default (persist all)", MemoryParams()), ("storage decision", MemoryParams(storage=True))):
         variant = Variant(name=name, predictor="learned", memory=params)
         sizes: Counter[str] = Counter()
@@ -105,8 +102,7 @@ def main() -> None:
     lines = [
         "# Storage decision: memory size and retrieval time in the replay",
         "",
-        f"Command: `{shlex.join(['python', 'bench/storage_bench.py', *sys.argv[1:]])}` "
-        f"(started {started:%Y-%m-%d %H:%M} UTC)",
+        f"Command: `{command_line()}` (started {started:%Y-%m-%d %H:%M} UTC)",
         "",
         f"Machine: {machine_line()}. Dev data: {len(preds)} gates of {len(events)} reviewers, each replayed "
         "into a fresh memory; sizes are summed over the reviewers' memories at the end of the replay. "

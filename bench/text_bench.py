@@ -8,7 +8,7 @@ regexes these functions used before run as the contrast,
 at 2 KB and 20 KB (the same 10x step: at 100 KB the old `questions_in` regex alone
 takes minutes).
 
-    python bench/text_bench.py [--out bench/TEXT_RESULTS.md]
+    python -m bench.text_bench [--out bench/TEXT_RESULTS.md]
 """
 
 from __future__ import annotations
@@ -17,24 +17,24 @@ import argparse
 import gc
 import os
 import re
-import shlex
+import shutil
 import subprocess
-import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from machine_info import machine_line  # noqa: E402  (bench/ is on sys.path when run as a script)
-
-from vicar.eval import metrics  # noqa: E402
-from vicar.llm import parse, prompts  # noqa: E402
-from vicar.memory.chunk import MemoryChunk, blended_text  # noqa: E402
-from vicar.memory.lexical import tokenize  # noqa: E402
-from vicar.memory.text import clip  # noqa: E402
-from vicar.models import (  # noqa: E402
+from bench.machine_info import command_line, machine_line
+from vicar.config import MemoryParams
+from vicar.eval import metrics
+from vicar.llm import parse, prompts
+from vicar.memory.chunk import MemoryChunk, blended_text
+from vicar.memory.embedder import default_embedder
+from vicar.memory.lexical import tokenize
+from vicar.memory.principal import PrincipalMemory
+from vicar.memory.text import clip
+from vicar.models import (
     Action,
     AnsweredBy,
     ChunkSummary,
@@ -44,8 +44,8 @@ from vicar.models import (  # noqa: E402
     PassResult,
     RetrievalContext,
 )
-from vicar.proxy import bookkeeping, outcomes  # noqa: E402
-from vicar.proxy.offline import OfflinePredictor  # noqa: E402
+from vicar.proxy import bookkeeping, outcomes
+from vicar.proxy.offline import OfflinePredictor
 
 SIZES = (100_000, 1_000_000)
 BEYOND = 4_000_000  # the worst input again, both sizes beyond the caches
@@ -58,7 +58,7 @@ def fill(unit: str, n: int) -> str:
     return (unit * (n // len(unit) + 1))[:n]
 
 
-INPUTS: dict[str, callable] = {
+INPUTS: dict[str, Callable[[int], str]] = {
     "words, no sentence end": lambda n: fill("lorem ipsum dolor sit amet ", n),
     "one char run": lambda n: "a" * n,
     "whitespace run": lambda n: " " * n + "x",
@@ -115,12 +115,32 @@ def record(text: str) -> OutcomeRecord:
     )
 
 
-def resume_point(text: str) -> int:
-    """A patterns file whose last entry was torn after `text` (a crash mid-append)."""
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / outcomes.PATTERNS_FILE
-        path.write_text(outcomes.PATTERNS_HEADER + outcomes._pattern_section(1, record("ok")) + "\n## torn\n" + text)
-        return outcomes._resume_point(path, outcomes._pattern_seq)
+class SideFiles:
+    """A throwaway memory holding one outcome, whose side files (proxy-interactions.jsonl,
+    proxy-patterns.md) `write` rebuilds as a worker does after an answer:
+    outcomes.write_artifacts, the line and the section of the outcome, and with `torn` a
+    patterns file whose last entry was torn after that text (a crash mid-append) cut back
+    to its last complete entry first."""
+
+    def __init__(self, rec: OutcomeRecord, torn: str | None = None) -> None:
+        self.home = Path(tempfile.mkdtemp(prefix="vicar-text-bench-"))
+        self.memory = PrincipalMemory("alice", self.home, default_embedder(), MemoryParams(), throwaway=True)
+        outcomes.record_outcome(self.memory, rec)  # writes the side files once
+        self.patterns = self.memory.dir / outcomes.PATTERNS_FILE
+        self.complete = self.patterns.read_text(encoding="utf-8")
+        self.torn = torn
+
+    def write(self) -> None:
+        if self.torn is None:
+            for name in (outcomes.INTERACTIONS_FILE, outcomes.PATTERNS_FILE):
+                (self.memory.dir / name).unlink()
+        else:
+            self.patterns.write_text(self.complete + "\n## torn\n" + self.torn, encoding="utf-8")
+        outcomes.write_artifacts(self.memory)
+
+    def close(self) -> None:
+        self.memory.close()
+        shutil.rmtree(self.home, ignore_errors=True)
 
 
 def predictions(text: str) -> list[metrics.Prediction]:
@@ -143,10 +163,10 @@ FUNCTIONS: dict[str, tuple] = {
     "bookkeeping.questions_in": (str, bookkeeping.questions_in),
     "bookkeeping.concerns_in": (str, bookkeeping.concerns_in),
     "bookkeeping.apply_outcome": (record, lambda r: bookkeeping.apply_outcome(None, r)),
-    "offline._percepts": (
+    "offline.surprise (its percepts)": (
         str,
-        lambda t: OfflinePredictor()._percepts(
-            t, RetrievalContext(principal="alice", n=1, phase="posterior", chunks=[summary(t)]), GUESS
+        lambda t: OfflinePredictor().surprise(
+            REQ, t, GUESS, GUESS, RetrievalContext(principal="alice", n=1, phase="posterior", chunks=[summary(t)])
         ),
     ),
     "parse.parse_reply": (str, parse.parse_reply),
@@ -182,18 +202,19 @@ FUNCTIONS: dict[str, tuple] = {
         ).vector_texts(),
     ),
     "chunk.blended_text": (str, lambda t: blended_text({"situation": t, "response": t})),
-    "outcomes._interaction_line": (record, outcomes._interaction_line),
-    "outcomes._pattern_section": (record, lambda r: outcomes._pattern_section(1, r)),
-    "outcomes._resume_point (torn tail)": (str, resume_point),
+    "outcomes.write_artifacts (side files)": (lambda t: SideFiles(record(t)), SideFiles.write),
+    "outcomes.write_artifacts (torn tail)": (lambda t: SideFiles(record("ok"), torn=t), SideFiles.write),
     "metrics.concerns_in": (str, metrics.concerns_in),
     "metrics.autonomy (n/100 predictions)": (predictions, metrics.autonomy),
 }
 
-# What the functions used before, timed at BASELINE_SIZES.
+# What the functions used before, timed at BASELINE_SIZES. OLD_DECOR: the markup allowed
+# before "confidence" (vicar/llm/parse.py's, as it stood).
+OLD_DECOR = r"[\s*_`>#\-]*"
 _OLD_QUESTION = re.compile(r"[^.?!\n]*\?")
 _OLD_FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 _OLD_CONFIDENCE = re.compile(
-    rf"^{parse._DECOR}confidence[\s*_`]*[:=][\s*_`]*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
+    rf"^{OLD_DECOR}confidence[\s*_`]*[:=][\s*_`]*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
     rf"[\s*_`]*\.?[\s*_`]*$",
     re.IGNORECASE,
 )
@@ -229,7 +250,13 @@ def timed(run, args: list, reps: int, budget: float) -> list[float]:
 
 
 def measure(prepare, run, kind: str, sizes: tuple[int, ...], reps: int, budget: float) -> list[float]:
-    return timed(run, [prepare(INPUTS[kind](n)) for n in sizes], reps, budget)
+    args = [prepare(INPUTS[kind](n)) for n in sizes]
+    try:
+        return timed(run, args, reps, budget)
+    finally:
+        for arg in args:
+            if isinstance(arg, SideFiles):
+                arg.close()
 
 
 def fmt(seconds: float) -> str:
@@ -284,7 +311,7 @@ def main() -> None:
         [
             "# Text-processing benchmark",
             "",
-            f"- command: `python {' '.join(shlex.quote(a) for a in sys.argv)}`",
+            f"- command: `{command_line()}`",
             f"- date: {started}",
             f"- code: {code}",
             f"- machine: {machine_line()}",

@@ -2,13 +2,13 @@
 recomputes each pair's cosine with the packaged embedding model and reports, per
 threshold, the agreement with the judgments and the matcher's precision and recall.
 
-    python bench/words_threshold.py [bench/words-judged.jsonl]
+    python -m bench.words_threshold [bench/words-judged.jsonl]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +44,9 @@ def main() -> None:
     from vicar.eval.words import MATCH_THRESHOLD
     from vicar.memory.embedder import default_embedder
 
-    rows = load(Path(sys.argv[1]) if len(sys.argv) > 1 else JUDGED)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("judged", type=Path, nargs="?", default=JUDGED, help="hand-judged pairs (JSON lines)")
+    rows = load(ap.parse_args().judged)
     sims = cosines(rows, default_embedder())
     print(f"{len(rows)} judged pairs, {sum(r['same'] for r in rows)} judged the same concern")
     print("threshold  agreement  precision  recall")

@@ -3,15 +3,14 @@ lines stripped, themes and baselines learned online, and the replay's report hea
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from bench import words_threshold
 from tests.test_eval import synthetic_file
 from vicar.cli import app
 from vicar.eval import metrics as m
@@ -20,7 +19,6 @@ from vicar.eval.dataset import GateEvent
 from vicar.proxy import bookkeeping
 from vicar.proxy.concerns import concerns_in, strip_tags
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
 TRAILER = "Reviewed-by: Guenter Roeck <linux@roeck-us.net>"
 
 
@@ -171,17 +169,14 @@ def test_the_replay_reports_words_beside_its_baselines(tmp_path, monkeypatch):
 
 
 def test_the_matcher_threshold_against_the_hand_judged_sample(embedder):
-    spec = importlib.util.spec_from_file_location("words_threshold", BENCH / "words_threshold.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    rows = bench.load()
+    rows = words_threshold.load()
     assert len(rows) >= 60 and 0 < sum(r["same"] for r in rows) < len(rows)
-    sims = bench.cosines(rows, embedder)
+    sims = words_threshold.cosines(rows, embedder)
     # The cosines recorded beside the judgments are the packaged model's.
     assert np.allclose(sims, [r["cosine"] for r in rows], atol=0.01)
-    at = bench.agreement(rows, sims, w.MATCH_THRESHOLD)
+    at = words_threshold.agreement(rows, sims, w.MATCH_THRESHOLD)
     # The sample sits around the threshold (the hardest pairs): no threshold is far better.
-    best = max(bench.agreement(rows, sims, t)["agreement"] for t in bench.THRESHOLDS)
+    best = max(words_threshold.agreement(rows, sims, t)["agreement"] for t in words_threshold.THRESHOLDS)
     assert at["agreement"] >= 0.7 and at["agreement"] >= best - 0.05 and at["recall"] >= 0.8
 
 

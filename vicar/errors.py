@@ -128,3 +128,12 @@ class ArtifactRefused(InvalidInput):
     def __init__(self, reason: str, detail: str = "") -> None:
         super().__init__(reason)
         self.detail = detail or reason
+
+
+class SettingsError(InvalidInput):
+    """Environment values the settings refuse, one line each (vicar/settings/source.py):
+    the CLI and the worker print every line, so one start names every bad value."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = lines

@@ -21,6 +21,20 @@ PRODUCT = os.environ.get("SCORE_PRODUCT")
 if PRODUCT:
     sys.path.insert(0, PRODUCT)
 
+
+def settings():
+    """The product's Settings from the environment, wherever the pinned tree keeps it
+    (`vicar.config` at 2be538f; the renovation moves it to `vicar.settings`)."""
+    import importlib
+
+    for name in ("vicar.config", "vicar.settings"):
+        try:
+            return importlib.import_module(name).Settings.from_env()
+        except (ImportError, AttributeError):
+            continue
+    raise SystemExit("no vicar Settings found: set SCORE_PRODUCT to a pinned tree (pin_product.sh)")
+
+
 REPO = Path(__file__).resolve().parents[2]
 DATASET = Path("/work/shared/datasets/gate-replay/dev")
 DEFAULT_GATES = REPO / "bench/replay/gates-default.jsonl.gz"

@@ -31,7 +31,6 @@ if _ROOT not in sys.path:  # run as a script; imported, the path (SCORE_PRODUCT 
 from bench.score import common  # noqa: E402,F401  (SCORE_PRODUCT first on sys.path)
 from rich.console import Console  # noqa: E402
 
-from vicar.config import Settings  # noqa: E402
 from vicar.eval.dataset import load_events  # noqa: E402
 from vicar.eval.replay import Variant, replay_reviewer  # noqa: E402
 from vicar.eval.run import warm_embeddings  # noqa: E402
@@ -68,7 +67,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None)
     args = ap.parse_args()
     console = Console(stderr=True)
-    settings = Settings.from_env()
+    settings = common.settings()
     events = load_events(args.files)
     if args.limit:
         events = {r: evs[: args.limit] for r, evs in events.items()}

@@ -12,6 +12,9 @@ Policies, all online (a gate's suggestion from what came before it):
 - best-tap:   the predictor's likeliest action among those that need no words (its
               class probabilities without `correct`): the button pre-filled with the
               best one-tap answer, the `correct` proposal and its words shown beside;
+- habit-unless@t: the habit (when it needs no words), unless the predictor's likeliest
+              no-words action differs from it with probability >= t; when the habit
+              needs words (`correct`), best-tap;
 - fallback@t: the habit when the selector's P(model right) < t, else the model's;
 - chooser:    two selectors, one for "the model's action is right" and one for "the
               habit is right"; the one with the larger P(right) * [needs no words].
@@ -48,11 +51,10 @@ def habits(actual: list[str]) -> list[str | None]:
     return out
 
 
-def best_tap(probs: dict | None, predicted: str | None) -> str | None:
-    if not probs:
-        return predicted
-    taps = {a: p for a, p in probs.items() if a != WORDS}
-    return max(taps, key=lambda a: taps[a]) if taps else predicted
+def best_tap(probs: dict | None, habit: str | None) -> str | None:
+    """The likeliest action that needs no words; the habit before the model's first fit."""
+    taps = {a: p for a, p in (probs or {}).items() if a != WORDS}
+    return max(taps, key=lambda a: taps[a]) if taps else habit
 
 
 def policies(d: dict, extra: list[dict], params: SelectorParams, thresholds=(0.5, 0.6, 0.7)) -> dict[str, list]:
@@ -62,8 +64,17 @@ def policies(d: dict, extra: list[dict], params: SelectorParams, thresholds=(0.5
     out: dict[str, list] = {
         "model": model,
         "prefill": habit,
-        "best-tap": [best_tap(x.get("probs"), x.get("predicted")) for x in extra],
+        "best-tap": [best_tap(x.get("probs"), h) for x, h in zip(extra, habit)],
     }
+    for t in thresholds:
+        pol = []
+        for x, h, b in zip(extra, habit, out["best-tap"]):
+            taps = {a: p for a, p in (x.get("probs") or {}).items() if a != WORDS}
+            if h is None or h == WORDS or (b != h and taps.get(b, 0.0) >= t):
+                pol.append(b)
+            else:
+                pol.append(h)
+        out[f"habit-unless@{t}"] = pol
     sel_model, sel_habit = Selector(params), Selector(params)
     p_model, p_habit = [], []
     for i, g in enumerate(d["gates"]):
@@ -117,10 +128,15 @@ def main() -> None:
                 per.setdefault(name, {}).setdefault(r, []).append(shares(proposed, d["actual"], alone))
                 totals.setdefault(name, []).append((seed, len(d["actual"]), *shares(proposed, d["actual"], alone)))
         print(f"# {r} done", file=sys.stderr)
+    for r, d in data.items():  # the baseline: pre-fill on every gate, nothing answered alone
+        base = shares(habits(d["actual"]), d["actual"], np.zeros(len(d["actual"]), bool))
+        per.setdefault("baseline: pre-fill, no autonomy", {})[r] = [base] * len(args.seeds)
+        for seed in args.seeds:
+            totals.setdefault("baseline: pre-fill, no autonomy", []).append((seed, len(d["actual"]), *base))
     for name, by in per.items():
         for r, vals in by.items():
             a = np.array(vals)
-            lines.append(f"| {name} | {r} | {100 * a[:, 0].mean():.1f} | {100 * a[:, 1].mean():.1f} |")
+            lines.append(f"| {name} | {r} | {100 * a[:, 0].mean():.2f} | {100 * a[:, 1].mean():.2f} |")
         rows = totals[name]
         pooled = []
         for seed in args.seeds:
@@ -128,7 +144,7 @@ def main() -> None:
             n = sum(x[1] for x in rs)
             pooled.append((sum(x[1] * x[2] for x in rs) / n, sum(x[1] * x[3] for x in rs) / n))
         p = np.array(pooled)
-        lines.append(f"| {name} | **pooled** | **{100 * p[:, 0].mean():.1f}** | {100 * p[:, 1].mean():.1f} |")
+        lines.append(f"| {name} | **pooled** | **{100 * p[:, 0].mean():.2f}** | {100 * p[:, 1].mean():.2f} |")
     print("\n".join(lines))
 
 

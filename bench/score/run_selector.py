@@ -148,7 +148,12 @@ def shown(scores: np.ndarray, right: np.ndarray) -> np.ndarray:
 
 
 def figures(scores: np.ndarray, right: np.ndarray) -> dict:
+    from vicar.eval.metrics import hindsight_ceiling
+
+    per, fixed = hindsight_ceiling([None if np.isnan(x) else float(x) for x in scores], list(right))
     return dict(
+        ceiling=per,  # hindsight: the best threshold per 1,000 gates at <= 5% error
+        fixed=fixed,  # hindsight: one threshold for the whole history
         auroc=auroc(scores, right),
         auprc=auprc(scores, right),
         ece=ece(scores, right),
@@ -156,11 +161,19 @@ def figures(scores: np.ndarray, right: np.ndarray) -> dict:
     )
 
 
+def stream_for(args, data: dict, seed: int) -> dict:
+    """Seed k's stream: the replay of seed k with --per-seed-streams (when dumped), else the one loaded."""
+    if not getattr(args, "per_seed_streams", False) or seed == args.replay_seed:
+        return data
+    d = load(seed)
+    return {r: x for r, x in d.items() if r in data}
+
+
 def cmd_auroc(args, data, params, groups=None, label="selector") -> list[dict]:
     rows = []
-    for r, d in data.items():
-        base = figures(d["score"], d["right"])
-        for seed in args.seeds:
+    for seed in args.seeds:
+        for r, d in stream_for(args, data, seed).items():
+            base = figures(d["score"], d["right"])
             start = time.perf_counter()
             s = prequential(d, replace(params, seed=seed), groups)
             rows.append(
@@ -184,23 +197,65 @@ def cmd_auroc(args, data, params, groups=None, label="selector") -> list[dict]:
 def auroc_table(rows: list[dict]) -> list[str]:
     lines = [
         "| variant | reviewer | AUROC score | AUROC selector (mean ± sd) | gain | AUPRC score → selector"
-        " | ECE score → selector | ECE shown: score → selector |",
-        "|---|---|---|---|---|---|---|---|",
+        " | ECE score → selector | ECE shown: score → selector | hindsight ≤5% one threshold | per 1,000 gates |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     labels = list(dict.fromkeys(r["label"] for r in rows))
     for label in labels:
         for reviewer in dict.fromkeys(r["reviewer"] for r in rows if r["label"] == label):
             rs = [r for r in rows if r["label"] == label and r["reviewer"] == reviewer]
             a = [r["sel"]["auroc"] for r in rs]
-            b = rs[0]["base"]
+            b = {k: float(np.mean([r["base"][k] for r in rs])) for k in rs[0]["base"]}  # per-seed streams differ
             lines.append(
                 f"| {label} | {reviewer}{' (tuned on)' if reviewer == TUNED_ON else ''}"
-                f" | {b['auroc']:.3f} | {np.mean(a):.3f} ± {np.std(a):.3f} | {np.mean(a) - b['auroc']:+.3f}"
+                f" | {b['auroc']:.3f} ± {np.std([r['base']['auroc'] for r in rs]):.3f}"
+                f" | {np.mean(a):.3f} ± {np.std(a):.3f} | {np.mean(a) - b['auroc']:+.3f}"
+                f" (min {min(x - r['base']['auroc'] for x, r in zip(a, rs)):+.3f})"
                 f" | {b['auprc']:.3f} → {np.mean([r['sel']['auprc'] for r in rs]):.3f}"
                 f" | {b['ece']:.3f} → {np.mean([r['sel']['ece'] for r in rs]):.3f}"
-                f" | {b['ece_shown']:.3f} → {np.mean([r['sel']['ece_shown'] for r in rs]):.3f} |"
+                f" | {b['ece_shown']:.3f} → {np.mean([r['sel']['ece_shown'] for r in rs]):.3f}"
+                f" | {100 * b['fixed']:.1f}% → {100 * np.mean([r['sel']['fixed'] for r in rs]):.1f}%"
+                f" | {100 * b['ceiling']:.1f}% → {100 * np.mean([r['sel']['ceiling'] for r in rs]):.1f}% |"
             )
     return lines
+
+
+CANDIDATES = {
+    "predictor's score": (False, sim.Config()),
+    "selector": (True, sim.Config()),
+    "predictor's score, stake on labelled": (False, sim.Config(stake="labelled")),
+    "selector, stake on labelled": (True, sim.Config(stake="labelled")),
+}
+
+
+def autonomy(args, data: dict, params: SelectorParams) -> None:
+    """The shipped rule over each candidate score, per seed: seed k uses the replay of
+    seed k (dump_replay.py --seed k) when it exists, the product's audit draws of the
+    principal for seed k, and the selector's bagging seed k."""
+    results: dict[str, dict[str, list[dict]]] = {c: {} for c in CANDIDATES}
+    streams_used = []
+    for seed in args.seeds:
+        path = Path(str(DUMP).format(seed=seed))
+        d_seed = load(seed) if path.exists() and args.gates is None else data
+        streams_used.append(str(path) if d_seed is not data else "replay seed 0")
+        if args.reviewers:
+            d_seed = {r: d for r, d in d_seed.items() if r in args.reviewers}
+        for label, (selected, cfg) in CANDIDATES.items():
+            if args.candidates and label not in args.candidates:
+                continue
+            make = (lambda r, d, k: Coupled(d, replace(params, seed=k), args.groups)) if selected else None
+            res = sim.run(d_seed, [seed], cfg, make=make, draws=args.draws)
+            for r, rows in res.items():
+                results[label].setdefault(r, []).extend(rows)
+            print(f"# {label} seed {seed} done", file=sys.stderr)
+    print(f"Streams: {', '.join(streams_used)}; audit draws: {args.draws}\n")
+    lines = list(sim.HEADER)
+    for label, res in results.items():
+        if res:
+            lines += sim.table(label, res)
+    print("\n".join(lines))
+    if args.json:
+        args.json.write_text(json.dumps(results, default=float, indent=1))
 
 
 def main() -> None:
@@ -208,12 +263,18 @@ def main() -> None:
     ap.add_argument("mode", choices=["auroc", "ablation", "autonomy"])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--replay-seed", type=int, default=0, help="which dump_replay.py stream")
-    ap.add_argument("--gates", type=Path, default=None, help="another stream (e.g. bench/replay/gates-default.jsonl.gz)")
+    ap.add_argument(
+        "--gates", type=Path, default=None, help="another stream (e.g. bench/replay/gates-default.jsonl.gz)"
+    )
     ap.add_argument("--reviewers", nargs="+", default=None)
     ap.add_argument("--set", nargs="*", default=[], help="SelectorParams overrides, name=value")
     ap.add_argument("--groups", nargs="*", default=None)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--draws", choices=["rng", "hash"], default="hash")
+    ap.add_argument("--candidates", nargs="*", default=None, help="autonomy: which of CANDIDATES")
+    ap.add_argument(
+        "--per-seed-streams", action="store_true", help="auroc: seed k on the replay of seed k (dump_replay.py)"
+    )
     args = ap.parse_args()
     params = SelectorParams()
     for kv in args.set:
@@ -235,22 +296,7 @@ def main() -> None:
             rows += cmd_auroc(args, data, params, groups, label)
         print("\n".join(auroc_table(rows)))
     else:
-        cfg = sim.Config()
-        base = sim.run({r: d for r, d in data.items()}, args.seeds, cfg, draws=args.draws)
-        sel = sim.run(
-            data,
-            args.seeds,
-            cfg,
-            make=lambda r, d, seed: Coupled(d, replace(params, seed=seed), args.groups),
-            draws=args.draws,
-        )
-        rows = [{"label": "predictor's score", "res": base}, {"label": "selector", "res": sel}]
-        lines = list(sim.HEADER)
-        for row in rows:
-            lines += sim.table(row["label"], row["res"])
-        print("\n".join(lines))
-        if args.json:
-            args.json.write_text(json.dumps(rows, default=float, indent=1))
+        autonomy(args, data, params)
         return
     if args.json:
         args.json.write_text(json.dumps(rows, default=float, indent=1))

@@ -85,17 +85,20 @@ class SelectorParams:
     least: int = 100  # labelled rows (right and wrong among them) before the first fit
     window: int = 0  # fit on the latest rows only (0: all)
     prior: float = 5.0  # pseudo-counts pulling each running rate towards the principal's
-    trees: int = 100
-    leaves: int = 7
-    learning_rate: float = 0.05
-    min_leaf: int = 40
+    # Chosen on one reviewer (lkml-hwmon's Guenter Roeck), checked on the others
+    # (bench/score/results/tuning-guenter.md): few, shallow trees on many rows each,
+    # boosted from the score, beat deeper ones (which lost the score's ranking).
+    trees: int = 60
+    leaves: int = 4
+    learning_rate: float = 0.03
+    min_leaf: int = 100
     bagging: float = 0.8  # row subsample per tree (1: none; then the seed does not matter)
     feature_fraction: float = 0.8
     l2: float = 1.0
     learner: str = "lightgbm"  # or "logistic"
     # Boost from the predictor's score: the trees start at logit(score) and learn what to
     # add to it (a weak correction keeps the score's ranking), instead of from a constant.
-    from_score: bool = False
+    from_score: bool = True
     seed: int = 0
 
 

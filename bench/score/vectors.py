@@ -19,22 +19,19 @@ _ROOT = str(Path(__file__).resolve().parents[2])
 if _ROOT not in sys.path:  # run as a script; imported, the path (SCORE_PRODUCT first) stays as it is
     sys.path.insert(0, _ROOT)
 
-from bench.score.common import load_events  # noqa: E402
+from bench.score.common import load_events, settings  # noqa: E402
 
 
 def path() -> Path:
-    from vicar.config import Settings
-
-    return Settings.from_env().data_dir / "score-vectors.npz"
+    return settings().data_dir / "score-vectors.npz"
 
 
 def main() -> None:
-    from vicar.config import Settings
     from vicar.memory.chunk import ARTIFACT_EMBED_CHARS
     from vicar.memory.embedder import make_embedder
 
-    settings = Settings.from_env()
-    embedder = make_embedder(cache_file=settings.embedding_cache, params=settings.embedder)
+    env = settings()
+    embedder = make_embedder(cache_file=env.embedding_cache, params=env.embedder)
     out = {}
     for r, evs in load_events().items():
         texts = [e.get("artifact_text", "")[:ARTIFACT_EMBED_CHARS] for e in evs]

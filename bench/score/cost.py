@@ -1,0 +1,62 @@
+"""What the selector costs per consult and per refit, on the dev replay's gates.
+
+    SCORE_PRODUCT=/tmp/score-product VICAR_DATA_DIR=/tmp/score-data python bench/score/cost.py
+
+Per gate: `confidence` (features + one prediction) and `observe` (the history's
+update), timed over Junio C Hamano's gates with the model as fitted online; per refit:
+the fit on the first 1,000, 5,000 and all of his labelled rows. One thread.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+_ROOT = str(Path(__file__).resolve().parents[2])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+from bench.score.run_selector import load  # noqa: E402
+from bench.score.selector import Selector, SelectorParams, artifact_features  # noqa: E402
+
+
+def main() -> None:
+    d = load(0)["Junio C Hamano"]
+    # The replay precomputes each gate's artifact features once; a consult computes them.
+    gates = [g.__class__(**{**g.__dict__, "artifact": None}) for g in d["gates"]]
+    sel = Selector(SelectorParams(refit_every=10**9))
+    confidence, observe = [], []
+    fit_at = {1000, 5000, len(gates) - 1}
+    fits = {}
+    for i, g in enumerate(gates):
+        t = time.perf_counter()
+        sel.confidence(g)
+        confidence.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        sel.observe(g, d["actual"][i], bool(d["right"][i]))
+        observe.append(time.perf_counter() - t)
+        if len(sel.labels) in fit_at and len(sel.labels) not in fits:
+            t = time.perf_counter()
+            sel.fit()
+            fits[len(sel.labels)] = time.perf_counter() - t
+    c, o = np.array(confidence[1000:]) * 1e3, np.array(observe[1000:]) * 1e3
+    t = time.perf_counter()
+    for g in gates[:2000]:
+        artifact_features(g)
+    art = (time.perf_counter() - t) / 2000 * 1e3
+    print("| step | p50 ms | p95 ms | max ms |")
+    print("|---|---|---|---|")
+    print(
+        f"| confidence (features + prediction), gates 1,001-{len(gates)} | {np.median(c):.2f} | {np.percentile(c, 95):.2f} | {c.max():.1f} |"
+    )
+    print(f"| observe | {np.median(o):.3f} | {np.percentile(o, 95):.3f} | {o.max():.1f} |")
+    print(f"| of which artifact features (mean) | {art:.2f} | | |")
+    for n, s in sorted(fits.items()):
+        print(f"| refit on {n:,} labelled rows | {s * 1e3:.0f} | | |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,6 +1,6 @@
 """What the selector costs per consult and per refit, on the dev replay's gates.
 
-    SCORE_PRODUCT=/tmp/score-product VICAR_DATA_DIR=/tmp/score-data python bench/score/cost.py
+    SCORE_PRODUCT=/tmp/score-product VICAR_DATA_DIR=/tmp/score-data python bench/score/cost.py [--no-similar]
 
 Per gate: `confidence` (features + one prediction) and `observe` (the history's
 update), timed over Junio C Hamano's gates with the model as fitted online; per refit:
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,9 @@ from bench.score.selector import Selector, SelectorParams, artifact_features  # 
 def main() -> None:
     d = load(0)["Junio C Hamano"]
     # The replay precomputes each gate's artifact features once; a consult computes them.
-    gates = [g.__class__(**{**g.__dict__, "artifact": None}) for g in d["gates"]]
+    gates = [replace(g, artifact=None) for g in d["gates"]]
+    if "--no-similar" in sys.argv:  # the product's consult brings the neighbours: time the rest
+        gates = [replace(g, vector=None) for g in gates]
     sel = Selector(SelectorParams(refit_every=10**9))
     confidence, observe = [], []
     fit_at = {1000, 5000, len(gates) - 1}
@@ -43,6 +46,12 @@ def main() -> None:
             sel.fit()
             fits[len(sel.labels)] = time.perf_counter() - t
     c, o = np.array(confidence[1000:]) * 1e3, np.array(observe[1000:]) * 1e3
+    # The similar-work lookup alone, at the end of the history (the largest matrix): in
+    # the product the consult's memory search (similar_work) finds the neighbours.
+    t = time.perf_counter()
+    for g in gates[-500:]:
+        sel.history.similar(g)
+    sim_ms = (time.perf_counter() - t) / 500 * 1e3
     t = time.perf_counter()
     for g in gates[:2000]:
         artifact_features(g)
@@ -54,6 +63,7 @@ def main() -> None:
     )
     print(f"| observe | {np.median(o):.3f} | {np.percentile(o, 95):.3f} | {o.max():.1f} |")
     print(f"| of which artifact features (mean) | {art:.2f} | | |")
+    print(f"| of which the similar-work lookup over {len(gates):,} vectors (mean, at the end) | {sim_ms:.2f} | | |")
     for n, s in sorted(fits.items()):
         print(f"| refit on {n:,} labelled rows | {s * 1e3:.0f} | | |")
 

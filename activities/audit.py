@@ -16,15 +16,15 @@ from vicar import contracts as c
 from vicar.activities.answers import identity_refusal
 from vicar.activities.routing import locate
 from vicar.activities.store_errors import store_errors, unavailable
-from vicar.config import Settings
 from vicar.errors import NO_MEMORY, VicarError
 from vicar.memory.names import child_path
-from vicar.memory.principal import MemoryRegistry
+from vicar.memory.registry import MemoryRegistry
 from vicar.models import OutcomeRecord
 from vicar.models.audit import AuditPage, AuditPageRequest, MemoryPlace, Review, ReviewRequest, ReviewResult
 from vicar.proxy.audit_trail import audit_page, is_unanswered, log_unanswered
 from vicar.proxy.reviews import record_review
 from vicar.responders import load_policy
+from vicar.settings import Settings
 
 MEMORY_FILE = "memory.db"
 

@@ -5,24 +5,18 @@ its copy last. Each step is idempotent (memory/transfer.py)."""
 from __future__ import annotations
 
 import base64
-import time
 
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from vicar import contracts as c
-from vicar import settings_env
-from vicar.config import Settings
 from vicar.errors import INVALID_STEP_INPUT, TRANSFER_ERROR
 from vicar.memory import transfer
 from vicar.memory.errors import InvalidInput
 from vicar.memory.names import child_path
-from vicar.memory.principal import MemoryRegistry
-
-# Test-only: seconds to pause before each piece is written, so a test can SIGKILL a
-# worker in the middle of a move.
-PIECE_DELAY_ENV = "VICAR_TEST_MOVE_PIECE_DELAY"  # declared in vicar/settings_env.py
+from vicar.memory.registry import MemoryRegistry
+from vicar.settings import Settings
 
 
 class MoveActivities:
@@ -82,9 +76,6 @@ class MoveActivities:
     @activity.defn(name=c.IMPORT_PIECE)
     def import_piece(self, piece: c.MovePiece) -> int:
         staging = self._staging(piece.move_id)
-        if delay := settings_env.test_delay(PIECE_DELAY_ENV):
-            staging.mkdir(parents=True, exist_ok=True)  # a test sees the step has begun
-            time.sleep(delay)
         data = base64.b64decode(piece.data)
         transfer.write_piece(staging, piece.index, data)
         return len(data)

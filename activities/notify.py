@@ -15,10 +15,10 @@ from temporalio.exceptions import ApplicationError
 
 from vicar import contracts as c
 from vicar.artifacts import read_artifact_file
-from vicar.config import Settings
 from vicar.errors import ArtifactRefused
 from vicar.models.chat import slack_message
 from vicar.models.view import ArtifactFile, ExcerptInput
+from vicar.settings import Settings
 
 # One POST's connect + read budget; the activity's retries handle a receiver that is down.
 WEBHOOK_TIMEOUT_SECONDS = 10.0

@@ -21,16 +21,15 @@ from vicar.activities.rules import RuleActivities
 from vicar.activities.store_errors import store_errors
 from vicar.activities.turns import TurnActivities
 from vicar.artifacts import load_artifact
-from vicar.config import TASK_QUEUE, Settings
-from vicar.errors import ALLOW_LIST_EMPTIED, ALLOW_LIST_UNREADABLE, ARTIFACT_REFUSED, ArtifactRefused, VicarError
-from vicar.memory.principal import MemoryRegistry
+from vicar.errors import ARTIFACT_REFUSED, ArtifactRefused
+from vicar.memory.registry import MemoryRegistry
 from vicar.models import BrainConfig, Calibration, ModelPin, OutcomeRecord, PassResult, Surprise
 from vicar.proxy.calibration import calibrate, calibration_inputs
 from vicar.proxy.consult import consult
 from vicar.proxy.outcomes import record_outcome
 from vicar.proxy.provider import Predictor
 from vicar.proxy.retrieval import contexts
-from vicar.responders import load_policy
+from vicar.settings import TASK_QUEUE, Settings
 
 
 class ProxyActivities(TurnActivities, RuleActivities):
@@ -76,7 +75,6 @@ class ProxyActivities(TurnActivities, RuleActivities):
         allow-list): on the shard's queue when sharded."""
         return [
             self.read_counter,
-            self.mirror_counter,
             self.advance_turn,
             self.consult,
             self.retrieve_context,
@@ -87,7 +85,6 @@ class ProxyActivities(TurnActivities, RuleActivities):
             self.reinforce,
             self.agent_reply,
             self.record_outcome,
-            self.allowed_responders,
             self.pin_model,
             self.vet_answer,
             self.recorded_outcome,
@@ -207,19 +204,6 @@ class ProxyActivities(TurnActivities, RuleActivities):
         the principal decides meanwhile), and the gate keeps the version it got.
         None for a predictor without versions (offline, an LLM)."""
         return self.predictor.pin(principal) if self.predictor.pin else None
-
-    @activity.defn(name=c.ALLOWED_RESPONDERS)
-    def allowed_responders(self, principal: str) -> list[str]:
-        """Gates started before VET_ANSWERS: the list at escalation ([]: anyone). An
-        unreadable list is not retried (a person must fix it), nor is an emptied one: the
-        gate then refuses every answer until a later read lets someone answer."""
-        try:
-            policy = load_policy(self.settings.principals_dir, principal)
-        except VicarError as exc:
-            raise ApplicationError(str(exc), type=ALLOW_LIST_UNREADABLE, non_retryable=True) from None
-        if not policy.responders and not policy.anyone:
-            raise ApplicationError(policy.refusal(principal, "") or "", type=ALLOW_LIST_EMPTIED, non_retryable=True)
-        return policy.responders
 
     @activity.defn(name=c.VET_ANSWER)
     async def vet_answer(self, vet: c.AnswerVet) -> c.AnswerVerdict:

@@ -6,9 +6,9 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from vicar import contracts as c
-from vicar.config import Settings
 from vicar.models.brain import BrainStatus
 from vicar.runtime.sharding import shard_of
+from vicar.settings import Settings
 
 
 async def locate(client: Client, settings: Settings, principal: str) -> int | None:

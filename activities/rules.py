@@ -15,7 +15,7 @@ from temporalio.exceptions import ApplicationError
 from vicar import contracts as c
 from vicar.activities.store_errors import store_errors
 from vicar.errors import STORE_UNAVAILABLE
-from vicar.memory.principal import MemoryRegistry
+from vicar.memory.registry import MemoryRegistry
 from vicar.models.control import Control, Verdict
 from vicar.proxy.control_store import keep_control, kept_control
 from vicar.proxy.lineage import lineage_of

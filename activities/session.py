@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import time
 
 from temporalio import activity
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdateFailedError
@@ -14,24 +13,19 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from vicar import contracts as c
-from vicar import settings_env
 from vicar.activities.routing import locate
 from vicar.activities.store_errors import unavailable
-from vicar.config import TASK_QUEUE, Settings
 from vicar.memory.chunk import chunk_id_for
 from vicar.memory.consolidation import apply_consolidation, plan_consolidation
 from vicar.memory.consolidation_plan import ConsolidationPlan, ConsolidationReport
-from vicar.memory.principal import MemoryRegistry
+from vicar.memory.registry import MemoryRegistry
 from vicar.memory.store import StoreError
 from vicar.memory.working import load_working_memory
 from vicar.models.brain import BrainStatus
 from vicar.models.session import ConsolidationInput, JoinReply, SessionInput, WorkingMemoryView
 from vicar.proxy import facts
 from vicar.proxy.provider import Predictor
-
-# Test-only: seconds to pause before each consolidation decision, so a test can kill the
-# worker in the middle of applying a plan.
-STEP_DELAY_ENV = "VICAR_TEST_CONSOLIDATION_STEP_DELAY"  # declared in vicar/settings_env.py
+from vicar.settings import TASK_QUEUE, Settings
 
 
 class SessionActivities:
@@ -130,14 +124,7 @@ class SessionActivities:
     @activity.defn(name=c.APPLY_CONSOLIDATION)
     def apply_consolidation(self, inp: c.ApplyInput) -> ConsolidationReport:
         memory = self.registry.get(inp.principal)
-        delay = settings_env.test_delay(STEP_DELAY_ENV)
-
-        def step(i: int) -> None:
-            activity.heartbeat(i)
-            if delay:
-                time.sleep(delay)
-
-        report = apply_consolidation(memory, inp.plan, on_step=step)
+        report = apply_consolidation(memory, inp.plan, on_step=activity.heartbeat)
         report.facts_learned = len(facts.after_consolidation(memory, inp.plan, self.settings.facts, self.extractor))
         report.buffer_kept, report.buffer_dropped = memory.settle_buffer()
         if self.refit:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from temporalio.exceptions import ApplicationError
 
-from vicar import contracts as c
+from vicar.errors import STORE_UNAVAILABLE
 from vicar.memory.diskfull import DiskFull, disk_full, is_disk_full
 from vicar.memory.owner import StoreLocked
 from vicar.memory.store import StoreError
@@ -39,7 +39,7 @@ def _broken(exc: BaseException) -> bool:
 
 def unavailable(exc: BaseException) -> ApplicationError:
     text = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
-    return ApplicationError(f"memory unavailable: {text}", type=c.STORE_UNAVAILABLE, non_retryable=_broken(exc))
+    return ApplicationError(f"memory unavailable: {text}", type=STORE_UNAVAILABLE, non_retryable=_broken(exc))
 
 
 def store_errors(fn):

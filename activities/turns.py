@@ -1,6 +1,6 @@
 """The activity side of the brain's turn (workflows/turn.py has the workflow side and the
 protocol): asking for a turn (an update with start, or a queued signal), giving it back,
-and the counter the brain hands N from (read, mirrored, advanced with the holder's record).
+and the counter the brain hands N from (read, and mirrored as it advances with the holder's record).
 
 A mixin of ProxyActivities: it uses the worker's client, registry, settings, predictor
 (whether steps run locally), brain config, task queue and served shards.
@@ -20,12 +20,12 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from vicar import contracts as c
 from vicar.activities.store_errors import store_errors
-from vicar.config import Settings
 from vicar.errors import BRAIN_UNUSABLE
-from vicar.memory.principal import MemoryRegistry
+from vicar.memory.registry import MemoryRegistry
 from vicar.models import BrainConfig, BrainInput, TurnReply
 from vicar.proxy.provider import Predictor
 from vicar.runtime.sharding import shard_of
+from vicar.settings import Settings
 
 # Temporal admits at most 10 in-flight updates per workflow (history.maxInFlightUpdates)
 # and answers RESOURCE_EXHAUSTED beyond, which the client then retries with backoff.
@@ -156,11 +156,6 @@ class TurnActivities:
     @store_errors
     def read_counter(self, inp: c.CounterInput) -> int:
         return self.registry.get(inp.principal).counter()
-
-    @activity.defn(name=c.MIRROR_COUNTER)
-    @store_errors
-    def mirror_counter(self, inp: c.CounterInput) -> int:
-        return self.registry.get(inp.principal).raise_counter(inp.n)
 
     @activity.defn(name=c.ADVANCE_TURN)
     @store_errors

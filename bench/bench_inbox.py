@@ -30,12 +30,12 @@ from temporalio.testing import WorkflowEnvironment
 
 from bench.machine_info import command_line, machine_line
 from vicar.client.gates import list_escalations, start_gate
-from vicar.config import Settings
 from vicar.inbox.accounts import add_user
 from vicar.models import GateRequest
 from vicar.responders import save_allowed
 from vicar.runtime.codec import data_converter, new_key_line
 from vicar.runtime.server import temporal_binary
+from vicar.settings import Settings
 from vicar.worker import build_worker
 from vicar.workflows import search_attributes as sa
 

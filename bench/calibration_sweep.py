@@ -1,5 +1,6 @@
 """One calibration mechanism swept in the replay (online, no peeking): the shipped
-default with one `CalibrationParams` field changed, in one run on the full dev data.
+default with one switch of the evaluation profile (vicar/eval/profile.py) changed, in one
+run on the full dev data.
 
 Against the first value (the mechanism off, by convention), each row reports the
 autonomous errors avoided (wrong answers given alone there, not here) and the autonomy
@@ -21,18 +22,20 @@ from rich.console import Console
 
 from bench.dev_replay import load_dev
 from bench.machine_info import command_line, machine_line
-from vicar.config import CalibrationParams, FactParams
 from vicar.eval import metrics as m
+from vicar.eval.profile import EvalProfile
 from vicar.eval.replay import Variant, replay_reviewer
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = {"calibration": CalibrationParams, "facts": FactParams}  # Variant fields that override settings
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
-        "--section", default="calibration", choices=sorted(SECTIONS), help="the settings the field belongs to"
+        "--section",
+        default="calibration",
+        choices=("calibration", "facts"),
+        help="the settings the field belongs to (read from the evaluation profile now; kept so recorded commands run)",
     )
     ap.add_argument("--param", default="probation_answers")
     ap.add_argument("--values", default="0,1,3,5,10", help="comma-separated; the first is the baseline")
@@ -46,13 +49,15 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     started = datetime.now(UTC)
-    defaults = SECTIONS[args.section]().model_dump()
+    defaults = EvalProfile.shipped()  # the switches a replay may set (vicar/eval/profile.py)
     if args.param not in defaults:
-        ap.error(f"--param: {args.section} has no field {args.param!r}")
+        ap.error(f"--param: the evaluation profile has no switch {args.param!r}; it has {', '.join(defaults)}")
 
-    def parse(field: str, value: str):
-        kind = type(defaults[field])
-        return value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
+    def parse(field: str, value: str) -> object:
+        default = defaults[field]
+        if isinstance(default, bool):
+            return value.lower() in ("1", "true", "yes")
+        return float(value) if isinstance(default, float) else int(value)
 
     rows = {v: {args.param: parse(args.param, v)} for v in args.values.split(",")}
     if args.baseline:
@@ -68,7 +73,7 @@ def main() -> None:
     outcome: dict = {}
     scores: dict = {}
     for k in bounds:
-        variant = Variant(name=f"{args.param}={k}", predictor="learned", **{args.section: rows[k]})
+        variant = Variant(name=f"{args.param}={k}", predictor="learned", profile=EvalProfile.model_validate(rows[k]))
         preds_by_reviewer = {}
         with console.status(f"replaying with {args.param} {k} ..."):
             for r, evs in events.items():

@@ -30,10 +30,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from bench.gate_bench import concurrent, gate, sequential, train
 from bench.gate_common import BENCH_ENV, Row, phase_progress, proxy_parts
 from bench.machine_info import command_line, machine_line
-from vicar.config import Settings
 from vicar.memory.embedder import default_embedder
 from vicar.models import EscalationMode
 from vicar.runtime.codec import AesGcmCodec
+from vicar.settings import Settings
 from vicar.worker import build_worker, temporal_client
 
 

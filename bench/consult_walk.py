@@ -21,12 +21,12 @@ from datetime import UTC
 from pathlib import Path
 
 from vicar.activities.proxy import ProxyActivities
-from vicar.config import Settings
 from vicar.memory.embedder import default_embedder
-from vicar.memory.principal import MemoryRegistry
+from vicar.memory.registry import MemoryRegistry
 from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord, PassResult
 from vicar.proxy.learned_store import LearnedModels
 from vicar.proxy.outcomes import record_outcome
+from vicar.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP = ("site-packages", "/lib/python3", "<")  # libraries, and code pydantic generates

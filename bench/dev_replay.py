@@ -6,10 +6,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from vicar.config import Settings
 from vicar.eval.dataset import GateEvent, load_events
 from vicar.eval.run import warm_embeddings
 from vicar.memory.embedder import Embedder, make_embedder
+from vicar.settings import Settings
 
 DEV = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "gate-replay" / "dev"
 

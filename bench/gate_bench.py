@@ -73,9 +73,9 @@ from bench.gate_report import HEADERS, anatomy, report, table_rows
 from bench.prom import delta, resource_exhausted, server_metrics_url
 from vicar import contracts as c
 from vicar.client.gates import answer_gate, gate_details, start_gate
-from vicar.config import Settings
 from vicar.memory.embedder import default_embedder
 from vicar.models import CfAState, EscalationMode, GateRequest, GateResult, GateStatus, HumanAnswer
+from vicar.settings import Settings
 from vicar.worker import build_worker, temporal_client
 
 TASK_TYPE = "docs"

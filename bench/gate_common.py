@@ -20,11 +20,11 @@ from temporalio.client import WorkflowHandle
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput
 from temporalio.worker import Interceptor as WorkerInterceptor
 
-from vicar.config import Settings
 from vicar.memory.embedder import Embedder, make_embedder
-from vicar.memory.principal import MemoryRegistry
+from vicar.memory.registry import MemoryRegistry
 from vicar.proxy.provider import Predictor
 from vicar.proxy.select import predictor_from_env
+from vicar.settings import Settings
 
 # Training gates per principal at most before the bench gives up on it (-1 in the report).
 MAX_TRAINING_GATES = 12

@@ -23,8 +23,8 @@ from rich.progress import Progress
 
 from bench import gate_bench as gb
 from bench.gate_common import BENCH_ENV
-from vicar.config import Settings
 from vicar.memory.embedder import default_embedder
+from vicar.settings import Settings
 from vicar.worker import build_worker, temporal_client
 
 PRINCIPALS = [f"hot-p{i}" for i in range(8)]

@@ -15,13 +15,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from vicar.config import RetrievalOptions, Settings
 from vicar.eval.dataset import load_events
 from vicar.eval.replay import Variant, event_texts, replay_reviewer
 from vicar.memory.chunk import MemoryChunk
 from vicar.memory.embedder import default_embedder
 from vicar.memory.migrations import COLUMNS
 from vicar.memory.store import RecordStore
+from vicar.settings import RetrievalOptions, Settings
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "gate-replay" / "dev"
 

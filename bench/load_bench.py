@@ -55,12 +55,12 @@ from bench.load_usable import Usability, check_usable, probe_request
 from bench.machine_info import command_line, machine_line
 from tests.test_soak import Cluster
 from vicar import contracts as c
-from vicar.config import Settings
 from vicar.memory.check import check
 from vicar.models import GateRequest, GateResult, HumanAnswer
 from vicar.proxy.outcomes import side_file_gates
 from vicar.runtime.connect import connect
 from vicar.runtime.server import free_port
+from vicar.settings import Settings
 
 
 @dataclass

@@ -58,13 +58,13 @@ try:
 except ImportError:
     threadpool_info = None
 
-from vicar.config import MemoryParams
 from vicar.memory.activation import base_levels, hybrid_levels
 from vicar.memory.index import STRUCT_FIELDS, MemoryIndex
 from vicar.memory.migrations import COLUMNS
 from vicar.memory.retrieval import Hit, Query, rank
 from vicar.memory.storage import RETRIEVABLE
 from vicar.memory.store import RecordStore
+from vicar.settings import MemoryParams
 
 ACT_CHUNKS = 1_000_000
 NOISE_S = 0.25

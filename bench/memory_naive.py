@@ -11,8 +11,8 @@ import sqlite3
 from pathlib import Path
 
 from bench.memory_corpus import QUERY_DIMS, Corpus, Filters, chunk_row, json_pools
-from vicar.config import MemoryParams
 from vicar.memory.migrations import COLUMNS
+from vicar.settings import MemoryParams
 
 
 def build_naive(c: Corpus, path: Path) -> sqlite3.Connection:

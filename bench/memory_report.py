@@ -20,7 +20,7 @@ except ImportError:
 
 from bench.machine_info import command_line, machine_line
 from bench.memory_corpus import DIM, FILTER, POOL, PRESENCE, QUERY_DIMS, THRESHOLD, WARMUP, K
-from vicar.config import MemoryParams
+from vicar.settings import MemoryParams
 
 GOALS = {"act_ms": 100.0, "p50_ms": 25.0, "p95_ms": 60.0, "speedup": 50.0}
 

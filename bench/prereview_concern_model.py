@@ -61,10 +61,10 @@ _FILE = re.compile(r"\b[\w./-]+\.(?:c|h|py|rs|go|rst|txt|yaml|yml|json|sh|dts|dt
 def capture(files: list[Path], seed: int) -> dict[str, list]:
     """{reviewer: [(event, (ctx, request, artifact) or None)]}: the contexts the shipped
     pre-review saw, kept for correct/reject events."""
-    from vicar.config import Settings
     from vicar.eval import replay
     from vicar.eval.dataset import load_events
     from vicar.memory.embedder import make_embedder
+    from vicar.settings import Settings
 
     settings = Settings.from_env()
     events = load_events(files)

@@ -40,15 +40,15 @@ from bench.gate_common import BENCH_ENV, GATE_LOCAL_ACTIVITIES, Row, phase_progr
 from bench.gate_floor import baseline
 from bench.machine_info import command_line, machine_line
 from vicar.client.gates import start_gate
-from vicar.config import Settings
 from vicar.eval.dataset import load_events, principal_for
 from vicar.memory.embedder import make_embedder
-from vicar.memory.principal import MemoryRegistry
+from vicar.memory.registry import MemoryRegistry
 from vicar.models import AnsweredBy, EscalationMode, GateRequest, OutcomeRecord, RetrievalContext
 from vicar.models.prereview import PreReviewItem
 from vicar.proxy import answer_words, retrieval
 from vicar.proxy.outcomes import record_outcome
 from vicar.proxy.select import predictor_from_env
+from vicar.settings import Settings
 from vicar.worker import build_worker, temporal_client
 
 WARMUP = 6  # gates before the clock: the learned model's first fit at the pin, caches

@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from vicar.config import Settings
 from vicar.eval import replay
 from vicar.eval.dataset import GateEvent, load_events
 from vicar.eval.words import SCORED, Themes
@@ -32,6 +31,7 @@ from vicar.models import AnsweredBy, ChunkSummary, GateRequest, RetrievalContext
 from vicar.models.prereview import PreReviewItem
 from vicar.proxy.concerns import strip_tags
 from vicar.proxy.prereview import pre_review, rank
+from vicar.settings import Settings
 
 ORACLE_K = 4
 

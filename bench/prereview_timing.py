@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from vicar.config import Settings
 from vicar.eval import replay
 from vicar.eval.dataset import load_events
 from vicar.memory.embedder import make_embedder
 from vicar.models import GateRequest, RetrievalContext
 from vicar.models.prereview import PreReviewItem
+from vicar.settings import Settings
 
 
 def main() -> None:

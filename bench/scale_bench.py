@@ -38,9 +38,9 @@ from bench.gate_bench import burst, concurrent, train
 from bench.gate_common import BENCH_ENV, Row, cpu_seconds, fmt
 from bench.machine_info import command_line, machine_line
 from bench.prom import delta, resource_exhausted, server_metrics_url
-from vicar.config import TASK_QUEUE
 from vicar.runtime.codec import data_converter, new_key_line
 from vicar.runtime.server import EmbeddedServer, free_port
+from vicar.settings import TASK_QUEUE
 
 # The workers have a data dir each: one payload key for all of them and this client.
 os.environ.setdefault("VICAR_CODEC_KEYS", new_key_line("bench"))

@@ -22,10 +22,10 @@ from rich.console import Console
 
 from bench.dev_replay import load_dev
 from bench.machine_info import command_line, machine_line
-from vicar.config import MemoryParams
 from vicar.eval import metrics as m
 from vicar.eval.replay import Variant, replay_reviewer
 from vicar.memory.principal import PrincipalMemory
+from vicar.settings import MemoryParams
 
 ROOT = Path(__file__).resolve().parents[1]
 

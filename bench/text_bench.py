@@ -26,7 +26,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.machine_info import command_line, machine_line
-from vicar.config import MemoryParams
 from vicar.eval import metrics
 from vicar.llm import parse, prompts
 from vicar.memory.chunk import MemoryChunk, blended_text
@@ -46,6 +45,7 @@ from vicar.models import (
 )
 from vicar.proxy import bookkeeping, outcomes
 from vicar.proxy.offline import OfflinePredictor
+from vicar.settings import MemoryParams
 
 SIZES = (100_000, 1_000_000)
 BEYOND = 4_000_000  # the worst input again, both sizes beyond the caches

@@ -20,8 +20,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 from vicar.client.gates import start_gate
-from vicar.config import Settings
 from vicar.models import GateRequest, GateStatus
+from vicar.settings import Settings
 from vicar.worker import build_worker, temporal_client
 
 ESCALATIONS = 'WorkflowType = "VicarGate" AND VicarStatus = "escalated" AND ExecutionStatus = "Running"'

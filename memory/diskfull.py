@@ -11,7 +11,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from vicar.memory.store import StoreError
+from vicar.memory.errors import StoreError
 
 _ERRNOS = {errno.ENOSPC, errno.EDQUOT}
 _SQLITE_FULL = 13

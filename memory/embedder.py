@@ -198,7 +198,7 @@ def make_embedder(
     name: str | None = None, cache_file: Path | None = None, params: EmbedderParams | None = None
 ) -> CachedEmbedder:
     """The named provider (minilm | minilm-torch | openai; else params.name, which
-    vicar.config fills from VICAR_EMBEDDER), cached. Models are loaded once per process
+    vicar.settings fills from VICAR_EMBEDDER), cached. Models are loaded once per process
     (MiniLM: ~1 s on onnxruntime, ~6 s on torch)."""
     params = params or EmbedderParams()
     name = (name or params.name).strip().lower()

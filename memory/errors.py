@@ -23,5 +23,9 @@ class BrokenStore(VicarError):
     exit_code = 6
 
 
+class StoreError(BrokenStore):
+    """A store that cannot be used as asked: shown to the user as one line (exit code 6)."""
+
+
 class NotInstalled(VicarError):
     exit_code = 9

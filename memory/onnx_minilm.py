@@ -291,7 +291,7 @@ class OnnxMiniLMEmbedder:
         self._weights = [ort.OrtValue.ortvalue_from_numpy(a) for a in weights.values()]
         opts.add_external_initializers(list(weights), self._weights)
         # One thread per call by default (VICAR_EMBED_THREADS, passed down from
-        # vicar.config): the gate's host has 2 cores shared with the Temporal server,
+        # vicar.settings): the gate's host has 2 cores shared with the Temporal server,
         # and concurrent gates run their calls in parallel anyway.
         opts.intra_op_num_threads = threads or 1
         opts.inter_op_num_threads = 1

@@ -1,4 +1,4 @@
-"""The memory's parameters (vicar.config's Settings carries them, from the environment)."""
+"""The memory's parameters (vicar.settings.Settings carries them, from the environment)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ EMBEDDERS = ("minilm", "minilm-torch", "openai")
 
 
 class EmbedderParams(BaseModel):
-    """Which embedding model (VICAR_EMBEDDER and its neighbours, read by vicar.config:
+    """Which embedding model (VICAR_EMBEDDER and its neighbours, read by vicar.settings:
     memory/ reads no environment)."""
 
     name: Literal["minilm", "minilm-torch", "openai"] = "minilm"

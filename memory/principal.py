@@ -23,7 +23,6 @@ from vicar.memory.lexical import LexicalIndex
 from vicar.memory.names import check_principal, child_path
 from vicar.memory.owner import OwnerLock
 from vicar.memory.params import MemoryParams
-from vicar.memory.registry import MemoryRegistry  # noqa: F401  # re-exported: imported from here elsewhere
 from vicar.memory.retrieval import EmbeddingMode, Hit, Query, rank
 from vicar.memory.storage import RETRIEVABLE, UNINDEXED, StorageDecision, decide
 from vicar.memory.store import RecordStore, StoreError, records_unusable

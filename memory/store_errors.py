@@ -6,11 +6,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from vicar.memory.errors import BrokenStore
+from vicar.memory.diskfull import MIN_FREE, disk_full, free_bytes, is_disk_full
+from vicar.memory.errors import StoreError
 
-
-class StoreError(BrokenStore):
-    """A store that cannot be used as asked: shown to the user as one line (exit code 6)."""
+__all__ = ["RecordsUnusable", "StoreError", "raise_if_disk_full", "records_unusable"]
 
 
 class RecordsUnusable(StoreError):
@@ -27,7 +26,6 @@ def records_unusable(path: Path, exc: BaseException | str) -> StoreError:
 
 
 def raise_if_disk_full(path: Path, exc: BaseException) -> None:
-    from vicar.memory.diskfull import MIN_FREE, disk_full, free_bytes, is_disk_full  # it builds on StoreError
 
     if isinstance(exc, StoreError):
         return

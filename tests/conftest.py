@@ -22,13 +22,13 @@ import pytest_asyncio
 from temporalio import workflow
 from temporalio.testing import WorkflowEnvironment
 
-from vicar.config import AutonomyParams, CalibrationParams, MemoryParams, Settings
 from vicar.memory.chunk import MemoryChunk
 from vicar.memory.embedder import default_embedder
-from vicar.memory.principal import MemoryRegistry
+from vicar.memory.registry import MemoryRegistry
 from vicar.models import GateRequest
 from vicar.models.brain import BrainConfig
 from vicar.runtime.server import temporal_binary
+from vicar.settings import AutonomyParams, CalibrationParams, MemoryParams, Settings
 from vicar.workflows import search_attributes as sa
 
 
@@ -241,8 +241,8 @@ async def vicar_process(h, data_dir, *args: str, queue: str | None = None) -> tu
 
 def rule_for(memory, request: GateRequest, params=None):
     """The autonomy rule a gate's consult reads for `request` (vicar.proxy.autonomy)."""
-    from vicar.config import CalibrationParams
     from vicar.proxy.autonomy import rule_in_force
+    from vicar.settings import CalibrationParams
 
     params = params or CalibrationParams()
     return rule_in_force(

@@ -3,10 +3,10 @@
 import sys
 from pathlib import Path
 
-from vicar.config import MemoryParams
 from vicar.memory.chunk import MemoryChunk
 from vicar.memory.embedder import default_embedder
 from vicar.memory.principal import PrincipalMemory
+from vicar.settings import MemoryParams
 
 root = Path(sys.argv[1])
 mem = PrincipalMemory("crash", root, default_embedder(), MemoryParams())

@@ -77,10 +77,10 @@ async def world(temporal_env, embedder, tmp_path_factory):
     import uvicorn
     from playwright.async_api import async_playwright
 
-    from vicar.config import CalibrationParams, Settings
     from vicar.inbox.accounts import add_user
     from vicar.inbox.app import create_app
-    from vicar.memory.principal import MemoryRegistry
+    from vicar.memory.registry import MemoryRegistry
+    from vicar.settings import CalibrationParams, Settings
     from vicar.worker import build_worker
 
     settings = Settings(

@@ -4,9 +4,9 @@ import sys
 import time
 from pathlib import Path
 
-from vicar.config import MemoryParams
 from vicar.memory.embedder import default_embedder
 from vicar.memory.principal import PrincipalMemory
+from vicar.settings import MemoryParams
 
 mem = PrincipalMemory(sys.argv[2], Path(sys.argv[1]), default_embedder(), MemoryParams())
 print("open", flush=True)

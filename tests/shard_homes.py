@@ -12,10 +12,10 @@ from typing import NamedTuple
 from temporalio.client import Client, WorkflowHandle
 
 from vicar import contracts as c
-from vicar.config import Settings
-from vicar.memory.principal import MemoryRegistry
+from vicar.memory.registry import MemoryRegistry
 from vicar.runtime.codec import data_converter
 from vicar.runtime.sharding import shard_of
+from vicar.settings import Settings
 
 
 def sharded(settings: Settings, count: int, shard_wait: float = 60.0) -> Settings:

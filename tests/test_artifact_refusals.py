@@ -21,9 +21,9 @@ import pytest
 from vicar.artifacts import confine, read_artifact_file
 from vicar.client.gates import answer_gate, start_gate
 from vicar.client.view import gate_view
-from vicar.config import CalibrationParams, Settings
 from vicar.errors import ArtifactRefused
 from vicar.models import HumanAnswer
+from vicar.settings import CalibrationParams, Settings
 
 from .conftest import LOOSE_AUTONOMY, wait_escalated, wait_for
 from .test_slack_webhook import Receiver

@@ -61,8 +61,8 @@ class World:
 
 @pytest_asyncio.fixture(scope="module")
 async def world(temporal_env, embedder, tmp_path_factory):
-    from vicar.config import CalibrationParams, Settings
-    from vicar.memory.principal import MemoryRegistry
+    from vicar.memory.registry import MemoryRegistry
+    from vicar.settings import CalibrationParams, Settings
     from vicar.worker import build_worker
 
     receiver = Receiver(fail_first=0)
@@ -278,6 +278,7 @@ async def test_the_audit_workflows_and_a_timed_out_gate_replay(world):
     tests/test_replay_histories.py (see there how to record)."""
     w = world
     h = w.h
+    save_allowed(h.settings.principals_dir, w.p, ["alice"])  # alice reviews below, whatever ran before
     page = await h.client.start_workflow(
         c.AUDIT_WORKFLOW,
         AuditPageRequest(principal=w.p, max_bytes=2000),

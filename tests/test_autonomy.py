@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from vicar.config import AutonomyParams, CalibrationParams, MemoryParams, Settings
 from vicar.errors import InvalidInput
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, Calibration, GateRequest, OutcomeRecord, PassResult
@@ -14,6 +13,7 @@ from vicar.proxy.autonomy.drift import labelled_pairs
 from vicar.proxy.autonomy.ledger import autonomy_pairs
 from vicar.proxy.autonomy.rule import AUTONOMY_FILE, autonomy_params
 from vicar.proxy.outcomes import record_outcome
+from vicar.settings import AutonomyParams, CalibrationParams, MemoryParams, Settings
 
 from .conftest import rule_for
 
@@ -122,9 +122,9 @@ def test_parameters_per_principal_and_state(tmp_path, embedder):
 
 def test_environment_defaults(monkeypatch):
     monkeypatch.setenv("VICAR_AUTONOMY_TARGET_ERROR", "0.1")
-    monkeypatch.setenv("VICAR_AUTONOMY_WINDOW", "500")
+    monkeypatch.setenv("VICAR_AUTONOMY_WEIGHTING", " Labelled ")
     p = Settings.from_env().calibration.autonomy
-    assert (p.target_error, p.window, p.delta, p.audit_share) == (0.1, 500, 0.05, 0.05)
+    assert (p.target_error, p.delta, p.audit_share, p.weighting) == (0.1, 0.05, 0.05, "labelled")
     monkeypatch.setenv("VICAR_AUTONOMY_AUDIT_SHARE", "1.5")
     with pytest.raises(InvalidInput, match="VICAR_AUTONOMY_AUDIT_SHARE"):
         Settings.from_env()

@@ -95,7 +95,7 @@ def test_restore_all_force_beside_an_open_memory_replaces_nothing_and_says_so(se
     replaced, and left its staging folder. Every lock is checked before anything is
     replaced: refused, nothing changes and the line says so; then, the memory closed, it
     restores them all and names each one."""
-    from vicar.memory.principal import MemoryRegistry
+    from vicar.memory.registry import MemoryRegistry
 
     from .test_memory_cancel import chunk
 

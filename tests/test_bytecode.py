@@ -18,7 +18,7 @@ from vicar import workflows
 from vicar.runtime.bytecode import compile_package, _fresh
 pkg = Path(workflows.__file__).parent
 n = compile_package(pkg, Path(sys.argv[1]))
-gate = pkg / "gate.py"
+gate = pkg / "gate" / "workflow.py"
 cached = Path(importlib.util.cache_from_source(str(gate)))
 print(n, sys.pycache_prefix, cached.is_relative_to(Path(sys.argv[1])), _fresh(gate))
 """
@@ -36,7 +36,7 @@ def test_the_worker_compiles_its_workflows_outside_the_source_tree(tmp_path):
         check=True,
     ).stdout.split()
     assert int(out[0]) >= 5 and out[1] == str(tmp_path / "pycache")
-    assert out[2:] == ["True", "True"]  # the loader will find fresh bytecode for gate.py there
+    assert out[2:] == ["True", "True"]  # the loader will find fresh bytecode for gate/workflow.py there
     # A second worker finds it fresh and compiles nothing.
     again = subprocess.run(
         [

@@ -7,11 +7,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from vicar.config import CalibrationParams
 from vicar.models import AnsweredBy, AutonomyRule, CalibrationInputs, ChunkSummary
 from vicar.proxy.autonomy import audit_draw
 from vicar.proxy.calibration import calibrate
 from vicar.proxy.conflicts import ConflictKind, classify_conflict, genuine_tension
+from vicar.settings import CalibrationParams
 
 P = CalibrationParams()
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)

@@ -10,12 +10,12 @@ from typer.testing import CliRunner
 
 from vicar.cli import app
 from vicar.client.gates import answer_gate, gate_details, start_gate
-from vicar.config import CalibrationParams, MemoryParams, Settings
 from vicar.llm import prompts
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import AnsweredBy, Calibration, CalibrationInputs, CensorHit, GateRequest, GateStatus, HumanAnswer
 from vicar.proxy.calibration import calibrate
 from vicar.proxy.retrieval import retrieve
+from vicar.settings import CalibrationParams, MemoryParams, Settings
 
 from .conftest import LOOSE_AUTONOMY, record_answer, wait_escalated, wait_for
 

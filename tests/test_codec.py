@@ -19,7 +19,6 @@ from temporalio.client import Client
 
 from vicar import contracts as c
 from vicar.client.gates import answer_gate, list_escalations, start_gate
-from vicar.config import Settings
 from vicar.errors import InvalidInput
 from vicar.models import HumanAnswer
 from vicar.runtime.codec import (
@@ -33,6 +32,7 @@ from vicar.runtime.codec import (
     new_key_line,
     parse_keys,
 )
+from vicar.settings import Settings
 
 from .conftest import wait_escalated
 

@@ -7,12 +7,12 @@ import random
 import numpy as np
 import pytest
 
-from vicar.config import MemoryParams
 from vicar.memory.consolidation import apply_consolidation, memory_fingerprint, plan_consolidation
 from vicar.memory.principal import PrincipalMemory
 from vicar.memory.retrieval import Query
 from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord
 from vicar.proxy.outcomes import outcome_chunk
+from vicar.settings import MemoryParams
 
 PLAN = "Add a unique index on users.email; rollback drops the index."
 
@@ -160,9 +160,9 @@ def test_no_cluster_ever_vanishes(tmp_path, embedder):
 
 
 def test_a_recorded_tension_feeds_the_calibration_guard(memory):
-    from vicar.config import Settings
     from vicar.proxy.consult import consult
     from vicar.proxy.offline import OfflinePredictor
+    from vicar.settings import Settings
 
     add(memory, 1, "approve", "Fine.")
     b = add(memory, 5, "reject", "No: not on a Friday.")

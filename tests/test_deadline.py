@@ -54,7 +54,7 @@ def receiver():
 
 
 async def test_a_gate_nobody_answers_times_out_and_the_webhook_is_told(temporal_env, embedder, settings, receiver):
-    from vicar.memory.principal import MemoryRegistry
+    from vicar.memory.registry import MemoryRegistry
     from vicar.worker import build_worker
 
     settings = settings.model_copy(update={"webhook_url": receiver.url})
@@ -103,8 +103,8 @@ async def test_a_cancelled_gate_says_so_in_its_status(harness):
 
 
 def test_the_webhook_and_deadline_settings_are_checked(monkeypatch):
-    from vicar.config import DEFAULT_GATE_DEADLINE_SECONDS, Settings
     from vicar.errors import InvalidInput
+    from vicar.settings import DEFAULT_GATE_DEADLINE_SECONDS, Settings
 
     assert Settings.from_env().gate_deadline_seconds == DEFAULT_GATE_DEADLINE_SECONDS
     monkeypatch.setenv("VICAR_WEBHOOK_URL", "ftp://example.org/hook")

@@ -152,9 +152,9 @@ def test_every_guard_has_words():
 
 async def first_gate_details(address: str):
     from vicar.client.gates import gate_details
-    from vicar.config import Settings
     from vicar.contracts import GATE_WORKFLOW
     from vicar.runtime.connect import connect
+    from vicar.settings import Settings
 
     client = await connect(Settings.from_env(), target_host=address)
     async for w in client.list_workflows(f"WorkflowType = '{GATE_WORKFLOW}'"):
@@ -285,9 +285,9 @@ def test_demo_keep_leads_to_the_inbox_and_ctrl_c_stops_everything(tmp_path, monk
 
 
 async def approved_in_inbox(address: str) -> tuple[str, str, str | None]:
-    from vicar.config import Settings
     from vicar.contracts import GATE_WORKFLOW
     from vicar.runtime.connect import connect
+    from vicar.settings import Settings
 
     client = await connect(Settings.from_env(), target_host=address)
     async for w in client.list_workflows(f"WorkflowType = '{GATE_WORKFLOW}' AND ExecutionStatus = 'Completed'"):

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vicar.config import OPS_VARS, Settings
 from vicar.errors import InvalidInput
 from vicar.runtime import ops
 from vicar.runtime.codec import KEY_FILE_VAR, load_keys
 from vicar.runtime.sharding import parse_shards
+from vicar.settings import OPS_VARS, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"

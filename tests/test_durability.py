@@ -299,7 +299,7 @@ def small_disk(tmp_path):
 @pytest.fixture
 def settings(small_disk):
     """The harness's data dir on the small disk."""
-    from vicar.config import CalibrationParams, Settings
+    from vicar.settings import CalibrationParams, Settings
 
     from .conftest import LOOSE_AUTONOMY
 
@@ -386,9 +386,9 @@ async def test_embedded_server_keeps_a_completed_gate_through_power_loss(loopfs,
     from temporalio.client import Client, WorkflowExecutionStatus
     from temporalio.contrib.pydantic import pydantic_data_converter
 
-    from vicar.config import Settings
-    from vicar.memory.principal import MemoryRegistry
+    from vicar.memory.registry import MemoryRegistry
     from vicar.runtime.server import EmbeddedServer, free_port
+    from vicar.settings import Settings
     from vicar.worker import build_worker
 
     def server() -> EmbeddedServer:

@@ -7,7 +7,6 @@ import numpy as np
 import openai
 import pytest
 
-from vicar.config import MemoryParams
 from vicar.errors import VicarError
 from vicar.memory.embedder import (
     CachedEmbedder,
@@ -20,6 +19,7 @@ from vicar.memory.principal import PrincipalMemory
 from vicar.memory.reembed import reembed
 from vicar.memory.retrieval import Query
 from vicar.memory.store import StoreError
+from vicar.settings import MemoryParams
 
 from .conftest import docs_chunk
 from .openai_standin import OpenAIStandIn, fake_vector

@@ -12,11 +12,11 @@ import pytest
 from typer.testing import CliRunner
 
 from vicar.cli import app
-from vicar.config import Settings
 from vicar.errors import VicarError
 from vicar.eval import metrics as m
 from vicar.eval.dataset import load_events, principal_for
 from vicar.eval.replay import Variant, event_texts, replay_reviewer
+from vicar.settings import Settings
 
 
 def _dataset_dir() -> Path | None:
@@ -102,7 +102,7 @@ def test_bound_coverage_and_autonomy_against_history():
 
 
 def test_the_replay_earns_autonomy_online_by_the_rule(tmp_path, embedder):
-    from vicar.config import AutonomyParams, CalibrationParams
+    from vicar.settings import AutonomyParams, CalibrationParams
 
     events = load_events([synthetic_file(tmp_path / "tiny.jsonl.gz", n=24)])["Ada Tester"]
     loose = CalibrationParams(autonomy=AutonomyParams(target_error=0.5, audit_share=0.0))

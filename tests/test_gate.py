@@ -153,7 +153,7 @@ async def test_escalations_are_listed_with_no_worker_running(temporal_env, embed
 
     from vicar.cli import app
     from vicar.client.gates import list_escalations
-    from vicar.memory.principal import MemoryRegistry
+    from vicar.memory.registry import MemoryRegistry
     from vicar.models import GateRequest
     from vicar.worker import build_worker
 

@@ -11,10 +11,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from vicar.client.gates import answer_gate, start_gate
-from vicar.config import AutonomyParams, CalibrationParams, Settings
 from vicar.models import Action, AnsweredBy, GateRequest, HumanAnswer, OutcomeRecord, PassResult
 from vicar.proxy.autonomy import audit_draw
 from vicar.proxy.outcomes import record_outcome
+from vicar.settings import AutonomyParams, CalibrationParams, Settings
 
 from .conftest import wait_escalated
 

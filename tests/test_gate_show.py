@@ -24,9 +24,9 @@ import pytest
 from vicar import contracts as c
 from vicar.client import get_gate
 from vicar.client.gates import start_gate
-from vicar.config import CalibrationParams, Settings
 from vicar.errors import Conflict, NotFound
 from vicar.models import GateStatus, HumanAnswer
+from vicar.settings import CalibrationParams, Settings
 
 from .conftest import LOOSE_AUTONOMY, record_answer, wait_escalated, wait_for
 
@@ -301,7 +301,7 @@ async def test_a_gate_shows_from_its_memo_with_no_worker(temporal_env, embedder,
     """A waiting gate whose worker is down is still shown: the request from history, the
     proxy's guess from the memo the gate wrote when it escalated."""
     from vicar.client.view import gate_view
-    from vicar.memory.principal import MemoryRegistry
+    from vicar.memory.registry import MemoryRegistry
     from vicar.worker import build_worker
 
     task_queue = f"tq-{uuid.uuid4().hex[:8]}"

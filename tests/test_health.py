@@ -7,11 +7,11 @@ from datetime import UTC, datetime, timedelta
 from typer.testing import CliRunner
 
 from vicar.cli import app
-from vicar.config import MemoryParams
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, AutonomyRule, GateRequest, OutcomeRecord, PassResult
 from vicar.proxy.health import autonomy_rules, context_health, rule_lines, rule_statement
 from vicar.proxy.outcomes import record_outcome
+from vicar.settings import MemoryParams
 
 from .conftest import rule_for
 
@@ -169,7 +169,7 @@ def test_one_statement_of_the_rule():
 def test_the_rule_now_is_the_rule_a_consult_computes(tmp_path, embedder):
     """autonomy_rules (health, the demo's footer) and a gate's consult read the same pairs
     under the same parameters: the same rule."""
-    from vicar.config import Settings
+    from vicar.settings import Settings
 
     memory = PrincipalMemory("alice", tmp_path / "principals", embedder, MemoryParams())
     try:

@@ -401,8 +401,8 @@ async def test_vicar_inbox_on_a_busy_port_is_one_line_and_exit_5(world, tmp_path
 def test_every_template_escapes_what_it_shows(tmp_path):
     import re
 
-    from vicar.config import Settings
     from vicar.inbox.web import HERE, Inbox
+    from vicar.settings import Settings
 
     env = Inbox(settings=Settings(data_dir=tmp_path)).templates
     names = env.list_templates()

@@ -12,10 +12,10 @@ from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 from vicar.cli import app
-from vicar.config import Settings
 from vicar.inbox.accounts import SECRET_FILE, add_user, inbox_dir, remove_user, user_for_token, users_dir
 from vicar.inbox.app import SESSION_COOKIE, create_app
 from vicar.responders import save_allowed
+from vicar.settings import Settings
 
 
 @pytest.fixture

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from vicar.config import MemoryParams, Settings
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord
 from vicar.proxy.consult import consult
 from vicar.proxy.offline import OfflinePredictor
 from vicar.proxy.outcomes import record_outcome
 from vicar.proxy.retrieval import retrieve
+from vicar.settings import MemoryParams, Settings
 
 PLAIN = "Rename the config key retry_count to max_retries and update the docs."
 INJECTIONS = [

@@ -10,7 +10,6 @@ import random
 import numpy as np
 import pytest
 
-from vicar.config import MemoryParams, Settings
 from vicar.eval.dataset import load_events
 from vicar.eval.replay import Variant, replay_reviewer
 from vicar.memory.principal import PrincipalMemory
@@ -21,6 +20,7 @@ from vicar.proxy import learned_model as M
 from vicar.proxy.lineage import lineage_of
 from vicar.proxy.offline import OfflinePredictor
 from vicar.proxy.outcomes import record_outcome
+from vicar.settings import MemoryParams, Settings
 
 from .test_eval import DATA
 

@@ -10,11 +10,11 @@ import uuid
 import pytest
 
 from vicar.client.gates import answer_gate, gate_details, start_gate
-from vicar.config import MemoryParams
-from vicar.memory.principal import MemoryRegistry
+from vicar.memory.registry import MemoryRegistry
 from vicar.models import AnsweredBy, GateResult, GateStatus, HumanAnswer, ModelPin, OutcomeRecord
 from vicar.proxy.learned_store import LearnedModels
 from vicar.proxy.outcomes import record_outcome
+from vicar.settings import MemoryParams
 
 from .conftest import wait_for
 from .test_learned import EMPTY, synthetic

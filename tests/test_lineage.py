@@ -12,7 +12,6 @@ import sqlite3
 import pytest
 
 import vicar.eval.replay as replay
-from vicar.config import MemoryParams, RetrievalOptions, Settings
 from vicar.eval.dataset import load_events
 from vicar.llm.anthropic_client import AnthropicClient
 from vicar.memory.principal import PrincipalMemory
@@ -24,6 +23,7 @@ from vicar.proxy.llm_predictor import LLMPredictor
 from vicar.proxy.offline import OfflinePredictor
 from vicar.proxy.outcomes import outcome_chunk, record_outcome
 from vicar.proxy.retrieval import retrieve
+from vicar.settings import MemoryParams, RetrievalOptions, Settings
 
 from .llm_standins import AnthropicStandIn
 from .test_eval import DATA

@@ -44,8 +44,8 @@ def test_a_busy_port_is_a_conflict_naming_the_option(held_port):
 
 
 def test_the_codec_server_on_a_busy_port_is_the_same_conflict(held_port, tmp_path, monkeypatch):
-    from vicar.config import Settings
     from vicar.runtime import codec_server
+    from vicar.settings import Settings
 
     monkeypatch.setenv("VICAR_CODEC_SERVER_TOKEN", "t" * 40)
     said: list[str] = []

@@ -14,9 +14,9 @@ from vicar.errors import VicarError
 from vicar.llm import prompts
 from vicar.llm.anthropic_client import AnthropicClient
 from vicar.llm.base import scrub
+from vicar.llm.choice import LLMChoice
 from vicar.llm.openai_client import OpenAIClient
 from vicar.llm.pricing import cost_usd, price_for
-from vicar.llm.settings import LLMSettings
 from vicar.models import (
     Action,
     AnsweredBy,
@@ -332,7 +332,7 @@ def test_unknown_model_refused_at_configuration(anthropic_api, monkeypatch):
         LLMPredictor(AnthropicClient(), "claude-mystery", HAIKU)
     monkeypatch.setenv("VICAR_LLM_CLASSIFIER_MODEL", "gpt-5-nano")
     with pytest.raises(VicarError, match="gpt-5-nano"):
-        LLMSettings.from_env("anthropic")
+        LLMChoice.from_env("anthropic")
     assert anthropic_api.requests == []
 
 

@@ -12,7 +12,7 @@ import pytest_asyncio
 
 from vicar.client.gates import answer_gate, start_gate
 from vicar.llm import prompts
-from vicar.memory.principal import MemoryRegistry
+from vicar.memory.registry import MemoryRegistry
 from vicar.models import Action, AnsweredBy, GateRequest, HumanAnswer
 from vicar.proxy.llm_predictor import LLMPredictor
 

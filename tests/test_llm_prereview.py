@@ -15,7 +15,7 @@ import pytest_asyncio
 from vicar.client.gates import answer_gate, start_gate
 from vicar.llm import prompts
 from vicar.llm.openai_client import OpenAIClient
-from vicar.memory.principal import MemoryRegistry
+from vicar.memory.registry import MemoryRegistry
 from vicar.models import AnsweredBy, ChunkSummary, GateRequest, HumanAnswer, PassResult, RetrievalContext
 from vicar.proxy.llm_predictor import LLMPredictor
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from vicar.config import Settings
 from vicar.errors import VicarError
-from vicar.memory.principal import MemoryRegistry
+from vicar.memory.registry import MemoryRegistry
 from vicar.proxy.llm_predictor import LLMPredictor
 from vicar.proxy.offline import OfflinePredictor
 from vicar.proxy.select import predictor_from_env
+from vicar.settings import Settings
 
 from .test_llm import ANTHROPIC_KEY, HAIKU, OPENAI_KEY, SONNET, clean_env  # noqa: F401 (clean_env: autouse fixture)
 
@@ -51,7 +51,7 @@ def test_select_explicit_choice_and_models(monkeypatch):
 def test_select_errors(monkeypatch):
     monkeypatch.setenv("VICAR_PREDICTOR", "gemini")
     with pytest.raises(
-        VicarError, match="unknown VICAR_PREDICTOR 'gemini'; available: learned, offline, anthropic, openai"
+        VicarError, match="VICAR_PREDICTOR must be learned, offline, anthropic or openai \\(any case\\), not 'gemini'"
     ):
         _select(Settings())
     monkeypatch.setenv("VICAR_PREDICTOR", "openai")

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from vicar.memory.activation import base_level, base_levels
-from vicar.memory.principal import MemoryRegistry, PrincipalMemory
+from vicar.memory.principal import PrincipalMemory
+from vicar.memory.registry import MemoryRegistry
 from vicar.memory.retrieval import Query
 from vicar.memory.store import StoreError
 from vicar.models import GateRequest, OutcomeRecord
@@ -176,10 +177,10 @@ def test_blended_vectors_only_when_blended_retrieval_reads_them(settings, embedd
     """The shipped retrieval (multi) never reads a chunk's blended vector: the worker's
     memories skip embedding it (the gate's largest single CPU cost). Switching to blended
     retrieval embeds the missing ones when the memory is next opened."""
-    from vicar.config import RetrievalOptions, Settings
     from vicar.memory.check import check
     from vicar.memory.chunk import BLENDED
     from vicar.memory.retrieval import EmbeddingMode
+    from vicar.settings import RetrievalOptions, Settings
 
     assert settings.memory.blended_vectors is False  # Settings follows retrieval.embedding = multi
     blended_settings = Settings(data_dir=settings.data_dir, retrieval=RetrievalOptions(embedding="blended"))

@@ -28,10 +28,11 @@ from temporalio.testing import ActivityEnvironment
 import vicar
 import vicar.activities
 import vicar.memory.principal as principal_module
-from vicar.config import MemoryParams
 from vicar.memory.chunk import MemoryChunk
 from vicar.memory.owner import holder_of
-from vicar.memory.principal import MemoryRegistry, PrincipalMemory
+from vicar.memory.principal import PrincipalMemory
+from vicar.memory.registry import MemoryRegistry
+from vicar.settings import MemoryParams
 
 # Vicar's code, wherever it is installed: the memory, the rest of the package, the activities.
 MEMORY = Path(principal_module.__file__).parent

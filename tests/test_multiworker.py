@@ -62,7 +62,7 @@ class Workers:
         for i in range(self.count):
             await self.start_worker(i)
 
-    async def start_worker(self, i: int, shards: int = SHARDS, extra: dict[str, str] | None = None) -> None:
+    async def start_worker(self, i: int, shards: int = SHARDS, module: tuple[str, ...] = ("vicar.worker",)) -> None:
         log = self.tmp / f"worker-{i}-{len(self.logs)}.log"
         self.logs.append(log)
         env = dict(
@@ -70,13 +70,12 @@ class Workers:
             TEMPORAL_ADDRESS=self.server.address,
             VICAR_DATA_DIR=str(self.data_dir(i)),
             **WORKER_ENV,
-            **(extra or {}),
         )
         if self.sharded:
             env.update(VICAR_SHARD_COUNT=str(shards), VICAR_SHARDS=str(i))
         with open(log, "wb") as out:
             self.procs[i] = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "vicar.worker", env=env, cwd=str(ROOT), stdout=out, stderr=out
+                sys.executable, "-m", *module, env=env, cwd=str(ROOT), stdout=out, stderr=out
             )
 
     async def kill(self, i: int) -> None:
@@ -188,7 +187,9 @@ async def test_a_move_interrupted_by_sigkill_completes_after_restart(tmp_path):
     await asyncio.to_thread(workers.server.start)
     try:
         for i in range(2):
-            await workers.start_worker(i, shards=2, extra={"VICAR_TEST_MOVE_PIECE_DELAY": "5"} if i == 1 else {})
+            # The new owner pauses 5 s before writing each piece, so the kill lands inside the step.
+            slow = ("tests.delayed_worker", "--piece-delay", "5")
+            await workers.start_worker(i, shards=2, module=slow if i == 1 else ("vicar.worker",))
         client = await connect(workers)
         p = next(q for q in (f"mover-{i}" for i in range(100)) if shard_of(q, 2) == 0)
         asked: Counter = Counter()

@@ -21,10 +21,10 @@ import pytest
 
 from vicar import contracts as c
 from vicar.client.gates import answer_gate, start_gate
-from vicar.config import Settings
 from vicar.errors import Conflict, InvalidInput
 from vicar.models import AnsweredBy, GateRequest, HumanAnswer
 from vicar.runtime.server import free_port
+from vicar.settings import Settings
 
 from .conftest import wait_escalated
 from .llm_standins import AnthropicStandIn
@@ -258,8 +258,8 @@ async def test_a_taken_port_stops_the_worker_in_one_line(temporal_env, settings)
 
 
 async def test_the_ops_listener_before_the_worker_and_against_bad_requests():
-    from vicar.config import OpsParams
     from vicar.runtime.ops import serving
+    from vicar.settings import OpsParams
 
     address = f"127.0.0.1:{free_port()}"
     async with serving(OpsParams(address=address)) as surface:

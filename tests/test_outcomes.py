@@ -7,11 +7,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from vicar.config import MemoryParams
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, DialogTurn, GateRequest, OutcomeRecord, PassResult
 from vicar.proxy.bookkeeping import ContextEntry, apply_outcome, concerns_in, questions_in
 from vicar.proxy.outcomes import CONFIDENCE_FILE, INTERACTIONS_FILE, PATTERNS_FILE, record_outcome
+from vicar.settings import MemoryParams
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 

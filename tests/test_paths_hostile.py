@@ -18,11 +18,11 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from vicar import contracts as c
-from vicar.config import MemoryParams
 from vicar.errors import InvalidInput
-from vicar.memory.principal import MemoryRegistry
+from vicar.memory.registry import MemoryRegistry
 from vicar.models.brain import BrainStatus
 from vicar.runtime.sharding import shard_of
+from vicar.settings import MemoryParams
 
 from .conftest import VicarHarness
 from .shard_homes import move, sharded, two_homes

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from vicar.config import FactParams
 from vicar.llm import prompts
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord, PassResult
 from vicar.proxy.facts import FACT_KINDS, after_hindsight, concern_words, extract, hindsight, sentence_with
 from vicar.proxy.learned_history import memory_features
 from vicar.proxy.retrieval import retrieve
+from vicar.settings import FactParams
 
 from .conftest import record_answer
 

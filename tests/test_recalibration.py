@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from vicar.config import CalibrationParams
 from vicar.models import AutonomyRule, CalibrationInputs
 from vicar.proxy.calibration import calibrate
 from vicar.proxy.recalibration import LEAST, REFIT_EVERY, Recalibrator, fit_platt, shown
+from vicar.settings import CalibrationParams
 
 
 def _ece(conf: np.ndarray, ok: np.ndarray, bins: int = 10) -> float:

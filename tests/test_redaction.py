@@ -75,7 +75,7 @@ async def until(predicate, timeout: float) -> None:
 
 
 async def test_the_webhook_token_never_reaches_the_worker_log(temporal_env, embedder, settings, hook, caplog):
-    from vicar.memory.principal import MemoryRegistry
+    from vicar.memory.registry import MemoryRegistry
     from vicar.worker import build_worker, configure_logging
 
     url, secrets = secret_url(hook.port)

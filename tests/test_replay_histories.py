@@ -1,7 +1,8 @@
 """Recorded histories still replay against the current workflows.
 
-tests/histories/ holds histories recorded by earlier code (the file name says which
-commit): a change to a workflow's command sequence that is not behind
+tests/histories/ holds histories recorded by earlier code (the file name's label says
+which: `baseline` is the protocol before the first release, docs/development.md
+"Changing a workflow"): a change to a workflow's command sequence that is not behind
 `workflow.patched(...)` makes their replay fail with a nondeterminism error, which is
 what would happen to every gate, brain and session running when a worker is upgraded.
 
@@ -186,6 +187,14 @@ def test_histories_are_committed():
         "brain-continued.json",
         "brain-after-continue.json",
         "move.json",
+        # recorded by the tests that say so: test_gate_show, test_human_control, test_audit
+        "gate-excerpts.json",
+        "gate-paused.json",
+        "gate-rule-answer.json",
+        "gate-rule-ask.json",
+        "brain-control.json",
+        "audit-page.json",
+        "review.json",
     } <= names
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from vicar.config import MemoryParams
 from vicar.memory.chunk import ChunkKind, MemoryChunk
 from vicar.memory.principal import PrincipalMemory
 from vicar.memory.retrieval import EmbeddingMode, Query, RetrievalMode
+from vicar.settings import MemoryParams
 
 
 def chunk(i: int, **kw) -> MemoryChunk:

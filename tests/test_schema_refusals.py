@@ -240,7 +240,7 @@ async def test_the_gate_refuses_each_bad_request_and_answer_the_schema_refuses(h
 
 async def test_the_webhook_notice_matches_its_schema(temporal_env, embedder, settings):
     """What a real worker POSTs when a gate escalates and when its deadline passes."""
-    from vicar.memory.principal import MemoryRegistry
+    from vicar.memory.registry import MemoryRegistry
     from vicar.worker import build_worker
 
     from .test_deadline import Receiver

@@ -21,10 +21,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from vicar import contracts as c
-from vicar.config import CalibrationParams, Settings
 from vicar.memory.chunk import chunk_id_for
 from vicar.memory.consolidation import apply_consolidation, memory_fingerprint, plan_consolidation
-from vicar.memory.principal import MemoryRegistry, PrincipalMemory
+from vicar.memory.principal import PrincipalMemory
+from vicar.memory.registry import MemoryRegistry
 from vicar.models import (
     Action,
     AnsweredBy,
@@ -35,6 +35,7 @@ from vicar.models.session import JoinReply, SessionConfig, SessionGate, SessionI
 from vicar.proxy import facts
 from vicar.proxy.outcomes import record_outcome
 from vicar.runtime.server import test_server_binary as skipping_server_binary
+from vicar.settings import CalibrationParams, Settings
 
 from .conftest import LOOSE_AUTONOMY
 
@@ -218,12 +219,13 @@ async def test_a_killed_consolidation_finishes_once_with_the_same_memory(tempora
         TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
         VICAR_DATA_DIR=str(settings.data_dir),
         VICAR_TASK_QUEUE=settings.task_queue,
-        VICAR_TEST_CONSOLIDATION_STEP_DELAY="0.5",
     )
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "vicar.worker",
+        "tests.delayed_worker",  # half a second after each decision, so the kill lands mid-plan
+        "--step-delay",
+        "0.5",
         env=env,
         cwd=str(ROOT),
         stdout=asyncio.subprocess.DEVNULL,

@@ -13,7 +13,7 @@ import pytest
 from vicar import contracts as c
 from vicar.client.gates import answer_gate
 from vicar.errors import Conflict, InvalidInput
-from vicar.memory.principal import MemoryRegistry
+from vicar.memory.registry import MemoryRegistry
 from vicar.models import GateResult, HumanAnswer
 from vicar.models.brain import BrainStatus
 from vicar.runtime.sharding import parse_count, parse_shards, shard_of

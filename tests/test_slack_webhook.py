@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from vicar.client.gates import answer_gate, start_gate
-from vicar.config import CalibrationParams, Settings
 from vicar.errors import InvalidInput
 from vicar.models import HumanAnswer
+from vicar.settings import CalibrationParams, Settings
 
 from .conftest import LOOSE_AUTONOMY, wait_escalated, wait_for
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from vicar.config import CalibrationParams, MemoryParams
 from vicar.memory.check import check
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord, PassResult
 from vicar.proxy.outcomes import record_outcome
 from vicar.proxy.retrieval import retrieve
+from vicar.settings import CalibrationParams, MemoryParams
 
 from .conftest import rule_for
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from vicar.config import MemoryParams
 from vicar.memory.principal import PrincipalMemory
 from vicar.memory.retrieval import Query
 from vicar.memory.store import MIGRATIONS, RecordStore, StoreError
+from vicar.settings import MemoryParams
 
 from .conftest import docs_chunk
 

@@ -9,13 +9,13 @@ import pytest
 from typer.testing import CliRunner
 
 from vicar.cli import app
-from vicar.config import CalibrationParams, MemoryParams, PredictorParams
 from vicar.memory.principal import PrincipalMemory
 from vicar.memory.store import MIGRATIONS, RecordStore
 from vicar.models import AnsweredBy, GateRequest, PassResult
 from vicar.proxy.autonomy.ledger import Evidence, autonomy_pairs
 from vicar.proxy.outcome_log import OutcomeEntry, ledger_rows, log_outcome, regrets
 from vicar.proxy.trust import INITIAL_TRUST, ledger
+from vicar.settings import CalibrationParams, MemoryParams, PredictorParams
 
 from .conftest import record_answer, rule_for
 
@@ -205,16 +205,15 @@ def test_an_untrusted_agent_is_probed_and_never_answered_alone(memory):
     assert calibrate(0.9, inputs, CalibrationParams(trust_floor=0.0)).autonomous
 
 
-def test_the_mechanisms_are_switched_from_the_environment(monkeypatch):
-    from vicar.config import Settings
-    from vicar.errors import InvalidInput
+def test_the_mechanisms_are_switched_by_the_evaluation_profile(tmp_path):
+    from pydantic import ValidationError
 
-    monkeypatch.setenv("VICAR_REGRET_WINDOW", "100")
-    monkeypatch.setenv("VICAR_CENSOR_MIN", "3")
-    monkeypatch.setenv("VICAR_PREFERENCES", "false")
-    monkeypatch.setenv("VICAR_STORAGE_DECISION", "1")
-    monkeypatch.setenv("VICAR_TRUST_FEATURE", "true")
-    s = Settings.from_env()
+    from vicar.eval.profile import EvalProfile
+    from vicar.settings import Settings
+
+    shipped = Settings(data_dir=tmp_path)
+    profile = EvalProfile(regret_window=100, censor_min=3, preferences=False, storage=True, trust_feature=True)
+    s = profile.apply(shipped)
     assert (
         s.calibration.regret_window,
         s.calibration.censor_min,
@@ -222,6 +221,11 @@ def test_the_mechanisms_are_switched_from_the_environment(monkeypatch):
         s.memory.storage,
         s.predictor.trust_feature,
     ) == (100, 3, False, True, True)
-    monkeypatch.setenv("VICAR_TRUST_FLOOR", "2")
-    with pytest.raises(InvalidInput, match="VICAR_TRUST_FLOOR: Input should be less than or equal to 1"):
-        Settings.from_env()
+    # Nothing else moves, and the shipped settings are left as they were.
+    assert s.calibration.trust_floor == shipped.calibration.trust_floor and s.facts.procedures
+    sections = profile.SECTION.items()
+    assert EvalProfile.shipped() == {name: getattr(getattr(shipped, section), name) for name, section in sections}
+    assert (shipped.calibration.regret_window, shipped.memory.storage) == (0, False)
+    # The product's own bounds hold.
+    with pytest.raises(ValidationError, match="trust_floor"):
+        EvalProfile(trust_floor=2).apply(shipped)

@@ -13,11 +13,13 @@ import asyncio
 import uuid
 
 from temporalio import activity, workflow
+from temporalio.common import RawValue
 from temporalio.worker import Worker
 
 from vicar import contracts as c
 from vicar.models.brain import TurnGrant, TurnRequest
-from vicar.workflows.turn import TurnHolder
+from vicar.workflows.inputs import raw_argument
+from vicar.workflows.turn import Turn
 
 # What the stand-in brain answers, per ask: "queued" or a refusal.
 REFUSE_FIRST = "refuse-first"
@@ -31,11 +33,21 @@ async def queued_or_refused(ask: c.TurnAsk) -> c.TurnTicket:
 
 
 @workflow.defn(sandboxed=False)
-class TurnProbe(TurnHolder):
+class TurnProbe:
+    """A holder of the turn as the gate, a consolidation and a move hold it."""
+
+    def __init__(self) -> None:
+        self.turn = Turn()
+
+    @workflow.signal(name=c.TURN_GRANTED_SIGNAL)
+    @raw_argument
+    def turn_granted(self, *args: RawValue) -> None:
+        self.turn.granted(args)
+
     @workflow.run
     async def run(self, principal: str) -> int | None:
         turn = c.TurnRequest(gate_id="probe", workflow_id=workflow.info().workflow_id)
-        return await self.take_turn(c.TurnAsk(principal=principal, turn=turn), "probe")
+        return await self.turn.take(c.TurnAsk(principal=principal, turn=turn), "probe")
 
 
 async def _probe(temporal_env, principal: str, early: TurnGrant, late: TurnGrant | None = None):
@@ -74,4 +86,3 @@ async def test_a_grant_for_an_earlier_ask_does_not_answer_a_later_one(temporal_e
 
 def test_the_request_carries_the_ask():
     assert TurnRequest(gate_id="g", workflow_id="w", ask=2).ask == 2
-    assert TurnRequest(gate_id="g", workflow_id="w").ask is None  # requests from before it

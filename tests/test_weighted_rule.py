@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import sqlite3
 
-from vicar.config import MemoryParams
 from vicar.memory.migrations import MIGRATIONS
 from vicar.memory.principal import PrincipalMemory
 from vicar.memory.store import RecordStore
 from vicar.models import AnsweredBy
 from vicar.proxy.autonomy.ledger import PairLedger, rule_draws
 from vicar.proxy.outcomes import record_outcome
+from vicar.settings import MemoryParams
 
 from .test_autonomy import outcome
 

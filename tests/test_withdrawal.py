@@ -5,12 +5,12 @@ context's own answers since."""
 
 from __future__ import annotations
 
-from vicar.config import AutonomyParams, MemoryParams
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, AutonomyRule, Calibration, GateRequest, OutcomeRecord, PassResult
 from vicar.proxy.autonomy import rule_in_force
 from vicar.proxy.health import rule_lines
 from vicar.proxy.outcomes import record_outcome
+from vicar.settings import AutonomyParams, MemoryParams
 
 P = "dora"
 
@@ -80,8 +80,8 @@ async def test_the_webhook_is_told_once_per_withdrawal(temporal_env, embedder, t
     gates of other contexts, do not."""
     import uuid
 
-    from vicar.config import CalibrationParams, Settings
-    from vicar.memory.principal import MemoryRegistry
+    from vicar.memory.registry import MemoryRegistry
+    from vicar.settings import CalibrationParams, Settings
     from vicar.worker import build_worker
 
     from .conftest import VicarHarness

@@ -22,9 +22,9 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-from vicar.config import Settings
 from vicar.errors import ArtifactRefused
 from vicar.models import GateRequest
+from vicar.settings import Settings
 
 READ_BLOCK = 1 << 16
 SHOWN_PATH_CHARS = 200

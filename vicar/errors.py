@@ -25,7 +25,6 @@ by the gate's deadline).
 
 # The kinds the memory raises are defined on the ground floor; this is where the rest of
 # Vicar takes them from, with the kinds below.
-from temporalio.exceptions import ApplicationError
 
 from vicar.memory.diskfull import DiskFull  # noqa: F401
 from vicar.memory.errors import BrokenStore, Conflict, InvalidInput, NotInstalled, VicarError  # noqa: F401
@@ -40,13 +39,12 @@ INTERRUPTED = 130
 # once, whoever started it); the same for a move.
 INVALID_GATE_REQUEST = "InvalidGateRequest"
 INVALID_MOVE_INPUT = "InvalidMoveInput"
+INVALID_WORKFLOW_INPUT = "InvalidWorkflowInput"  # the other workflows' (workflows/inputs.py)
 # A principal's memory that cannot be read or written.
 STORE_UNAVAILABLE = "StoreUnavailable"
 ANSWER_REFUSED = "AnswerRefused"  # the respond update refused the answer
 ARTIFACT_REFUSED = "ArtifactRefused"  # the request's artifact path is refused
-ALLOW_LIST_UNREADABLE = "AllowListUnreadable"
-ALLOW_LIST_EMPTIED = "AllowListEmptied"
-INVALID_STEP_INPUT = "InvalidInput"  # a move step's input
+INVALID_STEP_INPUT = InvalidInput.__name__  # a move step's input
 TRANSFER_ERROR = "TransferError"
 BRAIN_UNUSABLE = "BrainUnusable"
 ANSWER_NOT_IN_HISTORY = "AnswerNotInHistory"  # retryable: the event is not in history yet
@@ -55,11 +53,10 @@ REFUSED_PAYLOAD = "RefusedPayload"  # a workflow's argument it cannot read (vica
 ERROR_TYPES = (
     INVALID_GATE_REQUEST,
     INVALID_MOVE_INPUT,
+    INVALID_WORKFLOW_INPUT,
     STORE_UNAVAILABLE,
     ANSWER_REFUSED,
     ARTIFACT_REFUSED,
-    ALLOW_LIST_UNREADABLE,
-    ALLOW_LIST_EMPTIED,
     INVALID_STEP_INPUT,
     TRANSFER_ERROR,
     BRAIN_UNUSABLE,
@@ -108,17 +105,16 @@ class CodecKeyError(VicarError):
     """A payload this process cannot open, or keys it cannot read: one line, never the key."""
 
 
-class RefusedPayload(ApplicationError, CodecKeyError):
-    """A workflow's argument it cannot read, where the SDK converts it (a start, signal or
-    update with other than one argument): as a failure error it fails the workflow (a
-    start), drops the signal or rejects the update, where any other error failed the
-    workflow task at every retry. A CodecKeyError too, so a client shows its one line."""
+class RefusedWrite(ValueError):
+    """A write a workflow does not take (its input, a signal's or an update's argument:
+    not one, not sealed, not openable, the wrong shape), in one line (workflows/sealed.py).
+    Raised inside workflow code: an update's validator turns it into the rejection, a
+    signal is logged and dropped, a start fails with it (workflows/inputs.py)."""
 
-    def __init__(self, message: str) -> None:
-        ApplicationError.__init__(self, message, type=REFUSED_PAYLOAD, non_retryable=True)
 
-    def __str__(self) -> str:
-        return self.message  # the one line, as a CodecKeyError prints it
+class TurnRefused(Exception):
+    """The brain could not hand out an N: the counter's store is unavailable (the reason
+    goes to the holder, whose gate then asks the human; workflows/brain.py)."""
 
 
 class ArtifactRefused(InvalidInput):

@@ -26,17 +26,15 @@ from pathlib import Path
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from vicar import settings_env
 from vicar import workflows as workflow_package
 from vicar.activities.audit import AuditActivities
 from vicar.activities.move import MoveActivities
 from vicar.activities.notify import NotifyActivities
 from vicar.activities.proxy import ProxyActivities
 from vicar.activities.session import SessionActivities
-from vicar.config import TASK_QUEUE, Settings
-from vicar.errors import VicarError
+from vicar.errors import SettingsError, VicarError
 from vicar.memory.embedder import make_embedder
-from vicar.memory.principal import MemoryRegistry
+from vicar.memory.registry import MemoryRegistry
 from vicar.models.brain import BrainConfig
 from vicar.proxy.provider import Predictor
 from vicar.proxy.select import predictor_from_env
@@ -48,6 +46,7 @@ from vicar.runtime.logging_redact import install as install_redaction
 from vicar.runtime.server import SharedServer, env_configured, use_embedded
 from vicar.runtime.shard_claims import check_claims, worker_identity
 from vicar.runtime.sharding import shard_queue
+from vicar.settings import TASK_QUEUE, Settings, debugging
 from vicar.workflows.audit import AuditWorkflow, ReviewWorkflow
 from vicar.workflows.brain import BrainWorkflow
 from vicar.workflows.consolidation import ConsolidationWorkflow
@@ -56,6 +55,17 @@ from vicar.workflows.move import MoveWorkflow
 from vicar.workflows.session import SessionWorkflow
 
 log = logging.getLogger("vicar.worker")
+# Every workflow a Vicar worker runs: build_worker registers these, and the replayer test
+# (tests/test_replay_histories.py) replays the recorded histories against the same list.
+WORKFLOWS: tuple[type, ...] = (
+    GateWorkflow,
+    BrainWorkflow,
+    SessionWorkflow,
+    ConsolidationWorkflow,
+    MoveWorkflow,
+    AuditWorkflow,
+    ReviewWorkflow,
+)
 
 
 class WorkerGroup:
@@ -121,8 +131,7 @@ def build_worker(
     audits = AuditActivities(client, registry, settings)
     grace = timedelta(seconds=settings.ops.shutdown_grace_seconds)
     executor = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="vicar-act")
-    workflows = [GateWorkflow, BrainWorkflow, SessionWorkflow, ConsolidationWorkflow, MoveWorkflow, AuditWorkflow]
-    workflows.append(ReviewWorkflow)
+    workflows = list(WORKFLOWS)
     shared = acts.shared() + sessions.shared() + moves.shared() + notices.shared() + audits.shared()
     memory = acts.memory() + sessions.memory() + moves.memory() + audits.memory()
     # An identity that survives restarts and says the shard count, for vicar.runtime.shard_claims.
@@ -257,7 +266,7 @@ class OneLineErrors(logging.Formatter):
 def configure_logging() -> None:
     handler = logging.StreamHandler()
     fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-    debug = settings_env.debug()
+    debug = debugging()
     handler.setFormatter(logging.Formatter(fmt) if debug else OneLineErrors(fmt))
     logging.basicConfig(level=logging.INFO, handlers=[handler])
     install_redaction()  # httpx logs the webhook's URL, token included, at INFO
@@ -271,7 +280,8 @@ def main() -> None:
         asyncio.run(serve(Settings.from_env()))
         code = 0
     except VicarError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        for line in exc.lines if isinstance(exc, SettingsError) else [str(exc)]:
+            print(f"error: {line}", file=sys.stderr)
         code = exc.exit_code
     end_process(code)  # stopped or refused: everything is closed, no teardown to abort
 

@@ -10,22 +10,20 @@ import asyncio
 from typing import Optional
 
 from temporalio import workflow
+from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
+    from vicar.errors import TurnRefused
     from vicar.models import BrainConfig, BrainInput, BrainState, BrainStatus, TurnGrant, TurnReply, TurnRequest
     from vicar.models.control import Control, ControlChange, apply_change
     from vicar.runtime.sharding import MAX_SHARDS, shard_of
     from vicar.workflows.failures import cause_message
-    from vicar.workflows.inputs import one_input, raw_input
+    from vicar.workflows.inputs import one_input, raw_argument
     from vicar.workflows.routing import run_memory_activity
-    from vicar.workflows.sealed import KeyWatch, Refused, one_arg, signal_arg
-    from vicar.workflows.turn import COUNTER, advance_turn, mirror_counter, read_counter
-
-
-class _Refused(Exception):
-    """No N could be handed out: the counter's store is unavailable."""
+    from vicar.workflows.sealed import KeyWatch, one_arg, signal_arg
+    from vicar.workflows.turn import advance_turn, read_counter
 
 
 def _check(inp: BrainInput) -> None:
@@ -47,11 +45,11 @@ def _check(inp: BrainInput) -> None:
         raise ValueError(f"shard_count runs from 1 to {MAX_SHARDS}")
 
 
-@raw_input
 @workflow.defn(name=c.BRAIN_WORKFLOW)
 class BrainWorkflow:
     @workflow.init
-    def __init__(self, *args) -> None:
+    @raw_argument
+    def __init__(self, *args: RawValue) -> None:
         # The carried state is in place before any handler runs: a release or a request
         # that arrives with the new run must act on the carried holder and queue, not on
         # an empty state that run() would then overwrite. A bad input fails the run in its
@@ -74,17 +72,18 @@ class BrainWorkflow:
         self._config = inp.config
         self._ready = False  # the first read of the counter is done (successful or not)
         self._counter_read = False  # the counter is at least the stored one
-        self._fresh = inp.state is None  # started afresh, not continued: the kept rules are read
-        self._keeping = False  # CONTROL_KEPT: rules and pauses are kept in the store (set by run())
-        self._control_read = True  # False until the kept rules are read (a fresh brain that keeps them)
+        # A brain started afresh (not continued) takes back the rules and pauses kept in the
+        # store: no turn is granted until they are read.
+        self._control_read = inp.state is not None
         self._granting = asyncio.Lock()  # one grant at a time: the update and the loop both grant
         self._asked: str | None = None  # the holder last asked (turn_wanted) to give the turn back
 
     # -- handlers --------------------------------------------------------------
 
     @workflow.update(name=c.TAKE_TURN_UPDATE)
-    async def take_turn(self, *args) -> TurnReply:
-        req = one_arg(args, TurnRequest, c.TAKE_TURN_UPDATE, sealed=False)  # checked by the validator
+    @raw_argument
+    async def take_turn(self, *args: RawValue) -> TurnReply:
+        req = one_arg(args, TurnRequest, c.TAKE_TURN_UPDATE)  # the validator refused a bad one
         self._keys.saw(args)
         await workflow.wait_condition(lambda: self._ready)
         st = self._state
@@ -94,26 +93,25 @@ class BrainWorkflow:
                 return TurnReply(n=st.holder_n, shard=st.shard, control=self._control())
             if _ask_again(st.queue, req):
                 return TurnReply(n=None, shard=st.shard)
-            if not st.queue and (st.holder is None or self._by_record()):
+            if not st.queue:
                 try:
                     n = await self._assign(req)
-                except _Refused as exc:
+                except TurnRefused as exc:
                     return TurnReply(n=None, error=str(exc), shard=st.shard)
                 if n is not None:
-                    return TurnReply(n=n, shard=st.shard, release=not self._by_record(), control=self._control())
+                    # Nobody waits: the holder's outcome record gives the turn back.
+                    return TurnReply(n=n, shard=st.shard, release=False, control=self._control())
             st.queue.append(req)
             return TurnReply(n=None, shard=st.shard)
 
     @take_turn.validator
-    def _check_take_turn(self, *args) -> None:
-        one_arg(args, TurnRequest, c.TAKE_TURN_UPDATE, sealed=True)
-
-    @staticmethod
-    def _by_record() -> bool:
-        return workflow.patched(c.TURN_BY_RECORD)
+    @raw_argument
+    def _check_take_turn(self, *args: RawValue) -> None:
+        one_arg(args, TurnRequest, c.TAKE_TURN_UPDATE)
 
     @workflow.signal(name=c.REQUEST_TURN_SIGNAL)
-    def request_turn(self, *args) -> None:
+    @raw_argument
+    def request_turn(self, *args: RawValue) -> None:
         req = signal_arg(args, TurnRequest, c.REQUEST_TURN_SIGNAL)
         if req is None:
             return
@@ -128,7 +126,8 @@ class BrainWorkflow:
         st.queue.append(req)
 
     @workflow.signal(name=c.RELEASE_TURN_SIGNAL)
-    def release_turn(self, *args) -> None:
+    @raw_argument
+    def release_turn(self, *args: RawValue) -> None:
         gate_id = signal_arg(args, str, c.RELEASE_TURN_SIGNAL)
         if gate_id is None:
             return
@@ -138,7 +137,8 @@ class BrainWorkflow:
             st.holder = st.holder_n = st.lease_deadline = None
 
     @workflow.signal(name=c.REKEY_SIGNAL)
-    def rekey(self, *args) -> None:
+    @raw_argument
+    def rekey(self, *args: RawValue) -> None:
         """Move to the workers' new key now (docs/codec.md, rotation): a brain that takes
         no turn meanwhile would otherwise keep the old key in its history."""
         who = signal_arg(args, str, c.REKEY_SIGNAL)
@@ -147,10 +147,11 @@ class BrainWorkflow:
             workflow.logger.info("brain of %s: rekey asked by %s", self._principal, who[:100])
 
     @workflow.update(name=c.SET_SHARD_UPDATE)
-    def set_shard(self, *args) -> bool:
+    @raw_argument
+    def set_shard(self, *args: RawValue) -> bool:
         """A move's last step: only while the move holds the turn (a move whose lease ran
         out starts again: gates may have written the old copy meanwhile)."""
-        change = one_arg(args, c.ShardChange, c.SET_SHARD_UPDATE, sealed=False)  # checked by the validator
+        change = one_arg(args, c.ShardChange, c.SET_SHARD_UPDATE)  # the validator refused a bad one
         self._keys.saw(args)
         st = self._state
         if st.holder is None or st.holder.gate_id != change.turn.gate_id:
@@ -159,11 +160,13 @@ class BrainWorkflow:
         return True
 
     @set_shard.validator
-    def _check_set_shard(self, *args) -> None:
-        one_arg(args, c.ShardChange, c.SET_SHARD_UPDATE, sealed=True)
+    @raw_argument
+    def _check_set_shard(self, *args: RawValue) -> None:
+        one_arg(args, c.ShardChange, c.SET_SHARD_UPDATE)
 
     @workflow.update(name=c.CONTROL_UPDATE)
-    async def change_control(self, *args) -> Control:
+    @raw_argument
+    async def change_control(self, *args: RawValue) -> Control:
         """The human's rules and pauses, changed; the next turn granted carries them. A
         malformed change never gets here: the validator refuses it before it enters
         history. The change is kept in the principal's store too (a terminated brain's
@@ -173,18 +176,18 @@ class BrainWorkflow:
         if not self._control_read and (reason := await self._restore_control()):
             raise ApplicationError(f"not changed: {reason}", non_retryable=True)
         try:
-            new = apply_change(self._state.control, _change(args, sealed=False), workflow.now())
+            new = apply_change(self._state.control, _change(args), workflow.now())
         except ValueError as exc:  # the state changed since the validator ran
             raise ApplicationError(str(exc), non_retryable=True) from None
         self._keys.saw(args)
         self._state.control = new
-        if self._keeping and new.version:
+        if new.version:
             try:
                 await run_memory_activity(
                     c.KEEP_CONTROL,
                     c.ControlKeep(principal=self._principal, control=new),
                     bool,
-                    COUNTER,
+                    c.COUNTER_OPTIONS,
                     shard=self._state.shard,
                     wait_seconds=self._config.shard_wait_seconds,
                     local=True,
@@ -195,9 +198,10 @@ class BrainWorkflow:
         return new
 
     @change_control.validator
-    def _check_control(self, *args) -> None:
+    @raw_argument
+    def _check_control(self, *args: RawValue) -> None:
         # Raises, one line (a plain or foreign payload too), or changes nothing.
-        apply_change(self._state.control, _change(args, sealed=True), workflow.now())
+        apply_change(self._state.control, _change(args), workflow.now())
 
     @workflow.query(name=c.CONTROL_QUERY)
     def control_state(self) -> Control:
@@ -222,20 +226,19 @@ class BrainWorkflow:
     # -- main loop -------------------------------------------------------------
 
     @workflow.run
-    async def run(self, *args) -> None:
+    @raw_argument
+    async def run(self, *args: RawValue) -> None:
         if self._bad is not None:
             raise self._bad
         cfg = self._config
         st = self._state
         await self._read_counter()  # if it fails, each turn tries again before handing out an N
-        self._keeping = workflow.patched(c.CONTROL_KEPT)
-        if self._keeping and self._fresh:
-            self._control_read = False
+        if not self._control_read:
             await self._restore_control()  # if it fails, each turn tries again, as for the counter
         self._ready = True
 
         while True:
-            if self._should_continue_as_new(cfg.max_grants_per_run) or self._keys.due():
+            if self._should_continue_as_new(cfg.max_grants_per_run) or self._keys.changed:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 st.assigned = list(self._assigned.items())[-cfg.remembered_gates :]
                 workflow.continue_as_new(BrainInput(principal=self._principal, config=cfg, state=st))
@@ -263,9 +266,6 @@ class BrainWorkflow:
                 continue
             self._regrant = False
             if st.holder is not None and st.queue and self._asked != st.holder.gate_id:
-                if not self._by_record():
-                    self._asked = st.holder.gate_id  # the old protocol: the holder releases by signal
-                    continue
                 await self._hand_on()
                 continue
             if st.holder is None and st.queue:
@@ -275,7 +275,7 @@ class BrainWorkflow:
                     req = st.queue.pop(0)
                     try:
                         n, refused = await self._assign(req), None
-                    except _Refused as exc:
+                    except TurnRefused as exc:
                         n, refused = None, str(exc)
                 await self._grant(req, n, refused)
 
@@ -289,7 +289,7 @@ class BrainWorkflow:
             holder, req = st.holder, st.queue[0]
             try:
                 n = await self._assign(req)
-            except _Refused:
+            except TurnRefused:
                 n = None  # the store cannot say: the holder is asked, and releases by signal
             if n is not None:
                 st.queue = [q for q in st.queue if q is not req]
@@ -310,11 +310,10 @@ class BrainWorkflow:
         if holder is None:
             return
         recorded = False
-        if self._by_record():
-            try:
-                recorded = (await self._advance(None, holder.workflow_id)).free
-            except (ActivityError, ApplicationError):
-                pass
+        try:
+            recorded = (await self._advance(None, holder.workflow_id)).free
+        except (ActivityError, ApplicationError):
+            pass
         if not recorded:
             workflow.logger.warning("gate %s held the turn past its lease; taking it back", holder.gate_id)
         if st.holder is holder:
@@ -329,20 +328,18 @@ class BrainWorkflow:
         n = self._assigned.get(req.gate_id)
         fresh = n is None
         if fresh and not self._counter_read and (reason := await self._read_counter()):
-            raise _Refused(reason)
+            raise TurnRefused(reason)
         if not self._control_read and (reason := await self._restore_control()):
-            raise _Refused(reason)  # fail closed: a turn granted without the human's rules could break one
+            raise TurnRefused(reason)  # fail closed: a turn granted without the human's rules could break one
         if fresh:
             n = st.counter + 1
-        # Mirror before granting: a brain started again resumes past it.
+        # Mirror before granting (a brain started again resumes past it), and only once
+        # the holder's record is in (its record is its release).
         try:
-            if self._by_record():
-                if (fresh or after is not None) and not (await self._advance(n if fresh else None, after)).free:
-                    return None
-            elif fresh:
-                await mirror_counter(self._principal, n, st.shard, self._config.shard_wait_seconds)
+            if (fresh or after is not None) and not (await self._advance(n if fresh else None, after)).free:
+                return None
         except (ActivityError, ApplicationError) as exc:
-            raise _Refused(_reason(exc)) from None
+            raise TurnRefused(_reason(exc)) from None
         assert n is not None
         if fresh:
             st.counter = n
@@ -373,7 +370,7 @@ class BrainWorkflow:
                 c.LOAD_CONTROL,
                 c.CounterInput(principal=self._principal),
                 Optional[Control],
-                COUNTER,
+                c.COUNTER_OPTIONS,
                 shard=self._state.shard,
                 wait_seconds=self._config.shard_wait_seconds,
                 local=True,
@@ -406,7 +403,7 @@ class BrainWorkflow:
     async def _grant(self, req: TurnRequest, n: int | None, refused: str | None = None) -> None:
         try:
             # Others still waiting: this holder gives the turn back by signal, not by its record.
-            release = bool(self._state.queue) or not self._by_record()
+            release = bool(self._state.queue)
             if release:
                 self._asked = req.gate_id
             await workflow.get_external_workflow_handle(req.workflow_id).signal(
@@ -437,11 +434,8 @@ def _ask_again(queue: list[TurnRequest], req: TurnRequest) -> bool:
     return False
 
 
-def _change(args: tuple, *, sealed: bool) -> ControlChange:
-    try:
-        return one_arg(args, ControlChange, "control change", sealed=sealed)
-    except Refused as exc:
-        raise ValueError(str(exc)) from None
+def _change(args: tuple) -> ControlChange:
+    return one_arg(args, ControlChange, "control change")  # RefusedWrite: a ValueError, one line
 
 
 def _reason(exc: ActivityError | ApplicationError) -> str:

@@ -5,23 +5,17 @@ the apply step skips decisions already logged, so each is applied once."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
     from vicar.memory.consolidation_plan import ConsolidationPlan, ConsolidationReport
     from vicar.memory.names import check_principal
     from vicar.models import ConsolidationInput, TurnRequest
-    from vicar.workflows.inputs import one_input, raw_input
+    from vicar.workflows.inputs import one_input, raw_argument
     from vicar.workflows.routing import run_memory_activity
-
-from vicar.workflows.turn import TurnHolder
-
-# Consolidation must finish: retried until it does (a failure shows in the Temporal UI).
-FOREVER = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1))
+    from vicar.workflows.turn import Turn
 
 
 def _check(inp: ConsolidationInput) -> None:
@@ -33,36 +27,39 @@ def _check(inp: ConsolidationInput) -> None:
         raise ValueError("heartbeat_seconds must be positive")
 
 
-@raw_input
 @workflow.defn(name=c.CONSOLIDATION_WORKFLOW)
-class ConsolidationWorkflow(TurnHolder):
+class ConsolidationWorkflow:
+    def __init__(self) -> None:
+        self.turn = Turn()
+
+    @workflow.signal(name=c.TURN_GRANTED_SIGNAL)
+    @raw_argument
+    def turn_granted(self, *args: RawValue) -> None:
+        self.turn.granted(args)
+
+    @workflow.signal(name=c.TURN_WANTED_SIGNAL)
+    @raw_argument
+    def turn_wanted(self, *args: RawValue) -> None:
+        self.turn.want(args)
+
     @workflow.run
-    async def run(self, *args) -> ConsolidationReport:
+    @raw_argument
+    async def run(self, *args: RawValue) -> ConsolidationReport:
         inp = one_input(args, ConsolidationInput, "consolidation input", _check)
-        turn = c.TurnAsk(
+        ask = c.TurnAsk(
             principal=inp.principal,
             turn=TurnRequest(gate_id=f"consolidation/{inp.session_id}", workflow_id=workflow.info().workflow_id),
         )
-        shard = await self.take_turn(turn, f"consolidation of {inp.session_id}")
+        shard = await self.turn.take(ask, f"consolidation of {inp.session_id}")
         try:
             # On the memory's shard, waiting for its owner however long: nothing is lost.
-            plan = await run_memory_activity(
-                c.PLAN_CONSOLIDATION,
-                inp,
-                ConsolidationPlan,
-                dict(start_to_close_timeout=timedelta(minutes=10), retry_policy=FOREVER),
-                shard=shard,
-            )
+            plan = await run_memory_activity(c.PLAN_CONSOLIDATION, inp, ConsolidationPlan, c.PLAN_OPTIONS, shard=shard)
             return await run_memory_activity(
                 c.APPLY_CONSOLIDATION,
                 c.ApplyInput(principal=inp.principal, plan=plan),
                 ConsolidationReport,
-                dict(
-                    start_to_close_timeout=timedelta(hours=1),
-                    heartbeat_timeout=timedelta(seconds=inp.heartbeat_seconds),
-                    retry_policy=FOREVER,
-                ),
+                c.apply_options(inp.heartbeat_seconds),
                 shard=shard,
             )
         finally:
-            await self.release_turn(turn)
+            await self.turn.release(ask)

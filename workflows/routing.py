@@ -10,7 +10,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
-    import vicar.contracts as c
+    from vicar.errors import STORE_UNAVAILABLE
     from vicar.runtime.sharding import shard_queue
 
 
@@ -49,7 +49,7 @@ async def run_memory_activity(
             raise ApplicationError(
                 f"memory unavailable: memory shard {shard} unavailable (no worker took its work in "
                 f"{wait_seconds:.0f} s)",
-                type=c.STORE_UNAVAILABLE,
+                type=STORE_UNAVAILABLE,
                 non_retryable=True,
             ) from None
         raise

@@ -7,16 +7,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     import vicar.contracts as c
     from vicar.memory.consolidation_plan import ConsolidationReport
-    from vicar.models import (
-        Usage,
-    )
+    from vicar.models import Usage
     from vicar.models.session import (
         ConsolidationInput,
         JoinReply,
@@ -27,14 +25,9 @@ with workflow.unsafe.imports_passed_through():
         SessionSummary,
         WorkingMemoryView,
     )
-    from vicar.workflows.inputs import one_input, raw_input
+    from vicar.workflows.inputs import one_input, raw_argument
     from vicar.workflows.routing import run_memory_activity
     from vicar.workflows.sealed import one_arg, signal_arg
-
-LOAD = dict(
-    start_to_close_timeout=timedelta(minutes=5),
-    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10)),
-)
 
 
 def _check(inp: SessionInput) -> None:
@@ -46,11 +39,11 @@ def _check(inp: SessionInput) -> None:
         raise ValueError("idle_timeout_seconds and consolidation_heartbeat_seconds must be positive")
 
 
-@raw_input
 @workflow.defn(name=c.SESSION_WORKFLOW)
 class SessionWorkflow:
     @workflow.init
-    def __init__(self, *args) -> None:
+    @raw_argument
+    def __init__(self, *args: RawValue) -> None:
         # A bad input fails the run in its first task (run() raises it).
         self._bad: ApplicationError | None = None
         try:
@@ -69,7 +62,8 @@ class SessionWorkflow:
         self._report: ConsolidationReport | None = None
 
     @workflow.run
-    async def run(self, *args) -> SessionSummary:
+    @raw_argument
+    async def run(self, *args: RawValue) -> SessionSummary:
         if self._bad is not None:
             raise self._bad
         inp = self._inp
@@ -78,7 +72,7 @@ class SessionWorkflow:
                 c.LOAD_WORKING_MEMORY,
                 c.WorkingMemoryInput(principal=inp.principal, token_budget=inp.config.token_budget),
                 WorkingMemoryView,
-                LOAD,
+                c.LOAD_OPTIONS,
                 shard=inp.shard,
                 wait_seconds=inp.shard_wait_seconds,
             )
@@ -118,8 +112,9 @@ class SessionWorkflow:
         return self.summary()
 
     @workflow.update(name=c.JOIN_UPDATE)
-    async def join(self, *args) -> JoinReply:
-        j = one_arg(args, SessionJoin, c.JOIN_UPDATE, sealed=False)  # checked by the validator
+    @raw_argument
+    async def join(self, *args: RawValue) -> JoinReply:
+        j = one_arg(args, SessionJoin, c.JOIN_UPDATE)  # the validator refused a bad one
         await workflow.wait_condition(lambda: self._wm is not None)
         assert self._wm is not None
         self._gates.setdefault(j.gate_id, SessionGate(gate_id=j.gate_id, workflow_id=j.workflow_id))
@@ -127,13 +122,15 @@ class SessionWorkflow:
         return JoinReply(working_memory=self._wm.block, n=self._wm.n)
 
     @join.validator
-    def _validate_join(self, *args) -> None:
-        one_arg(args, SessionJoin, c.JOIN_UPDATE, sealed=True)
+    @raw_argument
+    def _validate_join(self, *args: RawValue) -> None:
+        one_arg(args, SessionJoin, c.JOIN_UPDATE)
         if self._ended_by is not None:
             raise ValueError(f"session {self._inp.session_id} has ended ({self._ended_by})")
 
     @workflow.signal(name=c.GATE_DONE_SIGNAL)
-    def gate_done(self, *args) -> None:
+    @raw_argument
+    def gate_done(self, *args: RawValue) -> None:
         g = signal_arg(args, SessionGate, c.GATE_DONE_SIGNAL)
         if g is None:
             return
@@ -141,7 +138,8 @@ class SessionWorkflow:
         self._poked = True
 
     @workflow.signal(name=c.END_SIGNAL)
-    def end(self, *args) -> None:
+    @raw_argument
+    def end(self, *args: RawValue) -> None:
         # No argument: one given (which failed the task before) is refused, not guessed at.
         if args:
             workflow.logger.warning("ignored %s: it takes no argument, got %d", c.END_SIGNAL, len(args))

@@ -59,7 +59,8 @@ def main() -> None:
     print("| step | p50 ms | p95 ms | max ms |")
     print("|---|---|---|---|")
     print(
-        f"| confidence (features + prediction), gates 1,001-{len(gates)} | {np.median(c):.2f} | {np.percentile(c, 95):.2f} | {c.max():.1f} |"
+        f"| confidence (features + prediction), gates 1,001-{len(gates)} | {np.median(c):.2f}"
+        f" | {np.percentile(c, 95):.2f} | {c.max():.1f} |"
     )
     print(f"| observe | {np.median(o):.3f} | {np.percentile(o, 95):.3f} | {o.max():.1f} |")
     print(f"| of which artifact features (mean) | {art:.2f} | | |")

@@ -28,9 +28,9 @@ _ROOT = str(Path(__file__).resolve().parents[2])
 if _ROOT not in sys.path:  # run as a script; imported, the path (SCORE_PRODUCT first) stays as it is
     sys.path.insert(0, _ROOT)
 
-from bench.score import common  # noqa: E402,F401  (SCORE_PRODUCT first on sys.path)
 from rich.console import Console  # noqa: E402
 
+from bench.score import common  # noqa: E402,F401  (SCORE_PRODUCT first on sys.path)
 from vicar.eval.dataset import load_events  # noqa: E402
 from vicar.eval.replay import Variant, replay_reviewer  # noqa: E402
 from vicar.eval.run import warm_embeddings  # noqa: E402

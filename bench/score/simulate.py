@@ -325,7 +325,8 @@ def table(label: str, results: dict[str, list[dict]]) -> list[str]:
     for r, rows in results.items():
         lines.append(
             f"| {label} | {r} | {ms([x['auroc'] for x in rows], False)} | {ms([x['share'] for x in rows])}"
-            f" | {ms([x['error'] for x in rows])} | {max((x['worst'] for x in rows if x['worst'] is not None), default=0) * 100:.1f}"
+            f" | {ms([x['error'] for x in rows])}"
+            f" | {max((x['worst'] for x in rows if x['worst'] is not None), default=0) * 100:.1f}"
             f" | {sum(x['over'] for x in rows)} | {np.mean([x['audits'] for x in rows]):.0f}"
             f" | {np.mean([x['withdrawals'] for x in rows]):.1f} |"
         )
@@ -339,7 +340,8 @@ def table(label: str, results: dict[str, list[dict]]) -> list[str]:
 
 
 HEADER = [
-    "| candidate | reviewer | AUROC | alone % (mean ± sd) | error alone % | worst stretch % (max) | stretches > 7.5% | audits | withdrawals |",
+    "| candidate | reviewer | AUROC | alone % (mean ± sd) | error alone % | worst stretch % (max)"
+    " | stretches > 7.5% | audits | withdrawals |",
     "|---|---|---|---|---|---|---|---|---|",
 ]
 

@@ -15,10 +15,10 @@ from typing import Optional
 import typer
 
 from vicar.cli.base import OUTPUT, Output, app, console, err, friendly, open_client
-from vicar.config import Settings
 from vicar.display import text
 from vicar.errors import InvalidInput
 from vicar.models.audit import DEFAULT_PAGE_BYTES, MAX_PAGE_BYTES, MIN_PAGE_BYTES
+from vicar.settings import Settings
 
 audit_app = typer.Typer(no_args_is_help=True, help="The audit trail: one record per gate, from any machine.")
 app.add_typer(audit_app, name="audit")

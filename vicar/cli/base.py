@@ -15,11 +15,19 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from vicar import settings_env
-from vicar.config import Settings
 from vicar.display import text
-from vicar.errors import INTERRUPTED, UNEXPECTED, BrokenStore, InvalidInput, Unreachable, VicarError, validation_summary
+from vicar.errors import (
+    INTERRUPTED,
+    UNEXPECTED,
+    BrokenStore,
+    InvalidInput,
+    SettingsError,
+    Unreachable,
+    VicarError,
+    validation_summary,
+)
 from vicar.memory.text import clip
+from vicar.settings import Settings, debugging
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Vicar: a human proxy for approval gates.")
 gate_app = typer.Typer(no_args_is_help=True, help="Open approval gates.")
@@ -100,10 +108,12 @@ def friendly(fn):
             err.print("interrupted")
             raise typer.Exit(INTERRUPTED) from None
         except Exception as exc:
-            if settings_env.debug() and not isinstance(exc, (VicarError, ValidationError)):
+            if debugging() and not isinstance(exc, (VicarError, ValidationError)):
                 raise
             message, code = explain(exc)
-            err.print(Text.assemble(("error:", "red"), " ", text(clip(message, MAX_ERROR_CHARS), one_line=True)))
+            # Bad settings: every bad value, one line each.
+            for line in exc.lines if isinstance(exc, SettingsError) else [message]:
+                err.print(Text.assemble(("error:", "red"), " ", text(clip(line, MAX_ERROR_CHARS), one_line=True)))
             raise typer.Exit(code) from None
 
     return wrapper

@@ -9,9 +9,9 @@ from typing import Optional
 import typer
 
 from vicar.cli.base import app, console, friendly
-from vicar.config import Settings
 from vicar.display import text
 from vicar.memory.names import child_path
+from vicar.settings import Settings
 
 
 @app.command()

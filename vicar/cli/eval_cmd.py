@@ -10,9 +10,9 @@ from typing import Optional
 import typer
 
 from vicar.cli.base import console, eval_app, friendly
-from vicar.config import Settings
 from vicar.display import text
 from vicar.errors import InvalidInput, NotInstalled, VicarError
+from vicar.settings import Settings
 
 
 @eval_app.command("replay")

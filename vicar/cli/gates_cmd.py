@@ -13,10 +13,10 @@ from typing import Optional
 import typer
 
 from vicar.cli.base import OUTPUT, Output, app, console, err, friendly, gate_app, open_client
-from vicar.config import ANSWER_TIMEOUT, Settings
 from vicar.display import text
 from vicar.errors import InvalidInput
 from vicar.models import CfAState, EscalationMode, GateRequest, HumanAnswer
+from vicar.settings import ANSWER_TIMEOUT, Settings
 
 MAX_GATE_FILE_BYTES = 2_000_000  # a GateRequest's texts total ~225k characters; JSON escapes need up to 6 bytes each
 

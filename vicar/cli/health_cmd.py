@@ -7,10 +7,10 @@ from rich.text import Text
 
 from vicar.cli.base import app, console, folded_table, friendly
 from vicar.cli.memory_cmd import open_store
-from vicar.config import Settings
 from vicar.display import text
 from vicar.errors import NotFound
 from vicar.memory.names import child_path
+from vicar.settings import Settings
 
 
 @app.command()

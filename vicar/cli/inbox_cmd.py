@@ -11,9 +11,9 @@ from typing import Optional
 import typer
 
 from vicar.cli.base import app, console, err, friendly, open_client
-from vicar.config import Settings
 from vicar.display import text
 from vicar.runtime.listening import listen
+from vicar.settings import Settings
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765

@@ -13,10 +13,10 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from vicar.cli.base import console, folded_table, friendly, memory_app
-from vicar.config import Settings
 from vicar.display import text
 from vicar.errors import BrokenStore, InvalidInput, NotFound, validation_summary
 from vicar.memory.names import child_path
+from vicar.settings import Settings
 
 
 @contextmanager

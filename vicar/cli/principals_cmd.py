@@ -9,9 +9,9 @@ import typer
 
 from vicar import contracts as c
 from vicar.cli.base import OUTPUT, Output, console, friendly, open_client, principal_app
-from vicar.config import Settings
 from vicar.errors import InvalidInput, VicarError
 from vicar.models import CfAState
+from vicar.settings import Settings
 
 
 @principal_app.command("allow")

@@ -13,10 +13,10 @@ from typing import Optional
 import typer
 
 from vicar.cli.base import OUTPUT, Output, app, console, friendly, open_client
-from vicar.config import Settings
 from vicar.errors import InvalidInput
 from vicar.models import CfAState, RequestKind, check_principal
 from vicar.models.control import Control, Effect, Rule, check_responder
+from vicar.settings import Settings
 
 rules_app = typer.Typer(no_args_is_help=True, help="Rules a principal writes: what the proxy may never decide alone.")
 app.add_typer(rules_app, name="rules")

@@ -8,9 +8,9 @@ import typer
 
 from vicar import contracts as c
 from vicar.cli.base import console, friendly, open_client, session_app
-from vicar.config import Settings
 from vicar.display import text
 from vicar.errors import NotFound
+from vicar.settings import Settings
 
 
 @session_app.command("show")

@@ -8,8 +8,8 @@ from typing import Optional
 import typer
 
 from vicar.cli.base import app, console, friendly
-from vicar.config import Settings
 from vicar.display import text
+from vicar.settings import Settings
 
 
 @app.command("codec-server")

@@ -45,12 +45,12 @@ from temporalio.service import RPCError, RPCStatusCode
 from vicar import contracts as c
 from vicar.client.gates import answer_gate, find_gate, list_escalations, query_details, start_gate, started_with
 from vicar.client.view import gate_view
-from vicar.config import ANSWER_TIMEOUT, TASK_QUEUE
 from vicar.errors import Conflict, InvalidInput, NotResponding, validation_summary
 from vicar.models import BrainInput, GateDetails, GateRequest, GateResult, HumanAnswer, check_principal
 from vicar.models.brain import BrainConfig
 from vicar.models.control import Control, ControlChange, Rule
 from vicar.models.view import GateView
+from vicar.settings import ANSWER_TIMEOUT, TASK_QUEUE
 
 __all__ = [
     "GateHandle",

@@ -13,11 +13,11 @@ from typing import Any
 from temporalio.client import Client, WorkflowFailureError
 
 from vicar import contracts as c
-from vicar.config import TASK_QUEUE
 from vicar.errors import NO_MEMORY, Conflict, NotFound, NotResponding, NotReviewable, VicarError
 from vicar.memory.names import check_principal
 from vicar.models.audit import DEFAULT_PAGE_BYTES, AuditCursor, AuditPage, AuditPageRequest, ReviewRequest, ReviewResult
 from vicar.runtime.key_check import check_workflow_opens
+from vicar.settings import TASK_QUEUE
 from vicar.workflows import search_attributes as sa
 
 # A page's workflow ends within this (its steps retry a few times, then fail with why).

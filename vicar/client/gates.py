@@ -26,7 +26,6 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from vicar import contracts as c
-from vicar.config import ANSWER_TIMEOUT, TASK_QUEUE
 from vicar.errors import Conflict, InvalidInput, NotFound, NotResponding
 from vicar.memory.text import clip
 from vicar.models import (
@@ -42,6 +41,7 @@ from vicar.models.view import excerpt_line
 from vicar.models.vocabulary import QUESTION_ACTIONS, VALID_ACTIONS
 from vicar.runtime.codec import REFUSED, AesGcmCodec, refusal_line
 from vicar.runtime.key_check import check_opens
+from vicar.settings import ANSWER_TIMEOUT, TASK_QUEUE
 from vicar.workflows import search_attributes as sa
 
 

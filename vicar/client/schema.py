@@ -10,12 +10,12 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from vicar import contracts as c
-from vicar.config import TASK_QUEUE
 from vicar.errors import INVALID_GATE_REQUEST
 from vicar.models import GateDetails, GateRequest, GateResult, HumanAnswer
 from vicar.models.audit import AuditRecord
 from vicar.models.control import Control, ControlChange
 from vicar.models.view import ArtifactFile, GateView
+from vicar.settings import TASK_QUEUE
 from vicar.workflows import search_attributes as sa
 
 # What a client sends and receives, by the name the schema files carry.

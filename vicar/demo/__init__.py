@@ -248,7 +248,7 @@ async def run_demo(
     results: list[GateResult] = []
     escalations: dict[str, GateDetails] = {}
     if settings is None:
-        from vicar.config import Settings
+        from vicar.settings import Settings
 
         settings = Settings.from_env()
     start = time.monotonic()

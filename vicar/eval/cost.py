@@ -12,8 +12,8 @@ from pydantic import BaseModel
 
 from vicar.eval.dataset import GateEvent
 from vicar.llm import prompts
+from vicar.llm.choice import LLMChoice
 from vicar.llm.pricing import price_for
-from vicar.llm.settings import LLMSettings
 
 CHARS_PER_TOKEN = 4
 MEMORY_CHARS = 900  # one memory in the prompt: outcome, question, reply, artifact start
@@ -32,7 +32,7 @@ class CostEstimate(BaseModel):
 
 
 def estimate_replay_cost(events: dict[str, list[GateEvent]], provider: str) -> CostEstimate:
-    s = LLMSettings.from_env(provider)
+    s = LLMChoice.from_env(provider)
     main, small = price_for(s.model), price_for(s.classifier_model)
     system = len(prompts.REVIEWER_SYSTEM)
     inp = out = 0

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel, Field
 
-from vicar.config import AutonomyParams
 from vicar.proxy.concerns import concerns_in as shared_concerns_in
+from vicar.settings import AutonomyParams
 
 ACTIONS = ("approve", "correct", "reject", "hold")
 # The baselines (majority, EMA) have no autonomy rule: they answer alone at this confidence.

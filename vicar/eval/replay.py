@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from vicar.eval.dataset import GateEvent, principal_for
 from vicar.eval.metrics import BASELINE_THRESHOLD, Prediction
@@ -43,6 +43,9 @@ NEVER = 2.0  # a fixed threshold no confidence reaches
 
 
 class Variant(BaseModel):
+    # A misspelt switch must not run the default silently.
+    model_config = ConfigDict(extra="forbid")
+
     name: str
     kind: Literal["proxy", "majority", "ema"] = "proxy"
     predictor: str = "offline"  # or "learned", or an LLM provider: "anthropic", "openai"

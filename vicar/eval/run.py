@@ -10,7 +10,6 @@ import numpy as np
 from pydantic import BaseModel, Field
 from rich.console import Console
 
-from vicar.config import MemoryParams, Settings
 from vicar.eval import metrics as m
 from vicar.eval.dataset import GateEvent
 from vicar.eval.replay import Variant, event_texts, replay_reviewer
@@ -18,6 +17,7 @@ from vicar.eval.separation import Separation, prefill, separation
 from vicar.eval.words import FOR_ACTION, PREREVIEW, PREREVIEW_LEARNED, SCORED, Words, WordScores, baselines, score_words
 from vicar.memory.embedder import Embedder
 from vicar.progress import progress as progress_for
+from vicar.settings import MemoryParams, Settings
 
 
 class Scores(BaseModel):

@@ -18,8 +18,11 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from vicar.errors import InvalidInput, NotFound, VicarError
 from vicar.files import atomic_write, read_bounded
-from vicar.memory.names import check_name
+from vicar.inbox.names import checked_user_name, inbox_dir, users_dir
+from vicar.inbox.sessions import close_all
 from vicar.models import check_principal, check_responder
+
+__all__ = ["Account", "checked_user_name", "inbox_dir", "users_dir"]
 
 MAX_USER_FILE_BYTES = 64 * 1024
 TOKEN_BYTES = 32
@@ -51,23 +54,6 @@ class Account(BaseModel):
 
     def answers_for(self, principal: str) -> bool:
         return not self.principals or principal in self.principals
-
-
-def inbox_dir(data_dir: Path) -> Path:
-    return data_dir / "inbox"
-
-
-def users_dir(data_dir: Path) -> Path:
-    return inbox_dir(data_dir) / "users"
-
-
-def checked_user_name(name: str) -> str:
-    """The account's name as one safe path component; InvalidInput otherwise."""
-    try:
-        check_responder(name)
-    except ValueError as exc:
-        raise InvalidInput(str(exc)) from None
-    return check_name(name, "inbox user")
 
 
 def _user_path(data_dir: Path, name: str) -> Path:
@@ -108,8 +94,6 @@ def remove_user(data_dir: Path, name: str) -> None:
 
 
 def _end_sessions(data_dir: Path, name: str) -> None:
-    from vicar.inbox.sessions import close_all  # it builds on this module
-
     close_all(data_dir, name)
 
 

@@ -20,7 +20,6 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from vicar.config import Settings
 from vicar.errors import VicarError
 from vicar.inbox import gate_pages, oversight_pages
 from vicar.inbox.accounts import session_secret, user_for_token
@@ -40,6 +39,7 @@ from vicar.inbox.web import (
     render,
     vicar_error,
 )
+from vicar.settings import Settings
 
 SESSION_COOKIE = "vicar_inbox"
 log = logging.getLogger("uvicorn.error")  # the server's own log: what its terminal shows

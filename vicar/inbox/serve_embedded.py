@@ -9,7 +9,7 @@ import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
-from vicar.config import Settings
+from vicar.settings import Settings
 
 
 @contextlib.asynccontextmanager

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from vicar.errors import InvalidInput
-from vicar.inbox.accounts import checked_user_name, inbox_dir
+from vicar.inbox.names import checked_user_name, inbox_dir
 
 SESSION_DAYS = 14
 LIFETIME_SECONDS = SESSION_DAYS * 86400

@@ -15,12 +15,12 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
-from vicar.config import Settings
 from vicar.errors import Conflict, InvalidInput, NotFound, NotResponding, NotReviewable, VicarError
 from vicar.inbox.accounts import Account, load_user
 from vicar.inbox.sessions import session_alive
 from vicar.inbox.throttle import Limit, Throttle
 from vicar.responders import load_policy
+from vicar.settings import Settings
 
 HERE = Path(__file__).parent
 # A gate's workflow id: "vicar-gate/" and a gate id (letters, digits and . _ : @ / -), or

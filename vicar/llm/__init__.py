@@ -2,6 +2,6 @@
 workflow code): the SDKs make network calls."""
 
 from vicar.llm.base import REQUEST_ERROR, TRANSIENT_ERROR, Completion, LLMClient
-from vicar.llm.settings import LLMSettings, make_client
+from vicar.llm.choice import LLMChoice, make_client
 
-__all__ = ["Completion", "LLMClient", "LLMSettings", "REQUEST_ERROR", "TRANSIENT_ERROR", "make_client"]
+__all__ = ["Completion", "LLMChoice", "LLMClient", "REQUEST_ERROR", "TRANSIENT_ERROR", "make_client"]

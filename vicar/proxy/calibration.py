@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from vicar.config import CalibrationParams
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import AutonomyRule, Calibration, CalibrationInputs, CensorHit, GateRequest, RetrievalContext
 from vicar.proxy.autonomy import gate_rule
 from vicar.proxy.conflicts import tension
 from vicar.proxy.outcome_log import last_human_at
 from vicar.proxy.recalibration import confidence_map, shown
+from vicar.settings import CalibrationParams
 
 GUARDS = ("censor", "cold_start", "tension", "staleness", "unproven", "probation", "untrusted", "audit")
 CAPPING = frozenset(GUARDS[1:4])

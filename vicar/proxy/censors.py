@@ -17,13 +17,13 @@ import hashlib
 
 import numpy as np
 
-from vicar.config import CalibrationParams
 from vicar.memory.censor import CENSOR_DIMS, Censor, trigger_vectors
 from vicar.memory.chunk import MemoryChunk
 from vicar.memory.index import single_threaded_blas
 from vicar.memory.principal import PrincipalMemory
 from vicar.memory.text import clip
 from vicar.models import Action, AnsweredBy, CensorHit, GateRequest, OutcomeRecord, RequestKind
+from vicar.settings import CalibrationParams
 
 BLOCK_AT = 0.75  # severity at or above: block
 WARN_AT = 0.3  # at or above: warn; below: deactivated

@@ -13,10 +13,10 @@ from __future__ import annotations
 from enum import Enum
 from itertools import combinations
 
-from vicar.config import CalibrationParams
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import AnsweredBy, ChunkSummary, RetrievalContext
 from vicar.models.vocabulary import TERMINAL_ACTIONS
+from vicar.settings import CalibrationParams
 
 _TERMINAL = {a.value for a in TERMINAL_ACTIONS}
 

@@ -14,13 +14,13 @@ from datetime import datetime
 from pydantic import BaseModel
 
 from vicar.artifacts import load_artifact
-from vicar.config import Settings
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import Calibration, DialogTurn, GateRequest, PassResult, RetrievalContext, Surprise
 from vicar.proxy.calibration import calibrate, calibration_inputs
 from vicar.proxy.decision import Decision, decide, surprised
 from vicar.proxy.provider import Predictor
 from vicar.proxy.retrieval import contexts
+from vicar.settings import Settings
 
 
 class Consultation(BaseModel):

@@ -33,7 +33,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
-from vicar.config import FactParams
 from vicar.memory.chunk import ChunkKind, MemoryChunk
 from vicar.memory.consolidation_plan import ConsolidationPlan
 from vicar.memory.fact import Fact
@@ -41,6 +40,7 @@ from vicar.memory.lexical import tokenize
 from vicar.memory.principal import PrincipalMemory
 from vicar.memory.text import clip
 from vicar.models import Action, AnsweredBy, OutcomeRecord
+from vicar.settings import FactParams
 
 FACT_KINDS = (ChunkKind.preference.value, ChunkKind.procedure.value)
 MIN_WORD = 4  # shorter tokens are rarely a concern ("ok", "fix", "v2")

@@ -13,9 +13,9 @@ from statistics import fmean
 
 from pydantic import BaseModel
 
-from vicar.config import AutonomyParams
 from vicar.models import Action, AnsweredBy, AutonomyRule, OutcomeRecord, RequestKind
 from vicar.models.control import Control
+from vicar.settings import AutonomyParams
 
 SESSIONS = 10  # the trend looks at this many latest sessions
 MIN_SESSIONS = 4

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 
-from vicar.config import PredictorParams
 from vicar.models import (
     DialogTurn,
     GateRequest,
@@ -37,6 +36,7 @@ from vicar.proxy.learned_history import History, memory_features
 from vicar.proxy.learned_model import Model, fit, refit_due
 from vicar.proxy.offline import DEFAULT_TEXT, OfflinePredictor
 from vicar.proxy.provider import Predictor
+from vicar.settings import PredictorParams
 
 # -- the predictor --------------------------------------------------------------------
 

@@ -15,13 +15,13 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from vicar.config import PredictorParams
-from vicar.memory.principal import MemoryRegistry
+from vicar.memory.registry import MemoryRegistry
 from vicar.models import ModelPin, OutcomeRecord
 from vicar.proxy.learned import LearnedPredictor
 from vicar.proxy.learned_history import History
 from vicar.proxy.learned_model import Model, fit, refit_due
 from vicar.proxy.provider import Predictor
+from vicar.settings import PredictorParams
 
 MODELS_DIR = "models"  # under the principal's memory directory
 LOADED_VERSIONS = 2  # per principal: the pinned one and the one before, for a gate still deciding

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 from vicar.llm import prompts
 from vicar.llm.base import LLMClient
+from vicar.llm.choice import LLMChoice, make_client
 from vicar.llm.parse import parse_action, parse_reply, parse_surprise
 from vicar.llm.pricing import price_for
-from vicar.llm.settings import LLMSettings, make_client
 from vicar.models import (
     Action,
     DialogTurn,
@@ -56,8 +56,8 @@ class LLMPredictor(Predictor):
 
     @classmethod
     def from_env(cls, provider: str) -> "LLMPredictor":
-        settings = LLMSettings.from_env(provider)
-        return cls(make_client(settings), settings.model, settings.classifier_model)
+        choice = LLMChoice.from_env(provider)
+        return cls(make_client(choice), choice.model, choice.classifier_model)
 
     # -- the two passes -----------------------------------------------------
 

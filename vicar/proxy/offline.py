@@ -12,7 +12,6 @@ import math
 import re
 from collections.abc import Sequence
 
-from vicar.config import PredictorParams
 from vicar.models import (
     Action,
     AnsweredBy,
@@ -27,6 +26,7 @@ from vicar.models import (
 from vicar.proxy.answer_words import with_prereview
 from vicar.proxy.facts import FACT_KINDS
 from vicar.proxy.provider import Predictor
+from vicar.settings import PredictorParams
 
 # How sharply the vote focuses on the most similar memories (cosine units).
 KERNEL_WIDTH = 0.05

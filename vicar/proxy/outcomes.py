@@ -23,7 +23,6 @@ import threading
 from collections import Counter
 from pathlib import Path
 
-from vicar.config import CalibrationParams, FactParams
 from vicar.files import atomic_write as _atomic_write
 from vicar.memory.chunk import MemoryChunk, chunk_id_for
 from vicar.memory.principal import PrincipalMemory
@@ -34,6 +33,7 @@ from vicar.proxy.autonomy.ledger import Alone, Evidence
 from vicar.proxy.bookkeeping import ConfidenceModel, ContextEntry, apply_outcome, context_key, load_entry
 from vicar.proxy.lineage import lineage_of
 from vicar.proxy.outcome_log import OutcomeEntry, context_entries, log_outcome
+from vicar.settings import CalibrationParams, FactParams
 
 CONFIDENCE_FILE = "proxy-confidence.json"
 INTERACTIONS_FILE = "proxy-interactions.jsonl"

@@ -6,7 +6,6 @@ past work, the censors that fire on the artifact and the upstream agent's trust.
 
 from __future__ import annotations
 
-from vicar.config import CalibrationParams, RetrievalOptions, Settings
 from vicar.memory.censor import CENSOR_DIMS
 from vicar.memory.chunk import ARTIFACT_EMBED_CHARS, MemoryChunk, situation_text
 from vicar.memory.principal import PrincipalMemory, noise_seed
@@ -17,6 +16,7 @@ from vicar.proxy.censors import fire
 from vicar.proxy.facts import FACT_KINDS
 from vicar.proxy.lineage import lineage_of
 from vicar.proxy.outcome_log import agent_trust_score
+from vicar.settings import CalibrationParams, RetrievalOptions, Settings
 
 LINEAGE_RESPONSE_CHARS = 300  # the human's words kept per lineage verdict
 # Past artifacts whose answers the pre-review also reads (similar_work): the five of the

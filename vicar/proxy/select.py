@@ -4,23 +4,21 @@ from __future__ import annotations
 
 import os
 
-from vicar import settings_env
-from vicar.config import Settings
 from vicar.errors import VicarError
-from vicar.memory.principal import MemoryRegistry
+from vicar.memory.registry import MemoryRegistry
 from vicar.proxy.offline import OfflinePredictor
 from vicar.proxy.provider import Predictor
+from vicar.settings import Settings
 
 KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
 
-def predictor_name_from_env() -> str:
+def predictor_name(settings: Settings) -> str:
     """VICAR_PREDICTOR if set; otherwise the first provider whose key the worker has
     (anthropic, then openai), else the learned model (the memory vote until its first
     fit), which needs no key. `offline` is the memory vote alone."""
-    name = settings_env.predictor()
-    if name:
-        return name
+    if settings.predictor_name:
+        return settings.predictor_name
     for provider in ("anthropic", "openai"):
         if os.environ.get(KEY_ENV[provider], "").strip():
             return provider
@@ -28,7 +26,7 @@ def predictor_name_from_env() -> str:
 
 
 def predictor_from_env(settings: Settings, registry: MemoryRegistry) -> Predictor:
-    name = predictor_name_from_env()
+    name = predictor_name(settings)
     if name == "offline":
         return OfflinePredictor(settings.predictor)
     if name == "learned":

@@ -24,7 +24,7 @@ def compile_package(package_dir: Path, cache_dir: Path) -> int:
     Returns how many were compiled; an unwritable cache only costs speed."""
     if not sys.dont_write_bytecode:
         return 0  # the import system writes and reads __pycache__ itself
-    sources = sorted(package_dir.glob("*.py"))
+    sources = sorted(package_dir.rglob("*.py"))  # its subpackages too (workflows/gate/)
     if all(_fresh(src) for src in sources):
         return 0  # compiled when installed (pip does, the container image's included)
     if sys.pycache_prefix is None:

@@ -33,11 +33,10 @@ from temporalio.converter import (
     SerializationContext,
     WorkflowSerializationContext,
 )
-from temporalio.exceptions import FailureError
+from temporalio.exceptions import ApplicationError, FailureError
 
-from vicar import settings_env
-from vicar.config import Settings
-from vicar.errors import CodecKeyError, InvalidInput, RefusedPayload, VicarError
+from vicar.errors import REFUSED_PAYLOAD, CodecKeyError, InvalidInput, VicarError
+from vicar.settings import ReadAtUse, Settings, secret
 
 ENCODING = b"binary/encrypted"  # the metadata Temporal's encryption samples use
 KEY_ID = "encryption-key-id"
@@ -113,11 +112,11 @@ def load_keys(settings: Settings, *, make: bool = False) -> dict[str, bytes]:
     else (the CLI, the inbox, an orchestrator, the codec server) never does: a key of its
     own would seal what no worker can open (issue 34), so it is refused in one line."""
     # Read here, not carried in Settings: a key must never sit in an object that may be printed.
-    raw = settings_env.text(KEYS_VAR)
-    if raw:
+    at_use = ReadAtUse()
+    if raw := secret(at_use.codec_keys):
         return _loaded(parse_keys(raw, KEYS_VAR), KEYS_VAR)
-    named = settings_env.text(KEY_FILE_VAR)
-    path = Path(named).expanduser() if named else default_key_file(settings)
+    named = at_use.codec_key_file
+    path = named or default_key_file(settings)
     if not named and not path.exists():
         if _serves_some_shards(settings):
             # Its own new key would seal what the other shards' workers cannot open.
@@ -240,6 +239,22 @@ def refusal_line(payload: Payload, holder: str = "this process") -> str:
         else f"give it the same keys as the worker ({KEYS_VAR} or {KEY_FILE_VAR})"
     )
     return f"a payload is sealed with key {key_id!r}, which {holder} lacks (it has: {held}); {advice}"
+
+
+class RefusedPayload(ApplicationError, CodecKeyError):
+    """Here, not in vicar/errors.py, so that module loads without Temporal (a CLI command
+    that never connects tears down as usual: vicar/runtime/ending.py).
+
+    A workflow's argument it cannot read, where the SDK converts it (a start, signal or
+    update with other than one argument): as a failure error it fails the workflow (a
+    start), drops the signal or rejects the update, where any other error failed the
+    workflow task at every retry. A CodecKeyError too, so a client shows its one line."""
+
+    def __init__(self, message: str) -> None:
+        ApplicationError.__init__(self, message, type=REFUSED_PAYLOAD, non_retryable=True)
+
+    def __str__(self) -> str:
+        return self.message  # the one line, as a CodecKeyError prints it
 
 
 class RefusedPayloadConverter(EncodingPayloadConverter):

@@ -22,10 +22,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from temporalio.api.common.v1 import Payloads
 
-from vicar import settings_env
-from vicar.config import Settings
 from vicar.errors import CodecKeyError
 from vicar.runtime.codec import AesGcmCodec
+from vicar.settings import ReadAtUse, Settings, secret
 
 TOKEN_VAR = "VICAR_CODEC_SERVER_TOKEN"
 TOKEN_FILE = "codec-server-token"
@@ -44,7 +43,7 @@ DRAIN_BYTES, DRAIN_SECONDS = 256 * 1024, 1.0  # read after a refusal, so the rep
 def server_token(settings: Settings) -> tuple[str, str]:
     """(token, where it came from). From the environment, else a file under the data dir
     made 0600 on first use (the operator hands it to those allowed to decode)."""
-    raw = settings_env.text(TOKEN_VAR)  # not in Settings: a secret
+    raw = secret(ReadAtUse().codec_server_token)  # not in Settings: a secret
     if raw:
         if len(raw) < MIN_TOKEN_CHARS:
             from vicar.errors import InvalidInput

@@ -9,11 +9,11 @@ from temporalio.client import Client
 from temporalio.envconfig import ClientConfig
 from temporalio.runtime import Runtime
 
-from vicar.config import Settings
 from vicar.errors import InvalidInput, Unreachable
 from vicar.runtime.codec import data_converter
 from vicar.runtime.key_check import check_keys
 from vicar.runtime.server import DEFAULT_PORT, embedded_address, env_configured
+from vicar.settings import Settings
 from vicar.workflows.search_attributes import SEARCH_ATTRIBUTES
 
 

@@ -7,10 +7,10 @@
   balancer or the kubelet stops counting on a worker that is draining.
 - `/metrics` on VICAR_METRICS_ADDRESS: the SDK runtime's own Prometheus exporter. Its
   metrics (workflow and activity task latencies, pollers, ...) and Vicar's gate metrics
-  (workflows/gate_metrics.py, reported through the workflow metric meter) share it, so
+  (workflows/metrics.py, reported through the workflow metric meter) share it, so
   there is one endpoint to scrape and no second metrics library.
 
-Both are off unless configured (vicar.config.OpsParams says why). The HTTP server is the
+Both are off unless configured (vicar.settings.OpsParams says why). The HTTP server is the
 standard library's asyncio streams: two GET routes, no dependency for them.
 
     python -m vicar.runtime.ops probe /readyz    # exit 0 when ready: the container HEALTHCHECK
@@ -30,10 +30,9 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
-from vicar import settings_env
-from vicar.config import OPS_VARS, OpsParams, ip_port
-from vicar.errors import Conflict, InvalidInput
-from vicar.workflows.gate_metrics import BUCKETS
+from vicar.errors import Conflict, InvalidInput, SettingsError
+from vicar.settings import OPS_VARS, OpsParams, Settings
+from vicar.workflows.metrics import BUCKETS
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -178,11 +177,10 @@ async def serving(ops: OpsParams) -> AsyncIterator[OpsServer]:
 
 def probe(path: str, timeout: float = 3.0) -> int:
     """GET a route on this process's VICAR_OPS_ADDRESS; 0 for a 200, else 1."""
-    var = OPS_VARS["address"]
-    raw = settings_env.text(var)
-    if not raw:
-        raise InvalidInput(f"{var} is not set: the worker serves no health checks")
-    host, _, port = ip_port(var, raw).rpartition(":")
+    address = Settings.from_env().ops.address
+    if not address:
+        raise InvalidInput(f"{OPS_VARS['address']} is not set: the worker serves no health checks")
+    host, _, port = address.rpartition(":")
     host = "127.0.0.1" if host in ("0.0.0.0", "") else "[::1]" if host == "[::]" else host
     try:
         with urllib.request.urlopen(f"http://{host}:{port}{path}", timeout=timeout) as resp:
@@ -198,7 +196,8 @@ def main(argv: list[str]) -> int:
     try:
         return probe(argv[1])
     except InvalidInput as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        for line in exc.lines if isinstance(exc, SettingsError) else [str(exc)]:
+            print(f"error: {line}", file=sys.stderr)
         return exc.exit_code
 
 

@@ -22,12 +22,12 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from vicar.config import AutonomyParams
 from vicar.errors import InvalidInput
 from vicar.memory.store import RecordStore
 from vicar.models import AutonomyRule
 from vicar.proxy.autonomy.drift import DriftBook
 from vicar.proxy.autonomy.ledger import PairLedger
+from vicar.settings import AutonomyParams
 
 AUTONOMY_FILE = "autonomy.json"  # per principal, beside its memory
 AUTONOMY_FILE_BYTES = 64_000

@@ -268,6 +268,15 @@ class PrincipalMemory:
             texts = {BLENDED: blended_text(texts)}
         return dict(zip(texts, self.embedder.embed(list(texts.values()))))
 
+    def similarity(self, a: str, b: str, dim: str) -> float | None:
+        """The cosine of two chunks' vectors on one dimension; None when either has none."""
+        va = self.index.vectors_of(a, (dim,)).get(dim) if a in self.index.pos else None
+        vb = self.index.vectors_of(b, (dim,)).get(dim) if b in self.index.pos else None
+        if va is None or vb is None:
+            return None
+        norm = float(np.linalg.norm(va) * np.linalg.norm(vb))
+        return float(va @ vb) / norm if norm else None
+
     def retrieve(self, query: Query) -> list[tuple[Hit, MemoryChunk]]:
         if "status" not in query.filters:
             # Superseded chunks stay in the store (and the audit trail), never in retrieval.

@@ -61,9 +61,14 @@ def test_demo_explains_itself_and_leaves_no_server(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
-    m = re.search(r"16 gates in [\d.]+ s: (\d+) decided by the proxy, (\d+) escalated", out)
+    m = re.search(
+        r"16 gates in [\d.]+ s: (\d+) decided by the proxy \((\d+) of them not what the human would have "
+        r"answered\), (\d+) escalated",
+        out,
+    )
     assert m, out
-    autonomous, escalated = int(m.group(1)), int(m.group(2))
+    autonomous, wrong_alone, escalated = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    assert wrong_alone <= autonomous
     assert escalated >= 4  # the first wave has no memory at all
     # The proxy answering alone within 16 gates is no longer asserted: the rule's bound now
     # holds whenever it is read (a betting confidence sequence, fixed-sequence thresholds),

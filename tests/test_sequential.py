@@ -14,6 +14,7 @@ from scipy import special
 from vicar.proxy.autonomy.bets import (
     BettingLedger,
     DriftTest,
+    _plug_in,
     betting_log_wealth,
     betting_passes,
     betting_upper_bound,
@@ -85,7 +86,8 @@ def test_the_bet_proves_a_low_error_and_weights_audits():
     for _ in range(200):
         err = rng.random(LENGTH) < TARGET
         audited = rng.random(LENGTH) < q
-        ever.append(np.any(betting_log_wealth(err & audited, TARGET, np.full(LENGTH, 1 / q)) >= math.log(1 / DELTA)))
+        lw = betting_log_wealth(err & audited, TARGET, np.full(LENGTH, 1 / q), labelled=audited)
+        ever.append(np.any(lw >= math.log(1 / DELTA)))
     assert np.mean(ever) <= DELTA + 3 * math.sqrt(DELTA * (1 - DELTA) / 200)
     # The confidence sequence's upper end now: below target on a clean record, 1 on none.
     assert betting_upper_bound(np.zeros(400), DELTA) < TARGET
@@ -105,6 +107,54 @@ def test_the_ledger_is_the_bet_per_threshold_and_stops_at_the_first_failure():
     i = ledger.threshold()
     assert i is not None and 0.45 <= ledger.grid[i] <= 0.6  # the errors start below 0.5
     assert BettingLedger(TARGET, DELTA).threshold() is None
+
+
+def test_the_stake_follows_the_labelled_answers_not_one_heavy_audit():
+    """Mixed as the product feeds it: human answers (weight 1), audits (1/q) and answers
+    alone not audited (1/q, unlabelled). The ledger is the bet per threshold; one wrong
+    audit (z = 20) no longer stops the betting for a half-life."""
+    q, rng = 0.05, np.random.default_rng(7)
+    n = 3000
+    scores = rng.random(n)
+    alone = scores > 0.6
+    audited = alone & (rng.random(n) < q)
+    labelled = ~alone | audited
+    wrong = (rng.random(n) < np.where(scores > 0.6, 0.01, 0.3)) & labelled
+    weights = np.where(alone, 1 / q, 1.0)
+    ledger = BettingLedger(TARGET, DELTA)
+    for s_, e, w, lab in zip(scores, wrong, weights, labelled):
+        ledger.add(float(s_), bool(e), float(w), bool(lab))
+    for i in (20, 60, 79):
+        m = scores >= ledger.grid[i]
+        expected = betting_log_wealth(wrong[m], TARGET, weights[m], labelled[m])[-1]
+        assert math.isclose(ledger.log_wealth[i], expected, rel_tol=1e-9), (i, ledger.log_wealth[i], expected)
+    # A long clean record (the person's own answers), then answers alone audited at q,
+    # one of them wrong: the weighted estimate jumps above target (z = 20 at once, every
+    # stake 0 until it decays); the labelled one moves by one answer in ~150 and bets on.
+    n = 2000
+    errs = np.zeros(n)
+    errs[1500] = 1.0
+    w = np.where(np.arange(n) < 1000, 1.0, 1 / q)
+    lab = (np.arange(n) < 1000) | (np.arange(n) % 20 == 0)
+    assert _plug_in(errs * w, TARGET)[1501] > TARGET
+    assert _plug_in(errs, TARGET, observed=lab)[1501] < TARGET / 2
+    lw = betting_log_wealth(errs, TARGET, w, lab)
+    assert lw[1600] > lw[1501]
+
+
+def test_labelled_stakes_stay_valid_at_the_target():
+    """At exactly the target error, audited at q, the bet with stakes from the labelled
+    answers states "error <= target" at most delta of the time (Ville)."""
+    q, rng, ever = 0.1, np.random.default_rng(8), []
+    for _ in range(300):
+        err = rng.random(LENGTH) < TARGET
+        audited = rng.random(LENGTH) < q
+        human = rng.random(LENGTH) < 0.5  # half answered by the person anyway: weight 1
+        lab = audited | human
+        w = np.where(human, 1.0, 1 / q)
+        lw = betting_log_wealth(err & lab, TARGET, w, lab)
+        ever.append(np.any(lw >= math.log(1 / DELTA)))
+    assert np.mean(ever) <= DELTA + 3 * math.sqrt(DELTA * (1 - DELTA) / 300)
 
 
 def test_the_drift_test_sees_a_jump_soon_and_rarely_cries_wolf():

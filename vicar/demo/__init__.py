@@ -206,6 +206,7 @@ class DemoSummary(BaseModel):
     memory_human: int
     escalations: dict[str, GateDetails] = {}  # by gate id: what an escalated gate showed the human
     rule_lines: list[str] = []  # the autonomy rule's state at the end, as `vicar health` says it
+    wrong_alone: int = 0  # answers the proxy gave alone that the scripted human would not have given
 
     @property
     def autonomous(self) -> int:
@@ -275,7 +276,9 @@ async def run_demo(
     seconds = time.monotonic() - start
     stats, rules = await asyncio.to_thread(final_state, registry.get(principal), settings)
     results.sort(key=lambda r: r.n)
+    asked = {req.gate_id: req for wave in waves for req in wave}
     return DemoSummary(
+        wrong_alone=sum(not r.escalated and r.action.value != scripted_human(asked[r.gate_id]).action for r in results),
         results=results,
         seconds=seconds,
         memory_chunks=stats.chunks,
@@ -404,7 +407,8 @@ def render_summary(summary: DemoSummary, console: Console, principal: str, ui_ur
     render_words(summary, console)
     n = len(summary.results)
     console.print(
-        f"[bold]{n} gates[/] in {summary.seconds:.1f} s: {summary.autonomous} decided by the proxy, "
+        f"[bold]{n} gates[/] in {summary.seconds:.1f} s: {summary.autonomous} decided by the proxy "
+        f"({summary.wrong_alone} of them not what the human would have answered), "
         f"{n - summary.autonomous} escalated to the human. "
         f"Memory: {summary.memory_chunks} chunks ({summary.memory_human} answered by the human)."
     )

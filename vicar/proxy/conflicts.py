@@ -3,9 +3,11 @@
 Two human answers in the same state and task type that disagree are one of:
 - retrieval noise: one of them is not really about this case (low similarity);
 - preference drift: far apart in interaction time, the newer one is the human now;
-- context sensitivity: they concern different upstream agents, so both can be right;
-- genuine tension: relevant, close in time, same context: the human is of two minds,
-  and the proxy must not resolve it alone.
+- context sensitivity: they concern different upstream agents, or artifacts that differ
+  (the answer followed the artifact: a plan without a rollback step corrected, one with
+  it approved), so both can be right and the predictor, which reads the artifact, judges;
+- genuine tension: relevant, close in time, same context, alike artifacts: the human is
+  of two minds about the same case, and the proxy must not resolve it alone.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ from vicar.models.vocabulary import TERMINAL_ACTIONS
 from vicar.settings import CalibrationParams
 
 _TERMINAL = {a.value for a in TERMINAL_ACTIONS}
+# Two artifacts at least this alike (cosine of their vectors) are one case: re-rolls of one
+# patch, the same plan again. Set by what a near-duplicate is for all-MiniLM-L6-v2, not on
+# the replay: the demo's different plans of one task type sit at 0.31-0.85.
+SAME_CASE = 0.95
 
 
 class ConflictKind(str, Enum):
@@ -43,10 +49,16 @@ def classify_conflict(a: ChunkSummary, b: ChunkSummary, params: CalibrationParam
     return ConflictKind.genuine_tension
 
 
-def genuine_tension(chunks: list[ChunkSummary], params: CalibrationParams) -> str:
-    """A description of the first genuine tension among the retrieved memories, or ""."""
+def genuine_tension(
+    chunks: list[ChunkSummary], params: CalibrationParams, memory: PrincipalMemory | None = None
+) -> str:
+    """A description of the first genuine tension among the retrieved memories, or "".
+    With `memory`, two answers whose artifacts differ are context sensitivity, not tension."""
     for a, b in combinations(chunks, 2):
-        if classify_conflict(a, b, params) is ConflictKind.genuine_tension:
+        if classify_conflict(a, b, params) is not ConflictKind.genuine_tension:
+            continue
+        alike = memory.similarity(a.chunk_id, b.chunk_id, "artifact") if memory is not None else None
+        if alike is None or alike >= SAME_CASE:
             return (
                 f"memories {a.chunk_id} ({a.outcome}, N={a.created_n}) and "
                 f"{b.chunk_id} ({b.outcome}, N={b.created_n}) disagree on a case like this one"
@@ -57,7 +69,7 @@ def genuine_tension(chunks: list[ChunkSummary], params: CalibrationParams) -> st
 def tension(memory: PrincipalMemory, ctx: RetrievalContext, params: CalibrationParams) -> str:
     """A genuine tension among the retrieved memories: two of them now, or one that
     consolidation recorded between two of them ("" : none)."""
-    return genuine_tension(ctx.chunks, params) or recorded_tension(memory, ctx)
+    return genuine_tension(ctx.chunks, params, memory) or recorded_tension(memory, ctx)
 
 
 def recorded_tension(memory: PrincipalMemory, ctx: RetrievalContext) -> str:

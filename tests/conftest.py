@@ -248,3 +248,14 @@ def rule_for(memory, request: GateRequest, params=None):
     return rule_in_force(
         memory.store, memory.dir, params.autonomy, request.state.value, request.kind.value, request.task_type
     )
+
+
+# The tiers (unit, workflow, system), the fast-first order and the stop after a failed tier.
+from .tiers import (  # noqa: E402, F401  (pytest finds hooks by name in this module)
+    pytest_addoption,
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_runtest_makereport,
+    pytest_runtest_protocol,
+    pytest_terminal_summary,
+)

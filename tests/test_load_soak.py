@@ -13,7 +13,8 @@ import pytest
 
 from bench.load_bench import markdown, run_load
 
-pytestmark = pytest.mark.soak
+# system explicitly: the processes are started in bench/load_bench.py, where the tiers do not look.
+pytestmark = [pytest.mark.soak, pytest.mark.system]
 
 GATES, PRINCIPALS, KILL_AT = 60, 4, 30
 

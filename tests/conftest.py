@@ -14,6 +14,9 @@ from vicar.runtime.codec import data_converter, new_key_line  # noqa: E402
 os.environ.setdefault("VICAR_CODEC_KEYS", new_key_line("test"))
 
 import asyncio
+import signal
+import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -30,6 +33,8 @@ from vicar.models.brain import BrainConfig
 from vicar.runtime.server import temporal_binary
 from vicar.settings import AutonomyParams, CalibrationParams, MemoryParams, Settings
 from vicar.workflows import search_attributes as sa
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
@@ -237,6 +242,97 @@ async def vicar_process(h, data_dir, *args: str, queue: str | None = None) -> tu
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
+
+
+class WorkerProcess:
+    """`python -m vicar.worker` (or `start(*argv)`) against the test Temporal server: the one
+    way the tests start a worker process. Its own task queue and ops and metrics endpoints on
+    free loopback ports; `env` adds variables, a None value removes one (VICAR_TASK_QUEUE=None:
+    the default queue)."""
+
+    def __init__(self, temporal_env, data_dir: Path, **env: str | None) -> None:
+        from vicar.runtime.server import free_port
+
+        self.ops = f"127.0.0.1:{free_port()}"
+        self.metrics = f"127.0.0.1:{free_port()}"
+        self.env = dict(
+            os.environ,
+            TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
+            VICAR_DATA_DIR=str(data_dir),
+            VICAR_TASK_QUEUE=f"tq-w-{uuid.uuid4().hex[:8]}",
+            VICAR_OPS_ADDRESS=self.ops,
+            VICAR_METRICS_ADDRESS=self.metrics,
+        )
+        for name, value in env.items():
+            if value is None:
+                self.env.pop(name, None)
+            else:
+                self.env[name] = value
+        self.task_queue = self.env.get("VICAR_TASK_QUEUE", "")
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self, *argv: str) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *(argv or ("-m", "vicar.worker")),
+            env=self.env,
+            cwd=str(ROOT),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+
+    async def get(self, path: str) -> tuple[int, str]:
+        base = self.metrics if path == "/metrics" else self.ops
+        return await asyncio.to_thread(http_get, f"http://{base}{path}")
+
+    async def until(self, path: str, status: int, timeout: float = 90.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got, body = await self.get(path)
+            if got == status:
+                return body
+            assert self.proc is not None and self.proc.returncode is None, "the worker exited"
+            await asyncio.sleep(0.1)
+        raise TimeoutError(f"{path} never answered {status}")
+
+    async def stop(self, timeout: float = 90.0) -> str:
+        """SIGTERM (a graceful stop), then its whole output."""
+        assert self.proc is not None
+        if self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGTERM)
+        out, _ = await asyncio.wait_for(self.proc.communicate(), timeout=timeout)
+        return out.decode()
+
+
+@pytest_asyncio.fixture
+async def worker_process(temporal_env):
+    """`worker_process(data_dir, **env)`: a WorkerProcess, killed at teardown if a failed test
+    left it running (a stray worker would keep polling the shared server)."""
+    made: list[WorkerProcess] = []
+
+    def make(data_dir: Path, **env: str | None) -> WorkerProcess:
+        made.append(WorkerProcess(temporal_env, data_dir, **env))
+        return made[-1]
+
+    yield make
+    for worker in made:
+        if worker.proc is not None and worker.proc.returncode is None:
+            worker.proc.kill()
+            await worker.proc.wait()
+
+
+def http_get(url: str) -> tuple[int, str]:
+    """(status, body) of a GET; 0 when nothing answers."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError:
+        return 0, ""
 
 
 def rule_for(memory, request: GateRequest, params=None):

@@ -351,29 +351,20 @@ def test_a_worker_serving_some_shards_needs_shared_keys(tmp_path, monkeypatch):
     assert list(data_converter(some).payload_codec.keys) == ["k1"]
 
 
-async def test_a_gate_a_worker_cannot_open_fails_at_once_in_one_line(temporal_env, settings):
+async def test_a_gate_a_worker_cannot_open_fails_at_once_in_one_line(temporal_env, settings, worker_process):
     """A gate started with a key the worker lacks (a client with other keys, or a worker
     not given the deployment's) fails in its first task with one line naming the keys,
     where it used to fail its workflow task for ever (issue 34); the worker's log says
     the same in one line, with no traceback."""
-    import signal
     import uuid
 
     from temporalio.client import WorkflowFailureError
 
     from vicar.models import GateRequest
 
-    task_queue = f"tq-{uuid.uuid4().hex[:8]}"
-    env = dict(
-        os.environ,
-        TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
-        VICAR_DATA_DIR=str(settings.data_dir / "keyless"),
-        VICAR_TASK_QUEUE=task_queue,
-        VICAR_CODEC_KEYS=new_key_line("not-the-workers"),
-    )
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "vicar.worker", env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-    )
+    worker = worker_process(settings.data_dir / "keyless", VICAR_CODEC_KEYS=new_key_line("not-the-workers"))
+    await worker.start()
+    task_queue = worker.task_queue
     req = GateRequest(
         principal=f"p-{uuid.uuid4().hex[:8]}",
         gate_id=f"g-{uuid.uuid4().hex[:8]}",
@@ -387,12 +378,11 @@ async def test_a_gate_a_worker_cannot_open_fails_at_once_in_one_line(temporal_en
         with pytest.raises(WorkflowFailureError) as failed:
             await asyncio.wait_for(handle.result(), 120)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        log, _ = await asyncio.wait_for(proc.communicate(), timeout=60)
+        log = await worker.stop(timeout=60)
     ours = list(temporal_env.client.data_converter.payload_codec.keys)[-1]
     why = failed.value.cause.message
     assert why.startswith("invalid gate request: ") and "\n" not in why
     assert f"sealed with key {ours!r}, which this worker lacks (it has: not-the-workers)" in why
     history = await handle.fetch_history()
     assert not [e for e in history.events if e.HasField("workflow_task_failed_event_attributes")]
-    assert "Traceback" not in log.decode()
+    assert "Traceback" not in log

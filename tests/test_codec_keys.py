@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import sys
 import uuid
 
@@ -67,19 +66,13 @@ async def test_a_client_without_keys_makes_none_and_is_refused_in_one_line(harne
     assert (await get_control(h.client, p)).pauses == []
 
 
-async def test_a_worker_makes_the_key_and_a_client_of_its_data_dir_uses_it(temporal_env, tmp_path):
+async def test_a_worker_makes_the_key_and_a_client_of_its_data_dir_uses_it(tmp_path, worker_process):
     """`python -m vicar.worker` with no key given makes `<data dir>/codec-keys` (0600);
     the CLI on that data dir reads it, makes none, and talks to the worker."""
     data_dir = tmp_path / "vicar"
-    queue = f"tq-{uuid.uuid4().hex[:8]}"
-    env = keyless(dict(os.environ)) | {
-        "TEMPORAL_ADDRESS": temporal_env.client.service_client.config.target_host,
-        "VICAR_TASK_QUEUE": queue,
-        "VICAR_DATA_DIR": str(data_dir),
-    }
-    worker = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "vicar.worker", env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-    )
+    worker = worker_process(data_dir, VICAR_CODEC_KEYS=None, VICAR_CODEC_KEY_FILE=None)
+    env = worker.env  # the CLI below: the worker's server, queue and data dir, no key given
+    await worker.start()
     try:
         keys = data_dir / "codec-keys"
         await wait_for(lambda: asyncio.sleep(0, keys.exists()), timeout=60)
@@ -100,9 +93,8 @@ async def test_a_worker_makes_the_key_and_a_client_of_its_data_dir_uses_it(tempo
         assert "No gate is waiting" in out.decode()
         assert [p.name for p in data_dir.glob("codec-keys*")] == ["codec-keys"]
     finally:
-        worker.send_signal(signal.SIGTERM)
-        log, _ = await asyncio.wait_for(worker.communicate(), 60)
-    assert "payload keys auto-" in log.decode()  # the ids it made and seals with, never the key
+        log = await worker.stop(timeout=60)
+    assert "payload keys auto-" in log  # the ids it made and seals with, never the key
 
 
 async def test_a_client_with_other_keys_is_refused_before_it_sends(harness, tmp_path):

@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import socket
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -26,71 +23,12 @@ from vicar.models import AnsweredBy, GateRequest, HumanAnswer
 from vicar.runtime.server import free_port
 from vicar.settings import Settings
 
-from .conftest import wait_escalated
+from .conftest import WorkerProcess, wait_escalated
+from .conftest import http_get as get
 from .llm_standins import AnthropicStandIn
 from .test_llm_gate import APPROVE, Reviewer
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError:
-        return 0, ""
-
-
-class WorkerProcess:
-    """`python -m vicar.worker` with the ops surface on free loopback ports."""
-
-    def __init__(self, temporal_env, data_dir: Path, **env: str) -> None:
-        self.task_queue = f"tq-ops-{uuid.uuid4().hex[:8]}"
-        self.ops = f"127.0.0.1:{free_port()}"
-        self.metrics = f"127.0.0.1:{free_port()}"
-        self.env = dict(
-            os.environ,
-            TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
-            VICAR_DATA_DIR=str(data_dir),
-            VICAR_TASK_QUEUE=self.task_queue,
-            VICAR_OPS_ADDRESS=self.ops,
-            VICAR_METRICS_ADDRESS=self.metrics,
-        )
-        self.env.update(env)
-        self.proc: asyncio.subprocess.Process | None = None
-
-    async def start(self, *argv: str) -> None:
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            *(argv or ("-m", "vicar.worker")),
-            env=self.env,
-            cwd=str(ROOT),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-        )
-
-    async def get(self, path: str) -> tuple[int, str]:
-        base = self.metrics if path == "/metrics" else self.ops
-        return await asyncio.to_thread(get, f"http://{base}{path}")
-
-    async def until(self, path: str, status: int, timeout: float = 90.0) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            got, body = await self.get(path)
-            if got == status:
-                return body
-            assert self.proc is not None and self.proc.returncode is None, "the worker exited"
-            await asyncio.sleep(0.1)
-        raise TimeoutError(f"{path} never answered {status}")
-
-    async def stop(self) -> str:
-        assert self.proc is not None
-        if self.proc.returncode is None:
-            self.proc.send_signal(signal.SIGTERM)
-        out, _ = await asyncio.wait_for(self.proc.communicate(), timeout=90)
-        return out.decode()
 
 
 def gate(principal: str, mode: str) -> GateRequest:

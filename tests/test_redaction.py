@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
-import sys
 import threading
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -105,34 +103,17 @@ async def test_the_webhook_token_never_reaches_the_worker_log(temporal_env, embe
         assert all(secret not in r.getMessage() for r in caplog.records)
 
 
-async def test_a_worker_process_logs_no_webhook_token(temporal_env, settings, hook):
+async def test_a_worker_process_logs_no_webhook_token(temporal_env, settings, hook, worker_process):
     url, secrets = secret_url(hook.port)
-    task_queue = f"tq-{uuid.uuid4().hex[:8]}"
-    env = dict(
-        os.environ,
-        TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
-        VICAR_DATA_DIR=str(settings.data_dir),
-        VICAR_TASK_QUEUE=task_queue,
-        VICAR_WEBHOOK_URL=url,
-    )
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "vicar.worker",
-        env=env,
-        cwd=str(ROOT),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
+    worker = worker_process(settings.data_dir, VICAR_WEBHOOK_URL=url)
+    await worker.start()
     try:
-        handle = await start_gate(temporal_env.client, gate("proc"), task_queue)
+        handle = await start_gate(temporal_env.client, gate("proc"), worker.task_queue)
         await until(lambda: hook.paths, 120)
         await handle.cancel()
         await asyncio.sleep(1)  # the cancellation's own log lines
     finally:
-        proc.send_signal(signal.SIGTERM)
-        out, _ = await asyncio.wait_for(proc.communicate(), timeout=60)
-    log = out.decode()
+        log = await worker.stop(timeout=60)
     assert any(secrets[0] in p for p in hook.paths)
     assert "httpx" in log and "/hook?[redacted]" in log, log[-2000:]
     for secret in secrets:

@@ -198,7 +198,7 @@ async def test_a_second_machine_on_a_served_shard_is_refused(temporal_env, tmp_p
     skip the interpreter's teardown that could abort them."""
     from vicar.errors import Conflict
 
-    from .test_ops import WorkerProcess
+    from .conftest import WorkerProcess
 
     shards = dict(VICAR_SHARD_COUNT="2", VICAR_SHARDS="0")
     first = WorkerProcess(temporal_env, tmp_path / "machine-a", **shards)
@@ -243,7 +243,8 @@ async def test_the_move_command_with_one_worker_on_every_shard_keeps_the_memory(
 
     from vicar.client.gates import start_gate
 
-    from .test_ops import ROOT, WorkerProcess, gate
+    from .conftest import ROOT, WorkerProcess
+    from .test_ops import gate
 
     data_dir = tmp_path / "one-worker"
     worker = WorkerProcess(temporal_env, data_dir, VICAR_SHARD_COUNT="2")

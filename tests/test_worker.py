@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
-import sys
 from pathlib import Path
 
 from vicar.client.gates import start_gate
@@ -14,21 +12,9 @@ from vicar.models import GateRequest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-async def test_worker_process_serves_gates_and_stops_on_sigterm(temporal_env, settings):
-    env = dict(
-        os.environ,
-        TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
-        VICAR_DATA_DIR=str(settings.data_dir),
-    )
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "vicar.worker",
-        env=env,
-        cwd=str(ROOT),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
+async def test_worker_process_serves_gates_and_stops_on_sigterm(temporal_env, settings, worker_process):
+    worker = worker_process(settings.data_dir, VICAR_TASK_QUEUE=None)  # the default task queue
+    await worker.start()
     try:
         req = GateRequest(
             principal="wkr",
@@ -43,7 +29,6 @@ async def test_worker_process_serves_gates_and_stops_on_sigterm(temporal_env, se
         assert result.answered_by.value == "proxy" and result.n == 1
         assert (settings.data_dir / "principals" / "wkr" / "memory.db").exists()
     finally:
-        proc.send_signal(signal.SIGTERM)
-        out, _ = await asyncio.wait_for(proc.communicate(), timeout=60)
-    assert proc.returncode == 0, out.decode()[-2000:]
-    assert b"Traceback" not in out
+        out = await worker.stop(timeout=60)
+    assert worker.proc is not None and worker.proc.returncode == 0, out[-2000:]
+    assert "Traceback" not in out

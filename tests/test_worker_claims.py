@@ -22,7 +22,7 @@ import pytest
 
 from vicar.errors import Conflict
 
-from .test_ops import WorkerProcess
+from .conftest import WorkerProcess
 from .test_shards import AS_THE_WORKER
 
 pytestmark = pytest.mark.soak

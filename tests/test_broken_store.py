@@ -271,34 +271,20 @@ async def test_a_second_process_is_refused_with_the_holder(settings, embedder, m
     PrincipalMemory("alice", root, embedder, settings.memory).close()
 
 
-async def test_worker_with_a_broken_store_stops_on_sigterm(temporal_env, settings):
+async def test_worker_with_a_broken_store_stops_on_sigterm(temporal_env, settings, worker_process):
     """Regression: local activities retried for ever on a corrupt store, and the worker's
     shutdown waited for them."""
     p = "wkr-broken"
     junk(settings.principals_dir / p / "memory.db")
-    env = dict(
-        os.environ,
-        TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
-        VICAR_DATA_DIR=str(settings.data_dir),
-        VICAR_TASK_QUEUE=f"tq-broken-{os.getpid()}",
-    )
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "vicar.worker",
-        env=env,
-        cwd=str(ROOT),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
+    worker = worker_process(settings.data_dir)
+    await worker.start()
     try:
         req = harness_request(p)
-        await start_gate(temporal_env.client, req, env["VICAR_TASK_QUEUE"])
+        await start_gate(temporal_env.client, req, worker.task_queue)
         await wait_proxy_error(temporal_env.client, req.gate_id, timeout=90)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        out, _ = await asyncio.wait_for(proc.communicate(), timeout=60)
-    assert proc.returncode == 0, out.decode()[-2000:]
+        out = await worker.stop(timeout=60)
+    assert worker.proc is not None and worker.proc.returncode == 0, out[-2000:]
 
 
 def harness_request(principal: str):

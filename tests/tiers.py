@@ -115,9 +115,6 @@ def tier_of(item: pytest.Item) -> str:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "unit: fast tier: no Temporal server, no process (assigned in tests/tiers.py)")
-    config.addinivalue_line("markers", "workflow: tier against the Temporal dev server, worker in-process")
-    config.addinivalue_line("markers", "system: tier with real processes: worker, CLI, browser, demo")
     config.stash[_RUN] = _TierRun()
 
 

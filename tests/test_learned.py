@@ -100,8 +100,8 @@ def test_learns_the_lineage_rule_majority_cannot():
 def test_the_first_fit_already_splits():
     """30 answers cannot make two leaves of 30: the first fits were the person's overall
     rate for every gate (the demo's 0.83 plateau under a proven 0.87). A leaf grows with
-    the history (a tenth of the answers, 5 to 30)."""
-    assert [M.leaf_size(n) for n in (30, 60, 100, 300, 5000)] == [5, 6, 10, 30, 30]
+    the history (a third of the answers, 10 to 30)."""
+    assert [M.leaf_size(n) for n in (30, 60, 100, 300, 5000)] == [10, 20, 30, 30, 30]
     predictor = L.LearnedPredictor()
     online(synthetic(M.SCHEDULE[0]), predictor)
     history = predictor.history

@@ -102,7 +102,8 @@ def test_health_command_reads_the_principals_outcomes(tmp_path, embedder, monkey
     # The rule in words, from the function the demo's footer uses too.
     assert (
         "Autonomy rule for PLAN_ASSERT gates: none proven: the proxy answers nothing alone (error bound 0.050 > "
-        "target 0.01 at 95% confidence, over all 100 graded answers, 0 wrong); 20% of those still go to the "
+        "target 0.01 at 95% confidence, over all 100 graded answers pooled over every state and task type, 0 wrong); "
+        "20% of those still go to the "
         "human (audit)." in " ".join(result.output.split())
     )
     missing = CliRunner().invoke(app, ["health", "nobody"], terminal_width=400)
@@ -135,13 +136,13 @@ def test_one_statement_of_the_rule():
     )
     assert rule_statement(rule(bound=0.608, evidence=18, errors=4)) == (
         "none proven: the proxy answers nothing alone (error bound 0.608 > target 0.4 at 95% confidence, "
-        "over all 18 graded answers, 4 wrong)."
+        "over all 18 graded answers pooled over every state and task type, 4 wrong)."
     )
     proven = rule(threshold=0.41, bound=0.363, evidence=15, errors=2, audit_share=0.05)
     assert rule_statement(proven) == (
-        "proven threshold 0.41: the proxy may answer alone at confidence >= 0.41 (error bound 0.363 <= target "
-        "0.4 at 95% confidence whenever read, over the 15 graded answers that confident, 2 wrong); 5% of "
-        "those still go to the human (audit)."
+        "proven threshold 0.41: the proxy may answer alone at confidence >= 0.41 (the error of the gates scoring "
+        ">= 0.41, pooled over every state and task type: bound 0.363 <= target 0.4 at 95% confidence whenever "
+        "read, over the 15 graded answers that confident, 2 wrong); 5% of those still go to the human (audit)."
     )
     strict = rule(target=0.05, bound=0.2, evidence=15, errors=0)
     lines = rule_lines(

@@ -63,6 +63,7 @@ async def _export(settings: Settings, principal: str | None, since, output: Form
     from vicar.client.audit import audit_pages, audited_principals
     from vicar.errors import NotFound
     from vicar.models.audit import csv_columns
+    from vicar.proxy.autonomy.checked import context_errors, record_labels
 
     client = await open_client(settings)
     principals = [principal] if principal else await audited_principals(client, settings.task_queue)
@@ -72,11 +73,13 @@ async def _export(settings: Settings, principal: str | None, since, output: Form
     total = 0
     for p in principals:
         pages, count = 0, 0
+        labels: list = []
         try:
             async for page in audit_pages(
                 client, p, since=since, page_bytes=page_bytes, task_queue=settings.task_queue
             ):
                 pages += 1
+                labels += record_labels(page.records)
                 for r in page.records:
                     if writer:
                         writer.writerow(r.csv_row())
@@ -93,8 +96,27 @@ async def _export(settings: Settings, principal: str | None, since, output: Form
             continue
         total += count
         err.print(text(f"{p}: {count} records in {pages} pages"))
+        errors_of(p, context_errors(labels))
     if not principal:
         err.print(text(f"{total} records of {len(principals)} principals"))
+
+
+def errors_of(principal: str, rows) -> None:
+    """Where the proxy errs, over the records exported (the figures `vicar health` and the
+    inbox show): on stderr, so stdout stays one record a line."""
+    from vicar.proxy.autonomy.checked import summary
+
+    if not rows:
+        return
+    err.print(
+        text(
+            f"{principal}: realized error of the answers given alone and checked later (audits, reviews) in these "
+            "records, per task type and target (the autonomy rule's bound is pooled over every state and task type):"
+        )
+    )
+    for r in rows:
+        err.print(text(f"{principal}: {r.line()}"))
+    err.print(text(f"{principal}: {summary(rows)}"))
 
 
 @app.command()

@@ -18,6 +18,7 @@ from vicar.settings import Settings
 def health(principal: str = typer.Argument(..., help="The human whose answers to look at.")) -> None:
     """Pauses and rules in force; approval-rate trends per context over the latest sessions, drops flagged."""
     from vicar.models import OutcomeRecord
+    from vicar.proxy.autonomy.checked import context_errors, store_labels
     from vicar.proxy.bookkeeping import ContextEntry
     from vicar.proxy.control_store import kept_control
     from vicar.proxy.health import (
@@ -42,6 +43,9 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
                 child_path(settings.principals_dir, principal),
                 settings.calibration.autonomy,
                 sorted({(e.state, e.task_type) for e in entries}),
+            )
+            errs = context_errors(
+                store_labels(store, child_path(settings.principals_dir, principal), settings.calibration.autonomy)
             )
             agents = ledger(*ledger_rows(store))
             control = kept_control(store)
@@ -91,6 +95,7 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
     console.print(table)
     for line in rule_lines(rules):  # the demo's footer says the same, from the same function
         console.print(text(line))
+    error_lines(errs)
     if agents:
         table = folded_table(
             f"Trust ledger of the upstream agents at {principal}'s gates (least trusted first)",
@@ -118,3 +123,20 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
                 text(", ".join(f"{h.state}/{h.task_type}" for h in flagged)),
             )
         )
+
+
+def error_lines(rows) -> None:
+    """Where the proxy errs: the pooled statement can hold while a context runs above
+    its target; the checked answers per context show it (vicar.proxy.autonomy.checked)."""
+    from vicar.proxy.autonomy.checked import summary
+
+    console.print(
+        text(
+            "Where the proxy errs: its answers given alone that were checked later (random audits, reviews), "
+            "per task type and target (the rule above is pooled over every state and task type):",
+            "bold",
+        )
+    )
+    for r in rows:
+        console.print(text(f"  {r.line()}", "bold red" if r.clearly_above else "red" if r.above else ""))
+    console.print(text(summary(rows), "bold red" if any(r.above for r in rows) else ""))

@@ -91,14 +91,14 @@ def one_tap(alone: Sequence[bool], suggested: Sequence[str | None], actual: Sequ
 def context_errors(
     task_types: Sequence[str], alone: Sequence[bool], right: Sequence[bool], least: int = MIN_CONTEXT_ALONE
 ) -> list[ContextError]:
-    n: Counter[str] = Counter()
-    wrong: Counter[str] = Counter()
-    for t, a, y in zip(task_types, alone, right):
-        if a:
-            n[t] += 1
-            wrong[t] += not y
-    rows = [ContextError(task_type=t, alone=k, error=wrong[t] / k) for t, k in n.items() if k >= least]
-    return sorted(rows, key=lambda r: (-r.error, -r.alone, r.task_type))
+    """Per task type with at least `least` answers alone, worst first: the figures `vicar
+    health`, the inbox and the audit export show from the checked answers
+    (vicar.proxy.autonomy.checked), here over every answer alone (the replay knows each label)."""
+    from vicar.proxy.autonomy.checked import Checked
+    from vicar.proxy.autonomy.checked import context_errors as checked_errors
+
+    labels = [Checked(t, "", not y, None, "replay") for t, a, y in zip(task_types, alone, right) if a]
+    return [ContextError(task_type=c.task_type, alone=c.checked, error=c.error) for c in checked_errors(labels, least)]
 
 
 def separation(

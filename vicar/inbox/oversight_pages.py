@@ -168,9 +168,14 @@ async def health(request: Request) -> Response:
     names = await principals_of(request, acct)
     principal = _chosen(request, names)
     contexts = []
+    errs: list = []
     if principal:
+        from vicar.proxy.autonomy.checked import context_errors, record_labels
+
+        records = await trail(request, principal)
+        errs = context_errors(record_labels(records))  # the figures `vicar health` shows, from the trail
         by_context: dict[tuple[str, str], list[AuditRecord]] = defaultdict(list)
-        for r in await trail(request, principal):
+        for r in records:
             if r.kind == "gate" and r.n:
                 by_context[(r.state, r.task_type)].append(r)
         for (state, task_type), recs in sorted(by_context.items()):
@@ -187,4 +192,15 @@ async def health(request: Request) -> Response:
                     svg=chart(points, last.target),
                 )
             )
-    return render(request, "health.html", principal=principal, principals=names, contexts=contexts)
+    from vicar.proxy.autonomy.checked import summary
+
+    return render(
+        request,
+        "health.html",
+        principal=principal,
+        principals=names,
+        contexts=contexts,
+        errs=errs,
+        errs_summary=summary(errs),
+        feed_days=FEED_DAYS,
+    )

@@ -105,13 +105,15 @@ def rule_statement(rule: AutonomyRule) -> str:
     elif rule.threshold is None:
         said = (
             f"none proven: the proxy answers nothing alone (error bound {rule.bound:.3f} > target "
-            f"{rule.target:g} {at}, over all {rule.evidence} graded answers, {rule.errors} wrong)"
+            f"{rule.target:g} {at}, over all {rule.evidence} graded answers pooled over every state and task type, "
+            f"{rule.errors} wrong)"
         )
     else:
         said = (
             f"proven threshold {rule.threshold:.2f}: the proxy may answer alone at confidence >= "
-            f"{rule.threshold:.2f} (error bound {rule.bound:.3f} <= target {rule.target:g} {at} whenever "
-            f"read, over the {rule.evidence} graded answers that confident, {rule.errors} wrong)"
+            f"{rule.threshold:.2f} (the error of the gates scoring >= {rule.threshold:.2f}, pooled over every "
+            f"state and task type: bound {rule.bound:.3f} <= target {rule.target:g} {at} whenever read, over "
+            f"the {rule.evidence} graded answers that confident, {rule.errors} wrong)"
         )
     if rule.audit_share:
         said += f"; {rule.audit_share:.0%} of those still go to the human (audit)"

@@ -19,6 +19,7 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
     """Pauses and rules in force; approval-rate trends per context over the latest sessions, drops flagged."""
     from vicar.models import OutcomeRecord
     from vicar.proxy.autonomy.checked import context_errors, store_labels
+    from vicar.proxy.autonomy.rule import target_rule_states
     from vicar.proxy.bookkeeping import ContextEntry
     from vicar.proxy.control_store import kept_control
     from vicar.proxy.health import (
@@ -46,6 +47,9 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
             )
             errs = context_errors(
                 store_labels(store, child_path(settings.principals_dir, principal), settings.calibration.autonomy)
+            )
+            targets = target_rule_states(
+                store, child_path(settings.principals_dir, principal), settings.calibration.autonomy
             )
             agents = ledger(*ledger_rows(store))
             control = kept_control(store)
@@ -95,6 +99,8 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
     console.print(table)
     for line in rule_lines(rules):  # the demo's footer says the same, from the same function
         console.print(text(line))
+    for line in target_lines(targets):
+        console.print(text(line))
     error_lines(errs)
     if agents:
         table = folded_table(
@@ -140,3 +146,16 @@ def error_lines(rows) -> None:
     for r in rows:
         console.print(text(f"  {r.line()}", "bold red" if r.clearly_above else "red" if r.above else ""))
     console.print(text(summary(rows), "bold red" if any(r.above for r in rows) else ""))
+
+
+def target_lines(targets) -> list[str]:
+    """The person's target rules, each with what its own bound proves over the gates it
+    matches; a gate it matches is answered alone only where this and the pooled rule hold."""
+    from vicar.cli.rules_cmd import describe
+    from vicar.proxy.health import rule_statement
+
+    return [
+        f"Target rule {rule.name} (target {rule.target:g} where {describe(rule)}; both it and the pooled rule "
+        f"must hold): {rule_statement(own, over=f'the gates rule {rule.name} matches')}"
+        for rule, own in targets
+    ]

@@ -55,9 +55,8 @@ def print_control(principal: str, control: Control, output: Output) -> None:
     if not control.rules:
         console.print(f"{principal} has no rules", markup=False, highlight=False)
     for r in control.rules:
-        console.print(
-            f"{r.name}: {r.effect.value} when {describe(r)} (by {r.author or '?'})", markup=False, highlight=False
-        )
+        effect = f"target {r.target:g}" if r.target is not None else r.effect.value
+        console.print(f"{r.name}: {effect} when {describe(r)} (by {r.author or '?'})", markup=False, highlight=False)
 
 
 def describe(r: Rule) -> str:
@@ -78,7 +77,12 @@ def describe(r: Rule) -> str:
 def rules_add(
     principal: str = typer.Argument(...),
     name: str = typer.Argument(..., help="The rule's name, shown as the reason a gate asks."),
-    effect: Effect = typer.Option(..., "--effect", help="ask: always the human; approve/reject: answer so."),
+    effect: Effect = typer.Option(
+        ...,
+        "--effect",
+        help="ask: always the human; approve/reject: answer so; target: the proxy answers alone only where "
+        "its error on these gates is proven within --target.",
+    ),
     state: list[CfAState] = typer.Option([], "--state", help="Match gates in this state (repeatable)."),
     task_type: list[str] = typer.Option([], "--task-type", help="Match this task type (repeatable)."),
     agent: list[str] = typer.Option([], "--agent", help="Match this upstream agent (repeatable)."),
@@ -88,6 +92,9 @@ def rules_add(
     regex: Optional[str] = typer.Option(None, "--regex", help="Match this RE2 regular expression (linear-time)."),
     text_in: str = typer.Option("both", "--in", help="Where words and the regex look: artifact, question or both."),
     text: str = typer.Option("", "--text", help="The words an approve/reject rule answers with."),
+    target: Optional[float] = typer.Option(
+        None, "--target", help="A target rule's error target for the gates it matches, e.g. 0.01 (--effect target)."
+    ),
     by: Optional[str] = typer.Option(None, "--by", help="Who writes the rule (default: the OS user)."),
     output: Output = OUTPUT,
 ) -> None:
@@ -108,6 +115,7 @@ def rules_add(
             regex=regex,
             text_in=text_in,  # validated by the model: one line if not one of the three
             text=text,
+            target=target,
         )
     )
     send_change(principal, dict(op="add_rule", by=who, rule=rule.model_dump(mode="json")), output)
@@ -180,7 +188,15 @@ def rules_test(
     if output is Output.json:
         sys.stdout.write((v.model_dump_json(indent=2) if v else "null") + "\n")
     elif v is None:
-        console.print("no rule or pause applies: the proxy decides as usual", markup=False, highlight=False)
+        from vicar.proxy.autonomy.targets import matches_request, target_rules
+
+        tight = [r for r in target_rules(_read(principal)) if matches_request(r, req)]
+        said = "; ".join(f"target rule {r.name}: within {r.target:g} as well" for r in tight)
+        console.print(
+            "no rule or pause applies: the proxy decides as usual" + (f" ({said})" if said else ""),
+            markup=False,
+            highlight=False,
+        )
     elif v.escalate:
         console.print(f"asks the human: {v.reason}", markup=False, highlight=False)
     else:

@@ -15,7 +15,7 @@ from vicar.models.control import Rule
 # short ones (task types, agents, path globs) commas too.
 LIST_FIELDS = ("task_types", "upstream_agents", "paths", "lineages", "words")
 COMMA_LISTS = ("task_types", "upstream_agents", "paths")
-TEXT_FIELDS = ("name", "effect", "regex", "text_in", "text")
+TEXT_FIELDS = ("name", "effect", "regex", "text_in", "text", "target")
 
 
 def _values(form: dict[str, list[str]], name: str) -> list[str]:
@@ -37,6 +37,7 @@ def rule_from_form(form: dict[str, list[str]], author: str) -> Rule:
         regex=first["regex"] or None,
         text_in=first["text_in"] or "both",
         text=first["text"],
+        target=first["target"].strip() or None,  # a number as typed; the model refuses anything else
     )
     try:
         return Rule.model_validate(data)

@@ -52,6 +52,10 @@ class Effect(str, Enum):
     ask = "ask"  # always escalate, the rule's name shown as the reason
     approve = "approve"  # answer approve, by the rule (never the proxy's evidence)
     reject = "reject"
+    # The person's own error target for the gates it matches (e.g. 0.01 on database
+    # migrations): the proxy answers them alone only where this target's own bound holds
+    # as well as the pooled one (vicar/proxy/autonomy/targets.py). It never decides a gate.
+    target = "target"
 
 
 def _options() -> re2.Options:
@@ -113,6 +117,9 @@ class Rule(BaseModel):
     regex: str | None = Field(None, description="An RE2 (linear-time) regular expression.")
     text_in: Literal["artifact", "question", "both"] = "both"
     text: str = Field("", description="The answer's words (approve/reject rules).")
+    target: float | None = Field(
+        None, gt=0.0, lt=1.0, description="A target rule's error target for the gates it matches (e.g. 0.01)."
+    )
 
     @field_validator("name")
     @classmethod
@@ -192,6 +199,14 @@ class Rule(BaseModel):
                 "a rule needs at least one condition (state, task type, agent, lineage, path, words or regex); "
                 "to stop the proxy for everything, pause the principal"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _target_with_its_effect(self) -> Rule:
+        if self.effect is Effect.target and self.target is None:
+            raise ValueError("a target rule needs its target error (--target), e.g. 0.01")
+        if self.effect is not Effect.target and self.target is not None:
+            raise ValueError(f"a target error goes with the effect target, not {self.effect.value}")
         return self
 
     def same_as(self, other: Rule) -> bool:

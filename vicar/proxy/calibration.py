@@ -125,6 +125,7 @@ def calibration_inputs(
         request.state.value,
         request.task_type,
         gate_key,
+        request=request,  # for the person's target rules that match it
     )
     return CalibrationInputs(
         memory_depth=ctx.memory_depth,

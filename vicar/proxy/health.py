@@ -95,8 +95,11 @@ def autonomy_rules(
     }
 
 
-def rule_statement(rule: AutonomyRule) -> str:
-    """What a rule lets the proxy do, and on what evidence, in one sentence."""
+POOLED = "every state and task type"
+
+
+def rule_statement(rule: AutonomyRule, over: str = POOLED) -> str:
+    """What a rule lets the proxy do, and on what evidence (pooled `over` what), in one sentence."""
     at = f"at {1 - rule.delta:.0%} confidence"
     if rule.withdrawn:
         return f"none: the proxy answers nothing alone here ({rule.withdrawn})."
@@ -105,14 +108,14 @@ def rule_statement(rule: AutonomyRule) -> str:
     elif rule.threshold is None:
         said = (
             f"none proven: the proxy answers nothing alone (error bound {rule.bound:.3f} > target "
-            f"{rule.target:g} {at}, over all {rule.evidence} graded answers pooled over every state and task type, "
+            f"{rule.target:g} {at}, over all {rule.evidence} graded answers pooled over {over}, "
             f"{rule.errors} wrong)"
         )
     else:
         said = (
             f"proven threshold {rule.threshold:.2f}: the proxy may answer alone at confidence >= "
-            f"{rule.threshold:.2f} (the error of the gates scoring >= {rule.threshold:.2f}, pooled over every "
-            f"state and task type: bound {rule.bound:.3f} <= target {rule.target:g} {at} whenever read, over "
+            f"{rule.threshold:.2f} (the error of the gates scoring >= {rule.threshold:.2f}, pooled over "
+            f"{over}: bound {rule.bound:.3f} <= target {rule.target:g} {at} whenever read, over "
             f"the {rule.evidence} graded answers that confident, {rule.errors} wrong)"
         )
     if rule.audit_share:

@@ -49,7 +49,8 @@ def verdict(control: Control, request: GateRequest, artifact: str, lineage: str 
     pause = control.pause_for(request.state, request.task_type)
     if pause is not None:
         return Verdict(escalate=True, reason=pause.reason(), guard="paused")
-    hits = [r for r in control.rules if matches(r, request, artifact, lineage)]
+    # A target rule never decides a gate: it tightens the autonomy rule (proxy/autonomy/targets.py).
+    hits = [r for r in control.rules if r.effect is not Effect.target and matches(r, request, artifact, lineage)]
     if not hits:
         return None
     asks = [r for r in hits if r.effect is Effect.ask or request.kind is not RequestKind.gate]

@@ -4,7 +4,9 @@ The parameters (the defaults, then the principal's `autonomy.json`, then its ent
 the gate's state), the bets over the principal's evidence of the gate's kind, and the
 drift test of the gate's context, read together. `vicar health`, the demo's footer and
 every consult call `rule_in_force`; a consult calls it once, through `gate_rule`,
-which also says whether this gate is the one to announce a withdrawal.
+which also says whether this gate is the one to announce a withdrawal, and applies the
+person's target rules that match the gate (vicar.proxy.autonomy.targets: both bounds
+must hold).
 
 The first gate of a context whose consult sees a withdrawal announces it (the webhook
 event `autonomy_withdrawn`): the store's meta table keeps, per withdrawal, the workflow
@@ -24,9 +26,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from vicar.errors import InvalidInput
 from vicar.memory.store import RecordStore
-from vicar.models import AutonomyRule
+from vicar.models import AutonomyRule, GateRequest
+from vicar.models.control import Rule
 from vicar.proxy.autonomy.drift import DriftBook
 from vicar.proxy.autonomy.ledger import PairLedger
+from vicar.proxy.autonomy.targets import TargetLedger, matches_request, rule_key, target_rules, with_targets
 from vicar.settings import AutonomyParams
 
 AUTONOMY_FILE = "autonomy.json"  # per principal, beside its memory
@@ -135,11 +139,60 @@ def gate_rule(
     state: str,
     task_type: str,
     gate_key: str,
+    request: GateRequest | None = None,
 ) -> GateRule:
-    """Everything the autonomy rule says of one gate, computed once per consult."""
+    """Everything the autonomy rule says of one gate, computed once per consult: the
+    pooled rule, the drift test, and the person's target rules that match `request`
+    (both bounds must hold)."""
     draw = audit_draw(principal, gate_key)
     rule = rule_in_force(store, principal_dir, base, state, kind, task_type)
-    return GateRule(rule=rule, draw=draw, news=announcement(store, kind, state, task_type, rule, gate_key))
+    news = announcement(store, kind, state, task_type, rule, gate_key)
+    if request is not None and rule.threshold is not None:
+        rule = under_targets(store, principal_dir, base, state, kind, rule, request)
+    return GateRule(rule=rule, draw=draw, news=news)
+
+
+def target_rule_states(
+    store: RecordStore, principal_dir: Path, base: AutonomyParams, state: str = "", kind: str = "gate"
+) -> list[tuple[Rule, AutonomyRule]]:
+    """Each of the person's target rules (kept in the store by the brain) with the rule its
+    own bound proves now, over the gates it matches (`vicar health`)."""
+    from vicar.proxy.control_store import kept_control
+
+    p = autonomy_params(base, principal_dir, state)
+    return [(r, _target_ledger(store, p, kind, r).rule(p.audit_share)) for r in target_rules(kept_control(store))]
+
+
+def _target_ledger(store: RecordStore, p: AutonomyParams, kind: str, rule: Rule) -> TargetLedger:
+    with _books_lock:
+        books = _books.setdefault(store, {})
+        key = ("target", kind, rule_key(rule), p.delta, p.weighting)
+        ledger = books.setdefault(key, TargetLedger(rule, p.delta, p.weighting == "ipw"))
+        ledger.update(store, kind)
+        return ledger
+
+
+def under_targets(
+    store: RecordStore,
+    principal_dir: Path,
+    base: AutonomyParams,
+    state: str,
+    kind: str,
+    pooled: AutonomyRule,
+    request: GateRequest,
+) -> AutonomyRule:
+    """The pooled rule as the person's target rules matching the gate leave it."""
+    from vicar.proxy.control_store import kept_control
+
+    try:
+        control = kept_control(store)
+    except ValueError as exc:  # fail closed: a target the person set must not be skipped
+        return pooled.model_copy(update={"threshold": None, "withdrawn": f"target rules unknown: {exc}"})
+    mine = [r for r in target_rules(control) if matches_request(r, request)]
+    if not mine:
+        return pooled
+    p = autonomy_params(base, principal_dir, state)
+    return with_targets(pooled, [(r, _target_ledger(store, p, kind, r).rule(p.audit_share)) for r in mine])
 
 
 ANNOUNCED = "autonomy_withdrawn/"  # the meta table's key prefix

@@ -161,4 +161,7 @@ async def test_a_target_rule_added_in_the_page_is_kept_with_its_target(world):
     )
     (rule,) = (await get_control(w.h.client, w.p)).rules
     assert (rule.effect.value, rule.target, rule.task_types, rule.author) == ("target", 0.01, ["db-migration"], "alice")
+    await page.goto(f"{w.base}/health?principal={w.p}")
+    shown = " ".join((await page.locator("section.targets").inner_text()).split())
+    assert "migrations-1pc: error within 0.01 where task type is db-migration" in shown, shown
     await ctx.close()

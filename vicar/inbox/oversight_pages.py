@@ -169,8 +169,13 @@ async def health(request: Request) -> Response:
     principal = _chosen(request, names)
     contexts = []
     errs: list = []
+    targets: list = []
     if principal:
+        from vicar.client import get_control
         from vicar.proxy.autonomy.checked import context_errors, record_labels
+
+        control = await get_control(inbox(request).client, principal)
+        targets = [r for r in control.rules if r.effect is Effect.target]
 
         records = await trail(request, principal)
         errs = context_errors(record_labels(records))  # the figures `vicar health` shows, from the trail
@@ -192,6 +197,7 @@ async def health(request: Request) -> Response:
                     svg=chart(points, last.target),
                 )
             )
+    from vicar.cli.rules_cmd import describe
     from vicar.proxy.autonomy.checked import summary
 
     return render(
@@ -202,5 +208,7 @@ async def health(request: Request) -> Response:
         contexts=contexts,
         errs=errs,
         errs_summary=summary(errs),
+        targets=targets,
+        describe=describe,
         feed_days=FEED_DAYS,
     )

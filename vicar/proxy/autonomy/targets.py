@@ -107,7 +107,12 @@ def _gates_of(store: RecordStore, draws) -> tuple[dict[int, GateRequest], dict[i
             chunk = seqs[i : i + 500]
             marks = ", ".join("?" * len(chunk))
             for seq, raw in db.execute(f"SELECT seq, record FROM outcomes WHERE seq IN ({marks})", chunk):
-                requests[seq] = GateRequest.model_validate(json.loads(raw)["request"])
+                try:
+                    requests[seq] = GateRequest.model_validate(json.loads(raw)["request"])
+                except (ValueError, KeyError):
+                    # A record this model no longer reads speaks for no target rule (chosen
+                    # by its form, never its label: the bets stay valid).
+                    continue
         for i in range(0, len(pair_seqs), 500):
             chunk = pair_seqs[i : i + 500]
             marks = ", ".join("?" * len(chunk))

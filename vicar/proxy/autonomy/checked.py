@@ -11,7 +11,8 @@ trail; the replay report (vicar/eval/separation.py), which knows every label, co
 its answers alone through the same `context_errors`.
 
 A context is a task type, split by the target the gates were under (a state with its
-own target in `autonomy.json`, or a `target` rule, is its own context). Each row says
+own target in `autonomy.json` is its own context; in the audit trail, a gate whose
+target rule set its threshold carries that rule's target). Each row says
 how many checked answers it rests on and the one-sided 95% Clopper-Pearson lower end of
 its error, so "2 wrong of 3" reads as the thin evidence it is.
 """
@@ -40,14 +41,12 @@ class Checked(NamedTuple):
     wrong: bool
     target: float | None  # the target the gate was under (None: not known, the replay's)
     how: str  # "audit", "review" or "replay"
-    rule: str = ""  # the target rule the gate fell under ("": the principal's own target)
 
 
 class ContextError(BaseModel):
     task_type: str
     states: list[str]  # the states whose gates are pooled in it
     target: float | None
-    rule: str = ""
     checked: int
     wrong: int
     audits: int = 0
@@ -65,8 +64,6 @@ class ContextError(BaseModel):
     def line(self) -> str:
         """The context in one line, as `vicar health` and the export say it."""
         where = f"task type {self.task_type} ({', '.join(self.states)})"
-        if self.rule:
-            where += f" under rule {self.rule}"
         said = f"{self.wrong} wrong of {self.checked} checked ({self.error:.0%}"
         if self.target is not None:
             said += f", target {self.target:g}"
@@ -94,11 +91,11 @@ def lower_bound(wrong: int, n: int, confidence: float = LOWER_CONFIDENCE) -> flo
 def context_errors(labels: Iterable[Checked], least: int = 1) -> list[ContextError]:
     """Per context with at least `least` checked answers: the realized error, above target
     first, then worst first. The one computation of these figures (the replay's too)."""
-    groups: dict[tuple[str, float | None, str], list[Checked]] = {}
+    groups: dict[tuple[str, float | None], list[Checked]] = {}
     for c in labels:
-        groups.setdefault((c.task_type, c.target, c.rule), []).append(c)
+        groups.setdefault((c.task_type, c.target), []).append(c)
     rows = []
-    for (task_type, target, rule), cs in groups.items():
+    for (task_type, target), cs in groups.items():
         n, wrong = len(cs), sum(c.wrong for c in cs)
         if n < least:
             continue
@@ -108,7 +105,6 @@ def context_errors(labels: Iterable[Checked], least: int = 1) -> list[ContextErr
                 task_type=task_type,
                 states=sorted({c.state for c in cs if c.state}),
                 target=target,
-                rule=rule,
                 checked=n,
                 wrong=wrong,
                 audits=sum(c.how == "audit" for c in cs),
@@ -119,7 +115,7 @@ def context_errors(labels: Iterable[Checked], least: int = 1) -> list[ContextErr
                 few=n < FEW,
             )
         )
-    return sorted(rows, key=lambda r: (not r.above, -r.error, -r.checked, r.task_type, r.rule))
+    return sorted(rows, key=lambda r: (not r.above, -r.error, -r.checked, r.task_type))
 
 
 def store_labels(store: RecordStore, principal_dir: Path, base: AutonomyParams) -> list[Checked]:

@@ -165,3 +165,27 @@ async def test_a_target_rule_added_in_the_page_is_kept_with_its_target(world):
     shown = " ".join((await page.locator("section.targets").inner_text()).split())
     assert "migrations-1pc: error within 0.01 where task type is db-migration" in shown, shown
     await ctx.close()
+
+
+def test_the_consults_calibration_reads_the_target_rules(memory):
+    """Through the consult's own functions (retrieval, calibration_inputs, calibrate): a
+    migration gate scoring 0.95 is not answered alone under the 1% target rule, the rule
+    named in the note; a docs gate is under the pooled rule as before."""
+    from vicar.proxy.calibration import calibrate, calibration_inputs
+    from vicar.proxy.retrieval import contexts
+    from vicar.settings import Settings
+
+    settings = Settings.from_env()
+    keep_control(memory.store, Control(rules=[STRICT], version=1))
+
+    def calibrated(task_type: str):
+        req = request(1000, task_type)
+        _, post = contexts(memory, req, 1000, "", settings)
+        inp = calibration_inputs(memory, req, post, settings.calibration, now=None, gate_key=f"vicar-gate/{task_type}")
+        return inp.rule, calibrate(0.95, inp, settings.calibration)
+
+    rule, cal = calibrated("db-migration")
+    assert rule.threshold is None and "unproven" in cal.fired and not cal.autonomous
+    assert rule.withdrawn.startswith("target rule db-strict")
+    rule, cal = calibrated("docs")
+    assert rule.threshold == 0.9 and "unproven" not in cal.fired

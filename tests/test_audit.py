@@ -272,6 +272,9 @@ async def test_review_labels_an_autonomous_answer_and_a_wrong_one_is_overruled(w
     }
 
 
+# In the review test's tier, after it: both review the world's gates, and the review test
+# starts from the principal with no allow-list and no review (tests/tiers.py orders by tier).
+@pytest.mark.system
 async def test_the_audit_workflows_and_a_timed_out_gate_replay(world):
     """What the audit page, the review and a gate that times out (with its new audit step)
     record replays; with VICAR_RECORD_HISTORIES set, the histories are kept for

@@ -11,6 +11,8 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import is_cancelled_exception
 
 from vicar.client.gates import start_gate
 from vicar.models import AnsweredBy, GateRequest, GateStatus
@@ -122,3 +124,42 @@ def test_the_webhook_and_deadline_settings_are_checked(monkeypatch):
     monkeypatch.setenv("VICAR_GATE_DEADLINE_SECONDS", "soon")
     with pytest.raises(InvalidInput, match="must be a number"):
         Settings.from_env()
+
+
+async def test_a_gate_cancelled_while_its_escalation_is_being_told_ends_cancelled(temporal_env, embedder, settings):
+    """The webhook keeps failing, so the escalation notice is still retrying when the gate
+    is cancelled: the cancellation reaches the gate (it used to be taken for the notice's
+    failure, logged, and the gate went on waiting for the human for its whole deadline)."""
+    from vicar.memory.registry import MemoryRegistry
+    from vicar.worker import build_worker
+
+    down = Receiver(fail_first=10**6)
+    settings = settings.model_copy(update={"webhook_url": down.url})
+    task_queue = f"tq-{uuid.uuid4().hex[:8]}"
+    registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
+    worker, _ = build_worker(temporal_env.client, settings, registry=registry, task_queue=task_queue)
+    req = GateRequest(
+        principal=f"p-{uuid.uuid4().hex[:8]}",
+        gate_id=f"g-{uuid.uuid4().hex[:8]}",
+        state="PLAN_ASSERT",
+        task_type="db-migration",
+        question="Approve the plan?",
+        escalation_mode="always",
+    )
+    try:
+        async with worker:
+            handle = await start_gate(temporal_env.client, req, task_queue)
+            for _ in range(300):  # the notice has been tried (and refused) at least once
+                if down.posts:
+                    break
+                await asyncio.sleep(0.1)
+            assert down.posts, "the escalation notice never reached the receiver"
+            await handle.cancel()
+            with pytest.raises(WorkflowFailureError) as failed:
+                await asyncio.wait_for(handle.result(), 60)
+            assert is_cancelled_exception(failed.value.cause)
+    finally:
+        registry.close()
+        down.server.shutdown()
+    desc = await handle.describe()
+    assert desc.typed_search_attributes.get(sa.STATUS) == GateStatus.cancelled.value

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
 
 def cause_message(exc: ActivityError | ApplicationError) -> str:
@@ -12,3 +12,10 @@ def cause_message(exc: ActivityError | ApplicationError) -> str:
     while isinstance(cause, ActivityError) and cause.cause is not None:
         cause = cause.cause
     return getattr(cause, "message", None) or str(cause or exc)
+
+
+def is_cancel(exc: BaseException) -> bool:
+    """The workflow is being cancelled: an activity it awaited was cancelled with it, and
+    arrives as an ActivityError. A step that shrugs off its activity's failure must not
+    shrug this off (a gate cancelled while it told the webhook went on waiting)."""
+    return is_cancelled_exception(exc)

@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from vicar.models.control import Verdict
     from vicar.models.view import ArtifactFile, ExcerptInput, excerpt_line
     from vicar.proxy.decision import Decision, decide, surprised
-    from vicar.workflows.failures import cause_message
+    from vicar.workflows.failures import cause_message, is_cancel
     from vicar.workflows.gate.state import GateState, check, forced, overruled, show, shown, unavailable
     from vicar.workflows.routing import run_memory_activity
     from vicar.workflows.turn import REPAIR_WAIT_CAP
@@ -360,6 +360,8 @@ async def read_excerpts(s: GateState) -> None:
             c.ARTIFACT_EXCERPTS, ExcerptInput(paths=paths), result_type=list[ArtifactFile], **c.EXCERPT_OPTIONS
         )
     except ActivityError as exc:
+        if is_cancel(exc):
+            raise
         why = f"the worker could not read it: {cause_message(exc)}"
         s.artifact_files = [ArtifactFile(path=p, error=why) for p in paths]
         return
@@ -381,6 +383,8 @@ async def notify(s: GateState, event: str, withdrawn: c.AutonomyWithdrawn | None
     try:
         await workflow.execute_activity(c.NOTIFY, notice, result_type=bool, **c.NOTIFY_OPTIONS)
     except ActivityError as exc:
+        if is_cancel(exc):
+            raise
         workflow.logger.warning("gate %s: the webhook was not told (%s): %s", s.req.gate_id, event, cause_message(exc))
 
 

@@ -8,7 +8,6 @@ object (workflows/turn.py), which the consolidation and the move hold too."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
@@ -34,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
         HumanAnswer,
     )
     from vicar.models.view import ArtifactFile
-    from vicar.workflows.failures import cause_message
+    from vicar.workflows.failures import cause_message, is_cancel
     from vicar.workflows.gate.state import GateState
     from vicar.workflows.inputs import one_input, raw_argument
     from vicar.workflows.sealed import one_arg
@@ -148,10 +147,13 @@ class GateWorkflow:
         s = self.s
         try:
             return await self._run(s)
-        except asyncio.CancelledError:
-            # Cancelled before anyone answered: what the list and `VicarStatus` filters
+        except BaseException as exc:
+            # Cancelled before anyone answered (arriving as the cancel itself, or as an
+            # activity cancelled with the gate): what the list and `VicarStatus` filters
             # show, and a record in the audit trail (the cancellation is taken: these
             # steps still run).
+            if not is_cancel(exc):
+                raise
             steps.set_status(s, GateStatus.cancelled)
             n = s.details.n if s.details.n is not None else 0
             await steps.keep_unanswered(s, n, Action.hold, "Cancelled before anyone answered.", cancelled=True)
@@ -181,6 +183,8 @@ class GateWorkflow:
             try:
                 earlier = await steps.recorded_outcome(s)
             except (ActivityError, ApplicationError) as exc:
+                if is_cancel(exc):
+                    raise
                 earlier, n, refused = None, None, cause_message(exc)  # the human decides; the record waits
             if earlier is not None:
                 await steps.release(s)
@@ -268,6 +272,8 @@ class GateWorkflow:
             try:
                 await steps.converse(s, answer.text, AnsweredBy.human, answer.responder)
             except (ActivityError, ApplicationError) as exc:
+                if is_cancel(exc):
+                    raise
                 s.dialog.append(DialogTurn(speaker="agent", text=f"(no answer: {cause_message(exc)})"))
                 s.details.dialog = list(s.dialog)
             steps.publish_escalation(s)  # who asked what, for `vicar escalations`

@@ -307,10 +307,13 @@ class WorkerProcess:
 @pytest_asyncio.fixture
 async def worker_process(temporal_env):
     """`worker_process(data_dir, **env)`: a WorkerProcess, killed at teardown if a failed test
-    left it running (a stray worker would keep polling the shared server)."""
+    left it running (a stray worker would keep polling the shared server). Without the ops
+    and metrics endpoints unless `env` names them: the tests that use it never had them, and
+    with them test_codec_keys' worker left test_codec_rotation's listing empty (not understood)."""
     made: list[WorkerProcess] = []
 
     def make(data_dir: Path, **env: str | None) -> WorkerProcess:
+        env = {"VICAR_OPS_ADDRESS": None, "VICAR_METRICS_ADDRESS": None, **env}
         made.append(WorkerProcess(temporal_env, data_dir, **env))
         return made[-1]
 

@@ -96,6 +96,11 @@ _MS200 = timedelta(milliseconds=200)
 # human: a broken provider must not hold the principal's turn (and every gate queued
 # behind it) for ever. Non-retryable errors (a bad key) give up at once.
 STEP_OPTIONS = _retried(timedelta(minutes=5), 6, _MS200, timedelta(seconds=10))
+# The whole consult with a local predictor (learned or offline) takes well under a second,
+# a few with a fit: a minute is its bound. A worker killed mid-consult holds the gate until
+# the bound runs out, then another worker's retry takes it (with STEP_OPTIONS' 5 minutes,
+# test_multiworker's gates waited that long after the SIGKILL).
+CONSULT_OPTIONS = _retried(timedelta(minutes=1), 6, _MS200, timedelta(seconds=10))
 # Pinning the learned model may fit it (about 2 s at 10,000 answers): a few attempts,
 # then the proxy is unavailable and the human decides.
 PIN_OPTIONS = _retried(timedelta(minutes=2), 4, _MS200, timedelta(seconds=5))

@@ -221,7 +221,7 @@ async def consult(s: GateState, n: int) -> c.ConsultResult:
         inp = c.ConsultInput(
             request=req, n=n, now=now, gate_key=gate_key, dialog=dialog, working_memory=s.working_memory, model=s.pin
         )
-        consulted = await memory_step(s, c.CONSULT, inp, c.ConsultResult)
+        consulted = await memory_step(s, c.CONSULT, inp, c.ConsultResult, c.CONSULT_OPTIONS)
     else:
         consulted = await consult_in_steps(s, n, now, gate_key, dialog)
     surprise_usage = consulted.surprise.usage if consulted.surprise else None

@@ -5,6 +5,7 @@ proxy's guess, and a local HTTP receiver is told of the escalation and of the de
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import uuid
@@ -55,29 +56,41 @@ def receiver():
     r.server.shutdown()
 
 
-async def test_a_gate_nobody_answers_times_out_and_the_webhook_is_told(temporal_env, embedder, settings, receiver):
+@contextlib.asynccontextmanager
+async def webhook_worker(temporal_env, embedder, settings, url: str):
+    """A worker (in-process) whose webhook is `url`: its task queue."""
     from vicar.memory.registry import MemoryRegistry
     from vicar.worker import build_worker
 
-    settings = settings.model_copy(update={"webhook_url": receiver.url})
+    settings = settings.model_copy(update={"webhook_url": url})
     task_queue = f"tq-{uuid.uuid4().hex[:8]}"
     registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
     worker, _ = build_worker(temporal_env.client, settings, registry=registry, task_queue=task_queue)
-    req = GateRequest(
+    try:
+        async with worker:
+            yield task_queue
+    finally:
+        registry.close()
+
+
+def plan_gate(**fields) -> GateRequest:
+    """A migration plan that always goes to the person."""
+    return GateRequest(
         principal=f"p-{uuid.uuid4().hex[:8]}",
         gate_id=f"g-{uuid.uuid4().hex[:8]}",
         state="PLAN_ASSERT",
         task_type="db-migration",
         question="Approve the plan?",
         escalation_mode="always",
-        deadline_seconds=4,
+        **fields,
     )
-    try:
-        async with worker:
-            handle = await start_gate(temporal_env.client, req, task_queue)
-            result = await asyncio.wait_for(handle.result(), 60)
-    finally:
-        registry.close()
+
+
+async def test_a_gate_nobody_answers_times_out_and_the_webhook_is_told(temporal_env, embedder, settings, receiver):
+    req = plan_gate(deadline_seconds=4)
+    async with webhook_worker(temporal_env, embedder, settings, receiver.url) as task_queue:
+        handle = await start_gate(temporal_env.client, req, task_queue)
+        result = await asyncio.wait_for(handle.result(), 60)
     assert result.timed_out and result.escalated
     assert (result.action.value, result.answered_by, result.responder) == ("hold", AnsweredBy.nobody, None)
     assert result.text.startswith("No answer by the deadline") and "The proxy's guess" in result.text
@@ -130,24 +143,10 @@ async def test_a_gate_cancelled_while_its_escalation_is_being_told_ends_cancelle
     """The webhook keeps failing, so the escalation notice is still retrying when the gate
     is cancelled: the cancellation reaches the gate (it used to be taken for the notice's
     failure, logged, and the gate went on waiting for the human for its whole deadline)."""
-    from vicar.memory.registry import MemoryRegistry
-    from vicar.worker import build_worker
-
     down = Receiver(fail_first=10**6)
-    settings = settings.model_copy(update={"webhook_url": down.url})
-    task_queue = f"tq-{uuid.uuid4().hex[:8]}"
-    registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
-    worker, _ = build_worker(temporal_env.client, settings, registry=registry, task_queue=task_queue)
-    req = GateRequest(
-        principal=f"p-{uuid.uuid4().hex[:8]}",
-        gate_id=f"g-{uuid.uuid4().hex[:8]}",
-        state="PLAN_ASSERT",
-        task_type="db-migration",
-        question="Approve the plan?",
-        escalation_mode="always",
-    )
+    req = plan_gate()
     try:
-        async with worker:
+        async with webhook_worker(temporal_env, embedder, settings, down.url) as task_queue:
             handle = await start_gate(temporal_env.client, req, task_queue)
             for _ in range(300):  # the notice has been tried (and refused) at least once
                 if down.posts:
@@ -159,7 +158,6 @@ async def test_a_gate_cancelled_while_its_escalation_is_being_told_ends_cancelle
                 await asyncio.wait_for(handle.result(), 60)
             assert is_cancelled_exception(failed.value.cause)
     finally:
-        registry.close()
         down.server.shutdown()
     desc = await handle.describe()
     assert desc.typed_search_attributes.get(sa.STATUS) == GateStatus.cancelled.value

@@ -20,6 +20,7 @@ from vicar import contracts as c
 from vicar.client.gates import find_gate, started_with
 from vicar.models import GateDetails, GateRequest, GateResult
 from vicar.models.view import VIEW_ARTIFACT_CHARS, ArtifactFile, GateView
+from vicar.proxy.reasons import ReasonFacts, reason_words
 
 # A query waits for a worker to run it: a gate whose worker is down is shown from its
 # memo after this long rather than hanging the command or the page.
@@ -104,7 +105,7 @@ async def gate_view(client: Client, gate_id_or_workflow_id: str, query_seconds: 
     src = details or result
     prereview = details.prereview if details and details.prereview else (result.prereview if result else [])
     dates = await _dates(client, list(dict.fromkeys(i.gate_id for i in prereview if i.gate_id)))
-    return GateView(
+    view = GateView(
         gate_id=req.gate_id if req else (src.gate_id if src else gate_id_or_workflow_id),
         workflow_id=handle.id,
         workflow_status=status_name,
@@ -146,6 +147,28 @@ async def gate_view(client: Client, gate_id_or_workflow_id: str, query_seconds: 
         result=result,
         ended=ended,
         details_from=details_from or ("none" + (f": {why_details}" if why_details else "")),
+    )
+    view.reason_words = reason_words(view_facts(view, details))
+    return view
+
+
+def view_facts(v: GateView, details: GateDetails | None) -> ReasonFacts:
+    """What the reason is made of, from the gate's view: whether it went to the person
+    (its result, else its status), and the threshold it had to reach on the scale of
+    the confidence shown (the gate's details carry it; a finished gate's result has it
+    on the raw score only, which is not put beside a shown confidence)."""
+    r = v.result
+    escalated = r.escalated if r is not None else (True if v.status == "escalated" or v.escalated_at else None)
+    return ReasonFacts(
+        guard=v.calibration_guard,
+        note=v.calibration_note,
+        escalated=escalated,
+        escalation_mode=v.escalation_mode,
+        answered_by=r.answered_by.value if r is not None else "",
+        confidence=v.proxy_confidence,
+        threshold=getattr(details, "autonomy_threshold", None),
+        target=getattr(details, "autonomy_target", None),
+        task_type=v.task_type,
     )
 
 

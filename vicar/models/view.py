@@ -61,7 +61,12 @@ class GateView(BaseModel):
     proxy_text: str = Field("", description="The proxy's words: its guess at the person's answer.")
     proxy_confidence: float | None = None
     calibration_guard: str = Field("", description="Why it escalated (or answered): the guard that decided.")
-    calibration_note: str = ""
+    calibration_note: str = Field("", description="The numbers behind the reason (the detail).")
+    reason_words: str = Field(
+        "",
+        description="Why the gate came to the person, or why it was answered without them, in plain words "
+        "(vicar.proxy.reasons); calibration_note holds the numbers behind it.",
+    )
     prereview: list[PreReviewItem] = Field(
         default_factory=list, description="The person's own past words on this lineage and similar work (evidence)."
     )

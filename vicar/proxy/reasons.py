@@ -1,0 +1,152 @@
+"""Why a gate came to the person (or why it did not), in words a reviewer reads at a
+glance: the one place that turns the guard that decided and the calibration's numbers
+into a sentence. `vicar gate show`, the inbox (through GateView.reason_words), the audit
+export and the demo all show these words; the guard's note (the numbers behind the
+sentence: bounds, thresholds, memory ids) stays beside them as the detail.
+
+Pure and light (no I/O, no numpy): the gate view, the audit trail and the demo call it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# The guard names the gate and the calibration write (vicar.proxy.calibration.GUARDS and
+# the gate's own: a pause, a rule, a proxy that could not run).
+PAUSED, RULE, PROXY_ERROR, PASSTHROUGH = "paused", "rule", "proxy_error", "passthrough"
+
+
+@dataclass(frozen=True)
+class ReasonFacts:
+    """What the words are made from. `escalated`: True when the gate went (or is waiting)
+    to the person, False when it was answered without them, None while it is deciding.
+    `confidence` and `threshold` are on the same scale (the confidence shown: the
+    threshold passed through the same recalibration); a threshold on the raw score is not
+    put beside a shown confidence, the words then say it without the numbers."""
+
+    guard: str
+    note: str = ""
+    escalated: bool | None = None
+    escalation_mode: str = ""
+    answered_by: str = ""
+    confidence: float | None = None
+    threshold: float | None = None
+    target: float | None = None
+    task_type: str = ""
+    rule: str | None = None
+    rule_author: str | None = None
+
+
+def _pct(x: float) -> str:
+    return f"{round(100 * x)}%"
+
+
+def _on(task_type: str) -> str:
+    return f" on {task_type}" if task_type and task_type != "?" else ""
+
+
+def _here(task_type: str) -> str:
+    return f" for {task_type}" if task_type and task_type != "?" else " here"
+
+
+# The note a rule's verdict writes (vicar.proxy.rules): "rule NAME (EFFECT, by AUTHOR)".
+_RULE_NOTE = re.compile(r"^rule (\S+) \(\w+, by ([^)]*)\)")
+
+
+def _rule_name(f: ReasonFacts) -> str:
+    name, author = f.rule or "", f.rule_author or ""
+    if (said := _RULE_NOTE.match(f.note)) is not None:
+        name, author = name or said[1], author or said[2]
+    by = f" ({author}'s)" if author and author != "?" else ""
+    return f"“{name}”{by}" if name else ""
+
+
+def _sure(f: ReasonFacts) -> str:
+    """'Vicar is 62% sure; it acts alone only from 87% here', with what is known of it."""
+    here = _here(f.task_type)
+    if f.confidence is not None and f.threshold is not None:
+        return f"Vicar is {_pct(f.confidence)} sure; it acts alone only from {_pct(f.threshold)}{here}"
+    return f"Vicar is not sure enough to act alone{here}"
+
+
+def _unproven(f: ReasonFacts) -> str:
+    note = f.note
+    if note.startswith("target rule "):
+        name = note.removeprefix("target rule ").split(":", 1)[0]
+        target = f" wrong at most {_pct(f.target)} of the time" if f.target else " within your target"
+        return f"Your target rule “{name}” asks Vicar to be{target} on gates like this; it has not proven that yet"
+    if note.startswith("target rules unknown"):
+        return "Vicar could not read your target rules, so it asks you"
+    if note.startswith("no autonomy rule") or note.startswith("no threshold proven"):
+        target = f" (wrong at most {_pct(f.target)} of the time)" if f.target else ""
+        return f"Vicar has not yet proven on your answers{_on(f.task_type)} that it is right often enough{target}"
+    if note.startswith("score 0"):
+        return "Vicar has no confidence in a guess for this gate"
+    if "threshold" not in note and note:
+        # The drift test took autonomy away (its reason is the note).
+        return f"Vicar's recent answers{_on(f.task_type)} missed yours more often than before; it asks you again"
+    return _sure(f)
+
+
+def _escalated(f: ReasonFacts) -> str:
+    g = f.guard
+    if g == PAUSED:
+        return "You paused Vicar here: every gate like this comes to you"
+    if g == RULE:
+        if f.note.startswith("the rules could not be checked"):
+            return "Vicar could not check your rules, so it asks you"
+        name = _rule_name(f)
+        return f"Your rule {name} asks you about gates like this" if name else "One of your rules asks you about this"
+    if g == PROXY_ERROR:
+        return "Vicar could not form a view of this gate (the proxy was unavailable): it is yours to judge"
+    if f.escalation_mode == "always":
+        return "This gate asks you every time (escalation mode “always”); Vicar only suggests an answer"
+    if g == "censor":
+        return "It matches something you have corrected again and again, so Vicar never answers it alone"
+    if g == "cold_start":
+        return f"New kind of work: Vicar has not seen enough of your answers{_on(f.task_type)} yet"
+    if g == "tension":
+        return "Your past answers to cases like this disagree with each other"
+    if g == "staleness":
+        return f"You have not answered gates{_on(f.task_type)} for a long time; Vicar will not lean on old answers"
+    if g == "unproven":
+        return _unproven(f)
+    if g == "probation":
+        return "The agent that made this is new: you have answered too few of its artifacts yet"
+    if g == "untrusted":
+        return "You correct the work of the agent that made this too often for Vicar to answer for it"
+    if g == "audit":
+        sure = _sure(f).replace("it acts alone only from", "it may act alone from")
+        return f"A spot check: {sure}, but it asks you now and then to keep itself honest"
+    if g == PASSTHROUGH:
+        return "Vicar had no clear answer to suggest, so it asks you"
+    return ""
+
+
+def _answered(f: ReasonFacts) -> str:
+    if f.answered_by == "rule" or f.guard == RULE:
+        name = _rule_name(f)
+        return f"Your rule {name} answered this gate" if name else "One of your rules answered this gate"
+    if f.escalation_mode == "never":
+        return "This gate never asks you (escalation mode “never”): Vicar answered with its best guess"
+    if f.guard == PASSTHROUGH:
+        if f.confidence is not None and f.threshold is not None:
+            return (
+                f"Vicar answered alone: it is {_pct(f.confidence)} sure and acts alone from "
+                f"{_pct(f.threshold)}{_here(f.task_type)}"
+            )
+        return f"Vicar answered alone: it has proven itself{_on(f.task_type)}"
+    return ""
+
+
+def reason_words(f: ReasonFacts) -> str:
+    """The sentence for a reviewer ("" where there is nothing to say yet, e.g. a gate that
+    has not been consulted). A gate that went to the person says why it came to them; one
+    answered without them says who answered and why that was allowed."""
+    if not f.guard and f.escalation_mode != "always":
+        return ""
+    if f.escalated is False:
+        return _answered(f)
+    if f.escalated is None and f.guard == PASSTHROUGH and f.escalation_mode != "always":
+        return _answered(f)
+    return _escalated(f)

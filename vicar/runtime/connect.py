@@ -13,6 +13,7 @@ from vicar.errors import InvalidInput, Unreachable
 from vicar.runtime.codec import data_converter
 from vicar.runtime.key_check import check_keys
 from vicar.runtime.server import DEFAULT_PORT, embedded_address, env_configured
+from vicar.runtime.tracing import tracing_interceptors
 from vicar.settings import Settings
 from vicar.workflows.search_attributes import SEARCH_ATTRIBUTES
 
@@ -52,7 +53,10 @@ async def connect(
     converter = data_converter(settings, make_keys=worker)
     try:
         client = await asyncio.wait_for(
-            Client.connect(**cfg, data_converter=converter, runtime=runtime), timeout=timeout
+            # Tracing (docs/tracing.md) is off unless OpenTelemetry's variables configure it;
+            # the client's interceptors reach the workers built on it.
+            Client.connect(**cfg, data_converter=converter, runtime=runtime, interceptors=tracing_interceptors()),
+            timeout=timeout,
         )
     except (TimeoutError, RuntimeError, OSError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

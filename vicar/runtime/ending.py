@@ -20,6 +20,9 @@ TEMPORAL_BRIDGE = "temporalio.bridge.temporal_sdk_bridge"
 
 def end_process(code: int) -> NoReturn:
     """Exit with `code`, without the interpreter's teardown if the bridge was loaded."""
+    tracing = sys.modules.get("vicar.runtime.tracing")
+    if tracing is not None:
+        tracing.flush()  # os._exit skips the exporter's own flush at exit
     if TEMPORAL_BRIDGE in sys.modules:
         for stream in (sys.stdout, sys.stderr):
             stream.flush()

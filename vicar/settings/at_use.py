@@ -23,6 +23,7 @@ class ReadAtUse(BaseSettings):
     codec_keys: SecretStr | None = None
     codec_key_file: Path | None = None
     codec_server_token: SecretStr | None = None
+    hook_token: SecretStr | None = None  # the inbox's coding-agent hook endpoint (vicar/hooks/http.py)
     debug: bool = False
 
     @classmethod

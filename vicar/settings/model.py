@@ -20,6 +20,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from vicar.errors import InvalidInput
 from vicar.memory.params import EmbedderParams, MemoryParams
 from vicar.runtime.sharding import MAX_SHARDS, parse_shards
+from vicar.settings.hook import HookParams
 from vicar.settings.sections import (
     CalibrationParams,
     FactParams,
@@ -89,6 +90,7 @@ class Settings(BaseSettings):
     # (docs/identity.md says when that identity is trusted).
     require_identity_match: bool = False
     embedder: EmbedderParams = Field(default_factory=EmbedderParams)
+    hook: HookParams = Field(default_factory=HookParams)  # the coding agents' hook (vicar/hooks)
 
     def __init__(self, **values: Any) -> None:
         try:

@@ -224,6 +224,31 @@ VARIABLES: tuple[Var, ...] = (
         "inbox_url",
     ),
     Var(
+        "VICAR_HOOK_PRINCIPAL",
+        GATES,
+        "whom the coding agents' permission hook opens its gates for ([claude-code.md](claude-code.md)); "
+        "unset, every hook call falls back to the agent's own prompt",
+        "a principal's name",
+        "hook.principal",
+    ),
+    Var(
+        "VICAR_HOOK_WAIT_SECONDS",
+        GATES,
+        "how long the hook waits for the person's answer (inbox, chat) before the agent asks them itself",
+        "a number from 0 to 86400",
+        "hook.wait_seconds",
+    ),
+    Var(
+        "VICAR_HOOK_TOKEN",
+        GATES,
+        "the bearer token the inbox's hook endpoint `/hooks/claude-code` requires (without it: "
+        "`<data dir>/hook-token`, made 0600 on first use)",
+        "at least 16 characters",
+        "hook_token",
+        read_by="ReadAtUse",
+        secret=True,
+    ),
+    Var(
         "VICAR_REQUIRE_IDENTITY_MATCH",
         GATES,
         "refuse a human answer whose Temporal client identity is not its "

@@ -1,0 +1,6 @@
+"""`python -m vicar.hooks claude-code --url ... --token-file ...`: the fast command hook
+(vicar/hooks/thin.py)."""
+
+from vicar.hooks.thin import main
+
+main()

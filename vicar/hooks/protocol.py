@@ -1,0 +1,119 @@
+"""Claude Code's hook protocol, as its hooks reference documents it
+(https://code.claude.com/docs/en/hooks; the input shapes are tests/fixtures/claude_code/):
+the input read and checked, and each answer in the event's own words.
+
+Standard library only: the thin command imports this and nothing heavier.
+
+Exit codes. 2 blocks a PreToolUse call (a deny), so no failure may use it. Any other
+non-zero code is a non-blocking error, and with a JSON object on stdout that passes the
+schema "the JSON alone decides": every failure prints the event's `ask` (PermissionRequest
+has no `ask`: no decision, so its dialog shows), says why on stderr in one line, and exits
+with its own code, never 0 and never 2.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+PRE_TOOL_USE, PERMISSION_REQUEST, POST_TOOL_USE = "PreToolUse", "PermissionRequest", "PostToolUse"
+EVENTS = (PRE_TOOL_USE, PERMISSION_REQUEST, POST_TOOL_USE)
+# A Write of a large file arrives whole in tool_input; past this the input is refused
+# (ask) rather than read into memory.
+MAX_INPUT_BYTES = 2 * 1024 * 1024
+MAX_NAME_CHARS = 200  # tool names, session and tool-use ids: Claude Code's are far shorter
+MAX_REASON_CHARS = 2000  # what the agent or the person reads beside a decision
+
+# The failures' exit codes (never 0, never 2: see above).
+BAD_INPUT_EXIT = 65  # EX_DATAERR: not a hook input we know
+UNREACHABLE_EXIT = 4  # vicar.errors.Unreachable's: the server or Temporal did not answer
+FAILED_EXIT = 70  # vicar.errors.UNEXPECTED: anything else
+
+
+class BadInput(ValueError):
+    """The hook's input is not what the protocol documents (one line, no traceback)."""
+
+
+def parse(raw: bytes) -> dict[str, Any]:
+    """The hook input, checked: a JSON object naming a known event, a tool and its input."""
+    if len(raw) > MAX_INPUT_BYTES:
+        raise BadInput(f"the hook input is over {MAX_INPUT_BYTES // 1024 // 1024} MiB")
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise BadInput(f"the hook input is not JSON: {str(exc)[:120]}") from None
+    if not isinstance(data, dict):
+        raise BadInput("the hook input is not a JSON object")
+    event = data.get("hook_event_name")
+    if event not in EVENTS:
+        raise BadInput(f"hook_event_name {str(event)[:60]!r} is not one of {', '.join(EVENTS)}")
+    for name in ("tool_name", "session_id"):
+        value = data.get(name)
+        if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME_CHARS:
+            raise BadInput(f"{name} must be a string of 1-{MAX_NAME_CHARS} characters")
+    if not isinstance(data.get("tool_input"), dict):
+        raise BadInput("tool_input must be a JSON object")
+    use_id = data.get("tool_use_id")
+    if use_id is not None and (not isinstance(use_id, str) or not use_id or len(use_id) > MAX_NAME_CHARS):
+        raise BadInput(f"tool_use_id must be a string of 1-{MAX_NAME_CHARS} characters")
+    if event == POST_TOOL_USE and use_id is None:
+        raise BadInput("a PostToolUse input needs its tool_use_id")
+    if not isinstance(data.get("cwd", ""), str):
+        raise BadInput("cwd must be a string")
+    return data
+
+
+def event_of(raw: bytes) -> str | None:
+    """The event a possibly malformed input names, so a failure still answers in its words."""
+    try:
+        event = json.loads(raw[:MAX_INPUT_BYTES]).get("hook_event_name")
+    except (ValueError, AttributeError, RecursionError):
+        return None
+    return event if event in EVENTS else None
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
+
+
+def allow(event: str, reason: str) -> dict[str, Any]:
+    if event == PERMISSION_REQUEST:
+        return {"hookSpecificOutput": {"hookEventName": event, "decision": {"behavior": "allow"}}}
+    return _pre(event, "allow", reason)
+
+
+def deny(event: str, reason: str) -> dict[str, Any]:
+    if event == PERMISSION_REQUEST:
+        return {
+            "hookSpecificOutput": {"hookEventName": event, "decision": {"behavior": "deny", "message": _clip(reason)}}
+        }
+    return _pre(event, "deny", reason)
+
+
+def ask(event: str | None, reason: str) -> dict[str, Any]:
+    """The agent asks the person itself. PreToolUse: `ask` (the reason shown in its prompt);
+    PermissionRequest has no `ask`: no decision, so the dialog it was about to show shows;
+    PostToolUse and an unknown event: nothing to decide. The reason reaches the person as
+    a systemMessage too."""
+    if event == PRE_TOOL_USE:
+        return _pre(event, "ask", reason)
+    return {"systemMessage": _clip(reason)} if reason else {}
+
+
+def _pre(event: str, decision: str, reason: str) -> dict[str, Any]:
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": event,
+            "permissionDecision": decision,
+            "permissionDecisionReason": _clip(reason),
+        }
+    }
+
+
+def decision_of(answer: dict[str, Any]) -> str:
+    """allow, deny or ask: what an answer of this module's decides (for logs and tests)."""
+    out = answer.get("hookSpecificOutput") or {}
+    if "permissionDecision" in out:
+        return str(out["permissionDecision"])
+    behavior = (out.get("decision") or {}).get("behavior")
+    return str(behavior) if behavior else "ask"

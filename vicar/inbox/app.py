@@ -21,6 +21,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from vicar.errors import VicarError
+from vicar.hooks.http import claude_code_hook
 from vicar.inbox import gate_pages, oversight_pages
 from vicar.inbox.accounts import session_secret, user_for_token
 from vicar.inbox.sessions import SESSION_DAYS, close_session, open_session
@@ -161,6 +162,7 @@ def create_app(settings: Settings, client: Any = None, *, secure_cookies: bool =
         Route("/rules", oversight_pages.rules),
         Route("/control", oversight_pages.control, methods=["POST"]),
         Route("/health", oversight_pages.health),
+        Route("/hooks/claude-code", claude_code_hook, methods=["POST"]),  # coding agents' hook (vicar/hooks)
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     middleware = [

@@ -114,10 +114,10 @@ def gate_page(v: GateView, now: datetime | None = None) -> Group:
     if v.artifact_files_note:
         parts.append(text(f"files: {v.artifact_files_note}", style="dim"))
     guess = f"{v.proxy_action}: " if v.proxy_action else ""
-    conf = f"confidence {v.proxy_confidence:.2f}, " if v.proxy_confidence is not None else ""
-    parts.append(_section(f"Proxy ({conf}guard {v.calibration_guard or '?'})", guess + (v.proxy_text or "(nothing)")))
-    if v.calibration_note:
-        parts.append(_section("Why it escalated", v.calibration_note))
+    conf = f" ({v.proxy_confidence:.0%} sure)" if v.proxy_confidence is not None else ""
+    parts.append(_section(f"Proxy's guess{conf}", guess + (v.proxy_text or "(nothing)")))
+    if why := _why(v):
+        parts.append(why)
     if v.prereview:
         rows = []
         for i, item in enumerate(v.prereview, 1):
@@ -152,6 +152,22 @@ def gate_page(v: GateView, now: datetime | None = None) -> Group:
     elif v.status == "escalated":
         parts.append(text(f'Answer with: vicar answer {v.gate_id} ACTION "text"', style="dim"))
     return Group(*parts)
+
+
+def _why(v: GateView) -> Group | None:
+    """Why the gate came to the person ("Why it came to you"), or why it was answered
+    without them ("Why it answered"): the reason in words, then the guard and its
+    numbers as the detail. Nothing while the gate is still deciding."""
+    went = v.result.escalated if v.result is not None else (v.status == "escalated" or v.escalated_at is not None)
+    if not (v.reason_words or v.calibration_note) or (v.result is None and not went):
+        return None
+    title = "Why it came to you" if went else "Why it answered"
+    guard = v.calibration_guard or "?"
+    # An `always` gate's passthrough is not a reason: no guard fired, the mode asked.
+    said = "no guard fired" if guard == "passthrough" and went else f"guard {guard}"
+    detail = f"detail ({said}): {v.calibration_note}" if v.calibration_note else f"detail: {said}"
+    lines = [v.reason_words, detail] if v.reason_words else [detail]
+    return _section(title, "\n".join(lines))
 
 
 def _who(by: object, responder: str | None) -> str:

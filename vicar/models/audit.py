@@ -70,6 +70,7 @@ class AuditRecord(BaseModel):
     responder_identity: str | None = Field(None, description="The Temporal client identity the answer came with.")
     rule: str | None = Field(None, description="The rule that answered or applied, when one did.")
     rule_author: str | None = None
+    rule_note: str = Field("", description="What the rule that answered or applied said (never in proxy_words).")
     timed_out: bool = False
     cancelled: bool = Field(False, description="Cancelled by the orchestrator before anyone answered.")
     escalated: bool = Field(description="The gate went to the human.")
@@ -87,7 +88,10 @@ class AuditRecord(BaseModel):
     audit_share: float | None = Field(None, description="The chance the rule sent a gate it allowed to the human.")
     guard: str = Field("", description="The guard or rule that decided: why it escalated, or passthrough.")
     guards_fired: list[str] = Field(default_factory=list)
-    why: str = Field("", description="The decision's note.")
+    why: str = Field("", description="The decision's note: the numbers behind reason_words.")
+    reason_words: str = Field(
+        "", description="Why it went to the human, or was answered without them, in plain words (vicar.proxy.reasons)."
+    )
     censors: list[str] = Field(default_factory=list)
     memories: list[MemoryUsed] = Field(default_factory=list, description="The memories the proxy used.")
     dialog_turns: int = 0

@@ -23,6 +23,7 @@ from vicar.models.audit import (
     MemoryUsed,
 )
 from vicar.proxy.lineage import artifact_hash
+from vicar.proxy.reasons import ReasonFacts, reason_words
 from vicar.proxy.reviews import reviews_of
 
 OUTCOMES, UNANSWERED = "outcomes", "unanswered"
@@ -116,6 +117,25 @@ def audit_record(store: RecordStore, raw: str) -> AuditRecord:
     if answered_by == "rule" and not rule and cal is not None:
         rule = cal.guard
     timed_out = answered_by == "nobody" and not record.cancelled
+    escalated = answered_by in ("human", "nobody") or record.escalated_at is not None
+    # A gate a rule decided (answered, or asked about) carries the rule's note where the
+    # proxy's words would be (the gate put it on an empty guess): it goes in rule_note.
+    by_rule = cal is not None and cal.guard == "rule"
+    rule_note = (cal.note if cal is not None else "") if by_rule or answered_by == "rule" else ""
+    guess = (post.prose or ("" if by_rule or answered_by == "rule" else post.note)) if post else ""
+    facts = ReasonFacts(
+        guard=cal.guard if cal else "",
+        note=cal.note if cal else "",
+        escalated=escalated,
+        escalation_mode=req.escalation_mode.value,
+        answered_by=answered_by,
+        confidence=cal.confidence if cal else None,
+        threshold=cal.threshold_shown if cal else None,
+        target=cal.target if cal else None,
+        task_type=req.task_type,
+        rule=str(rule) if rule else None,
+        rule_author=_text(extra.get("rule_author") or cal_extra.get("rule_author")),
+    )
     return AuditRecord(
         principal=req.principal,
         gate_id=req.gate_id,
@@ -133,14 +153,15 @@ def audit_record(store: RecordStore, raw: str) -> AuditRecord:
         responder=record.responder,
         responder_identity=record.responder_identity,
         rule=str(rule) if rule else None,
-        rule_author=_text(extra.get("rule_author") or cal_extra.get("rule_author")),
+        rule_author=facts.rule_author,
+        rule_note=rule_note,
         timed_out=timed_out,
         cancelled=record.cancelled,
-        escalated=answered_by in ("human", "nobody") or record.escalated_at is not None,
+        escalated=escalated,
         action=record.action.value,
         words=record.response_text,
         proxy_action=post.action.value if post and post.action else None,
-        proxy_words=(post.prose or post.note) if post else "",
+        proxy_words=guess,
         score=post.confidence if post else None,
         confidence=cal.confidence if cal else None,
         threshold=cal.threshold if cal else None,
@@ -152,6 +173,7 @@ def audit_record(store: RecordStore, raw: str) -> AuditRecord:
         guard=cal.guard if cal else "",
         guards_fired=list(cal.fired) if cal else [],
         why=cal.note if cal else "",
+        reason_words=reason_words(facts),
         censors=list(cal.censors) if cal else [],
         memories=[MemoryUsed(chunk_id=i, excerpt=memory_excerpt(chunks[i]) if i in chunks else "") for i in used],
         dialog_turns=len(record.dialog),

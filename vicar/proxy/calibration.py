@@ -163,6 +163,7 @@ def calibrate(confidence: float, inp: CalibrationInputs, params: CalibrationPara
             errors=rule.errors,
             target=rule.target,
             audit_share=rule.audit_share,
+            threshold_shown=shown(rule.threshold, inp.confidence_map) if rule.threshold is not None else None,
         )
     # A warning withholds nothing: its reason goes with the note, whoever answers.
     warns = "".join(f" | {censor_note(h)}" for h in inp.censors if h.action == "warn")

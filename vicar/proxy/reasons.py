@@ -80,7 +80,7 @@ def _unproven(f: ReasonFacts) -> str:
     if note.startswith("no autonomy rule") or note.startswith("no threshold proven"):
         target = f" (wrong at most {_pct(f.target)} of the time)" if f.target else ""
         return f"Vicar has not yet proven on your answers{_on(f.task_type)} that it is right often enough{target}"
-    if note.startswith("score 0"):
+    if note.startswith("score 0:"):
         return "Vicar has no confidence in a guess for this gate"
     if "threshold" not in note and note:
         # The drift test took autonomy away (its reason is the note).

@@ -186,6 +186,8 @@ def show(s: GateState, consulted: c.ConsultResult) -> None:
     d.proxy_confidence = consulted.calibration.confidence
     d.calibration_guard = consulted.calibration.guard
     d.calibration_note = consulted.calibration.note
+    d.autonomy_threshold = consulted.calibration.threshold_shown  # for the reason's words (vicar.proxy.reasons)
+    d.autonomy_target = consulted.calibration.target
     d.prereview = list(consulted.posterior.prereview)
     d.unsupported = list(consulted.posterior.unsupported)
     d.lineage_verdicts = list(consulted.lineage)

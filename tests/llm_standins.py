@@ -24,6 +24,8 @@ class Reply:
     # output_tokens) or OpenAI keys (prompt_tokens, completion_tokens, cached_tokens).
     usage: dict[str, int] = field(default_factory=dict)
     stop_reason: str | None = None
+    # OpenAI Chat Completions: the tool calls the model asks for ({"id", "name", "arguments"}).
+    tool_calls: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -164,9 +166,10 @@ class OpenAIChatStandIn(_StandIn):
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": reply.text, "refusal": None},
+                    "message": {"role": "assistant", "content": reply.text or None, "refusal": None}
+                    | ({"tool_calls": [self.tool_call(c) for c in reply.tool_calls]} if reply.tool_calls else {}),
                     "logprobs": None,
-                    "finish_reason": reply.stop_reason or "stop",
+                    "finish_reason": reply.stop_reason or ("tool_calls" if reply.tool_calls else "stop"),
                 }
             ],
             "usage": {
@@ -177,6 +180,11 @@ class OpenAIChatStandIn(_StandIn):
                 "completion_tokens_details": {"reasoning_tokens": 0},
             },
         }
+
+    @staticmethod
+    def tool_call(call: dict) -> dict:
+        arguments = call["arguments"] if isinstance(call["arguments"], str) else json.dumps(call["arguments"])
+        return {"id": call["id"], "type": "function", "function": {"name": call["name"], "arguments": arguments}}
 
     @staticmethod
     def system_of(body: dict) -> str:

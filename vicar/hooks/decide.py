@@ -129,9 +129,28 @@ async def observe(client: Any, call: dict[str, Any], principal: str) -> None:
 
     gate_id = gate_id_for(call["session_id"], call["tool_use_id"])
     try:
+        if not await _waits_for_person(client, gate_id):
+            return
         await asyncio.wait_for(
             answer(client, gate_id, dict(action="approve", text=OBSERVED_TEXT, responder=principal), ANSWER_SECONDS),
             ANSWER_SECONDS + 5,
         )
     except (NotFound, Conflict):
         return  # decided by Vicar (or answered in the inbox), or opened by no hook of ours
+
+
+async def _waits_for_person(client: Any, gate_id: str) -> bool:
+    """Whether the gate waits for the person, once it has got that far: a gate still being
+    consulted (the hook gave up waiting before the proxy finished) is given a few seconds."""
+    from vicar.client.gates import gate_details
+    from vicar.models import GateStatus
+
+    deadline = asyncio.get_running_loop().time() + ANSWER_SECONDS
+    while True:
+        details = await gate_details(client, gate_id)
+        status = details.status if details else None
+        if status is GateStatus.escalated:
+            return True
+        if status not in (GateStatus.queued, GateStatus.consulting) or asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.2)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from rich.text import Text
 from vicar.client.gates import answer_gate, gate_details, start_gate
 from vicar.display import text
 from vicar.models import SURPRISE_DELTA, CfAState, GateDetails, GateRequest, GateResult, GateStatus, HumanAnswer
+from vicar.proxy.reasons import ReasonFacts, reason_words
 
 
 @dataclass(frozen=True)
@@ -364,11 +366,35 @@ def proxy_words(r: GateResult, shown: GateDetails | None) -> str:
     return f"{shown.proxy_action.value}: {shown.proxy_text}"
 
 
+# A memory as a note names it (vicar.proxy.conflicts): its id, its answer and its place.
+_MEMORY = re.compile(r"\bc-[0-9a-f]{8,} \((\w+), N=(\d+)\)")
+_MEMORY_ID = re.compile(r"\bc-[0-9a-f]{8,}")
+
+
+def without_ids(note: str) -> str:
+    """A note as a person reads it: each memory by its answer and its place in the
+    sequence ("the approve at N 12"), never by its id."""
+    note = _MEMORY.sub(lambda m: f"the {m[1]} at N {m[2]}", note).replace("memories the ", "the ")
+    return _MEMORY_ID.sub("an earlier answer", note)
+
+
 def escalation_reason(r: GateResult, shown: GateDetails | None) -> tuple[str, str]:
-    """The guard that sent the gate to the human, and its note (the numbers it saw)."""
+    """The guard that sent the gate to the human, and why in words with the numbers it
+    saw as the detail (vicar.proxy.reasons; memory ids left out)."""
     guard = shown.calibration_guard if shown is not None and shown.calibration_guard else r.calibration_guard
     note = shown.calibration_note if shown is not None and shown.calibration_note else r.calibration_note
-    return guard, note
+    facts = ReasonFacts(
+        guard=guard,
+        note=note,
+        escalated=True,
+        confidence=shown.proxy_confidence if shown is not None else r.confidence,
+        threshold=shown.autonomy_threshold if shown is not None else None,
+        target=shown.autonomy_target if shown is not None else None,
+        task_type=r.task_type,
+    )
+    words = reason_words(facts)
+    detail = without_ids(note)
+    return guard, f"{words} ({detail})" if words and detail else words or detail
 
 
 def render_summary(summary: DemoSummary, console: Console, principal: str, ui_url: str | None = None) -> None:
@@ -398,7 +424,9 @@ def render_summary(summary: DemoSummary, console: Console, principal: str, ui_ur
         console.print(text(f"  {line}"))
     reasons = {r.n: escalation_reason(r, summary.escalations.get(r.gate_id)) for r in summary.results if r.escalated}
     if reasons:
-        console.print(text("Why each escalated gate went to the human (the guard, then what it saw):", "bold"))
+        console.print(
+            text("Why each escalated gate went to the human (the guard, why in words, then what it saw):", "bold")
+        )
         for n, (guard, note) in reasons.items():
             console.print(text(f"  N {n}: {guard}" + (f": {note}" if note else "")))
         console.print(text("The guards that fired:", "bold"))
@@ -443,7 +471,7 @@ def render_words(summary: DemoSummary, console: Console) -> None:
         )
         found = items(r)
         for item in found[:ITEMS_SHOWN]:
-            source = f"{item.action} on {item.gate_id or item.chunk_id}, interaction {item.n}"
+            source = f"{item.action} on {item.gate_id or 'an earlier gate'}, interaction {item.n}"
             console.print(text(f"    - {clip(item.text, 200)} ({source})"))
         if not found:
             console.print(text("    (no pre-review: nothing the person said before bears on this gate)"))

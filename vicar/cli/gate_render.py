@@ -125,7 +125,9 @@ def gate_page(v: GateView, now: datetime | None = None) -> Group:
             day = f", {said.date().isoformat()}" if said else ""
             rows.append(
                 f"{i}. {item.text}\n   — {item.action} on gate {item.gate_id or item.chunk_id}{day} "
-                f"(interaction {item.n})" + (", this lineage" if item.lineage else "")
+                f"(interaction {item.n})"
+                + (", this lineage" if item.lineage else "")
+                + (f", {note}" if (note := item.source_note(v.task_type)) else "")
             )
         parts.append(_section("Their own past words (pre-review, the evidence)", "\n".join(rows)))
     if v.lineage_verdicts:

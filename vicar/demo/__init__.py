@@ -472,6 +472,7 @@ def render_words(summary: DemoSummary, console: Console) -> None:
         found = items(r)
         for item in found[:ITEMS_SHOWN]:
             source = f"{item.action} on {item.gate_id or 'an earlier gate'}, interaction {item.n}"
-            console.print(text(f"    - {clip(item.text, 200)} ({source})"))
+            other = f"({note}) " if (note := item.source_note(r.task_type)) else ""
+            console.print(text(f"    - {other}{clip(item.text, 200)} ({source})"))
         if not found:
             console.print(text("    (no pre-review: nothing the person said before bears on this gate)"))

@@ -23,3 +23,16 @@ class PreReviewItem(BaseModel):
     merged: int = Field(1, description="Sources whose near-duplicate sentences were merged into it.")
     features: dict[str, float] = Field(default_factory=dict, description="The ranking's features.")
     cited: bool = Field(False, description="An LLM predictor cited it in its reply.")
+    task_type: str = Field("", description="The task type of the gate it was said on (empty: not recorded).")
+    other_work: bool = Field(False, description="Said on another kind of work than this gate's (another task type).")
+
+    def source_note(self, gate_task_type: str) -> str:
+        """What a reviewer must know of where it was said when that is not this kind of
+        work ("said on a patch-bump gate, not docs"); "" when it is, or is not known."""
+        if not self.other_work or not self.task_type:
+            return ""
+        return (
+            f"said on a {self.task_type} gate, not {gate_task_type}"
+            if gate_task_type
+            else (f"said on a {self.task_type} gate")
+        )

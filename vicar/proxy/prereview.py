@@ -46,6 +46,9 @@ DUPLICATE = 0.6  # token Jaccard at or above which two sentences are one concern
 TURNED_BACK = ("correct", "reject")
 ACTION_WEIGHT = {"correct": 1.0, "reject": 1.0}
 OTHER_ACTION_WEIGHT = 0.5  # an approval's or a hold's words: a remark, seldom a blocker
+# Words said on another kind of work (another task type): "Fine for a patch bump" is
+# weak evidence on a docs gate, so the same kind's words come first; kept, and marked.
+OTHER_WORK_WEIGHT = 0.5
 LEARN_RATE = 0.05  # RankLearner's step: a few dozen corrections move a weight by about one
 WEIGHTS = {"often": 1.0, "recent": 0.5, "similar": 1.0, "lineage": 1.0, "touches": 1.0, "question": 0.25}
 
@@ -72,6 +75,7 @@ class _Source:
     similarity: float | None
     lineage: bool
     gate_id: str = ""
+    task_type: str = ""  # "": this gate's own work (a lineage verdict not retrieved)
     keys: set[str] = field(default_factory=set)
 
 
@@ -109,12 +113,14 @@ def _sources(ctx: RetrievalContext) -> list[_Source]:
         full = by_id.get(v.chunk_id)
         text = full.human_response if full is not None and full.human_response else v.response
         out[v.chunk_id] = _Source(
-            v.chunk_id, text, v.action, v.n, 1.0, True, v.gate_id or (full.gate_id if full else "")
+            v.chunk_id, text, v.action, v.n, 1.0, True, v.gate_id or (full.gate_id if full else ""), ""
         )
     for c in (*ctx.chunks, *ctx.similar_work):
         if c.kind in FACT_KINDS or c.answered_by is not AnsweredBy.human or c.chunk_id in out:
             continue
-        out[c.chunk_id] = _Source(c.chunk_id, c.human_response, c.outcome, c.created_n, c.similarity, False, c.gate_id)
+        out[c.chunk_id] = _Source(
+            c.chunk_id, c.human_response, c.outcome, c.created_n, c.similarity, False, c.gate_id, c.task_type
+        )
     return [s for s in out.values() if s.text.strip()]
 
 
@@ -136,6 +142,12 @@ def _touches(c: _Candidate, idents: set[str], words: set[str], has_test: bool) -
     if c.words:
         return 0.5 * len(shared) / len(c.words), shared[:5]
     return 0.0, []
+
+
+def _other_work(src: _Source, request: GateRequest) -> bool:
+    """Said on another task type than the gate's (the artifact's own lineage is this
+    work whatever its chunk says)."""
+    return not src.lineage and bool(src.task_type) and src.task_type != request.task_type
 
 
 def _jaccard(a: set[str], b: set[str]) -> float:
@@ -164,7 +176,8 @@ def rank(
     ctx: RetrievalContext, request: GateRequest, artifact: str, weights: Mapping[str, float] | None = None
 ) -> list[PreReviewItem]:
     """Every candidate sentence, scored (`weights`: a RankLearner's, else WEIGHTS), best first."""
-    sources = _sources(ctx)
+    # The same kind of work first, so a sentence said on both is kept as said on this one.
+    sources = sorted(_sources(ctx), key=lambda s: _other_work(s, request))
     cands = _candidates(sources) if sources else []
     if not cands:
         return []
@@ -187,7 +200,8 @@ def rank(
             "touches": touch,
             "question": 1.0 if c.text.rstrip().endswith("?") else 0.0,
         }
-        weight = ACTION_WEIGHT.get(src.action, OTHER_ACTION_WEIGHT)
+        other = _other_work(src, request)
+        weight = ACTION_WEIGHT.get(src.action, OTHER_ACTION_WEIGHT) * (OTHER_WORK_WEIGHT if other else 1.0)
         scored.append(
             PreReviewItem(
                 text=c.text,
@@ -202,6 +216,8 @@ def rank(
                 touches=named,
                 merged=c.merged,
                 features=features,
+                task_type=src.task_type or request.task_type,
+                other_work=other,
             )
         )
     scored.sort(key=lambda it: (-it.score, -it.n, it.text))

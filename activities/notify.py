@@ -1,13 +1,16 @@
 """Telling someone a human is needed: a gate's escalation or passed deadline, POSTed as
-JSON to VICAR_WEBHOOK_URL (Vicar's Notice, or a chat message with VICAR_WEBHOOK_KIND=slack).
-The URL (which may carry a token) stays in the worker's settings; only the notice goes
-through history. Also what the person is shown of the artifact's files: the worker is
-the one that may read them."""
+JSON to VICAR_WEBHOOK_URL (Vicar's Notice; a chat message with VICAR_WEBHOOK_KIND=slack;
+a CloudEvent with `cloudevents`), signed as Standard Webhooks says with
+VICAR_WEBHOOK_SECRET (vicar/webhook_sign.py). The URL (which may carry a token) and the
+secret stay in the worker; only the notice goes through history. Also what the person is
+shown of the artifact's files: the worker is the one that may read them."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
+from urllib.parse import quote
 
 import httpx
 from temporalio import activity
@@ -15,10 +18,11 @@ from temporalio.exceptions import ApplicationError
 
 from vicar import contracts as c
 from vicar.artifacts import read_artifact_file
-from vicar.errors import ArtifactRefused
+from vicar.errors import ArtifactRefused, InvalidInput
 from vicar.models.chat import slack_message
 from vicar.models.view import ArtifactFile, ExcerptInput
-from vicar.settings import Settings
+from vicar.settings import ReadAtUse, Settings, secret
+from vicar.webhook_sign import CLOUDEVENTS_TYPE, cloudevent, parse_secrets, signed_headers
 
 # One POST's connect + read budget; the activity's retries handle a receiver that is down.
 WEBHOOK_TIMEOUT_SECONDS = 10.0
@@ -68,16 +72,30 @@ class NotifyActivities:
         url = self.settings.webhook_url
         if not url:
             return False
+        content_type = "application/json"
         if self.settings.webhook_kind == "slack":
             body = json.dumps(slack_message(notice, self.settings.inbox_url))
+        elif self.settings.webhook_kind == "cloudevents":
+            body = json.dumps(cloudevent(notice, f"/vicar/{quote(self.settings.task_queue, safe='')}"))
+            content_type = CLOUDEVENTS_TYPE
         else:
             body = notice.model_dump_json()
+        content = body.encode()
+        try:
+            # Read at each notice: a rotation takes effect without a restart. A malformed
+            # secret is the operator's to fix, not a retry's (InvalidInput: one line).
+            keys = parse_secrets(text) if (text := secret(ReadAtUse().webhook_secret)) else []
+        except InvalidInput as exc:
+            raise ApplicationError(str(exc), non_retryable=True) from None
+        # This attempt's time: a receiver refuses a signature older than its tolerance
+        # (five minutes in the reference libraries), so a retry signs afresh.
+        headers = signed_headers(keys, notice.event_id, int(time.time()), content)
         try:
             async with httpx.AsyncClient(timeout=WEBHOOK_TIMEOUT_SECONDS) as http:
                 reply = await http.post(
                     url,
-                    content=body,
-                    headers={"Content-Type": "application/json", "Idempotency-Key": notice.event_id},
+                    content=content,
+                    headers={"Content-Type": content_type, "Idempotency-Key": notice.event_id, **headers},
                 )
         except httpx.HTTPError as exc:
             raise ApplicationError(f"webhook unreachable: {type(exc).__name__}") from None  # retried

@@ -23,6 +23,8 @@ class ReadAtUse(BaseSettings):
     codec_keys: SecretStr | None = None
     codec_key_file: Path | None = None
     codec_server_token: SecretStr | None = None
+    webhook_secret: SecretStr | None = None  # signs each notice (vicar/webhook_sign.py)
+    slack_signing_secret: SecretStr | None = None  # checks Slack's requests (vicar/inbox/slack_actions.py)
     hook_token: SecretStr | None = None  # the inbox's coding-agent hook endpoint (vicar/hooks/http.py)
     debug: bool = False
 

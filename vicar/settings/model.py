@@ -9,6 +9,7 @@ stops the start with one line each and exit code 2 (vicar.errors.SettingsError).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -42,6 +43,10 @@ ANSWER_TIMEOUT = 30.0  # seconds a gate has to take a human answer before the ca
 # The variables that lower Vicar's text limits, by TextLimits field.
 LIMIT_VARS: dict[str, str] = fields_under("limits")
 OPS_VARS: dict[str, str] = fields_under("ops")  # the worker's operational surface, by OpsParams field
+
+
+# A Slack user id: U or W and upper-case letters and digits.
+SLACK_USER_RE = re.compile(r"[UW][A-Z0-9]{2,31}")
 
 
 def _http_url(value: str | None) -> str | None:
@@ -83,8 +88,11 @@ class Settings(BaseSettings):
     # Escalations and deadlines are POSTed here as JSON (None: nobody is told). It may
     # hold a token: never in a repr (nor, by vicar.runtime.logging_redact, a log line).
     webhook_url: str | None = Field(None, repr=False)
-    webhook_kind: Literal["vicar", "slack"] = "vicar"  # the Notice JSON, or a chat message
+    # The Notice JSON, a chat message, or the Notice as a CloudEvent (structured mode).
+    webhook_kind: Literal["vicar", "slack", "cloudevents"] = "vicar"
     inbox_url: str | None = None  # where a chat message links a gate's page (None: no link)
+    # Slack user ids and the inbox accounts they answer as, from Slack's buttons (docs/slack.md).
+    slack_users: dict[str, str] = Field(default_factory=dict, max_length=1000)
     ops: OpsParams = Field(default_factory=OpsParams)
     # Refuse a human answer whose Temporal client identity is not its responder's name
     # (docs/identity.md says when that identity is trusted).
@@ -118,6 +126,17 @@ class Settings(BaseSettings):
     @classmethod
     def _webhook_url(cls, value: str | None) -> str | None:
         return _http_url(value)
+
+    @field_validator("slack_users")
+    @classmethod
+    def _slack_users(cls, value: dict[str, str]) -> dict[str, str]:
+        from vicar.models import check_responder
+
+        for user, name in value.items():
+            if not SLACK_USER_RE.fullmatch(user):
+                raise PydanticCustomError("slack_user", "a Slack user id is letters and digits")
+            check_responder(name)
+        return value
 
     @field_validator("inbox_url")
     @classmethod

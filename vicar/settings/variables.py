@@ -80,6 +80,14 @@ def _on(text: str) -> bool:
 BOOL = "true/false, 1/0 or yes/no"
 
 
+def _pairs(text: str) -> dict[str, str] | str:
+    """`a=b,c=d` as {a: b, c: d}; anything else as given, for the model to refuse."""
+    pairs = [p.partition("=") for p in text.split(",") if p.strip()]
+    if not all(sep and k.strip() and v.strip() for k, sep, v in pairs):
+        return text
+    return {k.strip(): v.strip() for k, _, v in pairs}
+
+
 def _limit(name: str, field: str, help: str) -> Var:
     ceiling = getattr(DEFAULT_LIMITS, field)
     return Var(name, LIMITS, help, f"a whole number from 1 to {ceiling}", f"limits.{field}")
@@ -210,10 +218,23 @@ VARIABLES: tuple[Var, ...] = (
         "VICAR_WEBHOOK_KIND",
         GATES,
         "what the webhook receives: `vicar` (the Notice JSON, [orchestrator.md](orchestrator.md)) or "
-        "`slack` (a chat message, `{text, blocks}`, as Slack's and most chat tools' incoming webhooks take it)",
-        "vicar or slack",
+        "`slack` (a chat message, `{text, blocks}`, as Slack's and most chat tools' incoming webhooks take it, "
+        "with Approve / Reject buttons, [slack.md](slack.md)) or `cloudevents` (the Notice as a CloudEvent 1.0, "
+        "structured mode)",
+        "vicar, slack or cloudevents",
         "webhook_kind",
         parse=_lower,
+    ),
+    Var(
+        "VICAR_WEBHOOK_SECRET",
+        GATES,
+        "signs every notice as Standard Webhooks says (`webhook-id`, `webhook-timestamp`, `webhook-signature`: "
+        "HMAC-SHA256 of `id.timestamp.body`); several, space-separated, while a receiver rotates "
+        "([webhooks.md](webhooks.md)); unset, notices carry the id and timestamp unsigned",
+        "`whsec_` and the base64 of 24-64 random bytes",
+        "webhook_secret",
+        read_by="ReadAtUse",
+        secret=True,
     ),
     Var(
         "VICAR_INBOX_URL",
@@ -372,6 +393,25 @@ VARIABLES: tuple[Var, ...] = (
         "codec_server_token",
         read_by="ReadAtUse",
         secret=True,
+    ),
+    Var(
+        "VICAR_SLACK_SIGNING_SECRET",
+        KEYS,
+        "the Slack app's signing secret: the inbox's `/slack/actions` refuses every request not signed with it "
+        "([slack.md](slack.md)); unset, it refuses every request",
+        "the signing secret Slack shows for the app",
+        "slack_signing_secret",
+        read_by="ReadAtUse",
+        secret=True,
+    ),
+    Var(
+        "VICAR_SLACK_USERS",
+        GATES,
+        "who answers from Slack's buttons: Slack user ids and the inbox accounts they answer as, "
+        "`U0123ABC=alice,U0456DEF=bob`; anyone else's tap is refused ([slack.md](slack.md))",
+        "`SLACKID=account` pairs, comma-separated",
+        "slack_users",
+        parse=_pairs,
     ),
     Var(
         "VICAR_DEBUG",

@@ -90,8 +90,11 @@ async def test_an_escalation_is_posted_as_the_kind_asks(harness, receiver):
         link = f"{INBOX}/gates/{handle.id}"
         assert req.gate_id in body["text"] and "Merge this docs-only change?" in body["text"]
         assert f"<{link}|open>" in body["text"]
-        [button] = [b for b in body["blocks"] if b["type"] == "actions"][0]["elements"]
+        approve, reject, button = [b for b in body["blocks"] if b["type"] == "actions"][0]["elements"]
         assert button["url"] == link
+        # The buttons that answer carry the gate's workflow id, not a link (tests/test_slack_actions.py).
+        assert (approve["action_id"], approve["value"]) == ("vicar.approve", handle.id) and "url" not in approve
+        assert (reject["action_id"], reject["value"]) == ("vicar.reject", handle.id) and "url" not in reject
         first = body["blocks"][0]["text"]["text"]
         assert "DROP TABLE users" in first and "writer-bot" in first and "deadline" in first
         everything = json.dumps(body)
@@ -107,7 +110,7 @@ async def test_an_escalation_is_posted_as_the_kind_asks(harness, receiver):
 
 def test_a_wrong_kind_or_inbox_url_is_refused_in_one_line(monkeypatch):
     monkeypatch.setenv("VICAR_WEBHOOK_KIND", "teams")
-    with pytest.raises(InvalidInput, match="VICAR_WEBHOOK_KIND must be vicar or slack"):
+    with pytest.raises(InvalidInput, match="VICAR_WEBHOOK_KIND must be vicar, slack or cloudevents"):
         Settings.from_env()
     monkeypatch.setenv("VICAR_WEBHOOK_KIND", "Slack")
     monkeypatch.setenv("VICAR_INBOX_URL", "ftp://inbox")

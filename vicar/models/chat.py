@@ -1,7 +1,8 @@
 """A gate's notice as a chat message (VICAR_WEBHOOK_KIND=slack): the JSON that Slack's
 incoming webhooks take (`text`, the fallback and notification line, and `blocks`), which
 Mattermost, Rocket.Chat and others accept too. One line says what happened to which
-gate; a link opens its inbox page (VICAR_INBOX_URL), where it is answered.
+gate; a link opens its inbox page (VICAR_INBOX_URL), where it is answered, and on an
+escalation Approve / Reject buttons answer it from Slack itself (vicar/inbox/slack_actions.py).
 
 Every text in it came from a request, an answer or memory: Slack's mrkdwn reads `<url|x>`
 as a link and `<!channel>` as a mention, so `&`, `<` and `>` are escaped as Slack asks."""
@@ -52,6 +53,30 @@ def summary(notice: Notice) -> str:
     )
 
 
+# The buttons that answer (docs/slack.md): Slack POSTs a tap to the inbox's /slack/actions
+# with the action_id and the value, the gate's workflow id.
+ANSWER_ACTIONS = {"vicar.approve": "approve", "vicar.reject": "reject"}
+OPEN_ACTION, ACTIONS_BLOCK = "vicar.open", "vicar.gate"
+
+
+def answer_buttons(notice: Notice) -> list[dict[str, Any]]:
+    """Approve and Reject, on a gate that waits for the person (an escalation) only."""
+    if notice.event != "escalated":
+        return []
+    wid = notice.gate.workflow_id or f"vicar-gate/{notice.gate.gate_id}"
+    style = {"approve": "primary", "reject": "danger"}
+    return [
+        {
+            "type": "button",
+            "action_id": action_id,
+            "text": {"type": "plain_text", "text": action.capitalize()},
+            "style": style[action],
+            "value": wid,
+        }
+        for action_id, action in ANSWER_ACTIONS.items()
+    ]
+
+
 def slack_message(notice: Notice, inbox_url: str | None) -> dict[str, Any]:
     g = notice.gate
     link = gate_link(inbox_url, g.workflow_id or f"vicar-gate/{g.gate_id}")
@@ -80,14 +105,13 @@ def slack_message(notice: Notice, inbox_url: str | None) -> dict[str, Any]:
                 "elements": [{"type": "mrkdwn", "text": _clip("Their own past words:\n" + items, 2900)}],
             }
         )
+    buttons = answer_buttons(notice)
     if link:
-        blocks.append(
-            {
-                "type": "actions",
-                "elements": [{"type": "button", "text": {"type": "plain_text", "text": "Open the gate"}, "url": link}],
-            }
-        )
-    else:
+        open_button = {"type": "plain_text", "text": "Open the gate"}
+        buttons.append({"type": "button", "action_id": OPEN_ACTION, "text": open_button, "url": link})
+    if buttons:
+        blocks.append({"type": "actions", "block_id": ACTIONS_BLOCK, "elements": buttons})
+    if not link:
         hint = f"vicar gate show {g.gate_id}"
         blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": escape(_clip(hint, LINE_CHARS))}]})
     text = escape(line) + (f" <{link}|open>" if link else "")

@@ -25,6 +25,7 @@ from vicar.hooks.http import claude_code_hook
 from vicar.inbox import gate_pages, oversight_pages
 from vicar.inbox.accounts import session_secret, user_for_token
 from vicar.inbox.sessions import SESSION_DAYS, close_session, open_session
+from vicar.inbox.slack_actions import interaction as slack_interaction
 from vicar.inbox.web import (
     HERE,
     SECURITY_HEADERS,
@@ -163,6 +164,7 @@ def create_app(settings: Settings, client: Any = None, *, secure_cookies: bool =
         Route("/control", oversight_pages.control, methods=["POST"]),
         Route("/health", oversight_pages.health),
         Route("/hooks/claude-code", claude_code_hook, methods=["POST"]),  # coding agents' hook (vicar/hooks)
+        Route("/slack/actions", slack_interaction, methods=["POST"]),  # Slack's buttons (docs/slack.md)
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     middleware = [

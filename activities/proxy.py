@@ -8,7 +8,6 @@ Chroma, the embedding model) never runs on the event loop.
 from __future__ import annotations
 
 import collections
-import contextlib
 from collections.abc import Collection
 
 from temporalio import activity
@@ -27,7 +26,7 @@ from vicar.models import BrainConfig, Calibration, ModelPin, OutcomeRecord, Pass
 from vicar.proxy.calibration import calibrate, calibration_inputs
 from vicar.proxy.consult import consult
 from vicar.proxy.outcomes import record_outcome
-from vicar.proxy.provider import Predictor
+from vicar.proxy.provider import Predictor, predicting
 from vicar.proxy.retrieval import contexts
 from vicar.settings import TASK_QUEUE, Settings
 
@@ -94,11 +93,8 @@ class ProxyActivities(TurnActivities, RuleActivities):
         ]
 
     def _predicting(self, principal: str, pin: ModelPin | None = None):
-        """The predictor for one principal: a learned model's (as pinned, held while it
-        predicts), or the worker's one predictor."""
-        if self.predictor.using:
-            return self.predictor.using(principal, pin)
-        return contextlib.nullcontext(self.predictor)
+        """The predictor for one principal, held while the step predicts."""
+        return predicting(self.predictor, principal, pin)
 
     # -- gate ----------------------------------------------------------------
 
@@ -108,20 +104,19 @@ class ProxyActivities(TurnActivities, RuleActivities):
         """The whole consult path in one step, for predictors fast enough to run as a
         local activity: one dispatch instead of six. Reinforcement is keyed by
         (chunk, N), so a retry adds no trace."""
-        with self._predicting(inp.request.principal, inp.model) as predictor:
-            artifact = self._artifact(inp.request)
-            result = consult(
-                self.registry.get(inp.request.principal),
-                predictor,
-                inp.request,
-                inp.n,
-                self.settings,
-                now=inp.now,
-                gate_key=inp.gate_key,
-                dialog=inp.dialog,
-                working_memory=inp.working_memory,
-                artifact=artifact,
-            )
+        result = consult(
+            self.registry.get(inp.request.principal),
+            self.predictor,  # held for the principal, as the gate pinned it, while it predicts
+            inp.request,
+            inp.n,
+            self.settings,
+            now=inp.now,
+            gate_key=inp.gate_key,
+            dialog=inp.dialog,
+            working_memory=inp.working_memory,
+            artifact=self._artifact(inp.request),
+            pin=inp.model,
+        )
         return c.ConsultResult(
             prior=result.prior,
             posterior=result.posterior,

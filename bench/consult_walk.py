@@ -8,7 +8,7 @@ module, and a *return* a stay in a room already visited (returns = stays - rooms
 Library code (pydantic, numpy, chromadb, sqlite) is not a room. The autonomy rule's
 computations are counted too (calls of `rule_in_force`, however many times it runs).
 
-    python -m bench.consult_walk [--answers 250] [--floor]
+    python -m bench.consult_walk [--answers 250] [--floor] [--stays]
 """
 
 from __future__ import annotations
@@ -49,12 +49,17 @@ class Walk:
     def __init__(self, floor: bool) -> None:
         self.floor = floor
         self.stays: list[str] = []
+        self.functions: list[list[str]] = []  # the functions first read in each stay
         self.rule_calls = 0
         self.read: set = set()
 
-    def step(self, where: str | None) -> None:
-        if where is not None and (not self.stays or self.stays[-1] != where):
+    def step(self, where: str | None, function: str) -> None:
+        if where is None:
+            return
+        if not self.stays or self.stays[-1] != where:
             self.stays.append(where)
+            self.functions.append([])
+        self.functions[-1].append(function)
 
     def profile(self, frame, event, arg):
         if event == "call":
@@ -66,7 +71,7 @@ class Walk:
                 # comprehensions and lambdas with it.
                 return
             self.read.add(code)
-            self.step(room(code.co_filename, self.floor))
+            self.step(room(code.co_filename, self.floor), code.co_qualname)
 
     def report(self) -> dict:
         rooms = Counter(self.stays)
@@ -95,6 +100,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--answers", type=int, default=250, help="human answers recorded before the traced consult")
     ap.add_argument("--floor", action="store_true", help="count the memory's modules (memory/) as rooms too")
+    ap.add_argument("--stays", action="store_true", help="print each stay, with the functions first read there")
     args = ap.parse_args()
     from datetime import datetime
 
@@ -149,6 +155,12 @@ def main() -> None:
         finally:
             sys.setprofile(None)
         registry.close()
+    if args.stays:
+        seen: set[str] = set()
+        for where, functions in zip(walk.stays, walk.functions, strict=True):
+            mark = "back" if where in seen else "    "
+            seen.add(where)
+            print(f"{mark} {where}: {', '.join(functions)}")
     for k, v in walk.report().items():
         print(f"{k}: {v}")
 

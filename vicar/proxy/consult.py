@@ -15,10 +15,10 @@ from pydantic import BaseModel
 
 from vicar.artifacts import load_artifact
 from vicar.memory.principal import PrincipalMemory
-from vicar.models import Calibration, DialogTurn, GateRequest, PassResult, RetrievalContext, Surprise
+from vicar.models import Calibration, DialogTurn, GateRequest, ModelPin, PassResult, RetrievalContext, Surprise
 from vicar.proxy.calibration import calibrate, calibration_inputs
 from vicar.proxy.decision import Decision, decide, surprised
-from vicar.proxy.provider import Predictor
+from vicar.proxy.provider import Predictor, predicting
 from vicar.proxy.retrieval import contexts
 from vicar.settings import Settings
 
@@ -46,30 +46,35 @@ def consult(
     dialog: Sequence[DialogTurn] = (),
     artifact: str | None = None,
     working_memory: str = "",
+    pin: ModelPin | None = None,
 ) -> Consultation:
-    """The whole consult path in-process. `gate_key` (the gate's workflow id; default:
-    its gate id) fixes its audit draw and names it as the announcer of a withdrawal."""
+    """The whole consult path in-process, in the order it needs its steps: the artifact,
+    the memory read, the two passes, the guards and the rule, the decision. `gate_key`
+    (the gate's workflow id; default: its gate id) fixes its audit draw and names it as
+    the announcer of a withdrawal; `pin` is the model version the gate pinned (a
+    predictor with versions: the worker's learned models)."""
     artifact = load_artifact(request, settings) if artifact is None else artifact
     prior_ctx, post_ctx = contexts(memory, request, n, artifact, settings, working_memory)
-    prior = predictor.prior(request, prior_ctx, dialog)
-    posterior = predictor.posterior(request, post_ctx, artifact, prior, dialog)
-    calibration = calibrate(
-        posterior.confidence,
-        calibration_inputs(
-            memory,
-            request,
-            post_ctx,
+    # The principal's predictor is held from its first pass to its last (the surprise);
+    # the memory read above needs none of it.
+    with predicting(predictor, request.principal, pin) as held:
+        prior = held.prior(request, prior_ctx, dialog)
+        posterior = held.posterior(request, post_ctx, artifact, prior, dialog)
+        calibration = calibrate(
+            posterior.confidence,
+            calibration_inputs(
+                memory,
+                request,
+                post_ctx,
+                settings.calibration,
+                now=now,
+                gate_key=gate_key or request.gate_id,
+            ),
             settings.calibration,
-            now=now,
-            gate_key=gate_key or request.gate_id,
-        ),
-        settings.calibration,
-    )
-    if reinforce and posterior.used_chunk_ids:
-        memory.reinforce(posterior.used_chunk_ids, n)
-    surprise = (
-        predictor.surprise(request, artifact, prior, posterior, post_ctx) if surprised(prior, posterior) else None
-    )
+        )
+        if reinforce and posterior.used_chunk_ids:
+            memory.reinforce(posterior.used_chunk_ids, n)
+        surprise = held.surprise(request, artifact, prior, posterior, post_ctx) if surprised(prior, posterior) else None
     return Consultation(
         prior=prior,
         posterior=posterior,

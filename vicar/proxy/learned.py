@@ -54,13 +54,16 @@ class LearnedPredictor(Predictor):
         history: History | None = None,
         learner: str = "lightgbm",
         auto_refit: bool = True,
+        vote: OfflinePredictor | None = None,
+        model: Model | None = None,
     ) -> None:
-        self.vote = OfflinePredictor(params)
+        # The memory vote (`vote`: one shared, it keeps nothing between calls).
+        self.vote = vote if vote is not None else OfflinePredictor(params)
         self.trust_feature = (params or PredictorParams()).trust_feature
         self.history = history or History()
         self.learner = learner
         self.auto_refit = auto_refit  # False: a caller (an activity) decides when to fit
-        self.model: Model | None = None
+        self.model = model
 
     @classmethod
     def from_log(
@@ -129,12 +132,14 @@ class LearnedPredictor(Predictor):
         vote.features = memory
         if self.model is None or request.kind is not RequestKind.gate:
             return vote  # before the first fit (and for questions) the memory vote answers
-        probs = self.model.proba(self.history.features(request, memory))[0]
+        # The history's part first (the feature row, the human's words for each action
+        # the model can answer), then the model scores the row once.
+        row = self.history.features(request, memory)
+        words = self.history.words(request, self.model.classes)
+        probs = self.model.proba(row)[0]
         best = int(np.argmax(probs))
         action = self.model.classes[best]
-        prose = self.history.prose(request, action) or (
-            vote.prose if vote.action is action else DEFAULT_TEXT.get(action, "")
-        )
+        prose = words[action] or (vote.prose if vote.action is action else DEFAULT_TEXT.get(action, ""))
         return PassResult(
             prose=prose,
             confidence=round(float(probs[best]), 4),

@@ -308,16 +308,24 @@ class History:
             self.agent_last[req.upstream_agent] = (record.action, self.n)
         return human
 
-    def prose(self, request: GateRequest, action: Action) -> str:
-        """The last verdict's words on this lineage when it was this action; else the
-        human's most frequent words for this action in this context (or at all)."""
+    def words(self, request: GateRequest, actions: Iterable[Action]) -> dict[Action, str]:
+        """For each of `actions`, what the human would say with it: the last verdict's
+        words on this lineage when it was this action; else the human's most frequent
+        words for this action in this context (or at all); else ""."""
         lin = lineage_of(request)
         past = self.lineages.get(lin.lineage) if lin.lineage else None
-        if past and past[-1].action is action and past[-1].response.strip():
-            return past[-1].response.strip()
-        for key in (_context(request), "all"):
-            said = self.responses.get((key, action))
-            if said:
-                words = max(said, key=lambda w: (said[w], w))
-                return self.examples.get(words, "")
-        return ""
+        last = past[-1] if past and past[-1].response.strip() else None
+        context = _context(request)
+        found: dict[Action, str] = {}
+        for action in actions:
+            if last is not None and last.action is action:
+                found[action] = last.response.strip()
+                continue
+            found[action] = ""
+            for key in (context, "all"):
+                said = self.responses.get((key, action))
+                if said:
+                    words = max(said, key=lambda w: (said[w], w))
+                    found[action] = self.examples.get(words, "")
+                    break
+        return found

@@ -20,6 +20,7 @@ from vicar.models import ModelPin, OutcomeRecord
 from vicar.proxy.learned import LearnedPredictor
 from vicar.proxy.learned_history import History
 from vicar.proxy.learned_model import Model, fit, refit_due
+from vicar.proxy.offline import OfflinePredictor
 from vicar.proxy.provider import Predictor
 from vicar.settings import PredictorParams
 
@@ -51,6 +52,8 @@ class LearnedModels(Predictor):
         self.learner = learner
         self._principals: dict[str, _Principal] = {}
         self._lock = threading.Lock()
+        # The memory vote under every principal's model: a pure function of the params.
+        self.vote = OfflinePredictor(params)
 
     def directory(self, principal: str) -> Path:
         return self.registry.get(principal).dir / MODELS_DIR
@@ -62,7 +65,10 @@ class LearnedModels(Predictor):
 
     def _state(self, principal: str) -> _Principal:
         with self._lock:
-            return self._principals.setdefault(principal, _Principal())
+            state = self._principals.get(principal)
+            if state is None:
+                state = self._principals[principal] = _Principal()
+            return state
 
     def _catch_up(self, principal: str, state: _Principal) -> None:
         """Fold the outcomes recorded since the last look (any gate): the human's answers
@@ -155,9 +161,10 @@ class LearnedModels(Predictor):
             self._catch_up(principal, state)
             pin = pin or self._pin(principal, state)
             history = state.history if pin.seq == state.last_seq else self._history_at(principal, pin.seq)
-            predictor = LearnedPredictor(self.params, history, learner=self.learner, auto_refit=False)
-            predictor.model = self._model(principal, state, pin.version)
-            yield predictor
+            model = self._model(principal, state, pin.version)
+            yield LearnedPredictor(
+                self.params, history, learner=self.learner, auto_refit=False, vote=self.vote, model=model
+            )
 
 
 def _last_scheduled(n: int) -> int | None:

@@ -9,7 +9,7 @@ ability with plain attribute access (`if predictor.pin:`), never by probing name
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, ClassVar, Protocol
 
 from vicar.models import (
@@ -86,3 +86,9 @@ class Predictor(Protocol):
         """The agent side's answer to the reviewer's last dialog line (the design's
         _generate_dialog_response). Empty text means the agent side has nothing to add."""
         raise NotImplementedError
+
+
+def predicting(predictor: Predictor, principal: str, pin: ModelPin | None = None) -> AbstractContextManager[Predictor]:
+    """The predictor for one principal: a learned model's (as pinned, held while the
+    caller predicts), or `predictor` itself when it serves every principal."""
+    return predictor.using(principal, pin) if predictor.using else nullcontext(predictor)

@@ -126,6 +126,9 @@ def confidence_map(store: RecordStore, kind: str, window: int) -> tuple[float, f
     if window <= 0:
         return None
     with _maps_lock:
-        recal = _maps.setdefault(store, {}).setdefault((kind, window), Recalibrator(window))
+        maps = _maps.setdefault(store, {})
+        recal = maps.get((kind, window))
+        if recal is None:
+            recal = maps[(kind, window)] = Recalibrator(window)
         recal.extend(autonomy_pairs(store, kind, after_seq=recal.last_seq))
         return recal.map

@@ -94,7 +94,13 @@ def retrieve(
     query = build_query(request, n, phase, artifact, options, noise=memory.params.noise_s > 0)
     hits = memory.retrieve(query)
     options = options or RetrievalOptions()
+    # What the memory holds for this gate first (the hits, the person's answers on similar
+    # work and on the lineage), then what is judged of it (censors, the agent's trust).
     facts = {f.id: f for f in memory.store.facts_by_id([c.id for _, c in hits if c.kind.value in FACT_KINDS])}
+    chunks = [_summary(hit, chunk, facts[chunk.id].confidence if chunk.id in facts else None) for hit, chunk in hits]
+    # Similar to the artifact this pass sees: the prior sees none, so it has no similar work.
+    similar = similar_work(memory, request, n, artifact if phase == "posterior" else "")
+    lineage = lineage_history(memory, request, n, artifact, options.lineage_history)
     censors, trust = [], agent_trust
     if params is not None and phase == "posterior":
         # The same texts the retrieval just embedded: the embedder's cache answers.
@@ -110,11 +116,11 @@ def retrieve(
         principal=request.principal,
         n=n,
         phase=phase,
-        chunks=[_summary(hit, chunk, facts[chunk.id].confidence if chunk.id in facts else None) for hit, chunk in hits],
+        chunks=chunks,
         memory_size=memory.size(),
         memory_depth=memory.memory_depth(),
-        lineage_history=lineage_history(memory, request, n, artifact, options.lineage_history),
-        similar_work=similar_work(memory, request, n, artifact) if phase == "posterior" else [],
+        lineage_history=lineage,
+        similar_work=similar,
     )
 
 

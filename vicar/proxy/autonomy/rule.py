@@ -93,6 +93,15 @@ _books: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _books_lock = threading.Lock()
 
 
+def _kept(books: dict, key: tuple, make, *args):
+    """The book kept under `key`, made (`make(*args)`) only when there is none: a ledger
+    is built once per store and kept, never built again per gate to be thrown away."""
+    book = books.get(key)
+    if book is None:
+        book = books[key] = make(*args)
+    return book
+
+
 def rule_in_force(
     store: RecordStore,
     principal_dir: Path,
@@ -107,14 +116,19 @@ def rule_in_force(
     p = autonomy_params(base, principal_dir, state)
     with _books_lock:
         books = _books.setdefault(store, {})
-        ledger = books.setdefault(
-            (kind, p.target_error, p.delta, p.weighting), PairLedger(p.target_error, p.delta, p.weighting == "ipw")
+        ledger = _kept(
+            books,
+            (kind, p.target_error, p.delta, p.weighting),
+            PairLedger,
+            p.target_error,
+            p.delta,
+            p.weighting == "ipw",
         )
         ledger.update(store, kind)
         rule = ledger.rule(p.audit_share)
         if task_type is None:
             return rule
-        drift = books.setdefault((kind, "drift", p.target_error, p.delta), DriftBook(p.target_error, p.delta))
+        drift = _kept(books, (kind, "drift", p.target_error, p.delta), DriftBook, p.target_error, p.delta)
         drift.update(store, kind)
         w = drift.withdrawn.get((state, task_type))
     if w is None:
@@ -166,8 +180,14 @@ def target_rule_states(
 def _target_ledger(store: RecordStore, p: AutonomyParams, kind: str, rule: Rule) -> TargetLedger:
     with _books_lock:
         books = _books.setdefault(store, {})
-        key = ("target", kind, rule_key(rule), p.delta, p.weighting)
-        ledger = books.setdefault(key, TargetLedger(rule, p.delta, p.weighting == "ipw"))
+        ledger = _kept(
+            books,
+            ("target", kind, rule_key(rule), p.delta, p.weighting),
+            TargetLedger,
+            rule,
+            p.delta,
+            p.weighting == "ipw",
+        )
         ledger.update(store, kind)
         return ledger
 

@@ -10,16 +10,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import sys
 from collections import defaultdict
 from pathlib import Path
 
-# The product these benches import: SCORE_PRODUCT, a tree pinned at one commit
-# (pin_product.sh), first on sys.path; else whatever `vicar` the environment has.
-PRODUCT = os.environ.get("SCORE_PRODUCT")
-if PRODUCT:
-    sys.path.insert(0, PRODUCT)
+# The product these benches import is whichever `vicar` the interpreter finds: the working
+# tree (python -m bench.score.<name>), or a tree pinned at one commit when run through
+# pin_product.sh, which puts that tree first on PYTHONPATH.
 
 
 def settings():
@@ -32,7 +28,7 @@ def settings():
             return importlib.import_module(name).Settings.from_env()
         except (ImportError, AttributeError):
             continue
-    raise SystemExit("no vicar Settings found: set SCORE_PRODUCT to a pinned tree (pin_product.sh)")
+    raise SystemExit("no vicar Settings found: run the bench against a pinned tree (pin_product.sh)")
 
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,3 +75,11 @@ def joined(gates: dict[str, list[dict]], events: dict[str, list[dict]]) -> dict[
                 raise SystemExit(f"{r}: gate {g['order']} does not match event {e['seq']}")
         out[r] = list(zip(gs, evs))
     return out
+
+
+def gate_key(event: dict) -> str:
+    """The gate id the replay gives an event's gate (its audit draw is keyed by it), as
+    the product's public GateEvent makes it."""
+    from vicar.eval.dataset import GateEvent
+
+    return GateEvent.model_validate(event).request("replay").gate_id

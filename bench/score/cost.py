@@ -1,6 +1,7 @@
 """What the selector costs per consult and per refit, on the dev replay's gates.
 
-    SCORE_PRODUCT=/tmp/score-product VICAR_DATA_DIR=/tmp/score-data python bench/score/cost.py [--no-similar]
+    VICAR_DATA_DIR=/tmp/score-data sh bench/score/pin_product.sh 2be538f /tmp/score-product \
+        bench.score.cost [--no-similar]
 
 Per gate: `confidence` (features + one prediction) and `observe` (the history's
 update), timed over Junio C Hamano's gates with the model as fitted online; per refit:
@@ -12,16 +13,11 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from bench.score.run_selector import load  # noqa: E402
-from bench.score.selector import Selector, SelectorParams, artifact_features  # noqa: E402
+from bench.score.run_selector import load
+from bench.score.selector import Selector, SelectorParams, artifact_features
 
 
 def main() -> None:

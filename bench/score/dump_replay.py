@@ -7,8 +7,7 @@ The replay is the product's own (`vicar.eval.replay.replay_reviewer`, variant
 probabilities of its last posterior (recomputed from the same cached feature row, so
 the predictions are unchanged). The words scoring of `vicar eval replay` is skipped.
 
-    sh bench/score/pin_product.sh 2be538f /tmp/score-product
-    SCORE_PRODUCT=/tmp/score-product VICAR_DATA_DIR=/tmp/score-data python bench/score/dump_replay.py \
+    VICAR_DATA_DIR=/tmp/score-data sh bench/score/pin_product.sh 2be538f /tmp/score-product bench.score.dump_replay \
         /work/shared/datasets/gate-replay/dev/*.jsonl.gz --seed 0 --out bench/score/data/replay-seed0.jsonl.gz
 
 The first run embeds the whole dev data once (about 30 min on one core); later runs
@@ -24,19 +23,15 @@ import sys
 import time
 from pathlib import Path
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:  # run as a script; imported, the path (SCORE_PRODUCT first) stays as it is
-    sys.path.insert(0, _ROOT)
+from rich.console import Console
 
-from rich.console import Console  # noqa: E402
-
-from bench.score import common  # noqa: E402,F401  (SCORE_PRODUCT first on sys.path)
-from vicar.eval.dataset import load_events  # noqa: E402
-from vicar.eval.replay import Variant, replay_reviewer  # noqa: E402
-from vicar.eval.run import warm_embeddings  # noqa: E402
-from vicar.memory.embedder import make_embedder  # noqa: E402
-from vicar.models import RequestKind  # noqa: E402
-from vicar.proxy.learned import LearnedPredictor  # noqa: E402
+from bench.score import common
+from vicar.eval.dataset import load_events
+from vicar.eval.replay import Variant, replay_reviewer
+from vicar.eval.run import warm_embeddings
+from vicar.memory.embedder import make_embedder
+from vicar.models import RequestKind
+from vicar.proxy.learned import LearnedPredictor
 
 
 class RecordingPredictor(LearnedPredictor):

@@ -13,25 +13,20 @@ person's actions, in order):
   "right action proposed" share beside the pre-fill's plain accuracy;
 - realized error per context (task type) with >= 10 answers alone.
 
-    python bench/score/measure.py                       # bench/replay/gates-default.jsonl.gz
-    python bench/score/measure.py --gates bench/score/data/replay-seed0.jsonl.gz
+    python -m bench.score.measure                       # bench/replay/gates-default.jsonl.gz
+    python -m bench.score.measure --gates bench/score/data/replay-seed0.jsonl.gz
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 from sklearn.metrics import average_precision_score, roc_auc_score
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:  # run as a script; imported, the path (SCORE_PRODUCT first) stays as it is
-    sys.path.insert(0, _ROOT)
-
-from bench.score.common import DEFAULT_GATES, joined, load_events, load_gates  # noqa: E402
+from bench.score.common import DEFAULT_GATES, joined, load_events, load_gates
 
 WORDS = "correct"  # the action whose words the person still writes: not one tap
 TARGET = 0.05

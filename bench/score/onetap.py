@@ -19,7 +19,7 @@ Policies, all online (a gate's suggestion from what came before it):
 - chooser:    two selectors, one for "the model's action is right" and one for "the
               habit is right"; the one with the larger P(right) * [needs no words].
 
-    SCORE_PRODUCT=/tmp/score-product python bench/score/onetap.py --seeds 0 1 2 3 4
+    sh bench/score/pin_product.sh 2be538f /tmp/score-product bench.score.onetap --seeds 0 1 2 3 4
 """
 
 from __future__ import annotations
@@ -32,14 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:  # run as a script; imported, the path (SCORE_PRODUCT first) stays as it is
-    sys.path.insert(0, _ROOT)
-
-from bench.score.common import DUMP, load_gates  # noqa: E402
-from bench.score.measure import WORDS  # noqa: E402
-from bench.score.run_selector import load  # noqa: E402
-from bench.score.selector import Selector, SelectorParams  # noqa: E402
+from bench.score.common import DUMP, load_gates
+from bench.score.measure import WORDS
+from bench.score.run_selector import load
+from bench.score.selector import Selector, SelectorParams
 
 
 def habits(actual: list[str]) -> list[str | None]:

@@ -9,9 +9,10 @@ N labelled answers on what came before):
   scores the gate, the rule decides, and only a gate the person answered (escalated or
   audited) teaches the selector: an answer alone is never labelled.
 
-    SCORE_PRODUCT=/tmp/score-product python bench/score/run_selector.py auroc --seeds 0 1 2 3 4
-    SCORE_PRODUCT=/tmp/score-product python bench/score/run_selector.py ablation --reviewers "Guenter Roeck"
-    SCORE_PRODUCT=/tmp/score-product python bench/score/run_selector.py autonomy --seeds 0 1 2 3 4
+    sh bench/score/pin_product.sh 2be538f /tmp/score-product bench.score.run_selector auroc --seeds 0 1 2 3 4
+    sh bench/score/pin_product.sh 2be538f /tmp/score-product bench.score.run_selector ablation \
+        --reviewers "Guenter Roeck"
+    sh bench/score/pin_product.sh 2be538f /tmp/score-product bench.score.run_selector autonomy --seeds 0 1 2 3 4
 
 Until the selector's first fit a gate keeps the predictor's score.
 """
@@ -27,14 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:  # run as a script; imported, the path (SCORE_PRODUCT first) stays as it is
-    sys.path.insert(0, _ROOT)
-
-from bench.score import simulate as sim  # noqa: E402
-from bench.score.common import DUMP, TUNED_ON, joined, load_events, load_gates  # noqa: E402
-from bench.score.measure import auprc, auroc, ece  # noqa: E402
-from bench.score.selector import GROUPS, Gate, Selector, SelectorParams, artifact_features  # noqa: E402
+from bench.score import simulate as sim
+from bench.score.common import DUMP, TUNED_ON, gate_key, joined, load_events, load_gates
+from bench.score.measure import auprc, auroc, ece
+from bench.score.selector import GROUPS, Gate, Selector, SelectorParams, artifact_features
 
 
 def author(e: dict) -> str | None:
@@ -85,7 +82,7 @@ def load(seed: int = 0, path: Path | None = None) -> dict[str, dict]:
             score=np.array([np.nan if g["score"] is None else g["score"] for g, _ in pairs], float),
             right=np.array([g["correct"] for g, _ in pairs], bool),
             task=np.array([e["task_type"] for _, e in pairs]),
-            gate_id=[e["gate_id"] for _, e in pairs],
+            gate_id=[gate_key(e) for _, e in pairs],
         )
     return out
 

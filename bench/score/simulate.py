@@ -25,7 +25,7 @@ What this leaves out: the memory guards, probation and the trust floor (the repl
 (an answer alone is not learned from: the recorded scores came from the default's
 own decisions).
 
-    python bench/score/simulate.py --seeds 0 1 2 3 4                  # the issue's claims
+    python -m bench.score.simulate --seeds 0 1 2 3 4                  # the issue's claims
 """
 
 from __future__ import annotations
@@ -40,16 +40,12 @@ from typing import Protocol
 
 import numpy as np
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:  # run as a script; imported, the path (SCORE_PRODUCT first) stays as it is
-    sys.path.insert(0, _ROOT)
-
-from bench.score.common import DEFAULT_GATES, load_events, load_gates  # noqa: E402
-from bench.score.measure import auroc  # noqa: E402
-from vicar.eval import metrics as m  # noqa: E402
-from vicar.proxy import sequential as seq  # noqa: E402
-from vicar.proxy.sequential import STARTS, BettingLedger  # noqa: E402
-from vicar.proxy.withdrawal import DriftBook  # noqa: E402
+from bench.score.common import DEFAULT_GATES, gate_key, load_events, load_gates
+from bench.score.measure import auroc
+from vicar.eval import metrics as m
+from vicar.proxy import sequential as seq
+from vicar.proxy.sequential import STARTS, BettingLedger
+from vicar.proxy.withdrawal import DriftBook
 
 STATE = "WORK_ASSERT"
 
@@ -133,14 +129,14 @@ class Fixed:
 def audit_draws(n: int, seed: int, gate_ids=None, reviewer: str = "") -> np.ndarray:
     """One uniform draw per gate: the product's (`audit_draw`, a hash of the principal and
     the gate, the principal named as the replay names it for this seed) when the gate ids
-    are known, else a seeded RNG's."""
+    are known (the replay's, common.gate_key), else a seeded RNG's."""
     if gate_ids is None:
         return np.random.default_rng(seed).random(n)
-    from vicar.eval.dataset import _gate_id, principal_for
+    from vicar.eval.dataset import principal_for
     from vicar.proxy.autonomy import audit_draw
 
     principal = principal_for(reviewer, seed)
-    return np.array([audit_draw(principal, _gate_id(g)) for g in gate_ids])
+    return np.array([audit_draw(principal, g) for g in gate_ids])
 
 
 def simulate(scores: Scores, right, tasks, seed: int, cfg: Config = Config(), draws=None) -> dict:
@@ -307,7 +303,7 @@ def streams(path: Path = DEFAULT_GATES) -> dict[str, dict]:
             score=np.array([np.nan if g["score"] is None else g["score"] for g in gs], float),
             right=np.array([g["correct"] for g in gs], bool),
             task=np.array([g["task_type"] for g in gs]),
-            gate_id=[e["gate_id"] for e in events[r]],
+            gate_id=[gate_key(e) for e in events[r]],
         )
     return out
 

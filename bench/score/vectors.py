@@ -2,7 +2,7 @@
 (`artifact_text[:ARTIFACT_EMBED_CHARS]`, all-MiniLM-L6-v2), read from the replay's
 embedding cache (dump_replay.py warms it): the "similar work" features' input.
 
-    SCORE_PRODUCT=/tmp/score-product VICAR_DATA_DIR=/tmp/score-data python bench/score/vectors.py
+    VICAR_DATA_DIR=/tmp/score-data sh bench/score/pin_product.sh 2be538f /tmp/score-product bench.score.vectors
 
 Writes $VICAR_DATA_DIR/score-vectors.npz (one array per reviewer, in event order; too
 large to commit, and rebuilt from the cache in seconds).
@@ -15,11 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:  # run as a script; imported, the path (SCORE_PRODUCT first) stays as it is
-    sys.path.insert(0, _ROOT)
-
-from bench.score.common import load_events, settings  # noqa: E402
+from bench.score.common import load_events, settings
 
 
 def path() -> Path:

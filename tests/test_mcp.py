@@ -257,3 +257,23 @@ async def test_streamable_http_serves_the_same_tools_on_loopback_only(temporal_e
     )
     _, err = await refused.communicate()
     assert refused.returncode == 2 and "only a loopback address" in err.decode()
+
+
+def test_without_the_mcp_extra_it_says_which_to_install(tmp_path):
+    """`vicar mcp` where the SDK is not installed: one line naming the extra, exit 9."""
+    import subprocess
+
+    shadow = tmp_path / "not-installed" / "mcp"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('mcp is not installed (test)')\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VICAR_")}
+    env.update(PYTHONPATH=os.pathsep.join([str(shadow.parent), str(ROOT)]), VICAR_DATA_DIR=str(tmp_path / "data"))
+    done = subprocess.run(
+        [sys.executable, "-m", "vicar.cli", "mcp", "--principal", "alice"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 9, done.stderr
+    assert "pip install 'vicar[mcp]'" in done.stderr and "Traceback" not in done.stderr

@@ -199,6 +199,8 @@ async def test_only_a_signed_fresh_first_tap_by_a_listed_user_decides(harness, i
     stale = int(time.time()) - 6 * 60  # signed correctly, six minutes ago
     assert (await post(inbox, *slack_request(approve, "U0BO", response_url.url, stamp=stale)))[0] == 401
     assert (await post(inbox, body, {**headers, "X-Slack-Request-Timestamp": "nope"}))[0] == 401
+    # The Open button's tap reaches the Request URL too: acknowledged, nothing decided.
+    assert (await post(inbox, *slack_request(buttons["vicar.open"], "U0BO", response_url.url)))[0] == 200
     assert await still_waiting() and response_url.posts == []
 
     # Signed, but by people who may not answer: told so, only them, and the gate waits on.

@@ -14,6 +14,7 @@ import asyncio
 import hashlib
 import hmac
 import json
+import logging
 import secrets
 import threading
 import time
@@ -26,6 +27,7 @@ import pytest
 import uvicorn
 
 from vicar.client.gates import gate_details, start_gate
+from vicar.errors import InvalidInput
 from vicar.inbox.accounts import add_user
 from vicar.inbox.app import create_app
 from vicar.models import GateStatus
@@ -180,7 +182,8 @@ async def test_a_tap_answers_the_gate_and_replaces_the_buttons(harness, inbox, c
     assert all(b["type"] != "actions" for b in update["blocks"])  # the buttons are gone
 
 
-async def test_only_a_signed_fresh_first_tap_by_a_listed_user_decides(harness, inbox, chat, response_url):
+async def test_only_a_signed_fresh_first_tap_by_a_listed_user_decides(harness, inbox, chat, response_url, caplog):
+    caplog.set_level(logging.DEBUG)
     handle, buttons = await escalated_with_buttons(harness, chat)
     approve = buttons["vicar.approve"]
     gate_id = handle.id
@@ -218,6 +221,9 @@ async def test_only_a_signed_fresh_first_tap_by_a_listed_user_decides(harness, i
     result = await asyncio.wait_for(handle.result(), 30)
     assert (result.action.value, result.responder) == ("approve", "bo")
     assert (await post(inbox, body, headers))[0] == 409  # the same request again: a replay
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "refused: this request was taken before (a replay)" in logged
+    assert SIGNING_SECRET not in logged
 
 
 async def test_without_a_signing_secret_every_request_is_refused(tmp_path, monkeypatch, temporal_env):
@@ -229,3 +235,12 @@ async def test_without_a_signing_secret_every_request_is_refused(tmp_path, monke
         body, headers = slack_request(button, "U0BO", "http://127.0.0.1:9/")
         reply = await http.post("/slack/actions", content=body, headers=headers)
     assert reply.status_code == 403 and "VICAR_SLACK_SIGNING_SECRET is not set" in reply.text
+
+
+def test_slack_users_are_pairs_of_a_slack_id_and_an_account(monkeypatch):
+    monkeypatch.setenv("VICAR_SLACK_USERS", " U0123ABC=alice , W0456DEF=bob ")
+    assert Settings.from_env().slack_users == {"U0123ABC": "alice", "W0456DEF": "bob"}
+    for bad in ("alice", "U0123ABC=", "u0123abc=alice", "U0123ABC=ali ce\x07"):
+        monkeypatch.setenv("VICAR_SLACK_USERS", bad)
+        with pytest.raises(InvalidInput, match="VICAR_SLACK_USERS must be SLACKID=account pairs, comma-separated"):
+            Settings.from_env()

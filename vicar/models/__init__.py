@@ -362,9 +362,7 @@ class Calibration(BaseModel):
     fired: list[str] = Field(default_factory=list)  # every guard that would fire, in order
     autonomous: bool = False  # the proxy may answer alone (no guard fired)
     threshold: float | None = None  # the autonomy rule's numbers (AutonomyRule)
-    # The threshold on the scale of the confidence shown (the same recalibration), so the
-    # two can be put side by side ("62% sure; acts alone from 87%").
-    threshold_shown: float | None = None
+    threshold_shown: float | None = None  # the threshold on the confidence's scale: "62% sure; alone from 87%"
     bound: float | None = None
     evidence: int = 0
     errors: int = 0
@@ -481,9 +479,7 @@ class GateDetails(BaseModel):
     proxy_confidence: float | None = None
     calibration_guard: str = Field("", description="Why the gate escalated.")
     calibration_note: str = ""
-    autonomy_threshold: float | None = Field(
-        None, description="The confidence the proxy must reach to answer alone here, on the scale shown."
-    )
+    autonomy_threshold: float | None = Field(None, description="The confidence needed to answer alone, as shown.")
     autonomy_target: float | None = Field(None, description="The error the autonomy rule holds the proxy to.")
     dialog: list[DialogTurn] = Field(default_factory=list, description="Questions and replies so far.")
     prereview: list[PreReviewItem] = Field(

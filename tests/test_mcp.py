@@ -192,6 +192,12 @@ async def test_bad_arguments_and_other_peoples_gates_are_refused_in_one_line(tem
             f"no gate {theirs.gate_id!r}"
         )
         assert error_line(await mcp.call_tool("gate_status", {"gate_id": "nothing-here"})) == "no gate 'nothing-here'"
+        # One of its own gates, ended by someone without an answer: 'ended', never an answer to act on.
+        mine = outcome(await mcp.call_tool("ask_approval", {"task_type": "x", "question": "q?", "wait_seconds": 0}))
+        await escalated(client, mine["gate_id"])
+        await client.get_workflow_handle(f"vicar-gate/{mine['gate_id']}").terminate("test")
+        ended = outcome(await mcp.call_tool("gate_status", {"gate_id": mine["gate_id"], "wait_seconds": 10}))
+        assert ended["status"] == "ended" and ended["action"] is None and "terminated" in ended["note"]
     await handle.terminate()
 
 

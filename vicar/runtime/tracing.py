@@ -33,7 +33,6 @@ from vicar.models import AnsweredBy, Calibration, OutcomeRecord
 if TYPE_CHECKING:  # OpenTelemetry is imported only when tracing is on: commands start faster
     from opentelemetry import trace
 
-ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 SERVICE_NAME = "vicar"
 # Who decided, in the words of the docs: a gate nobody answered ended at its deadline.
 DECIDERS = {
@@ -51,7 +50,10 @@ def configured() -> bool:
     """An OTLP endpoint is set and the SDK is not disabled (OpenTelemetry's conventions)."""
     if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False
-    return any(os.environ.get(name, "").strip() for name in ENDPOINT_VARIABLES)
+    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "") or os.environ.get(
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", ""
+    )
+    return bool(endpoint.strip())
 
 
 def exporting_provider() -> trace.TracerProvider | None:

@@ -63,6 +63,7 @@ class World:
     batch: list[str] = field(default_factory=list)
     alone: str = ""  # a gate the proxy answered alone
     browser: Any = None  # playwright's Browser, launched by the fixture
+    inbox: Any = None  # the app's state (vicar.inbox.web.Inbox): a test may shorten its undo window
 
 
 def free_port() -> int:
@@ -91,15 +92,14 @@ async def world(temporal_env, embedder, tmp_path_factory):
     worker, _ = build_worker(temporal_env.client, settings, registry=registry, task_queue=task_queue)
     settings = settings.model_copy(update={"task_queue": task_queue})
     port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings, temporal_env.client), host="127.0.0.1", port=port, log_level="warning")
-    )
+    app = create_app(settings, temporal_env.client, undo_seconds=1.0)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     async with worker, async_playwright() as pw:
         h = VicarHarness(temporal_env.client, task_queue, registry, settings)
         p = h.principal()
         save_allowed(settings.principals_dir, p, ["alice"])
         tokens = {name: add_user(settings.data_dir, name, [])[1] for name in ("alice", "bob")}
-        w = World(h, p, f"http://127.0.0.1:{port}", tokens)
+        w = World(h, p, f"http://127.0.0.1:{port}", tokens, inbox=app.state.inbox)
         # Alice's past answers on docs changes: what the proxy's words come from; then one
         # the proxy answers alone (mode never), for the after-the-fact review.
         for i in range(3):

@@ -48,8 +48,9 @@ async def test_sign_in_read_the_gate_and_approve_it(world):
         await page.goto(f"{w.base}/gates/{w.waiting}")
         assert await page.evaluate("document.documentElement.scrollWidth") <= width
     await page.locator("section.answer button.approve").click()
-    await page.wait_for_url(f"{w.base}/answer")
-    assert "approve" in await page.locator("ul.results").inner_text()
+    # Held for the undo window, and the next waiting gate opens (not a dead end).
+    await page.wait_for_url(lambda url: url != f"{w.base}/gates/{w.waiting}" and "/answer" not in url)
+    assert "approve Merge this docs-only change?" in await page.locator("form.held").inner_text()
     result = await w.h.client.get_workflow_handle(w.waiting).result()
     assert (result["action"], result["answered_by"], result["responder"]) == ("approve", "human", "alice")
     assert result["responder_identity"] == "alice"  # the inbox answers with the account's Temporal identity
@@ -69,7 +70,7 @@ async def test_approve_three_together_after_a_confirmation(world):
         assert await page.locator(f'ol.confirm input[value="{wid}"]').count() == 1
     await page.get_by_role("button", name="Approve all 3").click()
     await page.wait_for_url(f"{w.base}/batch/approve")
-    assert "Answered 3 of 3" in await page.locator("h1").inner_text()
+    assert "Approving 3 of 3" in await page.locator("h1").inner_text()
     for wid in w.batch:
         result = await w.h.client.get_workflow_handle(wid).result()
         assert (result["action"], result["responder"]) == ("approve", "alice")
@@ -89,11 +90,14 @@ async def test_approve_on_the_list_and_stay_on_it_as_filtered(world):
     first = page.locator("li.gate", has=page.locator(f'input[value="{gates[0]}"]'))
     await first.get_by_role("button", name="Approve").click()
     await page.wait_for_url(f"{w.base}/?task_type=list-tap")
-    assert f"approve: {gates[0]}" in await page.locator("p.flash").inner_text()
+    assert "Held: approve Approve or revise" in await page.locator("form.held").inner_text()
+    assert await page.locator(f'input.pick[value="{gates[0]}"]').count() == 0  # held: off the list
     assert await page.locator(f'input.pick[value="{gates[1]}"]').count() == 1  # the other one waits
     assert await page.locator('select[name="task_type"] option[selected]').inner_text() == "list-tap"
     result = await w.h.client.get_workflow_handle(gates[0]).result()
     assert (result["action"], result["responder"]) == ("approve", "alice")
+    await page.reload()
+    assert "sent: approve Approve or revise" in await page.locator("p.flash.said").inner_text()
     await page.reload()
     assert await page.locator("p.flash").count() == 0  # said once
     # Tapped again (a stale list): the list comes back with why, not an error page.
@@ -119,7 +123,8 @@ async def test_mark_an_answer_the_proxy_gave_alone_wrong(world):
     ctx, page = await signed_in(w, "alice")
     await page.get_by_role("link", name="Answered alone").click()
     item = page.locator("li.gate", has=page.locator(f'input[value="{w.alone}"]'))
-    await item.get_by_role("button", name="Wrong").click()
+    await item.locator("summary", has_text="Wrong").click()
+    await item.get_by_role("button", name="Mark wrong").click()
     await page.wait_for_url(f"{w.base}/feed")
     assert "marked wrong by alice" in await page.locator("li.gate").first.inner_text()
     await screenshot(page, "inbox-feed.png")
@@ -169,7 +174,7 @@ async def test_a_form_without_its_csrf_token_is_refused(world):
     # A page's own form, with its token, goes through.
     await page.goto(f"{w.base}/gates/{gate.id}")
     await page.locator("section.answer button.approve").click()
-    await page.wait_for_url(f"{w.base}/answer")
+    await page.wait_for_url(lambda url: url != f"{w.base}/gates/{gate.id}")
     assert (await w.h.client.get_workflow_handle(gate.id).result())["responder"] == "alice"
     await ctx.close()
 
@@ -204,7 +209,7 @@ async def test_ask_the_agents_then_reject_with_words(world):
     await page.reload()
     await page.locator("#words").fill("Not without a backup.")
     await page.get_by_role("button", name="Reject").click()
-    await page.wait_for_url(f"{w.base}/answer")
+    await page.wait_for_url(lambda url: url != f"{w.base}/gates/{gate.id}")
     result = await w.h.client.get_workflow_handle(gate.id).result()
     assert (result["action"], result["text"], result["responder"]) == ("reject", "Not without a backup.", "alice")
     await ctx.close()
@@ -357,7 +362,7 @@ async def test_oversized_forms_are_refused_in_one_line(world):
         headers={"content-type": "application/x-www-form-urlencoded"},
     )
     await page.set_content(await sent.text())
-    assert "Answered 0 of 1000" in await page.locator("h1").inner_text()
+    assert "Approved 0 of 1000" in await page.locator("h1").inner_text()
     assert await page.locator("ul.results li", has_text="not waiting for you").count() == 1000
     assert (await wait_escalated(w.h.client, gate.id)).status is GateStatus.escalated
     await ctx.close()

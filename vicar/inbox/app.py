@@ -6,6 +6,7 @@ on every response, and every failure as one line on a page (or in the server's l
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from typing import Any
@@ -16,13 +17,13 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response
+from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from vicar.errors import VicarError
 from vicar.hooks.http import claude_code_hook
-from vicar.inbox import gate_pages, oversight_pages
+from vicar.inbox import answering, gate_pages, oversight_pages
 from vicar.inbox.accounts import session_secret, user_for_token
 from vicar.inbox.sessions import SESSION_DAYS, close_session, open_session
 from vicar.inbox.slack_actions import interaction as slack_interaction
@@ -136,10 +137,18 @@ async def http_error(request: Request, exc: Exception) -> Response:
     return error_page(request, str(exc.detail), exc.status_code)
 
 
-def create_app(settings: Settings, client: Any = None, *, secure_cookies: bool = False) -> Starlette:
+async def favicon(request: Request) -> Response:
+    # Browsers ask for /favicon.ico whatever the page links: the same icon, not a 404.
+    return FileResponse(HERE / "static" / "favicon.svg", media_type="image/svg+xml")
+
+
+def create_app(
+    settings: Settings, client: Any = None, *, secure_cookies: bool = False, undo_seconds: float = 10.0
+) -> Starlette:
     """The inbox for this deployment; `client` a connected Temporal client (else one is
-    connected at startup from the settings, as the CLI connects)."""
-    state = Inbox(settings=settings, client=client)
+    connected at startup from the settings, as the CLI connects). Every answer is held
+    `undo_seconds` before it is sent (vicar.inbox.held)."""
+    state = Inbox(settings=settings, client=client, undo_seconds=undo_seconds)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
@@ -147,7 +156,13 @@ def create_app(settings: Settings, client: Any = None, *, secure_cookies: bool =
             from vicar.runtime.connect import connect
 
             state.client = await connect(settings)
-        yield
+        sending = asyncio.ensure_future(answering.sender(state))
+        try:
+            yield
+        finally:
+            sending.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sending
 
     routes = [
         Route("/", home),
@@ -155,9 +170,11 @@ def create_app(settings: Settings, client: Any = None, *, secure_cookies: bool =
         Route("/signin", signin, methods=["POST"]),
         Route("/signout", signout, methods=["POST"]),
         Route("/gates/{workflow_id:path}", gate_pages.gate_page),
-        Route("/answer", gate_pages.answer, methods=["POST"]),
-        Route("/batch", gate_pages.batch_confirm, methods=["POST"]),
-        Route("/batch/approve", gate_pages.batch_approve, methods=["POST"]),
+        Route("/answer", answering.answer, methods=["POST"]),
+        Route("/undo", answering.undo, methods=["POST"]),
+        Route("/batch", answering.batch_confirm, methods=["POST"]),
+        Route("/batch/approve", answering.batch_approve, methods=["POST"]),
+        Route("/favicon.ico", favicon),
         Route("/feed", oversight_pages.feed),
         Route("/review", oversight_pages.review, methods=["POST"]),
         Route("/rules", oversight_pages.rules),

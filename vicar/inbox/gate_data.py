@@ -1,5 +1,6 @@
 """What the gate page shows: `vicar.client.view.GateView` (everything `vicar gate show`
-shows), the artifact split into diff lines when it is a diff, and the date of each
+shows), the artifact split into diff lines when it is a diff (a file the worker read as
+much as the inline text), how many lines a cut artifact hides, and the date of each
 pre-review item's source gate (its evidence: the person's own words, and when)."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from datetime import datetime
 from vicar.diffs import diff_lines, looks_like_diff
 from vicar.inbox.web import Inbox
 from vicar.models.prereview import PreReviewItem
-from vicar.models.view import GateView
+from vicar.models.view import GateView, excerpt_line
 from vicar.models.vocabulary import QUESTION_ACTIONS, VALID_ACTIONS, CfAState
 
 EVIDENCE_SHOWN = 8
@@ -27,6 +28,10 @@ class GatePage:
     v: GateView
     diff: list[tuple[str, str]] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
+    file_diffs: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # by path: a file that is a diff
+    hidden_lines: int = 0  # lines of the inline artifact past the view's cut
+    excerpt: str = ""  # the artifact's start, as the list's card shows it
+    files_refused: str = ""  # the files the worker would not or could not read, and why
 
     @property
     def waiting(self) -> bool:
@@ -46,10 +51,35 @@ async def load_gate(inbox: Inbox, workflow_id: str) -> GatePage:
     from vicar.client.view import gate_view
 
     view = await gate_view(inbox.client, workflow_id)
+    page = page_from_view(view)
+    if view.artifact_truncated:
+        page.hidden_lines = await _hidden_lines(inbox, view.workflow_id, len(view.artifact_text))
+    return page
+
+
+def page_from_view(view: GateView) -> GatePage:
+    """What the page shows of a view, but the hidden lines (those need the request)."""
     page = GatePage(v=view)
     if looks_like_diff(view.artifact_text):
         page.diff = diff_lines(view.artifact_text)
+    for f in view.artifact_files:
+        if f.excerpt and looks_like_diff(f.excerpt):
+            page.file_diffs[f.path] = diff_lines(f.excerpt)
+    page.excerpt = excerpt_line(view.artifact_text) or next(
+        (excerpt_line(f.excerpt) for f in view.artifact_files if f.excerpt), ""
+    )
+    page.files_refused = "; ".join(f"{f.path}: {f.error}" for f in view.artifact_files if f.error)
     items = view.prereview[:EVIDENCE_SHOWN]
     # gate_view dated them (each source gate's close, while Temporal keeps it)
     page.evidence = [Evidence(i, view.prereview_dates.get(i.gate_id)) for i in items]
     return page
+
+
+async def _hidden_lines(inbox: Inbox, workflow_id: str, shown: int) -> int:
+    """The lines of the inline artifact the view cut (the request, from the gate's first
+    history event: read only for a cut artifact)."""
+    from vicar.client.gates import started_with
+
+    req = await started_with(inbox.client.get_workflow_handle(workflow_id))
+    rest = req.artifact_text[shown:] if req else ""
+    return rest.count("\n") + (1 if rest and not rest.endswith("\n") else 0)

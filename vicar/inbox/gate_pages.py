@@ -1,35 +1,24 @@
-"""The waiting list, a gate's page, and answering: one gate, or many approved together
-after a confirmation that lists them."""
+"""The waiting list (each gate a card saying why it came to the person, vicar.inbox.cards;
+filtered, searched, with what is new since the person last looked) and a gate's page;
+answering is vicar.inbox.answering."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime
 from urllib.parse import parse_qsl, urlencode
 
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
 from vicar.client.gates import list_escalations
-from vicar.errors import InvalidInput, VicarError, validation_summary
+from vicar.inbox import held
+from vicar.inbox.cards import RULE, Card, card, controls_of
 from vicar.inbox.gate_data import load_gate
-from vicar.inbox.web import (
-    MAX_BATCH,
-    check_workflow_id,
-    checked_form,
-    client_as,
-    inbox,
-    one,
-    redirect,
-    refusal,
-    render,
-    signed_in,
-)
-from vicar.models import GateDetails, HumanAnswer
+from vicar.inbox.web import check_workflow_id, inbox, refusal, render, signed_in
+from vicar.models import GateDetails
 from vicar.models.vocabulary import CfAState
 
-BATCH_CONCURRENCY = 8  # answers in flight at once: each is one update, a round trip or two
+SEARCH_CHARS = 200
 
 
 def _sort_key(d: GateDetails) -> tuple[float, float]:
@@ -39,12 +28,16 @@ def _sort_key(d: GateDetails) -> tuple[float, float]:
 
 
 async def visible_gates(request: Request) -> list[GateDetails]:
-    """Every waiting gate this person may answer, soonest deadline first (then oldest)."""
+    """Every waiting gate this person may answer and has not answered (an answer held
+    for its undo counts), soonest deadline first (then oldest)."""
     acct = signed_in(request)
     gates = await list_escalations(inbox(request).client)
+    mine = held.held_gates(inbox(request).settings.data_dir, acct.name)
     allowed: dict[str, bool] = {}
     out = []
     for d in gates:
+        if d.workflow_id in mine:
+            continue
         if d.principal not in allowed:
             allowed[d.principal] = refusal(request, acct, d.principal) is None
         if allowed[d.principal]:
@@ -62,47 +55,70 @@ def waited(since: datetime | None, now: datetime) -> str:
     return f"{rest // 60}h {rest % 60:02d}m" if rest >= 60 else f"{rest}m"
 
 
-FILTERS = ("principal", "state", "task_type")
-FLASH_CHARS = 300
+FILTERS = ("principal", "state", "task_type", "q")
+
+
+async def cards_for(request: Request, gates: list[GateDetails]) -> dict[str, Card]:
+    """Each gate's card; the rules are read only of principals a rule asked for."""
+    ruled = {d.principal for d in gates if d.calibration_guard == RULE}
+    controls = await controls_of(inbox(request).client, ruled) if ruled else {}
+    from vicar.cli.rules_cmd import describe
+
+    return {d.workflow_id: card(d, controls.get(d.principal), describe=describe) for d in gates}
+
+
+def _found(d: GateDetails, words: str) -> bool:
+    """The search: every word somewhere in what the card shows (any case)."""
+    hay = " ".join(
+        [d.question, d.artifact_excerpt, d.principal, d.task_type, d.upstream_agent or "", d.gate_id, d.proxy_text]
+    ).lower()
+    return all(w in hay for w in words.lower().split())
 
 
 def list_address(query: str) -> str:
     """The list's address with only its own filters kept from `query`: where a tap on the
     list returns to (never an address a form could point elsewhere)."""
-    kept = [(k, v[:200]) for k, v in parse_qsl(query) if k in FILTERS and v]
+    kept = [(k, v[:SEARCH_CHARS]) for k, v in parse_qsl(query) if k in FILTERS and v]
     return "/?" + urlencode(kept) if kept else "/"
 
 
 async def waiting_list(request: Request) -> Response:
     gates = await visible_gates(request)
-    want = {k: request.query_params.get(k, "") for k in FILTERS}
+    want = {k: request.query_params.get(k, "")[:SEARCH_CHARS] for k in FILTERS}
     shown = [
         d
         for d in gates
         if (not want["principal"] or d.principal == want["principal"])
         and (not want["state"] or d.state.value == want["state"])
         and (not want["task_type"] or d.task_type == want["task_type"])
+        and (not want["q"] or _found(d, want["q"]))
     ]
     now = datetime.now(UTC)
+    # New: escalated since this browser last looked at the list (kept in its session).
+    last = request.session.get("looked")
+    looked = datetime.fromtimestamp(last, UTC) if isinstance(last, (int, float)) else None
+    request.session["looked"] = now.timestamp()
+    cards = await cards_for(request, shown)
     rows = []
     for d in shown:
         rows.append(
             dict(
                 d=d,
                 wid=d.workflow_id,
+                c=cards[d.workflow_id],
                 waited=waited(d.escalated_at, now),
                 deadline=d.deadline,
-                excerpt=d.artifact_excerpt or "",
                 agent=d.upstream_agent,
+                new=looked is None or (d.escalated_at is not None and d.escalated_at > looked),
             )
         )
     return render(
         request,
         "list.html",
-        flash=request.session.pop("flash", None),
         here=list_address(request.url.query),
         rows=rows,
         total=len(gates),
+        unread=sum(r["new"] for r in rows),
         want=want,
         principals=sorted({d.principal for d in gates}),
         states=[s.value for s in CfAState],
@@ -117,94 +133,30 @@ async def gate_page(request: Request) -> Response:
     why_not = refusal(request, acct, page.v.principal)
     if why_not:
         return render(request, "error.html", status=403, message=why_not)
-    return render(request, "gate.html", g=page, now=datetime.now(UTC))
+    from vicar.cli.rules_cmd import describe
+    from vicar.inbox.answering import seen_token
 
-
-async def _answer_one(request: Request, wid: str, ans: HumanAnswer) -> str:
-    from vicar.client.gates import answer_gate, find_gate
-    from vicar.workflows import search_attributes as sa
-
-    acct = signed_in(request)
-    _, desc = await find_gate(inbox(request).client, wid)
-    principal = desc.typed_search_attributes.get(sa.PRINCIPAL) or "?"
-    why_not = refusal(request, acct, principal)
-    if why_not:
-        raise PermissionError(why_not)
-    return await answer_gate(await client_as(inbox(request), acct.name), wid, ans)
-
-
-async def answer(request: Request) -> Response:
-    acct = signed_in(request)
-    form = await checked_form(request)
-    wid = check_workflow_id(one(form, "workflow_id"))
-    text = one(form, "text").strip()
-    inbox(request).settings.check_texts(answer_text=text)  # the limit named, with its setting
-    # The responder is the signed-in account, never a name from the form.
-    try:
-        ans = HumanAnswer(action=one(form, "action"), text=text, responder=acct.name)
-    except ValidationError as exc:
-        raise InvalidInput(f"invalid answer: {validation_summary(exc)[:300]}") from None
-    back = one(form, "back")
-    try:
-        reply = await _answer_one(request, wid, ans)
-    except PermissionError as exc:
-        return render(request, "error.html", status=403, message=str(exc))
-    except VicarError as exc:
-        if not back.startswith("/"):
-            raise
-        # Tapped on the list (someone else answered first, say): the list again, with why.
-        return _back_to_list(request, back, f"not answered: {wid} · {exc}", ok=False)
-    if ans.action == "dialog":
-        return redirect(f"/gates/{wid}")
-    if back.startswith("/"):  # tapped on the list: back to it, as filtered, saying what was done
-        return _back_to_list(request, back, f"{ans.action}: {wid} · {reply}", ok=True)
-    return render(request, "answered.html", results=[(wid, ans.action, True, reply)], done=1)
-
-
-def _back_to_list(request: Request, back: str, said: str, ok: bool) -> Response:
-    request.session["flash"] = {"said": said[:FLASH_CHARS], "ok": ok}
-    return redirect(list_address(back.partition("?")[2]))
-
-
-def _selected(form: dict[str, list[str]]) -> list[str]:
-    wids = list(dict.fromkeys(form.get("workflow_id", [])))
-    if not wids:
-        raise InvalidInput("no gate selected: tick the gates to approve")
-    if len(wids) > MAX_BATCH:
-        raise InvalidInput(f"at most {MAX_BATCH:,} gates at once")
-    return [check_workflow_id(w) for w in wids]
-
-
-async def batch_confirm(request: Request) -> Response:
-    signed_in(request)
-    form = await checked_form(request)
-    wids = _selected(form)
-    by_id = {d.workflow_id: d for d in await visible_gates(request)}
-    chosen = [by_id[w] for w in wids if w in by_id]
-    gone = [w for w in wids if w not in by_id]
-    return render(request, "confirm.html", gates=chosen, gone=gone)
-
-
-async def batch_approve(request: Request) -> Response:
-    acct = signed_in(request)
-    form = await checked_form(request)
-    wids = _selected(form)
-    text = one(form, "text").strip()
-    inbox(request).settings.check_texts(answer_text=text)
-    # One listing decides which ids are waiting gates this person may answer: an id that
-    # is not one costs no call to Temporal.
-    waiting = {d.workflow_id for d in await visible_gates(request)}
-    limit = asyncio.Semaphore(BATCH_CONCURRENCY)
-
-    async def go(wid: str) -> tuple[str, str, bool, str]:
-        if wid not in waiting:
-            return wid, "approve", False, "not waiting for you"
-        async with limit:
-            try:
-                ans = HumanAnswer(action="approve", text=text, responder=acct.name)
-                return wid, "approve", True, await _answer_one(request, wid, ans)
-            except (VicarError, PermissionError) as exc:
-                return wid, "approve", False, str(exc)
-
-    results = await asyncio.gather(*(go(w) for w in wids))
-    return render(request, "answered.html", results=results, done=sum(r[2] for r in results))
+    controls = await controls_of(inbox(request).client, {page.v.principal}) if page.v.calibration_guard == RULE else {}
+    c = card(
+        page.v,
+        controls.get(page.v.principal),
+        describe=describe,
+        escalation_mode=page.v.escalation_mode,
+        excerpt=page.excerpt,
+    )
+    if page.files_refused:
+        c.shown, c.shown_words = False, "Part of the artifact could not be shown: " + page.files_refused
+    waiting = [d.workflow_id for d in await visible_gates(request)] if page.waiting else []
+    at = waiting.index(wid) if wid in waiting else -1
+    return render(
+        request,
+        "gate.html",
+        g=page,
+        c=c,
+        now=datetime.now(UTC),
+        seen=seen_token(request, wid),
+        undo_seconds=inbox(request).undo_seconds,
+        place=(at + 1, len(waiting)) if at >= 0 else None,
+        prev=waiting[at - 1] if at > 0 else None,
+        next=waiting[at + 1] if 0 <= at < len(waiting) - 1 else (waiting[0] if at < 0 and waiting else None),
+    )

@@ -94,7 +94,7 @@ async def review(request: Request) -> Response:
     if why_not:
         return render(request, "error.html", status=403, message=why_not)
     note = one(form, "note").strip()[:2000]
-    await review_gate(
+    result = await review_gate(
         await client_as(inbox(request), acct.name),
         wid,
         verdict,
@@ -104,6 +104,17 @@ async def review(request: Request) -> Response:
         task_queue=inbox(request).settings.task_queue,
     )
     inbox(request).trails.pop(principal, None)
+    what = result.question or wid
+    if not result.new:
+        said = f"nothing changed: {what} was already marked {result.review.verdict if result.review else verdict}"
+    elif verdict == "wrong":
+        said = (
+            f"marked wrong: {what} · kept in the audit trail with your note, counted against the proxy's error, "
+            "and sent to the orchestrator (webhook event overruled) where one is set"
+        )
+    else:
+        said = f"marked right: {what} · kept in the audit trail"
+    request.session["flash"] = {"said": said[:300], "ok": True}
     return redirect("/feed")
 
 

@@ -49,6 +49,7 @@ class Inbox:
     # Sign-ins refused past their limits: per client address, per account.
     signin_address: Throttle = field(default_factory=lambda: Throttle(SIGNIN_ADDRESS))
     signin_account: Throttle = field(default_factory=lambda: Throttle(SIGNIN_ACCOUNT))
+    undo_seconds: float = 10.0  # how long an answer is held before it is sent (vicar.inbox.held)
     templates: Environment = field(
         default_factory=lambda: Environment(
             loader=FileSystemLoader(HERE / "templates"),
@@ -144,20 +145,31 @@ def check_workflow_id(workflow_id: str) -> str:
 
 
 def refusal(request: Request, acct: Account, principal: str) -> str | None:
+    return refusal_for(inbox(request), acct, principal)
+
+
+def refusal_for(state: Inbox, acct: Account, principal: str) -> str | None:
     """Why this account may not answer for `principal` (None: it may): the account's own
     principals, then the principal's allow-list read closed (a principal with no list is
     answered here by itself only; the gate checks its list again)."""
     if not acct.answers_for(principal):
         return f"{acct.name!r} does not answer for {principal} in this inbox"
     try:
-        return load_policy(inbox(request).settings.principals_dir, principal).closed_refusal(principal, acct.name)
+        return load_policy(state.settings.principals_dir, principal).closed_refusal(principal, acct.name)
     except VicarError as exc:
         return str(exc)
 
 
 def render(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+    from vicar.inbox import held
+
     acct = context.pop("acct", None) or account(request)
-    page = inbox(request).templates.get_template(template)
+    state = inbox(request)
+    page = state.templates.get_template(template)
+    if acct is not None:  # every page says what is held (to undo) and how sent answers went
+        context.setdefault("held_now", held.pending(state.settings.data_dir, acct.name))
+        context.setdefault("said", held.said_lines(state.settings.data_dir, acct.name))
+        context.setdefault("flash", request.session.pop("flash", None))
     html = page.render(csrf=csrf_token(request), me=acct, path=request.url.path, **context)
     return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 

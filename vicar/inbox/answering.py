@@ -1,0 +1,271 @@
+"""Answering from the inbox: one gate (a tap on the list, or the gate's page), many
+approved together after a confirmation, and the short undo (vicar.inbox.held: every
+answer is held for `undo_seconds`, then sent). A one-tap or batch approve of a gate
+the person has not opened is refused when its card says it must be opened first
+(vicar.inbox.cards), whatever the form says; an approve from the gate's page carries a
+token only that page, in this session, could have given it."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+
+from vicar.errors import Conflict, InvalidInput, VicarError, validation_summary
+from vicar.inbox import held as holds
+from vicar.inbox.cards import card
+from vicar.inbox.web import (
+    MAX_BATCH,
+    Inbox,
+    check_workflow_id,
+    checked_form,
+    client_as,
+    csrf_token,
+    inbox,
+    one,
+    redirect,
+    refusal_for,
+    render,
+    signed_in,
+)
+from vicar.models import GateDetails, HumanAnswer
+
+log = logging.getLogger("uvicorn.error")
+SEND_EVERY = 0.25  # seconds between looks for held answers whose window closed
+FLASH_CHARS = 300
+
+
+def seen_token(request: Request, wid: str) -> str:
+    """What the gate's page puts in its answer forms: proof the page was shown to this
+    session (the session's CSRF secret keyed over the gate's id)."""
+    key = csrf_token(request).encode()
+    return hmac.new(key, wid.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def _saw(request: Request, form: dict[str, list[str]], wid: str) -> bool:
+    return hmac.compare_digest(one(form, "seen"), seen_token(request, wid))
+
+
+def flash(request: Request, said: str, ok: bool) -> None:
+    request.session["flash"] = {"said": said[:FLASH_CHARS], "ok": ok}
+
+
+async def _gate_memo(request: Request, wid: str) -> tuple[str, GateDetails | None]:
+    """The gate's principal and the summary it wrote when it escalated (None: none);
+    Conflict if it no longer waits for an answer (held, the answer would fail later)."""
+    from temporalio.client import WorkflowExecutionStatus
+
+    from vicar import contracts as c
+    from vicar.client.gates import find_gate
+    from vicar.models import GateStatus
+    from vicar.workflows import search_attributes as sa
+
+    _, desc = await find_gate(inbox(request).client, wid)
+    principal = desc.typed_search_attributes.get(sa.PRINCIPAL) or "?"
+    status = desc.typed_search_attributes.get(sa.STATUS)
+    if desc.status != WorkflowExecutionStatus.RUNNING or status != GateStatus.escalated.value:
+        now = status or (desc.status.name.lower() if desc.status else "unknown")
+        raise Conflict(f"it does not wait for an answer now ({now})")
+    try:
+        memo = await desc.memo_value(c.ESCALATION_MEMO, None)
+        details = GateDetails.model_validate(memo) if memo is not None else None
+    except Exception:  # noqa: BLE001  (sealed with a key this process lacks, or not a gate's)
+        details = None
+    return principal, details
+
+
+def _open_first(d: GateDetails | None) -> str:
+    if d is None:
+        return "its summary does not open here"
+    return card(d, None).open_first
+
+
+def _next_address(back: str, wid: str) -> str:
+    from vicar.inbox.gate_pages import list_address
+
+    return list_address(back.partition("?")[2]) if back.startswith("/") else f"/gates/{wid}"
+
+
+async def answer(request: Request) -> Response:
+    acct = signed_in(request)
+    form = await checked_form(request)
+    state = inbox(request)
+    wid = check_workflow_id(one(form, "workflow_id"))
+    text = one(form, "text").strip()
+    state.settings.check_texts(answer_text=text)  # the limit named, with its setting
+    # The responder is the signed-in account, never a name from the form.
+    try:
+        ans = HumanAnswer(action=one(form, "action"), text=text, responder=acct.name)
+    except ValidationError as exc:
+        raise InvalidInput(f"invalid answer: {validation_summary(exc)[:300]}") from None
+    back = one(form, "back")
+    from_list = back.startswith("/")
+    try:
+        principal, details = await _gate_memo(request, wid)
+    except VicarError as exc:
+        if not from_list:
+            raise
+        flash(request, f"not answered: {wid} · {exc}", ok=False)
+        return redirect(_next_address(back, wid))
+    why_not = refusal_for(state, acct, principal)
+    if why_not:
+        return render(request, "error.html", status=403, message=why_not)
+    if ans.action == "approve" and not _saw(request, form, wid):
+        blind = _open_first(details)
+        if blind:
+            flash(request, f"not answered: {wid} · open it to answer: {blind}", ok=False)
+            return redirect(_next_address(back, wid))
+    if ans.action == "dialog":  # a question to the agents, not an answer: sent now
+        from vicar.client.gates import answer_gate
+
+        await answer_gate(await client_as(state, acct.name), wid, ans)
+        return redirect(f"/gates/{wid}")
+    if wid in holds.held_gates(state.settings.data_dir, acct.name):
+        flash(request, f"not answered: {wid} · your answer to it is already held", ok=False)
+        return redirect(_next_address(back, wid))
+    title = details.question if details else wid
+    held = holds.new_held(acct.name, ans.action, text, state.undo_seconds, {wid: principal}, {wid: title})
+    holds.hold(state.settings.data_dir, held)
+    if from_list:  # tapped on the list: back to it, as filtered
+        return redirect(_next_address(back, wid))
+    return redirect(await next_gate(request, exclude={wid}))
+
+
+async def next_gate(request: Request, exclude: set[str]) -> str:
+    """The page after answering on a gate's page: the next gate waiting (the list's
+    order), else the list."""
+    from vicar.inbox.gate_pages import visible_gates
+
+    for d in await visible_gates(request):
+        if d.workflow_id not in exclude:
+            return f"/gates/{d.workflow_id}"
+    return "/"
+
+
+def _selected(form: dict[str, list[str]]) -> list[str]:
+    wids = list(dict.fromkeys(form.get("workflow_id", [])))
+    if not wids:
+        raise InvalidInput("no gate selected: tick the gates to approve")
+    if len(wids) > MAX_BATCH:
+        raise InvalidInput(f"at most {MAX_BATCH:,} gates at once")
+    return [check_workflow_id(w) for w in wids]
+
+
+async def _split(request: Request, wids: list[str]) -> tuple[list[tuple[GateDetails, Any]], list[tuple[str, str]]]:
+    """The chosen gates a batch may approve (each with its card) and the rest with why
+    not. One listing decides which ids are waiting gates this person may answer: an id
+    that is not one costs no call to Temporal."""
+    from vicar.inbox.gate_pages import cards_for, visible_gates
+
+    by_id = {d.workflow_id: d for d in await visible_gates(request)}
+    chosen = [by_id[w] for w in wids if w in by_id]
+    cards = await cards_for(request, chosen)
+    ok, apart = [], []
+    for w in wids:
+        if w not in by_id:
+            apart.append((w, "not waiting for you"))
+            continue
+        c = cards[w]
+        if c.open_first:
+            apart.append((w, f"open it to answer: {c.open_first} ({c.risk or c.why})"))
+        else:
+            ok.append((by_id[w], c))
+    return ok, apart
+
+
+async def batch_confirm(request: Request) -> Response:
+    signed_in(request)
+    form = await checked_form(request)
+    ok, apart = await _split(request, _selected(form))
+    return render(request, "confirm.html", gates=ok, apart=apart)
+
+
+async def batch_approve(request: Request) -> Response:
+    acct = signed_in(request)
+    form = await checked_form(request)
+    state = inbox(request)
+    wids = _selected(form)
+    text = one(form, "text").strip()
+    state.settings.check_texts(answer_text=text)
+    ok, apart = await _split(request, wids)
+    held = None
+    if ok:
+        gates = {d.workflow_id: d.principal for d, _ in ok}
+        titles = {d.workflow_id: d.question for d, _ in ok}
+        held = holds.hold(
+            state.settings.data_dir, holds.new_held(acct.name, "approve", text, state.undo_seconds, gates, titles)
+        )
+    return render(request, "answered.html", held=held, apart=apart, asked=len(wids))
+
+
+async def undo(request: Request) -> Response:
+    acct = signed_in(request)
+    form = await checked_form(request)
+    held_id = one(form, "held")
+    try:
+        taken = holds.undo(inbox(request).settings.data_dir, acct.name, held_id)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    if taken is None:
+        flash(request, "too late to undo: that answer was sent (the line about it says how it went)", ok=False)
+        return redirect("/")
+    flash(request, f"undone: {taken.label()} · nothing was sent", ok=True)
+    if len(taken.gates) == 1:
+        return redirect(f"/gates/{next(iter(taken.gates))}")
+    return redirect("/")
+
+
+async def send_due(state: Inbox) -> None:
+    """Send every held answer whose window has closed (claimed first, so no other
+    inbox sends it too), and keep a line saying how each went."""
+    from vicar.client.gates import answer_gates
+    from vicar.inbox.accounts import load_user
+
+    data_dir = state.settings.data_dir
+    for claim, held in holds.claim_due(data_dir):
+        acct = load_user(data_dir, held.account)
+        sent, failed = 0, []
+        try:
+            if acct is None:
+                raise VicarError(f"the account {held.account!r} is gone")
+            allowed = []
+            for wid, principal in held.gates.items():
+                why_not = refusal_for(state, acct, principal)
+                if why_not:
+                    failed.append(f"{wid}: {why_not}")
+                else:
+                    allowed.append(wid)
+            ans = HumanAnswer(action=held.action, text=held.text, responder=acct.name)
+            client = await client_as(state, acct.name)  # one connection for the whole batch
+            for wid, got in zip(allowed, await answer_gates(client, allowed, ans)):
+                if isinstance(got, Exception):
+                    failed.append(f"{wid}: {got}")
+                else:
+                    sent += 1
+        except Exception as exc:  # noqa: BLE001  (kept as the person's line; the loop goes on)
+            failed.append(str(exc) or type(exc).__name__)
+        total = len(held.gates)
+        if total == 1 and sent:
+            said = f"sent: {held.label()}"
+        else:
+            said = f"sent: {held.action} {sent} of {total}" + (f" · not sent: {'; '.join(failed)}" if failed else "")
+        if failed:
+            log.warning("inbox: a held answer of %s was not sent: %s", held.account, "; ".join(failed)[:500])
+        holds.settle(data_dir, claim, held, said, ok=not failed)
+
+
+async def sender(state: Inbox) -> None:
+    """Runs beside the app: held answers go out when their window closes, those left
+    by a stopped server as soon as it starts again."""
+    while True:
+        try:
+            await send_due(state)
+        except Exception:  # noqa: BLE001  (the loop must outlive a bad file or a blip)
+            log.exception("inbox: sending held answers failed; trying again")
+        await asyncio.sleep(SEND_EVERY)

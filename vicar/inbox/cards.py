@@ -1,0 +1,166 @@
+"""What a card says before anyone taps (issue 37 items 1, 2, 5): why the gate came to
+the person (the words vicar.proxy.reasons makes, the one place they are made), a risk
+flag where one of their rules matched (its words marked in the excerpt), whether the
+artifact could be shown, the proxy's confidence in plain words, and whether a one-tap
+approve is allowed at all. Read from what the list has (the memo each gate writes when
+it escalates) or from a gate's full view; the server checks the same facts before it
+takes a one-tap or batch approve, whatever the form says."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from vicar.client.gates import UNREADABLE
+from vicar.models.control import Control, Rule, compile_regex, word_regex
+from vicar.proxy.reasons import PROXY_ERROR, RULE, ReasonFacts, reason_words
+
+# The note a rule's verdict writes (vicar.proxy.rules): "rule NAME (EFFECT, by AUTHOR)".
+RULE_NOTE = re.compile(r"^rule (\S+) \(")
+REFUSED = "ArtifactRefused: "
+# Guards whose gate is never approved from the list: the person's rule asked about it, the
+# proxy could not run (a refused or unreadable artifact among the causes), or a block
+# censor withheld the proxy's answer.
+OPEN_FIRST = {
+    RULE: "your rule asked about it",
+    PROXY_ERROR: "the proxy could not run on it",
+    "censor": "a censor flagged it",
+}
+
+
+@dataclass
+class Card:
+    why: str  # plain words: why it came to the person
+    numbers: str  # the guard and its note, behind a <details>
+    shown: bool  # the artifact (or its start) is on the card
+    shown_words: str
+    sure: str  # "83% sure; acts alone from 87%"
+    risk: str = ""  # the rule that matched, in words
+    excerpt: list[tuple[str, bool]] = field(default_factory=list)  # the excerpt, its matched words marked
+    open_first: str = ""  # why there is no one-tap approve ("" : there is)
+
+    @property
+    def one_tap(self) -> bool:
+        return not self.open_first
+
+
+def pct(x: float) -> str:
+    return f"{round(100 * x)}%"
+
+
+def sure_words(confidence: float | None, threshold: float | None) -> str:
+    if confidence is None:
+        return ""
+    said = f"{pct(confidence)} sure"
+    return said + (f"; acts alone from {pct(threshold)}" if threshold is not None else "")
+
+
+def rule_named(note: str, control: Control | None) -> Rule | None:
+    m = RULE_NOTE.match(note)
+    if m is None or control is None:
+        return None
+    return next((r for r in control.rules if r.name == m[1]), None)
+
+
+def marked(text: str, rule: Rule | None) -> list[tuple[str, bool]]:
+    """`text` in pieces, True where the rule's words or regex match (what made it ask)."""
+    if rule is None or not text:
+        return [(text, False)] if text else []
+    spans: list[tuple[int, int]] = []
+    patterns = [word_regex(w) for w in rule.words if w.split()]
+    if rule.regex:
+        try:
+            patterns.append(compile_regex(rule.regex))
+        except ValueError:
+            pass  # the brain took it, so it compiles; a change of RE2 must not take the list down
+    for p in patterns:
+        spans += [(m.start(), m.end()) for m in p.finditer(text) if m.end() > m.start()]
+    out, at = [], 0
+    for start, end in sorted(spans):
+        if start < at:
+            start = at
+        if end <= start:
+            continue
+        if start > at:
+            out.append((text[at:start], False))
+        out.append((text[start:end], True))
+        at = end
+    if at < len(text):
+        out.append((text[at:], False))
+    return out
+
+
+def _refusal(note: str) -> str:
+    return note.partition(REFUSED)[2] if REFUSED in note else ""
+
+
+def card(
+    d: Any, control: Control | None, *, describe: Any = None, escalation_mode: str = "", excerpt: str | None = None
+) -> Card:
+    """The card of one waiting gate: `d` a GateDetails (or a GateView, which carries the
+    same fields), `control` the principal's rules (to name and mark what matched)."""
+    guard, note = d.calibration_guard or "", d.calibration_note or ""
+    text = d.artifact_excerpt if excerpt is None else excerpt
+    threshold = getattr(d, "autonomy_threshold", None)
+    facts = ReasonFacts(
+        guard=guard,
+        note=note,
+        escalated=True,
+        escalation_mode=escalation_mode,
+        confidence=d.proxy_confidence,
+        threshold=threshold,
+        target=getattr(d, "autonomy_target", None),
+        task_type=d.task_type if isinstance(d.task_type, str) else "",
+    )
+    why = getattr(d, "reason_words", "") or reason_words(facts) or "It waits for your answer"
+    numbers = f"guard {guard}: {note}" if guard else note
+    refused = _refusal(note)
+    unreadable = d.question.startswith(UNREADABLE)
+    if refused:
+        shown, shown_words = False, f"Artifact could not be shown: {refused}"
+    elif unreadable:
+        shown, shown_words = False, "Artifact could not be shown: the gate's summary does not open here"
+    elif text:
+        shown, shown_words = True, "Artifact shown (its start; the gate's page has all of it)"
+    else:
+        shown, shown_words = False, "No artifact on the card"
+    rule = rule_named(note, control) if guard == RULE else None
+    risk = ""
+    if guard == RULE:
+        risk = (
+            f"Your rule “{rule.name}” matched: {describe(rule)}" if rule and describe else "One of your rules matched"
+        )
+    if guard in OPEN_FIRST:
+        open_first = OPEN_FIRST[guard]
+    elif not shown:
+        open_first = shown_words.lower()
+    else:
+        open_first = ""
+    return Card(
+        why=why,
+        numbers=numbers,
+        shown=shown,
+        shown_words=shown_words,
+        sure=sure_words(d.proxy_confidence, threshold),
+        risk=risk,
+        excerpt=marked(text, rule),
+        open_first=open_first,
+    )
+
+
+async def controls_of(client: Any, principals: set[str]) -> dict[str, Control]:
+    """The rules of each principal shown (one query each, not one per gate); a principal
+    whose rules cannot be read is shown without marks, never an error."""
+    from temporalio.service import RPCError
+
+    from vicar.client import get_control
+    from vicar.errors import VicarError
+
+    out: dict[str, Control] = {}
+    for p in sorted(principals):
+        try:
+            out[p] = await get_control(client, p)
+        except (VicarError, RPCError, ValueError):
+            continue
+    return out

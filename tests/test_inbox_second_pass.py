@@ -273,3 +273,84 @@ def test_a_diff_read_from_a_file_is_coloured(tmp_path):
         g=page, c=None, csrf="x", me=None, path="/gates/g", seen="s", undo_seconds=10
     )
     assert '<span class="add">+Run pip install vicar; also DROP TABLE users;</span>' in html
+
+
+async def test_a_held_answer_outlives_the_server_that_held_it(world, tmp_path):
+    """`vicar inbox` takes an answer and is killed inside its undo window (10 s); the
+    next `vicar inbox` on the same data directory sends it, and says so to the person."""
+    import asyncio
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    import httpx
+
+    from vicar.inbox.accounts import add_user
+    from vicar.inbox.held import held_dir
+    from vicar.responders import save_allowed
+    from vicar.settings import Settings
+
+    from .inbox_world import free_port
+
+    w = world
+    wid = await _waiting(w, task_type="restart", question="Roll out the schema?", artifact="Add column c.")
+    data = tmp_path / "vicar"
+    token = add_user(data, "alice", [w.p])[1]
+    save_allowed(Settings(data_dir=data).principals_dir, w.p, ["alice"])
+    env = {
+        **os.environ,
+        "VICAR_DATA_DIR": str(data),
+        "TEMPORAL_ADDRESS": w.h.client.service_client.config.target_host,
+        "VICAR_TASK_QUEUE": w.h.task_queue,
+    }
+
+    async def serve() -> tuple[subprocess.Popen, str]:
+        port = free_port()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "vicar.cli", "inbox", "--port", str(port)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(300):
+            try:
+                async with httpx.AsyncClient() as probe:
+                    if (await probe.get(f"{base}/signin")).status_code == 200:
+                        return proc, base
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.1)
+        proc.kill()
+        raise AssertionError("vicar inbox did not serve")
+
+    def field(html: str, name: str) -> str:
+        return re.search(rf'name="{name}" value="([^"]+)"', html)[1]
+
+    first, base = await serve()
+    try:
+        async with httpx.AsyncClient(base_url=base) as http:
+            csrf = field((await http.get("/signin")).text, "csrf")
+            assert (await http.post("/signin", data={"csrf": csrf, "token": token})).status_code == 303
+            page = (await http.get(f"/gates/{wid}")).text
+            form = {"csrf": field(page, "csrf"), "seen": field(page, "seen"), "workflow_id": wid, "action": "approve"}
+            assert (await http.post("/answer", data=form)).status_code == 303
+            cookies = dict(http.cookies)
+        assert len(list(held_dir(data).glob("*.json"))) == 1  # on disk before the page said "held"
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    assert (await wait_escalated(w.h.client, wid)).status is GateStatus.escalated  # not sent by the dead one
+    second, base = await serve()
+    try:
+        result = await asyncio.wait_for(w.h.client.get_workflow_handle(wid).result(), 60)
+        assert (result["action"], result["responder"]) == ("approve", "alice")
+        async with httpx.AsyncClient(base_url=base, cookies=cookies) as http:
+            listed = (await http.get("/")).text
+        assert "sent: approve Roll out the schema?" in listed
+        assert list(held_dir(data).glob("*.json")) == [] and list(held_dir(data).glob("*.sending")) == []
+    finally:
+        second.terminate()
+        second.wait(30)

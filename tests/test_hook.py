@@ -2,12 +2,19 @@
 endpoint, and the documented hook inputs (tests/fixtures/claude_code/) fed to the real
 thin command (a process, as Claude Code starts it) and posted to the endpoint (as Claude
 Code's HTTP hook does). A rule allows; the person's reject denies with their words; no
-answer in time asks, and the PostToolUse that follows records what was observed."""
+answer in time asks, and the PostToolUse that follows records what was observed.
+
+Then the real Claude Code CLI (`claude -p`, from the npm registry's
+@anthropic-ai/claude-code; skipped when it is not installed) against a local stand-in of
+the Messages API that asks for one Bash call, with Vicar's hook configured: the call runs
+after Vicar's allow and not after its deny."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
 import sys
 import urllib.error
 import urllib.request
@@ -16,9 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_asyncio
 
-from vicar.client import add_rule, answer, get_gate
+from vicar.client import add_rule, answer, get_gate, list_escalations
 from vicar.hooks import protocol as p
 from vicar.hooks.decide import OBSERVED_TEXT
 from vicar.hooks.http import hook_token
@@ -26,6 +34,7 @@ from vicar.hooks.tool_call import gate_id_for
 from vicar.settings import Settings
 from vicar.settings.hook import HookParams
 
+from .claude_messages_standin import ClaudeMessagesStandIn
 from .conftest import WorkerProcess, wait_for
 from .inbox_world import free_port
 
@@ -216,3 +225,98 @@ async def test_the_endpoint_refuses_a_call_without_its_token_and_asks_on_bad_inp
     world.app.state.inbox.settings = world.settings
     code, body, err = await command(world, call("pre_tool_use_bash"))
     assert (code, p.decision_of(body)) == (p.BAD_INPUT_EXIT, "ask") and "VICAR_HOOK_PRINCIPAL" in err
+
+
+# -- the real Claude Code CLI ------------------------------------------------------------
+
+CLAUDE = os.environ.get("CLAUDE_CODE_BIN") or shutil.which("claude")
+
+
+def claude_or_skip() -> str:
+    if not CLAUDE or not os.access(CLAUDE, os.X_OK):
+        pytest.skip(
+            "the Claude Code CLI is not installed: `npm install @anthropic-ai/claude-code` in a directory of "
+            "your choice, then CLAUDE_CODE_BIN=<that dir>/node_modules/.bin/claude (or put `claude` on PATH)"
+        )
+    return CLAUDE
+
+
+async def run_claude(w: HookWorld, home: Path, project: Path, standin: ClaudeMessagesStandIn) -> dict:
+    """`claude -p` in `project`, its Messages API the stand-in, Vicar's thin command as its
+    PreToolUse hook (the settings.json snippet of docs/claude-code.md): its JSON result."""
+    hook = {
+        "type": "command",
+        "command": sys.executable,
+        "args": ["-m", "vicar.hooks", "claude-code", "--url", w.url, "--token-file", str(w.token_file)],
+        "timeout": 120,
+    }
+    settings = home / "settings.json"
+    settings.write_text(json.dumps({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [hook]}]}}))
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),  # no user settings of this machine's
+        "ANTHROPIC_BASE_URL": standin.url,
+        "ANTHROPIC_API_KEY": "sk-ant-standin",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1",
+    }
+    argv = [claude_or_skip(), "-p", "Create the marker file.", "--settings", str(settings), "--output-format", "json"]
+    proc = await asyncio.create_subprocess_exec(
+        *argv, cwd=project, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 240)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    return json.loads(out)
+
+
+async def test_the_real_claude_code_runs_the_tool_after_vicars_allow(world, tmp_path):
+    claude_or_skip()
+    principal = world.configure(wait=60)
+    await add_rule(
+        world.client,
+        principal,
+        dict(name="touch-ok", effect="approve", task_types=["bash"]),
+        by=principal,
+        task_queue=world.settings.task_queue,
+    )
+    (tmp_path / "home").mkdir()
+    (tmp_path / "project").mkdir()
+    marker = tmp_path / "project" / "ran-marker"
+    standin = ClaudeMessagesStandIn(f"touch {marker}")
+    try:
+        result = await run_claude(world, tmp_path / "home", tmp_path / "project", standin)
+    finally:
+        standin.close()
+    assert marker.exists() and result["permission_denials"] == []
+    [tool_result] = standin.tool_results()
+    assert tool_result["tool_use_id"] == standin.tool_use_id and not tool_result.get("is_error")
+    gate = await get_gate(world.client, gate_id_for(result["session_id"], standin.tool_use_id))
+    decided = await gate.result(timeout=10)
+    assert decided.answered_by.value == "rule" and decided.task_type == "bash"
+    assert f"touch {marker}" in decided_artifact(await gate.view())
+
+
+async def test_the_real_claude_code_does_not_run_the_tool_after_the_persons_reject(world, tmp_path):
+    claude_or_skip()
+    principal = world.configure(wait=120)
+    (tmp_path / "home").mkdir()
+    (tmp_path / "project").mkdir()
+    marker = tmp_path / "project" / "ran-marker"
+    standin = ClaudeMessagesStandIn(f"touch {marker}")
+    try:
+        running = asyncio.ensure_future(run_claude(world, tmp_path / "home", tmp_path / "project", standin))
+        # The person, on their phone: the gate waits in the inbox; they reject it.
+        [waiting] = await wait_for(lambda: list_escalations(world.client, principal), timeout=120)
+        await answer(world.client, waiting.gate_id, dict(action="reject", text="no markers today", responder=principal))
+        result = await running
+    finally:
+        standin.close()
+    assert not marker.exists()
+    assert [d["tool_use_id"] for d in result["permission_denials"]] == [standin.tool_use_id]
+    [tool_result] = standin.tool_results()
+    assert tool_result["is_error"] and "no markers today" in json.dumps(tool_result["content"])
+
+
+def decided_artifact(view: Any) -> str:
+    return view.model_dump_json()

@@ -183,7 +183,7 @@ async def temporal_client(
     server = None
     target = None
     if embedded if embedded is not None else not env_configured():
-        server = await asyncio.to_thread(use_embedded, settings.data_dir)
+        server = await asyncio.to_thread(use_embedded, settings.data_dir, ports=settings.server)
         target = server.address
     try:
         client = await connect(settings, target_host=target, runtime=runtime, worker=True)

@@ -28,7 +28,8 @@ def connect_config(settings: Settings) -> dict:
             raise InvalidInput(f"invalid Temporal client configuration: {exc}") from None
         cfg.setdefault("target_host", f"localhost:{DEFAULT_PORT}")
         return cfg
-    return {"target_host": embedded_address(settings.data_dir) or f"127.0.0.1:{DEFAULT_PORT}", "namespace": "default"}
+    port = settings.server.port or DEFAULT_PORT  # where this data directory's server would be
+    return {"target_host": embedded_address(settings.data_dir) or f"127.0.0.1:{port}", "namespace": "default"}
 
 
 async def connect(

@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from vicar.errors import VicarError
+from vicar.errors import InvalidInput, VicarError
 from vicar.runtime.locks import POLL_SECONDS, held, lock_within, try_lock
 
 DEFAULT_PORT = 7233
@@ -33,6 +33,9 @@ START_LOCK = "start.lock"  # exclusive while one process checks for a server or 
 KEEPER_LOCK = "keeper.lock"  # held by the keeper for its life; holds its note (JSON)
 START_TIMEOUT = 60.0
 KEEPER_POLL_SECONDS = 0.5  # how soon the server stops after its last user
+# The server's four ports (vicar.settings.ServerPorts' fields) and the settings that fix them.
+PORTS = ("port", "ui_port", "http_port", "metrics_port")
+PORT_VARS = {name: f"VICAR_SERVER_{name.upper()}" for name in PORTS}
 
 
 def temporal_binary() -> str:
@@ -86,15 +89,51 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
         pass
 
 
+def given_ports(ports: object | None) -> dict[str, int]:
+    """The ports a ServerPorts (or a dict of its fields) fixes: those that are set."""
+    if ports is None:
+        return {}
+    got = ports if isinstance(ports, dict) else {name: getattr(ports, name, None) for name in PORTS}
+    return {name: int(port) for name in PORTS if (port := got.get(name)) is not None}
+
+
+def check_given(given: dict[str, int]) -> None:
+    """A port the settings fix and something else holds stops the start, in one line."""
+    for name, port in given.items():
+        if not port_free(port):
+            raise InvalidInput(
+                f"{PORT_VARS[name]} {port} is in use (another Vicar's server, or another program): "
+                "give this data directory other ports"
+            )
+
+
 class EmbeddedServer:
     def __init__(
-        self, data_dir: Path, port: int = DEFAULT_PORT, ui_port: int = DEFAULT_UI_PORT, namespace: str = "default"
+        self,
+        data_dir: Path,
+        port: int = DEFAULT_PORT,
+        ui_port: int = DEFAULT_UI_PORT,
+        namespace: str = "default",
+        *,
+        http_port: int | None = None,
+        metrics_port: int | None = None,
+        given: dict[str, int] | None = None,
     ) -> None:
+        """`given`: the ports the settings fix (PORTS' names), which win over the others
+        and are never swapped for free ones; the rest are the defaults, gRPC and the UI
+        each moved to a free port when taken (None: the server picks a free one)."""
         self.dir = data_dir / "temporal"
-        self.port = port
-        self.ui_port = ui_port
+        self.given = dict(given or {})
+        self.port = self.given.get("port", port)
+        self.ui_port = self.given.get("ui_port", ui_port)
+        self.http_port = self.given.get("http_port", http_port)
+        self.metrics_port = self.given.get("metrics_port", metrics_port)
         self.namespace = namespace
         self._proc: subprocess.Popen | None = None
+
+    @property
+    def ports(self) -> dict[str, int | None]:
+        return {name: getattr(self, name) for name in PORTS}
 
     @property
     def address(self) -> str:
@@ -110,11 +149,13 @@ class EmbeddedServer:
 
     def start(self, timeout: float = 60.0) -> "EmbeddedServer":
         self.dir.mkdir(parents=True, exist_ok=True)
-        # Someone else on the default ports (another Vicar, a user's server): take free ones.
-        if not port_free(self.port):
-            self.port = free_port()
-        if not port_free(self.ui_port):
-            self.ui_port = free_port()
+        check_given(self.given)
+        # Someone else on a default port (another Vicar, a user's server): a free one. The
+        # HTTP API and /metrics not given are left to the server, which binds free ones as
+        # it starts (a port picked here could be taken before it binds).
+        for name in ("port", "ui_port"):
+            if name not in self.given and not port_free(getattr(self, name)):
+                setattr(self, name, free_port())
         cmd = [
             temporal_binary(),
             "server",
@@ -125,6 +166,8 @@ class EmbeddedServer:
             str(self.port),
             "--ui-port",
             str(self.ui_port),
+            *(["--http-port", str(self.http_port)] if self.http_port else []),
+            *(["--metrics-port", str(self.metrics_port)] if self.metrics_port else []),
             "--db-filename",
             str(self.dir / "temporal.db"),
             "--namespace",
@@ -246,6 +289,7 @@ class SharedServer:
     """This process's use of a data directory's embedded server; `close()` ends it."""
 
     def __init__(self, note: dict, users, started_here: bool) -> None:
+        self.note = dict(note)
         self.address: str = note["address"]
         self.ui_url: str = note["ui_url"]
         self.pid: int = note["server_pid"]
@@ -273,8 +317,11 @@ class SharedServer:
                 time.sleep(POLL_SECONDS)
 
 
-def use_embedded(data_dir: Path, timeout: float = START_TIMEOUT) -> SharedServer:
-    """Join the running embedded server of `data_dir`, or start one; blocks."""
+def use_embedded(data_dir: Path, timeout: float = START_TIMEOUT, ports: object | None = None) -> SharedServer:
+    """Join the running embedded server of `data_dir`, or start one on `ports` (a
+    vicar.settings.ServerPorts; None: the defaults); blocks. A running server is joined
+    on whatever ports it has: one database, one server."""
+    given = given_ports(ports)
     tdir = data_dir / "temporal"
     tdir.mkdir(parents=True, exist_ok=True)
     users = open(tdir / USERS_LOCK, "a")
@@ -287,7 +334,8 @@ def use_embedded(data_dir: Path, timeout: float = START_TIMEOUT) -> SharedServer
             note = _keeper_note(tdir, timeout)
             if note:
                 return SharedServer(note, users, started_here=False)
-            return SharedServer(_start_keeper(data_dir, timeout), users, started_here=True)
+            check_given(given)  # here, so the refusal is this process's one line and exit code
+            return SharedServer(_start_keeper(data_dir, timeout, given), users, started_here=True)
     except BaseException:
         users.close()
         raise
@@ -315,14 +363,21 @@ def _keeper_note(tdir: Path, timeout: float) -> dict | None:
     return None
 
 
-def _start_keeper(data_dir: Path, timeout: float) -> dict:
+def _start_keeper(data_dir: Path, timeout: float, given: dict[str, int] | None = None) -> dict:
     tdir = data_dir / "temporal"
     (tdir / KEEPER_LOCK).write_text("")  # a dead keeper's note is not this one's
     package_root = str(Path(__file__).resolve().parents[1])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
     with open(tdir / "server.log", "ab") as log:
         keeper = subprocess.Popen(
-            [sys.executable, "-m", "vicar.runtime.server_keeper", str(data_dir), str(os.getpid())],
+            [
+                sys.executable,
+                "-m",
+                "vicar.runtime.server_keeper",
+                str(data_dir),
+                str(os.getpid()),
+                json.dumps(given or {}),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -336,8 +391,10 @@ def _start_keeper(data_dir: Path, timeout: float) -> dict:
         if "address" in note and reachable(note["address"]):
             return note
         if keeper.poll() is not None:
-            raise VicarError(
-                _read_note(tdir).get("error")
+            failed = _read_note(tdir)
+            kind = InvalidInput if failed.get("invalid") else VicarError
+            raise kind(
+                failed.get("error")
                 or f"the embedded server's keeper exited with code {keeper.returncode}; see {tdir / 'server.log'}"
             )
         time.sleep(POLL_SECONDS)
@@ -345,7 +402,7 @@ def _start_keeper(data_dir: Path, timeout: float) -> dict:
     raise VicarError(f"the embedded Temporal server did not start within {timeout:.0f} s")
 
 
-def keep(data_dir: Path, started_by: int) -> int:
+def keep(data_dir: Path, started_by: int, given: dict[str, int] | None = None) -> int:
     """The keeper's body (run as `python -m vicar.runtime.server_keeper`): start the server,
     note where it is, stop it once no process holds the users lock."""
     tdir = data_dir / "temporal"
@@ -359,17 +416,18 @@ def keep(data_dir: Path, started_by: int) -> int:
             note_file.write(json.dumps(note))
             note_file.flush()
 
-        server = EmbeddedServer(data_dir)
+        server = EmbeddedServer(data_dir, given=given)
         try:
             server.start()
         except VicarError as exc:
-            write_note({"error": str(exc)})  # the starter reports it
+            write_note({"error": str(exc), "invalid": isinstance(exc, InvalidInput)})  # the starter reports it
             return 1
         try:
             write_note(
                 {
                     "address": server.address,
                     "ui_url": server.ui_url,
+                    "ports": server.ports,
                     "server_pid": server.pid,
                     "keeper_pid": os.getpid(),
                     "started_by": started_by,

@@ -28,6 +28,7 @@ from vicar.settings.sections import (
     OpsParams,
     PredictorParams,
     RetrievalOptions,
+    ServerPorts,
     SessionParams,
 )
 from vicar.settings.variables import variable_of
@@ -51,6 +52,7 @@ __all__ = [
     "PredictorParams",
     "ReadAtUse",
     "RetrievalOptions",
+    "ServerPorts",
     "SessionParams",
     "Settings",
     "debugging",

@@ -30,6 +30,7 @@ from vicar.settings.sections import (
     OpsParams,
     PredictorParams,
     RetrievalOptions,
+    ServerPorts,
     SessionParams,
 )
 from vicar.settings.source import Variables, refusal
@@ -63,6 +64,7 @@ class Settings(BaseSettings):
 
     data_dir: Path = Field(default_factory=lambda: Path.home() / ".vicar")
     task_queue: str = TASK_QUEUE
+    server: ServerPorts = Field(default_factory=ServerPorts)  # the embedded Temporal server's ports
     memory: MemoryParams = Field(default_factory=MemoryParams)
     # Who predicts the human (None: the first provider whose key the worker has, else
     # the learned model; vicar.proxy.select).

@@ -153,6 +153,21 @@ def ip_port(value: str) -> str:
     return value.strip()
 
 
+class ServerPorts(BaseModel):
+    """The embedded Temporal dev server's ports on 127.0.0.1 (vicar/runtime/server.py), so
+    two Vicars with their own data directories can share a machine. None: the gRPC port
+    7233 and the UI's 8233, each or a free one when taken; the HTTP API and /metrics on
+    free ones (the server opens all four). A port given is that port, or a refusal in one
+    line when it is taken: never a silent move to another."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    port: int | None = Field(None, ge=1, le=65535)  # the frontend's gRPC: what clients and workers dial
+    ui_port: int | None = Field(None, ge=1, le=65535)  # the Temporal web UI
+    http_port: int | None = Field(None, ge=1, le=65535)  # the HTTP API
+    metrics_port: int | None = Field(None, ge=1, le=65535)  # the server's Prometheus /metrics
+
+
 class OpsParams(BaseModel):
     """The worker's HTTP surface and shutdown (vicar/runtime/ops.py).
 

@@ -104,6 +104,27 @@ VARIABLES: tuple[Var, ...] = (
         parse=_path,
     ),
     Var("VICAR_TASK_QUEUE", PLACE, "the worker's task queue, and where the CLI starts gates", "a name", "task_queue"),
+    *(
+        Var(
+            f"VICAR_SERVER_{field.upper()}",
+            PLACE,
+            f"the embedded Temporal server's {what}, on 127.0.0.1; a port given and taken stops the start",
+            "a port from 1 to 65535",
+            f"server.{field}",
+            default=default,
+        )
+        for field, what, default in (
+            (
+                "port",
+                "gRPC frontend (what clients and workers dial; two Vicars on one machine: each its own data "
+                "directory and ports)",
+                "7233, or a free port if taken",
+            ),
+            ("ui_port", "web UI", "8233, or a free port if taken"),
+            ("http_port", "HTTP API", "a free port"),
+            ("metrics_port", "Prometheus `/metrics`", "a free port"),
+        )
+    ),
     Var(
         "VICAR_PREDICTOR",
         PREDICTOR,

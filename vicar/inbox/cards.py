@@ -96,11 +96,19 @@ def _refusal(note: str) -> str:
 
 
 def card(
-    d: Any, control: Control | None, *, describe: Any = None, escalation_mode: str = "", excerpt: str | None = None
+    d: Any,
+    control: Control | None,
+    *,
+    describe: Any = None,
+    escalation_mode: str = "",
+    excerpt: str | None = None,
+    on_page: bool = False,
 ) -> Card:
     """The card of one waiting gate: `d` a GateDetails (or a GateView, which carries the
-    same fields), `control` the principal's rules (to name and mark what matched)."""
+    same fields), `control` the principal's rules (to name and mark what matched);
+    `on_page`: the gate's own page, where the whole artifact is shown below."""
     guard, note = d.calibration_guard or "", d.calibration_note or ""
+    escalation_mode = escalation_mode or getattr(d, "escalation_mode", "") or ""
     text = d.artifact_excerpt if excerpt is None else excerpt
     threshold = getattr(d, "autonomy_threshold", None)
     facts = ReasonFacts(
@@ -122,19 +130,25 @@ def card(
     elif unreadable:
         shown, shown_words = False, "Artifact could not be shown: the gate's summary does not open here"
     elif text:
-        shown, shown_words = True, "Artifact shown (its start; the gate's page has all of it)"
+        where = "below" if on_page else "(its start; the gate's page has all of it)"
+        shown, shown_words = True, f"Artifact shown {where}"
     else:
         shown, shown_words = False, "No artifact on the card"
-    rule = rule_named(note, control) if guard == RULE else None
+    named = RULE_NOTE.match(note) if guard == RULE else None  # not "the rules could not be checked"
+    rule = rule_named(note, control) if named else None
+    pieces = marked(text, rule)
     risk = ""
-    if guard == RULE:
-        risk = (
-            f"Your rule “{rule.name}” matched: {describe(rule)}" if rule and describe else "One of your rules matched"
-        )
-    if guard in OPEN_FIRST:
-        open_first = OPEN_FIRST[guard]
-    elif not shown:
+    if named:
+        hits = list(dict.fromkeys(p for p, hit in pieces if hit))
+        if hits:
+            what = ", ".join(f"“{h}”" for h in hits)
+        else:
+            what = describe(rule) if rule is not None and describe is not None else "(the rule is no longer in force)"
+        risk = f"Your rule “{named[1]}” matched: {what}"
+    if not shown:
         open_first = shown_words.lower()
+    elif guard in OPEN_FIRST:
+        open_first = OPEN_FIRST[guard]
     else:
         open_first = ""
     return Card(
@@ -144,7 +158,7 @@ def card(
         shown_words=shown_words,
         sure=sure_words(d.proxy_confidence, threshold),
         risk=risk,
-        excerpt=marked(text, rule),
+        excerpt=pieces,
         open_first=open_first,
     )
 

@@ -143,6 +143,7 @@ async def gate_page(request: Request) -> Response:
         describe=describe,
         escalation_mode=page.v.escalation_mode,
         excerpt=page.excerpt,
+        on_page=True,
     )
     if page.files_refused:
         c.shown, c.shown_words = False, "Part of the artifact could not be shown: " + page.files_refused

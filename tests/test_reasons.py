@@ -106,9 +106,7 @@ async def test_a_gate_answered_alone_states_its_confidence_against_the_threshold
     result = await handle.result()
     assert not result.escalated and result.answered_by is AnsweredBy.proxy
     view = await (await get_gate(h.client, req.gate_id)).view()
-    said = re.fullmatch(
-        r"Vicar answered alone: it is (\d+)% sure and acts alone from (\d+)% for docs", view.reason_words
-    )
+    said = re.fullmatch(r"Vicar answered alone: it is (\d+)% sure and acts alone from (\d+)% here", view.reason_words)
     assert said, view.reason_words
     assert int(said[1]) == round(100 * result.confidence) and int(said[2]) <= int(said[1])
 
@@ -143,7 +141,7 @@ def test_the_threshold_is_shown_on_the_confidences_scale():
     assert cal.threshold_shown is not None and cal.threshold_shown < 0.8 and cal.confidence < cal.threshold_shown
     words, note = _words(0.7, mapped)
     assert words == f"Vicar is {round(100 * cal.confidence)}% sure; it acts alone only from " + (
-        f"{round(100 * cal.threshold_shown)}% for docs"
+        f"{round(100 * cal.threshold_shown)}% here"
     )
     assert "score 0.70 < proven threshold 0.80" in note  # the numbers stay as the detail
 
@@ -174,12 +172,12 @@ def test_every_guard_reads_as_words_not_jargon():
             ReasonFacts(guard="proxy_error", note="proxy unavailable: ArtifactRefused: x", escalated=True)
         ),
     }
-    assert cases["unproven"] == "Vicar is 60% sure; it acts alone only from 80% for docs"
-    assert cases["no threshold"].startswith("Vicar has not yet proven on your answers on docs")
+    assert cases["unproven"] == "Vicar is 60% sure; it acts alone only from 80% here"
+    assert cases["no threshold"].startswith("Vicar has not yet proven on your answers so far")
     assert "wrong at most 5% of the time" in cases["no threshold"]
     assert cases["cold_start"] == "New kind of work: Vicar has not seen enough of your answers on docs yet"
-    assert cases["alone"] == "Vicar answered alone: it is 90% sure and acts alone from 80% for docs"
-    assert cases["audit"].startswith("A spot check: Vicar is 90% sure; it may act alone from 80% for docs")
+    assert cases["alone"] == "Vicar answered alone: it is 90% sure and acts alone from 80% here"
+    assert cases["audit"].startswith("A spot check: Vicar is 90% sure; it may act alone from 80% here")
     assert "every time" in cases["always"] and "never asks you" in cases["never"]
     assert "paused" in cases["paused"] and "unavailable" in cases["proxy_error"]
     for name, words in cases.items():

@@ -77,5 +77,5 @@ def test_the_demo_prints_reasons_in_words_and_no_memory_ids():
         "Your past answers to cases like this disagree with each other "
         "(the approve at N 3 and the correct at N 5 disagree on a case like this one)"
     )
-    assert reasons["8"].startswith("Vicar is 62% sure; it acts alone only from 87% for docs (score 0.62 <")
+    assert reasons["8"].startswith("Vicar is 62% sure; it acts alone only from 87% here (score 0.62 <")
     assert "Check the rollback. (correct on an earlier gate, interaction 3)" in said

@@ -45,10 +45,6 @@ def _on(task_type: str) -> str:
     return f" on {task_type}" if task_type and task_type != "?" else ""
 
 
-def _here(task_type: str) -> str:
-    return f" for {task_type}" if task_type and task_type != "?" else " here"
-
-
 # The note a rule's verdict writes (vicar.proxy.rules): "rule NAME (EFFECT, by AUTHOR)".
 _RULE_NOTE = re.compile(r"^rule (\S+) \(\w+, by ([^)]*)\)")
 
@@ -62,11 +58,11 @@ def _rule_name(f: ReasonFacts) -> str:
 
 
 def _sure(f: ReasonFacts) -> str:
-    """'Vicar is 62% sure; it acts alone only from 87% here', with what is known of it."""
-    here = _here(f.task_type)
+    """'Vicar is 62% sure; it acts alone only from 87% here', with what is known of it
+    ("here": the threshold is the rule's over every kind of work, or a target rule's)."""
     if f.confidence is not None and f.threshold is not None:
-        return f"Vicar is {_pct(f.confidence)} sure; it acts alone only from {_pct(f.threshold)}{here}"
-    return f"Vicar is not sure enough to act alone{here}"
+        return f"Vicar is {_pct(f.confidence)} sure; it acts alone only from {_pct(f.threshold)} here"
+    return "Vicar is not sure enough to act alone here"
 
 
 def _unproven(f: ReasonFacts) -> str:
@@ -78,8 +74,9 @@ def _unproven(f: ReasonFacts) -> str:
     if note.startswith("target rules unknown"):
         return "Vicar could not read your target rules, so it asks you"
     if note.startswith("no autonomy rule") or note.startswith("no threshold proven"):
-        target = f" (wrong at most {_pct(f.target)} of the time)" if f.target else ""
-        return f"Vicar has not yet proven on your answers{_on(f.task_type)} that it is right often enough{target}"
+        # The pooled rule: over every kind of work, not this gate's alone.
+        target = f"wrong at most {_pct(f.target)} of the time" if f.target else "right often enough"
+        return f"Vicar has not yet proven on your answers so far that it is {target} when it acts alone"
     if note.startswith("score 0:"):
         return "Vicar has no confidence in a guess for this gate"
     if "threshold" not in note and note:
@@ -131,10 +128,7 @@ def _answered(f: ReasonFacts) -> str:
         return "This gate never asks you (escalation mode “never”): Vicar answered with its best guess"
     if f.guard == PASSTHROUGH:
         if f.confidence is not None and f.threshold is not None:
-            return (
-                f"Vicar answered alone: it is {_pct(f.confidence)} sure and acts alone from "
-                f"{_pct(f.threshold)}{_here(f.task_type)}"
-            )
+            return f"Vicar answered alone: it is {_pct(f.confidence)} sure and acts alone from {_pct(f.threshold)} here"
         return f"Vicar answered alone: it has proven itself{_on(f.task_type)}"
     return ""
 

@@ -17,8 +17,9 @@ calls each, counting only the calls the proxy answered alone:
   - command, full CLI: `vicar hook claude-code --url ...` (the same client, the whole CLI imported)
   - command, direct: `vicar hook claude-code` opening the gate on Temporal itself (no inbox)
 
-and, for the command forms' floor, the thin command's start alone (refusing empty input)
-and `python -c pass`.
+and, for what the forms add to the gate: the gate alone, the same call answered in this
+process (vicar.hooks.decide.answer_call, as the endpoint calls it: no hook process, no
+HTTP), the thin command's start alone (refusing empty input) and `python -c pass`.
 """
 
 from __future__ import annotations
@@ -41,11 +42,13 @@ from bench.machine_info import command_line, machine_line
 from vicar.client import answer
 from vicar.client.gates import gate_details
 from vicar.errors import Conflict, NotFound
+from vicar.hooks.decide import answer_call
 from vicar.hooks.http import hook_token
 from vicar.hooks.tool_call import gate_id_for
 from vicar.runtime.connect import connect
 from vicar.runtime.server import free_port
 from vicar.settings import Settings
+from vicar.settings.hook import HookParams
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_TRAINING = 40
@@ -174,11 +177,17 @@ async def main(calls: int, out: Path) -> None:
         full = [sys.executable, "-m", "vicar.cli", "hook", "claude-code", "--url", url, "--token-file", str(token_file)]
         direct = [sys.executable, "-m", "vicar.cli", "hook", "claude-code"]
 
-        async def one(argv: list[str] | None) -> tuple[float, dict]:
+        in_process = settings.model_copy(update={"hook": HookParams(principal=principal, wait_seconds=30)})
+
+        async def one(argv: list[str] | str | None) -> tuple[float, dict]:
             data = hook_input(f"s-{uuid.uuid4().hex[:8]}")
             pending.add(gate_id_for(data["session_id"], data["tool_use_id"]))
             if argv is None:
                 return await asyncio.to_thread(post, url, token, data)
+            if isinstance(argv, str):  # the gate alone, in this process
+                start = time.perf_counter()
+                answered = await answer_call(client, in_process, data)
+                return (time.perf_counter() - start) * 1000, answered.body
             ms, body, _ = await run_command(argv, data, env)
             return ms, body
 
@@ -194,8 +203,9 @@ async def main(calls: int, out: Path) -> None:
             Series("HTTP hook: POST /hooks/claude-code"),
             Series("command, full CLI: vicar hook claude-code --url"),
             Series("command, direct: vicar hook claude-code (Temporal, no inbox)"),
+            Series("the gate alone: answer_call in the bench's process (no hook process, no HTTP)"),
         ]
-        forms: list[list[str] | None] = [thin, None, full, direct]
+        forms: list[list[str] | str | None] = [thin, None, full, direct, "in-process"]
         for _ in range(calls):  # interleaved, so load on the machine falls on every form alike
             for s, argv in zip(series, forms):
                 ms, body = await one(argv)

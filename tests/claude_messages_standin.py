@@ -61,6 +61,8 @@ class ClaudeMessagesStandIn:
                     ("message_start", {"type": "message_start", "message": standin.message(body, [], None)})
                 ]
                 for i, block in enumerate(blocks):
+                    start: dict[str, Any]
+                    delta: dict[str, Any]
                     if block["type"] == "text":
                         start, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": block["text"]}
                     else:

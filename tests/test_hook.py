@@ -241,15 +241,26 @@ def claude_or_skip() -> str:
     return CLAUDE
 
 
-async def run_claude(w: HookWorld, home: Path, project: Path, standin: ClaudeMessagesStandIn) -> dict:
-    """`claude -p` in `project`, its Messages API the stand-in, Vicar's thin command as its
-    PreToolUse hook (the settings.json snippet of docs/claude-code.md): its JSON result."""
-    hook = {
+async def run_claude(
+    w: HookWorld, home: Path, project: Path, standin: ClaudeMessagesStandIn, form: str = "command"
+) -> dict:
+    """`claude -p` in `project`, its Messages API the stand-in, Vicar as its PreToolUse hook
+    in the `command` or `http` form of docs/claude-code.md's settings.json: its JSON result."""
+    token = w.token_file.read_text().strip()
+    hook: dict[str, Any] = {
         "type": "command",
         "command": sys.executable,
         "args": ["-m", "vicar.hooks", "claude-code", "--url", w.url, "--token-file", str(w.token_file)],
         "timeout": 120,
     }
+    if form == "http":
+        hook = {
+            "type": "http",
+            "url": w.url,
+            "headers": {"Authorization": "Bearer $HOOK_TOKEN"},
+            "allowedEnvVars": ["HOOK_TOKEN"],
+            "timeout": 120,
+        }
     settings = home / "settings.json"
     settings.write_text(json.dumps({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [hook]}]}}))
     env = {
@@ -260,6 +271,7 @@ async def run_claude(w: HookWorld, home: Path, project: Path, standin: ClaudeMes
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_TELEMETRY": "1",
+        "HOOK_TOKEN": token,  # what the http form's header names
     }
     argv = [claude_or_skip(), "-p", "Create the marker file.", "--settings", str(settings), "--output-format", "json"]
     proc = await asyncio.create_subprocess_exec(
@@ -270,7 +282,8 @@ async def run_claude(w: HookWorld, home: Path, project: Path, standin: ClaudeMes
     return json.loads(out)
 
 
-async def test_the_real_claude_code_runs_the_tool_after_vicars_allow(world, tmp_path):
+@pytest.mark.parametrize("form", ["command", "http"])
+async def test_the_real_claude_code_runs_the_tool_after_vicars_allow(world, tmp_path, form):
     claude_or_skip()
     principal = world.configure(wait=60)
     await add_rule(
@@ -285,7 +298,7 @@ async def test_the_real_claude_code_runs_the_tool_after_vicars_allow(world, tmp_
     marker = tmp_path / "project" / "ran-marker"
     standin = ClaudeMessagesStandIn(f"touch {marker}")
     try:
-        result = await run_claude(world, tmp_path / "home", tmp_path / "project", standin)
+        result = await run_claude(world, tmp_path / "home", tmp_path / "project", standin, form)
     finally:
         standin.close()
     assert marker.exists() and result["permission_denials"] == []

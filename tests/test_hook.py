@@ -127,7 +127,15 @@ async def world(temporal_env, tmp_path_factory):
 
     from vicar.inbox.app import create_app
 
-    worker = WorkerProcess(temporal_env, tmp_path_factory.mktemp("worker"), VICAR_OPS_ADDRESS=None)
+    # The autonomy rule loosened as in bench/gate_bench.py (BENCH_ENV): the proxy earns the
+    # right to answer alone within a few of the person's answers, and is never audited.
+    worker = WorkerProcess(
+        temporal_env,
+        tmp_path_factory.mktemp("worker"),
+        VICAR_OPS_ADDRESS=None,
+        VICAR_AUTONOMY_TARGET_ERROR="0.8",
+        VICAR_AUTONOMY_AUDIT_SHARE="0",
+    )
     worker.env.pop("VICAR_METRICS_ADDRESS", None)
     await worker.start()
     settings = Settings(data_dir=tmp_path_factory.mktemp("inbox"), task_queue=worker.task_queue)
@@ -206,6 +214,46 @@ async def test_no_answer_in_time_asks_and_the_post_tool_use_is_recorded_as_obser
     # A PostToolUse for a gate Vicar decided, or for none, changes nothing.
     code, body, _ = await command(world, call("post_tool_use_bash"))
     assert (code, body) == (0, {})
+
+
+async def test_the_proxy_learns_the_persons_answers_and_then_allows_alone(world):
+    """The person approves `npm test` from the inbox while the hook waits; after a few such
+    answers (probation: three of the agent's; the loosened rule) the proxy allows alone."""
+    principal = world.configure(wait=60)
+    by_person = 0
+    for _ in range(12):
+        data = call("pre_tool_use_bash")
+        gate_id = gate_id_for(data["session_id"], data["tool_use_id"])
+        hook = asyncio.ensure_future(command(world, data))
+        while not hook.done():
+            details = await escalated_now(world.client, gate_id)
+            if details is not None:
+                await answer(world.client, gate_id, dict(action="approve", text="tests are fine", responder=principal))
+                by_person += 1
+                break
+            await asyncio.sleep(0.1)
+        code, body, _ = await hook
+        assert (code, p.decision_of(body)) == (0, "allow")
+        reason = body["hookSpecificOutput"]["permissionDecisionReason"]
+        if "proxy" in reason:
+            break
+        assert reason == f"Vicar: approved by {principal}"
+    else:
+        raise AssertionError("the proxy never answered alone")
+    assert 3 <= by_person < 12
+    result = await (await get_gate(world.client, gate_id)).result(timeout=10)
+    assert result.answered_by.value == "proxy" and not result.escalated
+
+
+async def escalated_now(client: Any, gate_id: str) -> Any:
+    from vicar.client.gates import gate_details
+    from vicar.errors import NotFound
+
+    try:
+        d = await gate_details(client, gate_id)
+    except NotFound:
+        return None
+    return d if d and d.status.value == "escalated" else None
 
 
 async def test_the_endpoint_refuses_a_call_without_its_token_and_asks_on_bad_input(world):

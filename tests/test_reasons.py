@@ -5,11 +5,15 @@ server, real worker, real CLI; the wrong reasons the issue lists, each reproduce
 
 from __future__ import annotations
 
+import io
 import re
 from datetime import UTC, datetime, timedelta
 
+from rich.console import Console
+
+from vicar.cli.gate_render import escalations_table
 from vicar.client import add_rule, get_gate
-from vicar.client.gates import start_gate
+from vicar.client.gates import gate_details, start_gate
 from vicar.models import AnsweredBy, AutonomyRule, CalibrationInputs
 from vicar.models.audit import AuditPageRequest
 from vicar.proxy.audit_trail import audit_page
@@ -44,6 +48,12 @@ async def test_an_always_gate_says_it_asks_every_time_not_passthrough(harness):
     assert "Why it escalated" not in shown.stdout
     assert "passthrough (proven" not in shown.stdout and "guard passthrough)" not in shown.stdout
     assert "proven threshold" in shown.stdout  # the numbers stay, as the detail
+    # `vicar escalations`' table: the words, then the numbers as the detail.
+    details = await gate_details(h.client, req.gate_id)
+    out = io.StringIO()
+    Console(file=out, width=400, color_system=None).print(escalations_table([details], datetime.now(UTC)))
+    assert "why: No guard stopped Vicar; the gate asks you (its escalation mode, or no clear answer)" in out.getvalue()
+    assert "detail: proven threshold" in out.getvalue()
     await handle.terminate(reason="test: done")
 
 

@@ -116,6 +116,8 @@ def _escalated(f: ReasonFacts) -> str:
         sure = _sure(f).replace("it acts alone only from", "it may act alone from")
         return f"A spot check: {sure}, but it asks you now and then to keep itself honest"
     if g == PASSTHROUGH:
+        if not f.escalation_mode:  # not known here (a listing): either may have sent it
+            return "No guard stopped Vicar; the gate asks you (its escalation mode, or no clear answer)"
         return "Vicar had no clear answer to suggest, so it asks you"
     return ""
 

@@ -180,3 +180,22 @@ def test_the_full_cli_asks_when_temporal_is_unreachable(tmp_path):
     assert_asks(done, p.PRE_TOOL_USE, p.BAD_INPUT_EXIT)
     done = subprocess.run(cmd, input=b"{", capture_output=True, timeout=120, env=env, cwd=ROOT)
     assert_asks(done, None, p.BAD_INPUT_EXIT)
+
+
+def test_vicar_hook_token_makes_the_token_file_once(tmp_path):
+    import os
+    import stat
+
+    env = {**os.environ, "VICAR_DATA_DIR": str(tmp_path)}
+    env.pop("VICAR_HOOK_TOKEN", None)
+    cmd = [sys.executable, "-m", "vicar.cli", "hook", "token"]
+    first = subprocess.run(cmd, capture_output=True, timeout=120, env=env, cwd=ROOT)
+    path = Path(first.stdout.decode().strip())
+    assert first.returncode == 0 and path == tmp_path / "hook-token"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and len(path.read_text().strip()) >= 32
+    token = path.read_text()
+    again = subprocess.run(cmd, capture_output=True, timeout=120, env=env, cwd=ROOT)
+    assert again.returncode == 0 and path.read_text() == token  # made once, then read
+    short = subprocess.run(cmd, capture_output=True, timeout=120, env={**env, "VICAR_HOOK_TOKEN": "short"}, cwd=ROOT)
+    assert short.returncode != 0 and "VICAR_HOOK_TOKEN must have at least 16 characters" in short.stderr.decode()
+    assert "short" not in short.stderr.decode().replace("VICAR_HOOK_TOKEN", "")  # the secret is never shown

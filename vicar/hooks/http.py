@@ -24,7 +24,6 @@ from vicar.settings import ReadAtUse, Settings, secret
 
 TOKEN_VAR, TOKEN_FILE = "VICAR_HOOK_TOKEN", "hook-token"
 MIN_TOKEN_CHARS = 16
-EXIT_HEADER, PROBLEM_HEADER = "X-Vicar-Hook-Exit", "X-Vicar-Hook-Problem"
 
 
 def hook_token(settings: Settings) -> tuple[str, Path | None]:
@@ -72,8 +71,8 @@ def _reply(answer: HookAnswer) -> Response:
     headers = {}
     if answer.exit_code:
         headers = {
-            EXIT_HEADER: str(answer.exit_code),
-            PROBLEM_HEADER: answer.problem.encode("ascii", "replace")[:500].decode(),
+            p.EXIT_HEADER: str(answer.exit_code),
+            p.PROBLEM_HEADER: answer.problem.encode("ascii", "replace")[:500].decode(),
         }
     return JSONResponse(answer.body, headers=headers)
 

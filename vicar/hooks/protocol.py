@@ -24,6 +24,9 @@ MAX_INPUT_BYTES = 2 * 1024 * 1024
 MAX_NAME_CHARS = 200  # tool names, session and tool-use ids: Claude Code's are far shorter
 MAX_REASON_CHARS = 2000  # what the agent or the person reads beside a decision
 
+# The inbox endpoint's headers that carry a failure's exit code and line back to the thin command.
+EXIT_HEADER, PROBLEM_HEADER = "X-Vicar-Hook-Exit", "X-Vicar-Hook-Problem"
+
 # The failures' exit codes (never 0, never 2: see above).
 BAD_INPUT_EXIT = 65  # EX_DATAERR: not a hook input we know
 UNREACHABLE_EXIT = 4  # vicar.errors.Unreachable's: the server or Temporal did not answer

@@ -18,7 +18,6 @@ from typing import Any, BinaryIO, TextIO
 
 from vicar.hooks import protocol as p
 
-EXIT_HEADER, PROBLEM_HEADER = "X-Vicar-Hook-Exit", "X-Vicar-Hook-Problem"  # vicar/hooks/http.py's
 DEFAULT_TIMEOUT = 3600.0  # Claude Code stops the hook at its own `timeout` first
 MAX_REPLY_BYTES = 64 * 1024
 USAGE = "usage: python -m vicar.hooks claude-code --url URL --token-file PATH [--timeout SECONDS]"
@@ -74,9 +73,9 @@ def ask_server(raw: bytes, url: str, token: str, timeout: float) -> tuple[dict[s
     answer = json.loads(body)
     if not isinstance(answer, dict):
         raise ValueError("the hook endpoint answered something other than a JSON object")
-    code = headers.get(EXIT_HEADER.lower(), "0")
+    code = headers.get(p.EXIT_HEADER.lower(), "0")
     exit_code = int(code) if code.isdigit() and int(code) != 2 else p.FAILED_EXIT
-    return answer, exit_code, headers.get(PROBLEM_HEADER.lower(), "")
+    return answer, exit_code, headers.get(p.PROBLEM_HEADER.lower(), "")
 
 
 def _http(raw: bytes, url: str, token: str, timeout: float) -> tuple[int, dict[str, str], bytes]:

@@ -179,6 +179,9 @@ def test_every_guard_reads_as_words_not_jargon():
         "never": _words(0.1, escalated=False, escalation_mode="never")[0],
         "paused": reason_words(ReasonFacts(guard="paused", note="paused by carol at 2026-11-22", escalated=True)),
         "proxy_error": reason_words(
+            ReasonFacts(guard="proxy_error", note="proxy unavailable: ProviderDown: 503", escalated=True)
+        ),
+        "refused": reason_words(
             ReasonFacts(guard="proxy_error", note="proxy unavailable: ArtifactRefused: x", escalated=True)
         ),
     }
@@ -190,5 +193,6 @@ def test_every_guard_reads_as_words_not_jargon():
     assert cases["audit"].startswith("A spot check: Vicar is 90% sure; it may act alone from 80% here")
     assert "every time" in cases["always"] and "never asks you" in cases["never"]
     assert "paused" in cases["paused"] and "unavailable" in cases["proxy_error"]
+    assert cases["refused"].startswith("Vicar could not read this gate's artifact")
     for name, words in cases.items():
         assert words and not re.search(r"bound|threshold|_|c-\d|\b0\.\d", words), (name, words)

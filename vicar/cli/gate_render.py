@@ -15,7 +15,7 @@ from vicar.display import text
 from vicar.models import GateDetails
 from vicar.models.view import GateView
 from vicar.models.vocabulary import CfAState
-from vicar.proxy.reasons import ReasonFacts, reason_words
+from vicar.proxy.reasons import details_reason
 
 # The widest state name: the state column never splits one (WORK_ASSERT, INTENT_ASSERT).
 STATE_WIDTH = max(len(s.value) for s in CfAState)
@@ -56,7 +56,7 @@ def escalations_table(waiting: list[GateDetails], now: datetime) -> Table:
         if d.upstream_agent:
             asked.append_text(Text("\nfrom ", style="dim") + text(d.upstream_agent, one_line=True))
         guess = text(f"{d.proxy_action.value}: {d.proxy_text}" if d.proxy_action else d.proxy_text)
-        if words := reason_words(details_facts(d)):
+        if words := details_reason(d):
             guess.append_text(Text("\nwhy: ", style="dim") + text(words))
         if d.calibration_note:
             guess.append_text(Text("\ndetail: ", style="dim") + text(d.calibration_note, style="dim"))
@@ -73,19 +73,6 @@ def escalations_table(waiting: list[GateDetails], now: datetime) -> Table:
             text(d.calibration_guard),
         )
     return table
-
-
-def details_facts(d: GateDetails) -> ReasonFacts:
-    """A waiting gate's reason from its details (a listing has no escalation mode)."""
-    return ReasonFacts(
-        guard=d.calibration_guard,
-        note=d.calibration_note,
-        escalated=True,
-        confidence=d.proxy_confidence,
-        threshold=d.autonomy_threshold,
-        target=d.autonomy_target,
-        task_type=d.task_type,
-    )
 
 
 def _section(title: str, body: RenderableType | str) -> Group:

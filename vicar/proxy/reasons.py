@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from vicar.models import GateDetails
+
 # The guard names the gate and the calibration write (vicar.proxy.calibration.GUARDS and
 # the gate's own: a pause, a rule, a proxy that could not run).
 PAUSED, RULE, PROXY_ERROR, PASSTHROUGH = "paused", "rule", "proxy_error", "passthrough"
@@ -95,6 +97,8 @@ def _escalated(f: ReasonFacts) -> str:
         name = _rule_name(f)
         return f"Your rule {name} asks you about gates like this" if name else "One of your rules asks you about this"
     if g == PROXY_ERROR:
+        if "ArtifactRefused" in f.note:
+            return "Vicar could not read this gate's artifact, so it has no view of it: it is yours to judge"
         return "Vicar could not form a view of this gate (the proxy was unavailable): it is yours to judge"
     if f.escalation_mode == "always":
         return "This gate asks you every time (escalation mode “always”); Vicar only suggests an answer"
@@ -131,7 +135,7 @@ def _answered(f: ReasonFacts) -> str:
     if f.guard == PASSTHROUGH:
         if f.confidence is not None and f.threshold is not None:
             return f"Vicar answered alone: it is {_pct(f.confidence)} sure and acts alone from {_pct(f.threshold)} here"
-        return f"Vicar answered alone: it has proven itself{_on(f.task_type)}"
+        return "Vicar answered alone: the autonomy rule allowed it"
     return ""
 
 
@@ -146,3 +150,21 @@ def reason_words(f: ReasonFacts) -> str:
     if f.escalated is None and f.guard == PASSTHROUGH and f.escalation_mode != "always":
         return _answered(f)
     return _escalated(f)
+
+
+def details_reason(d: GateDetails, escalation_mode: str = "") -> str:
+    """A waiting gate's reason from its details (the `details` query, or the memo a
+    listing reads: `vicar escalations`, the inbox's cards). A listing does not know the
+    escalation mode; give it where it is known."""
+    return reason_words(
+        ReasonFacts(
+            guard=d.calibration_guard,
+            note=d.calibration_note,
+            escalated=True,
+            escalation_mode=escalation_mode,
+            confidence=d.proxy_confidence,
+            threshold=d.autonomy_threshold,
+            target=d.autonomy_target,
+            task_type=d.task_type,
+        )
+    )

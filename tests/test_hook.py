@@ -245,6 +245,35 @@ async def test_the_proxy_learns_the_persons_answers_and_then_allows_alone(world)
     assert result.answered_by.value == "proxy" and not result.escalated
 
 
+def declared_too_long(w: HookWorld) -> bytes:
+    """A request declaring a body over the protocol's bound, sending a few bytes of it."""
+    import socket
+
+    host, port = w.url.removeprefix("http://").split("/")[0].split(":")
+    token = w.token_file.read_text().strip()
+    head = (
+        f"POST /hooks/claude-code HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {p.MAX_INPUT_BYTES + 1}\r\n\r\n"
+    )
+    with socket.create_connection((host, int(port)), timeout=30) as conn:
+        conn.sendall(head.encode() + b'{"hook_event_name": "PreToolUse"')
+        reply = b""
+        while b"\r\n\r\n" not in reply or len(reply.partition(b"\r\n\r\n")[2]) < length_of(reply):
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+        return reply
+
+
+def length_of(reply: bytes) -> int:
+    for line in reply.partition(b"\r\n\r\n")[0].split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return int(value)
+    return 0
+
+
 async def escalated_now(client: Any, gate_id: str) -> Any:
     from vicar.client.gates import gate_details
     from vicar.errors import NotFound
@@ -262,6 +291,16 @@ async def test_the_endpoint_refuses_a_call_without_its_token_and_asks_on_bad_inp
     assert status == 401 and "hookSpecificOutput" not in body
     status, body = await asyncio.to_thread(post, world, {"hook_event_name": "PreToolUse", "tool_name": "Bash"})
     assert (status, p.decision_of(body)) == (200, "ask")
+    # A body declared past the protocol's bound: answered from the declaration, unread (so
+    # its event is unknown: no decision, the agent's own permission flow; never allow).
+    reply = await asyncio.to_thread(declared_too_long, world)
+    head, _, body_bytes = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and p.decision_of(json.loads(body_bytes)) == "ask"
+    assert b"over 2 MiB" in body_bytes and b"allow" not in body_bytes
+    assert f"{p.EXIT_HEADER.lower()}: {p.BAD_INPUT_EXIT}".encode() in reply.lower()
+    # A tool name with a newline in it: still one line back, never a broken header.
+    code, body, err = await command(world, call("pre_tool_use_bash", tool_name="Bash\nX-Injected: 1", tool_input=[]))
+    assert (code, p.decision_of(body)) == (p.BAD_INPUT_EXIT, "ask") and err.count("\n") == 1
     # The thin command with the wrong token: ask, exit 4, one line.
     bad = world.token_file.with_name("other-token")
     bad.write_text("x" * 40)

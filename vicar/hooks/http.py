@@ -72,7 +72,8 @@ def _reply(answer: HookAnswer) -> Response:
     if answer.exit_code:
         headers = {
             p.EXIT_HEADER: str(answer.exit_code),
-            p.PROBLEM_HEADER: answer.problem.encode("ascii", "replace")[:500].decode(),
+            # One line of ASCII: a header cannot carry a newline (the line may quote the input).
+            p.PROBLEM_HEADER: " ".join(answer.problem.split()).encode("ascii", "replace")[:500].decode(),
         }
     return JSONResponse(answer.body, headers=headers)
 

@@ -17,9 +17,10 @@ import argparse
 import sys
 import tempfile
 from collections import Counter
-from datetime import UTC
+from datetime import UTC, datetime
 from pathlib import Path
 
+import vicar
 from vicar.activities.proxy import ProxyActivities
 from vicar.memory.embedder import default_embedder
 from vicar.memory.registry import MemoryRegistry
@@ -28,7 +29,9 @@ from vicar.proxy.learned_store import LearnedModels
 from vicar.proxy.outcomes import record_outcome
 from vicar.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[1]
+# The tree whose `vicar` is imported (the repository, or a pinned copy on PYTHONPATH):
+# a module's room is its path there, memory/, workflows/ and activities/ as they stand.
+ROOT = Path(vicar.__file__).resolve().parents[1]
 SKIP = ("site-packages", "/lib/python3", "<")  # libraries, and code pydantic generates
 # The functions that compute the autonomy rule in force (counted per consult).
 RULE_FUNCTIONS = ("rule_in_force",)
@@ -73,6 +76,15 @@ class Walk:
             self.read.add(code)
             self.step(room(code.co_filename, self.floor), code.co_qualname)
 
+    def lines(self) -> list[str]:
+        """Each stay, marked `back` when it returns, with the functions first read there."""
+        seen: set[str] = set()
+        out = []
+        for where, functions in zip(self.stays, self.functions, strict=True):
+            out.append(f"{'back' if where in seen else '    '} {where}: {', '.join(functions)}")
+            seen.add(where)
+        return out
+
     def report(self) -> dict:
         rooms = Counter(self.stays)
         return {
@@ -96,14 +108,9 @@ def request(i: int, principal: str = "walker") -> GateRequest:
     )
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--answers", type=int, default=250, help="human answers recorded before the traced consult")
-    ap.add_argument("--floor", action="store_true", help="count the memory's modules (memory/) as rooms too")
-    ap.add_argument("--stays", action="store_true", help="print each stay, with the functions first read there")
-    args = ap.parse_args()
-    from datetime import datetime
-
+def measure(answers: int = 250, floor: bool = False) -> Walk:
+    """The walk of one consult after `answers` human answers (the first, warming consult
+    not counted)."""
     from vicar import contracts as c
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -114,7 +121,7 @@ def main() -> None:
         acts = ProxyActivities(None, registry, LearnedModels(registry, settings.predictor), settings)  # type: ignore[arg-type, abstract]
         memory = registry.get("walker")
         guess = PassResult(prose="", confidence=0.9, action=Action.approve)
-        for i in range(1, args.answers + 1):
+        for i in range(1, answers + 1):
             req = request(i)
             record_outcome(
                 memory,
@@ -131,7 +138,7 @@ def main() -> None:
                 artifacts=False,
             )
             memory.raise_counter(i)
-        n = args.answers + 1
+        n = answers + 1
         inp = c.ConsultInput(
             request=request(n),
             n=n,
@@ -140,7 +147,7 @@ def main() -> None:
             model=acts.pin_model("walker"),  # what the gate pins under its turn, first
         )
         acts.consult(inp)  # warm: caches and lazy imports are not the walk
-        walk = Walk(args.floor)
+        walk = Walk(floor)
         inp = inp.model_copy(
             update={
                 "request": request(n + 1),
@@ -155,12 +162,18 @@ def main() -> None:
         finally:
             sys.setprofile(None)
         registry.close()
+    return walk
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--answers", type=int, default=250, help="human answers recorded before the traced consult")
+    ap.add_argument("--floor", action="store_true", help="count the memory's modules (memory/) as rooms too")
+    ap.add_argument("--stays", action="store_true", help="print each stay, with the functions first read there")
+    args = ap.parse_args()
+    walk = measure(args.answers, args.floor)
     if args.stays:
-        seen: set[str] = set()
-        for where, functions in zip(walk.stays, walk.functions, strict=True):
-            mark = "back" if where in seen else "    "
-            seen.add(where)
-            print(f"{mark} {where}: {', '.join(functions)}")
+        print("\n".join(walk.lines()))
     for k, v in walk.report().items():
         print(f"{k}: {v}")
 

@@ -107,7 +107,9 @@ class _Msg:
         return pos
 
 
-_FLOAT, _INT64 = 1, 7  # TensorProto.DataType
+_FLOAT, _INT8, _INT64 = 1, 3, 7  # TensorProto.DataType
+# numpy's type of each initializer kind: int8 weights, int64 shapes, float32 the rest
+_ELEM = {"int8": (_INT8, "i1"), "int64": (_INT64, "<i8"), "float32": (_FLOAT, "<f4")}
 
 
 def _tensor(name: str, arr: np.ndarray, external: bool = False) -> _Msg:
@@ -116,10 +118,11 @@ def _tensor(name: str, arr: np.ndarray, external: bool = False) -> _Msg:
     t = _Msg()
     for d in arr.shape:
         t.int(1, d)  # dims
-    t.int(2, _INT64 if arr.dtype.kind == "i" else _FLOAT).bytes(8, name)  # data_type, name
+    elem, dtype = _ELEM.get(str(arr.dtype), _ELEM["int64" if arr.dtype.kind == "i" else "float32"])
+    t.int(2, elem).bytes(8, name)  # data_type, name
     if external:
         return t.bytes(13, _Msg().bytes(1, "location").bytes(2, "in-memory")).int(14, 1)  # external_data, data_location
-    return t.bytes(9, np.ascontiguousarray(arr, dtype="<i8" if arr.dtype.kind == "i" else "<f4"))
+    return t.bytes(9, np.ascontiguousarray(arr, dtype=dtype))
 
 
 def _attr(name: str, value) -> _Msg:
@@ -154,18 +157,21 @@ class _Graph:
 
     def init(self, arr: np.ndarray) -> str:
         name = self._name("w")
-        external = arr.dtype.kind == "f" and arr.size > 1024  # weights; small constants go inline
+        # weights (float32, or int8 quantized); small constants go inline
+        external = (arr.dtype.kind == "f" or arr.dtype == np.int8) and arr.size > 1024
         if external:
-            self.external[name] = np.ascontiguousarray(arr, dtype=np.float32)
+            self.external[name] = np.ascontiguousarray(arr, dtype=np.int8 if arr.dtype == np.int8 else np.float32)
         self.inits.append(_tensor(name, arr, external))
         return name
 
-    def op(self, op_type: str, inputs: list[str], output: str | None = None, **attrs) -> str:
+    def op(self, op_type: str, inputs: list[str], output: str | None = None, domain: str = "", **attrs) -> str:
         output = output or self._name("t")
         node = _Msg()
         for i in inputs:
             node.bytes(1, i)
         node.bytes(2, output).bytes(4, op_type)
+        if domain:
+            node.bytes(7, domain)  # e.g. com.microsoft, onnxruntime's contrib ops
         for k, v in attrs.items():
             node.bytes(5, _attr(k, v))
         self.nodes.append(node)

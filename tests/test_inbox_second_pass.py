@@ -238,7 +238,9 @@ async def test_keys_search_unread_and_a_favicon(world):
     await screenshot(page, "inbox-second-keys.png")
     await page.keyboard.press("o")
     await page.wait_for_url(f"{w.base}/gates/{found}")
-    await page.go_back()
+    await page.keyboard.press("j")  # on a gate's page: the next waiting gate
+    await page.wait_for_url(lambda url: "/gates/" in url and found not in url)
+    await page.goto(f"{w.base}/?q=signing+key")
     await page.keyboard.press("j")
     await page.keyboard.press("a")
     await page.wait_for_url(lambda url: "q=signing" in url and "held" not in url)

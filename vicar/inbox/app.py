@@ -170,6 +170,7 @@ def create_app(
         Route("/signin", signin, methods=["POST"]),
         Route("/signout", signout, methods=["POST"]),
         Route("/gates/{workflow_id:path}", gate_pages.gate_page),
+        Route("/gates-next", gate_pages.step),
         Route("/answer", answering.answer, methods=["POST"]),
         Route("/undo", answering.undo, methods=["POST"]),
         Route("/batch", answering.batch_confirm, methods=["POST"]),

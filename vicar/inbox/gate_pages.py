@@ -14,7 +14,7 @@ from vicar.client.gates import list_escalations
 from vicar.inbox import held
 from vicar.inbox.cards import RULE, Card, card, controls_of
 from vicar.inbox.gate_data import load_gate
-from vicar.inbox.web import check_workflow_id, inbox, refusal, render, signed_in
+from vicar.inbox.web import check_workflow_id, inbox, redirect, refusal, render, signed_in
 from vicar.models import GateDetails
 from vicar.models.vocabulary import CfAState
 
@@ -147,8 +147,8 @@ async def gate_page(request: Request) -> Response:
     )
     if page.files_refused:
         c.shown, c.shown_words = False, "Part of the artifact could not be shown: " + page.files_refused
-    waiting = [d.workflow_id for d in await visible_gates(request)] if page.waiting else []
-    at = waiting.index(wid) if wid in waiting else -1
+    # No listing here (it costs as much as the list page): next/previous are looked up
+    # when followed (`step`).
     return render(
         request,
         "gate.html",
@@ -157,7 +157,21 @@ async def gate_page(request: Request) -> Response:
         now=datetime.now(UTC),
         seen=seen_token(request, wid),
         undo_seconds=inbox(request).undo_seconds,
-        place=(at + 1, len(waiting)) if at >= 0 else None,
-        prev=waiting[at - 1] if at > 0 else None,
-        next=waiting[at + 1] if 0 <= at < len(waiting) - 1 else (waiting[0] if at < 0 and waiting else None),
     )
+
+
+async def step(request: Request) -> Response:
+    """/gates-next?after=<id> (or before=): the waiting gate after (before) that one in
+    the list's order; the first (last) when it no longer waits; the list when none does."""
+    signed_in(request)
+    after, before = request.query_params.get("after", ""), request.query_params.get("before", "")
+    here = check_workflow_id(after or before)
+    waiting = [d.workflow_id for d in await visible_gates(request)]
+    others = [w for w in waiting if w != here]
+    if not others:
+        return redirect("/")
+    if here not in waiting:
+        return redirect(f"/gates/{others[0] if after else others[-1]}")
+    at = waiting.index(here)
+    pick = waiting[(at + 1) % len(waiting)] if after else waiting[at - 1]
+    return redirect(f"/gates/{pick}")

@@ -125,3 +125,41 @@ def test_gate_show_and_the_demo_say_where_other_work_was_said():
     summary = DemoSummary(results=[result], seconds=1.0, memory_chunks=1, memory_human=1)
     render_summary(summary, Console(file=out, width=200, color_system=None), "ada")
     assert "- (said on a patch-bump gate, not docs) Fine for a patch bump" in out.getvalue()
+
+
+async def test_a_real_gates_evidence_marks_other_work(harness):
+    """As on the demo's waiting docs gate: the person's words on dependency bumps come
+    back on a docs gate marked as said on other work, through the worker, the gate's
+    details and its view; the docs words first."""
+    from vicar.client import get_gate
+    from vicar.client.gates import start_gate
+
+    from .conftest import record_answer, wait_escalated
+
+    h = harness
+    p = h.principal()
+    memory = h.registry.get(p)
+    bump = h.request(p, task_type="dependency-bump", state="WORK_ASSERT", artifact="Bump rich from 13.7.0 to 13.7.1.")
+    record_answer(memory, bump, 1, "approve", "Fine for a patch bump with green CI.")
+    docs = h.request(p, task_type="docs", state="WORK_ASSERT", artifact="Fix a typo in docs/install.md.")
+    record_answer(memory, docs, 2, "correct", "Please run the docs build before sending this.", predicted="correct")
+    req = h.request(
+        p,
+        task_type="docs",
+        state="WORK_ASSERT",
+        artifact="Fix another typo in docs/install.md.",
+        escalation_mode="always",
+    )
+    handle = await start_gate(h.client, req, h.task_queue)
+    await wait_escalated(h.client, req.gate_id)
+    view = await (await get_gate(h.client, req.gate_id)).view()
+    marks = {i.text: (i.task_type, i.other_work, i.source_note("docs")) for i in view.prereview}
+    assert marks.get("Please run the docs build before sending this.") == ("docs", False, ""), marks
+    # Retrieved as similar work (the gate's own retrieval keeps to docs), and marked.
+    assert marks.get("Fine for a patch bump with green CI.") == (
+        "dependency-bump",
+        True,
+        "said on a dependency-bump gate, not docs",
+    ), marks
+    assert view.prereview[0].task_type == "docs"
+    await handle.terminate(reason="test: done")

@@ -358,3 +358,30 @@ async def test_a_held_answer_outlives_the_server_that_held_it(world, tmp_path):
     finally:
         second.terminate()
         second.wait(30)
+
+
+def test_a_card_without_a_reason_or_an_artifact_has_no_one_tap_approve():
+    from vicar.client.gates import UNREADABLE
+    from vicar.inbox.cards import card, marked
+    from vicar.models import GateDetails
+    from vicar.models.control import Rule
+
+    base = dict(gate_id="g", principal="p", state="WORK_ASSERT", task_type="docs", status="escalated", question="Q?")
+    plain = GateDetails(
+        **base, artifact_excerpt="x = 1", calibration_guard="cold_start", calibration_note="depth 0 < 3"
+    )
+    assert card(plain, None).one_tap and card(plain, None).why
+    no_reason = GateDetails(**base, artifact_excerpt="x = 1")  # nothing says why it came to the person
+    assert "reason" in card(no_reason, None).open_first
+    nothing_shown = plain.model_copy(update={"artifact_excerpt": ""})
+    assert card(nothing_shown, None).open_first == "no artifact on the card"
+    sealed = plain.model_copy(update={"question": f"{UNREADABLE}sealed)"})
+    assert "could not be shown" in card(sealed, None).open_first
+    rule = Rule(name="r", effect="ask", words=["drop table", "table"], regex="us.rs")
+    assert marked("a DROP TABLE users;", rule) == [
+        ("a ", False),
+        ("DROP TABLE", True),
+        (" ", False),
+        ("users", True),
+        (";", False),
+    ]

@@ -121,7 +121,7 @@ def card(
         target=getattr(d, "autonomy_target", None),
         task_type=d.task_type if isinstance(d.task_type, str) else "",
     )
-    why = getattr(d, "reason_words", "") or reason_words(facts) or "It waits for your answer"
+    why = getattr(d, "reason_words", "") or reason_words(facts)
     numbers = f"guard {guard}: {note}" if guard else note
     refused = _refusal(note)
     unreadable = d.question.startswith(UNREADABLE)
@@ -149,10 +149,12 @@ def card(
         open_first = shown_words.lower()
     elif guard in OPEN_FIRST:
         open_first = OPEN_FIRST[guard]
+    elif not why:
+        open_first = "its reason is not known here"
     else:
         open_first = ""
     return Card(
-        why=why,
+        why=why or "Not known here (the gate's page has what it says)",
         numbers=numbers,
         shown=shown,
         shown_words=shown_words,

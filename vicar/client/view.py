@@ -166,8 +166,8 @@ def view_facts(v: GateView, details: GateDetails | None) -> ReasonFacts:
         escalation_mode=v.escalation_mode,
         answered_by=r.answered_by.value if r is not None else "",
         confidence=v.proxy_confidence,
-        threshold=getattr(details, "autonomy_threshold", None),
-        target=getattr(details, "autonomy_target", None),
+        threshold=details.autonomy_threshold if details is not None else None,
+        target=details.autonomy_target if details is not None else None,
         task_type=v.task_type,
     )
 

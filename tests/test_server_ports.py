@@ -143,3 +143,14 @@ async def test_the_worker_and_the_cli_use_the_ports_set(tmp_path):
         assert server.note["ports"] == ports.model_dump()
         assert server.ui_url == f"http://127.0.0.1:{ports.ui_port}"
         assert await client.workflow_service.get_system_info(GetSystemInfoRequest()) is not None
+
+
+def test_the_codec_server_admits_the_ui_on_the_port_set():
+    """`vicar codec-server`'s default CORS origins follow VICAR_SERVER_UI_PORT: the
+    embedded UI moved to another port still decodes sealed payloads."""
+    from vicar.runtime.codec_server import default_origins
+    from vicar.settings import ServerPorts
+
+    assert default_origins(Settings(data_dir=Path("/tmp/x"))) == ("http://localhost:8233", "http://127.0.0.1:8233")
+    moved = Settings(data_dir=Path("/tmp/x"), server=ServerPorts(ui_port=8301))
+    assert default_origins(moved) == ("http://localhost:8301", "http://127.0.0.1:8301")

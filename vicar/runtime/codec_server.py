@@ -281,6 +281,12 @@ class Nested(Exception):
     """A body nested deeper than any codec body (json or protobuf ran out of recursion)."""
 
 
+def default_origins(settings: Settings) -> tuple[str, ...]:
+    """The embedded server's UI, on the port the settings give it (VICAR_SERVER_UI_PORT) or 8233."""
+    ui = settings.server.ui_port or 8233
+    return (f"http://localhost:{ui}", f"http://127.0.0.1:{ui}")
+
+
 def run(settings: Settings, host: str, port: int, origins: list[str], say) -> None:
     """Serve until SIGTERM (exit 0) or Ctrl-C; `say` prints the one line of where."""
     import signal
@@ -289,7 +295,7 @@ def run(settings: Settings, host: str, port: int, origins: list[str], say) -> No
 
     token, where = server_token(settings)
     try:
-        server = CodecServer(codec(settings), token, host, port, origins or DEFAULT_ORIGINS)
+        server = CodecServer(codec(settings), token, host, port, origins or default_origins(settings))
     except OSError as exc:  # a bad host, a port in use or privileged
         from vicar.runtime.listening import bind_error
 

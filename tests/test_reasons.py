@@ -186,6 +186,16 @@ def test_every_guard_reads_as_words_not_jargon():
         ),
     }
     assert cases["unproven"] == "Vicar is 60% sure; it acts alone only from 80% here"
+    close = reason_words(
+        ReasonFacts(
+            guard="unproven",
+            note="score 0.87 < proven threshold 0.87",
+            escalated=True,
+            confidence=0.866,
+            threshold=0.874,
+        )
+    )
+    assert close == "Vicar is 86.6% sure; it acts alone only from 87.4% here"
     assert cases["no threshold"].startswith("Vicar has not yet proven on your answers so far")
     assert "wrong at most 5% of the time" in cases["no threshold"]
     assert cases["cold_start"] == "New kind of work: Vicar has not seen enough of your answers on docs yet"

@@ -39,8 +39,8 @@ class ReasonFacts:
     rule_author: str | None = None
 
 
-def _pct(x: float) -> str:
-    return f"{round(100 * x)}%"
+def _pct(x: float, digits: int = 0) -> str:
+    return f"{100 * x:.{digits}f}%"
 
 
 def _on(task_type: str) -> str:
@@ -62,8 +62,11 @@ def _rule_name(f: ReasonFacts) -> str:
 def _sure(f: ReasonFacts) -> str:
     """'Vicar is 62% sure; it acts alone only from 87% here', with what is known of it
     ("here": the threshold is the rule's over every kind of work, or a target rule's)."""
-    if f.confidence is not None and f.threshold is not None:
-        return f"Vicar is {_pct(f.confidence)} sure; it acts alone only from {_pct(f.threshold)} here"
+    c, t = f.confidence, f.threshold
+    if c is not None and t is not None:
+        # 86.6% against 87.4% must not read "87% sure; from 87%": a decimal then.
+        digits = 1 if c < t and round(100 * c) >= round(100 * t) else 0
+        return f"Vicar is {_pct(c, digits)} sure; it acts alone only from {_pct(t, digits)} here"
     return "Vicar is not sure enough to act alone here"
 
 

@@ -130,7 +130,7 @@ def card(
     elif unreadable:
         shown, shown_words = False, "Artifact could not be shown: the gate's summary does not open here"
     elif text:
-        where = "below" if on_page else "(its start; the gate's page has all of it)"
+        where = "below" if on_page else "(its start)"
         shown, shown_words = True, f"Artifact shown {where}"
     else:
         shown, shown_words = False, "No artifact on the card"

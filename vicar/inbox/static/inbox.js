@@ -18,8 +18,9 @@ document.addEventListener("DOMContentLoaded", () => {
   keys();
 });
 
-// A held answer's seconds left, counted down; when the window has closed the page is
-// read again, so the line saying how the answer went shows up.
+// A held answer's seconds left, counted down. When its window has closed it is being
+// sent: Undo goes, and the next page says how it went (no reload: the person may be
+// typing an answer to the next gate).
 function countdown() {
   const held = document.querySelectorAll("form.held[data-due]");
   if (!held.length) return;
@@ -27,14 +28,20 @@ function countdown() {
     let open = 0;
     held.forEach((f) => {
       const left = Math.max(0, Math.round(parseFloat(f.dataset.due) - Date.now() / 1000));
-      f.querySelector(".left").textContent = left;
-      if (left > 0) open++;
+      if (left > 0) {
+        f.querySelector(".left").textContent = left;
+        open++;
+      } else if (!f.classList.contains("closed")) {
+        f.classList.add("closed");
+        const said = f.querySelector("span");
+        const label = said.querySelector("b");
+        said.textContent = "Held: ";
+        said.append(label, ". Sending now: the undo window has closed; your next page says how it went.");
+        const undo = f.querySelector("button.undo");
+        if (undo) undo.remove();
+      }
     });
-    if (open === 0) {
-      setTimeout(() => location.reload(), 1500);
-      return;
-    }
-    setTimeout(tick, 1000);
+    if (open > 0) setTimeout(tick, 1000);
   };
   tick();
 }
@@ -69,7 +76,10 @@ function keys() {
     } else if (document.body.classList.contains("gatepage")) {
       if (e.key === "j") go("#nextgate");
       else if (e.key === "k") go("#prevgate");
-      else if (e.key === "a") { const b = document.getElementById("barapprove"); if (b) { b.click(); e.preventDefault(); } }
+      else if (e.key === "a") {
+        const b = document.querySelector('section.answer form.tap input[value="approve"] ~ button.approve');
+        if (b) { b.click(); e.preventDefault(); }
+      }
     }
   });
 }

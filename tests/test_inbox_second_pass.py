@@ -165,6 +165,9 @@ async def test_on_a_phone_the_answer_is_in_reach_and_leads_to_the_next_gate(worl
     result = await w.h.client.get_workflow_handle(long_gate).result()
     assert (result["action"], result["responder"]) == ("approve", "alice")
     await page.goto(f"{w.base}/gates/{other}")
+    # Alice's words on docs gates, shown on a "phone" gate: said so beside them (issue 37 item 6).
+    evidence = await page.locator("ul.evidence").first.inner_text()
+    assert "Docs-only, fine." in evidence and "said on a docs gate, not phone" in evidence, evidence
     if os.environ.get("VICAR_SCREENSHOTS") == "1":
         await page.screenshot(path=str(DOCS_IMG / "inbox-second-next-phone.png"))
     await ctx.close()

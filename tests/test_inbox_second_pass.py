@@ -388,3 +388,20 @@ def test_a_card_without_a_reason_or_an_artifact_has_no_one_tap_approve():
         ("users", True),
         (";", False),
     ]
+
+
+async def test_on_a_phone_a_gate_without_one_tap_takes_two(world):
+    """The ruled gate from the list at 390 px: Open to answer, then Approve in the bar."""
+    w = world
+    kinds = await _gates(w)
+    ctx, page = await signed_in(w, "alice", width=390)
+    await page.set_viewport_size({"width": 390, "height": 844})
+    await page.reload()
+    await _card(page, kinds["ruled"]).get_by_role("link", name="Open to answer").click()  # tap 1
+    await page.wait_for_url(f"{w.base}/gates/{kinds['ruled']}")
+    assert "ask-drop-table" in await page.locator(".reasons .risk").inner_text()
+    await page.locator(".answerbar button.approve").click()  # tap 2
+    await page.wait_for_url(lambda url: kinds["ruled"] not in url)
+    result = await w.h.client.get_workflow_handle(kinds["ruled"]).result()
+    assert (result["action"], result["responder"]) == ("approve", "alice")
+    await ctx.close()

@@ -334,7 +334,9 @@ async def test_a_held_answer_outlives_the_server_that_held_it(world, tmp_path):
         raise AssertionError("vicar inbox did not serve")
 
     def field(html: str, name: str) -> str:
-        return re.search(rf'name="{name}" value="([^"]+)"', html)[1]
+        found = re.search(rf'name="{name}" value="([^"]+)"', html)
+        assert found is not None, (name, html[:300])
+        return found[1]
 
     first, base = await serve()
     try:

@@ -38,6 +38,7 @@ from vicar.models import GateDetails, HumanAnswer
 
 log = logging.getLogger("uvicorn.error")
 SEND_EVERY = 0.25  # seconds between looks for held answers whose window closed
+SHUTDOWN_SECONDS = 10.0
 FLASH_CHARS = 300
 
 
@@ -221,51 +222,60 @@ async def undo(request: Request) -> Response:
     return redirect("/")
 
 
-async def send_due(state: Inbox) -> None:
-    """Send every held answer whose window has closed (claimed first, so no other
-    inbox sends it too), and keep a line saying how each went."""
+async def send_one(state: Inbox, claim: Any, held: holds.Held) -> None:
+    """Send one held answer (claimed), and keep a line saying how it went."""
     from vicar.client.gates import answer_gates
     from vicar.inbox.accounts import load_user
 
     data_dir = state.settings.data_dir
-    for claim, held in holds.claim_due(data_dir):
-        acct = load_user(data_dir, held.account)
-        sent, failed = 0, []
-        try:
-            if acct is None:
-                raise VicarError(f"the account {held.account!r} is gone")
-            allowed = []
-            for wid, principal in held.gates.items():
-                why_not = refusal_for(state, acct, principal)
-                if why_not:
-                    failed.append(f"{wid}: {why_not}")
-                else:
-                    allowed.append(wid)
-            ans = HumanAnswer(action=held.action, text=held.text, responder=acct.name)
-            client = await client_as(state, acct.name)  # one connection for the whole batch
-            for wid, got in zip(allowed, await answer_gates(client, allowed, ans)):
-                if isinstance(got, Exception):
-                    failed.append(f"{wid}: {got}")
-                else:
-                    sent += 1
-        except Exception as exc:  # noqa: BLE001  (kept as the person's line; the loop goes on)
-            failed.append(str(exc) or type(exc).__name__)
-        total = len(held.gates)
-        if total == 1 and sent:
-            said = f"sent: {held.label()}"
-        else:
-            said = f"sent: {held.action} {sent} of {total}" + (f" · not sent: {'; '.join(failed)}" if failed else "")
-        if failed:
-            log.warning("inbox: a held answer of %s was not sent: %s", held.account, "; ".join(failed)[:500])
-        holds.settle(data_dir, claim, held, said, ok=not failed)
+    acct = load_user(data_dir, held.account)
+    sent, failed = 0, []
+    try:
+        if acct is None:
+            raise VicarError(f"the account {held.account!r} is gone")
+        allowed = []
+        for wid, principal in held.gates.items():
+            why_not = refusal_for(state, acct, principal)
+            if why_not:
+                failed.append(f"{wid}: {why_not}")
+            else:
+                allowed.append(wid)
+        ans = HumanAnswer(action=held.action, text=held.text, responder=acct.name)
+        client = await client_as(state, acct.name)  # one connection for the whole batch
+        for wid, got in zip(allowed, await answer_gates(client, allowed, ans)):
+            if isinstance(got, Exception):
+                failed.append(f"{wid}: {got}")
+            else:
+                sent += 1
+    except Exception as exc:  # noqa: BLE001  (kept as the person's line)
+        failed.append(str(exc) or type(exc).__name__)
+    total = len(held.gates)
+    if total == 1 and sent:
+        said = f"sent: {held.label()}"
+    else:
+        said = f"sent: {held.action} {sent} of {total}" + (f" · not sent: {'; '.join(failed)}" if failed else "")
+    if failed:
+        log.warning("inbox: a held answer of %s was not sent: %s", held.account, "; ".join(failed)[:500])
+    holds.settle(data_dir, claim, held, said, ok=not failed)
 
 
 async def sender(state: Inbox) -> None:
-    """Runs beside the app: held answers go out when their window closes, those left
-    by a stopped server as soon as it starts again."""
-    while True:
-        try:
-            await send_due(state)
-        except Exception:  # noqa: BLE001  (the loop must outlive a bad file or a blip)
-            log.exception("inbox: sending held answers failed; trying again")
-        await asyncio.sleep(SEND_EVERY)
+    """Runs beside the app: held answers go out when their window closes (each in its
+    own task, so a batch of a thousand does not hold up another person's one answer),
+    those left by a stopped server as soon as it starts again. On shutdown the sends
+    under way get SHUTDOWN_SECONDS to finish; one cut short is sent again by the next
+    inbox (its claim goes stale), and the gate refuses what it already has."""
+    sending: set[asyncio.Task] = set()
+    try:
+        while True:
+            try:
+                for claim, held in holds.claim_due(state.settings.data_dir):
+                    task = asyncio.ensure_future(send_one(state, claim, held))
+                    sending.add(task)
+                    task.add_done_callback(sending.discard)
+            except Exception:  # noqa: BLE001  (the loop must outlive a bad file or a blip)
+                log.exception("inbox: sending held answers failed; trying again")
+            await asyncio.sleep(SEND_EVERY)
+    finally:
+        if sending:
+            await asyncio.wait(list(sending), timeout=SHUTDOWN_SECONDS)

@@ -187,6 +187,9 @@ class History:
         self.agent_last: dict[str, tuple[Action, int]] = {}
         self.responses: dict[tuple[str, Action], Counter[str]] = {}
         self.examples: dict[str, str] = {}  # normalized -> the human's original words
+        # The most frequent words per (context, action), kept until those responses change:
+        # a gate asks for every action's words, twice.
+        self._frequent: dict[tuple[str, Action], str] = {}
         self.rows: list[np.ndarray] = []
         self.labels: list[Action] = []
         # A gate reads the same history features three times (prior, posterior, and as
@@ -289,6 +292,7 @@ class History:
                     said[words] += 1
                     if len(said) > MAX_RESPONSE_KINDS:  # keep the frequent ones: bounded memory
                         self.responses[(key, record.action)] = Counter(dict(said.most_common(MAX_RESPONSE_KINDS // 2)))
+                    self._frequent.pop((key, record.action), None)
                 self.examples.setdefault(words, record.response_text.strip()[:RESPONSE_CHARS])
         if lin.lineage:
             self.lineages.setdefault(lin.lineage, deque(maxlen=LAST_VERDICTS)).append(
@@ -323,9 +327,12 @@ class History:
                 continue
             found[action] = ""
             for key in (context, "all"):
-                said = self.responses.get((key, action))
-                if said:
-                    words = max(said, key=lambda w: (said[w], w))
-                    found[action] = self.examples.get(words, "")
-                    break
+                words = self._frequent.get((key, action))
+                if words is None:
+                    said = self.responses.get((key, action))
+                    if not said:
+                        continue
+                    words = self._frequent[(key, action)] = max(said, key=lambda w: (said[w], w))
+                found[action] = self.examples.get(words, "")
+                break
         return found

@@ -407,3 +407,38 @@ async def test_on_a_phone_a_gate_without_one_tap_takes_two(world):
     result = await w.h.client.get_workflow_handle(kinds["ruled"]).result()
     assert (result["action"], result["responder"]) == ("approve", "alice")
     await ctx.close()
+
+
+async def test_a_held_answer_the_gate_already_has_is_said_sent(world):
+    """A send cut short by a crash is sent again by the next inbox: the gate refuses it
+    (it has that very answer) and the line says it was sent, not 'not sent'."""
+    import json
+
+    from vicar.client.gates import answer_gate
+    from vicar.inbox.held import held_dir
+    from vicar.models import HumanAnswer
+
+    w = world
+    wid = await _waiting(w, task_type="resend", question="Tag the release?", artifact="Tag v1.2.3.")
+    w.inbox.undo_seconds = 600.0
+    try:
+        ctx, page = await signed_in(w, "alice")
+        await page.goto(f"{w.base}/?task_type=resend")
+        await _card(page, wid).get_by_role("button", name="Approve").click()
+        await page.wait_for_url(f"{w.base}/?task_type=resend")
+    finally:
+        w.inbox.undo_seconds = 1.0
+    # The first send got through (as the crashed process's would have) ...
+    await answer_gate(w.h.client, wid, HumanAnswer(action="approve", text="", responder="alice"))
+    # ... and the window closes: the inbox sends it again.
+    (path,) = [p for p in held_dir(w.h.settings.data_dir).glob("*.json") if wid in p.read_text()]
+    held = json.loads(path.read_text())
+    path.write_text(json.dumps({**held, "due": 0}))
+    for _ in range(100):
+        await page.reload()
+        if await page.locator("p.flash.said").count():
+            break
+        time.sleep(0.1)
+    line = await page.locator("p.flash.said").inner_text()
+    assert line.startswith("sent: approve Tag the release?") and "not sent" not in line, line
+    await ctx.close()

@@ -442,3 +442,36 @@ async def test_a_held_answer_the_gate_already_has_is_said_sent(world):
     line = await page.locator("p.flash.said").inner_text()
     assert line.startswith("sent: approve Tag the release?") and "not sent" not in line, line
     await ctx.close()
+
+
+async def test_the_health_charts_labels_are_legible_on_a_phone(tmp_path):
+    """The chart is drawn 600 units wide: at 390 px its 11-unit labels were about 7 px."""
+    from datetime import UTC, datetime, timedelta
+
+    from playwright.async_api import async_playwright
+
+    from vicar.inbox.render import Point, chart
+    from vicar.inbox.web import HERE
+
+    from .inbox_world import CHROMIUM, CHROMIUM_ARGS, _browser_or_skip
+
+    _browser_or_skip()
+    now = datetime.now(UTC)
+    svg = chart([Point(now - timedelta(hours=i), 0.3, i % 2 == 0) for i in range(10, 0, -1)], 0.05)
+    css = (HERE / "static" / "inbox.css").read_text()
+    page_file = tmp_path / "chart.html"
+    page_file.write_text(
+        "<html><head><meta name=viewport content='width=device-width, initial-scale=1'>"
+        f"<style>{css}</style></head><body><main><section class=context>{svg}</section></main></body></html>"
+    )
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page(viewport={"width": 390, "height": 844})
+            await page.goto(page_file.as_uri())
+            sizes = await page.evaluate(
+                "Array.from(document.querySelectorAll('svg.chart text')).map(t => t.getBoundingClientRect().height)"
+            )
+        finally:
+            await browser.close()
+    assert sizes and min(sizes) >= 12, sizes

@@ -184,6 +184,7 @@ def replay_reviewer(
                         task_type=event.task_type,
                         actual=event.action.value,
                         predicted=c.posterior.action.value if c.posterior.action else None,
+                        suggested=c.posterior.tap.value if c.posterior.tap else None,
                         confidence=c.calibration.confidence,
                         prior_confidence=c.prior.confidence,
                         posterior_confidence=c.posterior.confidence,

@@ -302,6 +302,7 @@ class PassResult(BaseModel):
     note: str = ""  # the proxy's own remark (why it has no prediction), never an answer
     confidence: float = Field(ge=0.0, le=1.0)
     action: Action | None = None  # the predicted action, when the predictor states one
+    tap: Action | None = None  # the likeliest answer that needs no words: the one-tap button's
     used_chunk_ids: list[str] = Field(default_factory=list)
     usage: Usage | None = None  # LLM predictors: tokens and cost of this pass
     # The learned predictor's inputs that the outcome log cannot rebuild (the memory
@@ -475,6 +476,7 @@ class GateDetails(BaseModel):
     escalated_at: datetime | None = Field(None, description="When it went to the human (workflow time).")
     n: int | None = Field(None, description="The gate's place in the principal's sequence, once it has one.")
     proxy_action: Action | None = Field(None, description="The proxy's guess at the human's action.")
+    proxy_tap: Action | None = Field(None, description="The likeliest answer that needs no words (one tap).")
     proxy_text: str = Field("", description="The proxy's guess at the human's words.")
     proxy_confidence: float | None = None
     calibration_guard: str = Field("", description="Why the gate escalated.")

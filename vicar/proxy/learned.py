@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from vicar.models import (
+    Action,
     DialogTurn,
     GateRequest,
     OutcomeRecord,
@@ -144,8 +145,22 @@ class LearnedPredictor(Predictor):
             prose=prose,
             confidence=round(float(probs[best]), 4),
             action=action,
+            tap=likeliest_tap(self.model.classes, probs),
             note=f"learned model v{self.model.version} ({self.learner}); memory vote "
             f"{vote.action.value if vote.action else 'none'} at {vote.confidence:.2f}",
             used_chunk_ids=vote.used_chunk_ids,
             features=memory,
         )
+
+
+# The answers a person can give in one tap: everything but `correct`, whose changes they
+# still write (and `dialog`, which is a question, not an answer).
+ONE_TAP = frozenset({Action.approve, Action.reject, Action.hold, Action.withdraw})
+
+
+def likeliest_tap(classes: Sequence[Action], probs: Sequence[float]) -> Action | None:
+    """The likeliest answer that needs no words: the one-tap button's. Offering the model's
+    own likeliest action instead loses the tap whenever that is `correct`, and the person's
+    habit beat it (docs/knowing-the-person.md)."""
+    taps = [(float(p), a) for a, p in zip(classes, probs) if a in ONE_TAP]
+    return max(taps, key=lambda t: t[0])[1] if taps else None

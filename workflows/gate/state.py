@@ -182,6 +182,7 @@ def show(s: GateState, consulted: c.ConsultResult) -> None:
     """The consult on the gate's details (the `details` query, `gate show`, the inbox)."""
     d = s.details
     d.proxy_action = consulted.posterior.action
+    d.proxy_tap = consulted.posterior.tap
     d.proxy_text = consulted.posterior.prose or consulted.posterior.note
     d.proxy_confidence = consulted.calibration.confidence
     d.calibration_guard = consulted.calibration.guard

@@ -54,3 +54,28 @@ def test_the_learned_proxy_offers_a_tap_beside_a_correct(tmp_path, embedder):
     assert all(p.tap in ONE_TAP for _, p in fitted)
     corrects = [p for _, p in fitted if p.action is Action.correct]
     assert corrects and all(p.tap is not Action.correct for p in corrects)
+
+
+def test_the_inbox_offers_the_tap_as_its_one_tap_button(tmp_path):
+    """The list's one-tap button is the proxy's tap (reject here), approve without one."""
+    import re
+
+    from vicar.inbox.cards import card
+    from vicar.inbox.web import Inbox
+    from vicar.models import GateDetails
+
+    env = Inbox(settings=Settings(data_dir=tmp_path)).templates
+    base = dict(gate_id="g", principal="p", state="WORK_ASSERT", task_type="docs", status="escalated")
+    why = dict(question="Q?", artifact_excerpt="x = 1", calibration_guard="cold_start", calibration_note="depth 0")
+
+    def tap_form(details: GateDetails) -> str:
+        row = dict(d=details, c=card(details, None), wid="vicar-gate/g")
+        page = env.get_template("list.html").render(
+            rows=[row], total=1, want={}, principals=[], states=[], task_types=[], csrf="x", here="/"
+        )
+        return "".join(re.findall(r'<form class="tap".*?</form>', page, re.S))
+
+    rejecting = tap_form(GateDetails(**base, **why, proxy_tap=Action.reject))
+    assert 'name="action" value="reject"' in rejecting and ">Reject</button>" in rejecting
+    plain = tap_form(GateDetails(**base, **why))
+    assert 'name="action" value="approve"' in plain and ">Approve</button>" in plain

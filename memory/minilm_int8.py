@@ -1,15 +1,19 @@
-"""all-MiniLM-L6-v2 with int8 weights, over length-sorted padded batches.
+"""all-MiniLM-L6-v2 over length-sorted padded batches, with int8 Linears.
 
-The same model as memory/onnx_minilm.py, two changes measured one at a time
-(bench/embed_bench.py, bench/EMBED_RESULTS.md):
-- Every Linear's weights are int8, one scale per output column (symmetric, the
-  column's largest |w| at 127), run by onnxruntime's DynamicQuantizeMatMul: the
-  activations are quantized per call to uint8, the product is integer (VNNI where
-  the CPU has it). The vectors move: they are not the fp32 model's, so they carry
-  their own model name and never share a cache or a memory with the fp32 ones.
-- Texts are sorted by length and run as padded batches [B, L]: attention costs
-  B x L^2 instead of the packed layout's (sum of lengths)^2, which its block-diagonal
-  mask spends mostly on zeros.
+The same model as memory/onnx_minilm.py with two changes, measured one at a time
+against it by bench/embed_bench.py (bench/EMBED_RESULTS.md):
+- Texts sorted by length run as padded batches [B, L]: attention costs B x L^2
+  instead of the packed layout's (sum of lengths)^2, mostly spent on the zeros of
+  its block-diagonal mask.
+- Every Linear in int8, by one of onnxruntime's contrib kernels: "dynamic"
+  (DynamicQuantizeMatMul: weights with a scale per output column, activations
+  quantized per call to uint8 with one scale for the whole tensor: fast on VNNI, but
+  one outlier word piece coarsens the whole batch) or "blockwise" (MatMulNBits at 8
+  bits, accuracy level 4: weights and activations with a scale per 32 values along
+  K: close to fp32, but not faster on this onnxruntime).
+Neither int8 kernel holds retrieval and speed at once (EMBED_RESULTS.md), so none is
+a provider: the default stays fp32. Their vectors are not the fp32 model's, so each
+carries its own model name and never shares a cache or a memory with fp32 vectors.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -34,8 +39,7 @@ from vicar.memory.onnx_minilm import (
 )
 
 INT8_MODEL_NAME = MODEL_NAME + "-int8"
-BATCH_TOKENS = 2048
-ROWWISE = False  # padded word pieces per run (B x L)
+BATCH_TOKENS = 2048  # padded word pieces per run (B x L)
 
 
 def quantize_columns(wt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -46,12 +50,32 @@ def quantize_columns(wt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(q.T), scale.astype(np.float32)
 
 
+Kernel = Literal["dynamic", "blockwise"]
+BLOCK = 32  # blockwise kernel: weights and activations get one scale per 32 values along K
+
+
+def quantize_blocks(wt: np.ndarray, block: int = BLOCK) -> tuple[np.ndarray, np.ndarray]:
+    """torch's Linear weight [N, K] as MatMulNBits' 8-bit B [N, K / block, block] (uint8,
+    zero point 128) and its scales [N, K / block]: symmetric, one scale per block of K."""
+    n, k = wt.shape
+    blocks = wt.reshape(n, k // block, block)
+    scale = np.maximum(np.abs(blocks).max(axis=2), 1e-12) / 127.0
+    q = np.clip(np.rint(blocks / scale[:, :, None]), -127, 127).astype(np.int16) + 128
+    return q.astype(np.uint8), scale.astype(np.float32)
+
+
 def build_padded_model(
-    weights: dict[str, np.ndarray], config: dict, quantize: bool | tuple[str, ...] = True
+    weights: dict[str, np.ndarray],
+    config: dict,
+    quantize: bool | tuple[str, ...] = True,
+    kernel: Kernel = "dynamic",
 ) -> tuple[bytes, dict[str, np.ndarray]]:
     """The BERT encoder over a padded batch: inputs input_ids [B, L], position_ids [L],
     mask_bias [B, 1, 1, L] (0 for a word piece, a large negative for padding); output
-    hidden [B, L, H]. `quantize`: int8 Linear weights, else float32."""
+    hidden [B, L, H]. `quantize`: int8 Linear weights (or only the Linears named, e.g.
+    "attention.self.query"), else float32. `kernel`: "dynamic" (DynamicQuantizeMatMul:
+    per-column weight scales, the activations quantized per tensor) or "blockwise"
+    (MatMulNBits, 8 bits: weights and activations with a scale per block of 32)."""
     w = weights
     pre = "" if "embeddings.word_embeddings.weight" in w else "bert."
     hidden, heads = config["hidden_size"], config["num_attention_heads"]
@@ -60,31 +84,29 @@ def build_padded_model(
     g = _Graph()
     to_heads = g.init(np.array([0, 0, heads, head_dim], np.int64))
     to_rows = g.init(np.array([0, 0, hidden], np.int64))
-    last_axis = g.init(np.array([-1], np.int64))
-    tiny = g.init(np.array(1e-12, np.float32))
-    int8_max = g.init(np.array(127.0, np.float32))
-    offset = g.init(np.array(128.0, np.float32))
-    zero_u8 = g.op("Cast", [g.init(np.array(128, np.int64))], to=2)
 
     def linear(x: str, name: str, scale: float = 1.0) -> str:
         wt, b = w[name + ".weight"], w[name + ".bias"]
         if scale != 1.0:
             wt, b = wt * np.float32(scale), b * np.float32(scale)
-        if quantize is True or (quantize and name.split(".", 3)[-1] in quantize):
-            q, col_scale = quantize_columns(np.asarray(wt, np.float32))
-            if ROWWISE:
-                absmax = g.op("ReduceMax", [g.op("Abs", [x]), last_axis], keepdims=1)
-                row_scale = g.op("Div", [g.op("Max", [absmax, tiny]), int8_max])
-                xq = g.op("Cast", [g.op("Add", [g.op("Round", [g.op("Div", [x, row_scale])]), offset])], to=2)
-                acc = g.op("Cast", [g.op("MatMulInteger", [xq, g.init(q), zero_u8])], to=1)
-                y = g.op("Mul", [g.op("Mul", [acc, row_scale]), g.init(col_scale)])
-                return g.op("Add", [y, g.init(np.asarray(b, np.float32))])
+        if not (quantize is True or (quantize and name.split(".", 3)[-1] in quantize)):
+            return g.op("Add", [g.op("MatMul", [x, g.init(np.ascontiguousarray(wt.T))]), g.init(b)])
+        if kernel == "blockwise":
+            # accuracy_level 4: the activations are quantized to int8 per block of each row too
+            q, blk_scale = quantize_blocks(np.asarray(wt, np.float32))
+            n, k = wt.shape
             return g.op(
-                "DynamicQuantizeMatMul",
-                [x, g.init(q), g.init(col_scale), "", g.init(np.asarray(b, np.float32))],
+                "MatMulNBits",
+                [x, g.init(q), g.init(blk_scale), "", "", g.init(np.asarray(b, np.float32))],
                 domain="com.microsoft",
-            )
-        return g.op("Add", [g.op("MatMul", [x, g.init(np.ascontiguousarray(wt.T))]), g.init(b)])
+                K=k, N=n, bits=8, block_size=BLOCK, accuracy_level=4,
+            )  # fmt: skip
+        q, col_scale = quantize_columns(np.asarray(wt, np.float32))
+        return g.op(
+            "DynamicQuantizeMatMul",
+            [x, g.init(q), g.init(col_scale), "", g.init(np.asarray(b, np.float32))],
+            domain="com.microsoft",
+        )
 
     def layer_norm(x: str, name: str) -> str:
         return g.op(
@@ -154,7 +176,9 @@ class Int8MiniLMEmbedder:
         threads: int | None = None,
         batch_tokens: int = BATCH_TOKENS,
         quantize: bool | tuple[str, ...] = True,
+        kernel: Kernel = "dynamic",
         workers: int | None = None,
+        profile: str | None = None,
     ) -> None:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         import onnxruntime as ort
@@ -169,6 +193,8 @@ class Int8MiniLMEmbedder:
         self.batch_tokens = max(batch_tokens, self.max_seq_length)
         if not quantize:
             self.model_name = MODEL_NAME + "-padded"  # a measuring aid, not a provider
+        elif kernel == "blockwise":
+            self.model_name = INT8_MODEL_NAME + "-blockwise"
 
         tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         tok.enable_truncation(self.max_seq_length)
@@ -176,7 +202,7 @@ class Int8MiniLMEmbedder:
         self._tokenizer = tok
         self._tok_lock = threading.Lock()
 
-        model, weights = build_padded_model(read_safetensors(model_dir / "model.safetensors"), config, quantize)
+        model, weights = build_padded_model(read_safetensors(model_dir / "model.safetensors"), config, quantize, kernel)
         opts = ort.SessionOptions()
         self._weights = [ort.OrtValue.ortvalue_from_numpy(a) for a in weights.values()]
         opts.add_external_initializers(list(weights), self._weights)
@@ -186,6 +212,9 @@ class Int8MiniLMEmbedder:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         opts.log_severity_level = 3
+        if profile:  # onnxruntime's per-node timings, to this file prefix (bench/embed_bench.py --profile)
+            opts.enable_profiling = True
+            opts.profile_file_prefix = profile
         self._session = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
         workers = workers or os.cpu_count() or 1
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="minilm8") if workers > 1 else None

@@ -107,9 +107,9 @@ class _Msg:
         return pos
 
 
-_FLOAT, _INT8, _INT64 = 1, 3, 7  # TensorProto.DataType
-# numpy's type of each initializer kind: int8 weights, int64 shapes, float32 the rest
-_ELEM = {"int8": (_INT8, "i1"), "int64": (_INT64, "<i8"), "float32": (_FLOAT, "<f4")}
+_FLOAT, _UINT8, _INT8, _INT64 = 1, 2, 3, 7  # TensorProto.DataType
+# numpy's type of each initializer kind: (u)int8 quantized weights, int64 shapes, float32 the rest
+_ELEM = {"uint8": (_UINT8, "u1"), "int8": (_INT8, "i1"), "int64": (_INT64, "<i8"), "float32": (_FLOAT, "<f4")}
 
 
 def _tensor(name: str, arr: np.ndarray, external: bool = False) -> _Msg:
@@ -157,10 +157,11 @@ class _Graph:
 
     def init(self, arr: np.ndarray) -> str:
         name = self._name("w")
-        # weights (float32, or int8 quantized); small constants go inline
-        external = (arr.dtype.kind == "f" or arr.dtype == np.int8) and arr.size > 1024
+        # weights (float32, or 8-bit quantized); small constants go inline
+        quantized = arr.dtype in (np.int8, np.uint8)
+        external = (arr.dtype.kind == "f" or quantized) and arr.size > 1024
         if external:
-            self.external[name] = np.ascontiguousarray(arr, dtype=np.int8 if arr.dtype == np.int8 else np.float32)
+            self.external[name] = np.ascontiguousarray(arr, dtype=arr.dtype if quantized else np.float32)
         self.inits.append(_tensor(name, arr, external))
         return name
 
@@ -268,7 +269,11 @@ class OnnxMiniLMEmbedder:
     dim = 384
 
     def __init__(
-        self, model_dir: Path | None = None, threads: int | None = None, pack_tokens: int = PACK_TOKENS
+        self,
+        model_dir: Path | None = None,
+        threads: int | None = None,
+        pack_tokens: int = PACK_TOKENS,
+        profile: str | None = None,
     ) -> None:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # a few short texts per call
         import onnxruntime as ort
@@ -280,7 +285,7 @@ class OnnxMiniLMEmbedder:
             model_dir = Path(minilm_weights().get_model_path())
         config, self.max_seq_length = _check_config(model_dir)
         self.dim = int(config["hidden_size"])
-        self.pack_tokens = max(pack_tokens, self.max_seq_length)
+        self.pack_tokens = max(pack_tokens, 1)  # a text longer than a pack runs alone
 
         tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         # tokenizer.json pads and truncates to 128; sentence-transformers truncates at
@@ -305,6 +310,9 @@ class OnnxMiniLMEmbedder:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # no busy-waiting threads
         opts.log_severity_level = 3
+        if profile:  # onnxruntime's per-node timings, to this file prefix (bench/embed_bench.py --profile)
+            opts.enable_profiling = True
+            opts.profile_file_prefix = profile
         self._session = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
         # Long batches (re-embedding a memory) run their packs on every core.
         workers = os.cpu_count() or 1

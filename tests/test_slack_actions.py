@@ -140,10 +140,10 @@ def slack_request(button: dict, user: str, response_url: str, *, stamp: int | No
     return body, headers
 
 
-async def escalated_with_buttons(h, chat):
+async def escalated_with_buttons(h, chat, artifact: str = "ALTER TABLE users DROP COLUMN legacy;"):
     p = h.principal()
     save_allowed(h.settings.principals_dir, p, ["bo"])
-    req = h.request(p, question="Drop the legacy column?", escalation_mode="always")
+    req = h.request(p, question="Drop the legacy column?", escalation_mode="always", artifact=artifact)
     handle = await start_gate(h.client, req, h.task_queue)
     await wait_escalated(h.client, req.gate_id)
 
@@ -224,6 +224,23 @@ async def test_only_a_signed_fresh_first_tap_by_a_listed_user_decides(harness, i
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "refused: this request was taken before (a replay)" in logged
     assert SIGNING_SECRET not in logged
+
+
+async def test_slacks_approve_is_never_blind(harness, inbox, chat, response_url):
+    """A gate the inbox would not approve in one tap (here: nothing to show) is not
+    approved from Slack either: the tapper is told to open it; a reject still answers."""
+    handle, buttons = await escalated_with_buttons(harness, chat, artifact="")
+    assert (await post(inbox, *slack_request(buttons["vicar.approve"], "U0BO", response_url.url)))[0] == 200
+
+    async def told():
+        return [m for m in response_url.posts if "open it in the inbox to answer" in m["text"]]
+
+    [refusal] = await wait_for(told)
+    assert refusal["response_type"] == "ephemeral"
+    details = await gate_details(harness.client, handle.id)
+    assert details is not None and details.status is GateStatus.escalated
+    assert (await post(inbox, *slack_request(buttons["vicar.reject"], "U0BO", response_url.url)))[0] == 200
+    assert (await asyncio.wait_for(handle.result(), 30)).action.value == "reject"
 
 
 async def test_without_a_signing_secret_every_request_is_refused(tmp_path, monkeypatch, temporal_env):

@@ -168,8 +168,14 @@ async def _answer(state: Inbox, payload: BlockActions, action: SlackAction) -> N
         ) or load_policy(state.settings.principals_dir, principal).closed_refusal(principal, acct.name)
         if why_not:
             raise PermissionError(why_not)
-        from vicar.client.gates import answer_gate
+        from vicar.client.gates import answer_gate, gate_details
+        from vicar.inbox.cards import card
 
+        if verb == "approve":  # never a blind approve: the inbox's rule for a one-tap approve
+            details = await gate_details(state.client, wid)
+            blind = card(details, None).open_first if details else "its summary does not open here"
+            if blind:
+                raise PermissionError(f"open it in the inbox to answer: {blind}")
         answer = HumanAnswer(action=verb, text="", responder=acct.name)
         reply = await answer_gate(await client_as(state, acct.name), wid, answer)
     except (VicarError, PermissionError) as exc:

@@ -24,10 +24,12 @@ The weights are fixed and set by hand before any replay; see docs/prereview.md.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
@@ -42,6 +44,7 @@ MIN_WORDS = 3  # "Unnecessary comment." is two: too little to stand alone
 MAX_SENTENCE_CHARS = 400  # longer "sentences" are unsplit paragraphs or pasted logs
 RECENCY_SCALE = 500.0  # interactions at which the recency feature halves
 ARTIFACT_CHARS = 20_000  # of the artifact searched for what a sentence names: keeps a huge diff cheap
+PARSED_CACHE = 20_000  # reply texts whose sentences are kept worked out (_parsed)
 DUPLICATE = 0.6  # token Jaccard at or above which two sentences are one concern
 TURNED_BACK = ("correct", "reject")
 ACTION_WEIGHT = {"correct": 1.0, "reject": 1.0}
@@ -76,17 +79,25 @@ class _Source:
     lineage: bool
     gate_id: str = ""
     task_type: str = ""  # "": this gate's own work (a lineage verdict not retrieved)
-    keys: set[str] = field(default_factory=set)
+    keys: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class _Sentence:
+    """One sentence of a reply with what the ranking reads of it: all of it depends on the
+    text alone, so it is worked out once per reply text (_parsed), not once per gate."""
+
+    text: str
+    tokens: frozenset[str]
+    categories: frozenset[str]
+    words: frozenset[str]
+    idents: frozenset[str]
 
 
 @dataclass
 class _Candidate:
-    text: str
+    sentence: _Sentence
     source: _Source
-    tokens: set[str]
-    categories: set[str]
-    words: set[str]
-    idents: set[str]
     merged: int = 1
 
 
@@ -132,7 +143,7 @@ def _artifact_terms(request: GateRequest, artifact: str) -> tuple[str, set[str],
     return text, idents, content_words(text)
 
 
-def _touches(c: _Candidate, idents: set[str], words: set[str], has_test: bool) -> tuple[float, list[str]]:
+def _touches(c: _Sentence, idents: set[str], words: set[str], has_test: bool) -> tuple[float, list[str]]:
     named = sorted(c.idents & idents)
     if named:
         return 1.0, named
@@ -150,74 +161,154 @@ def _other_work(src: _Source, request: GateRequest) -> bool:
     return not src.lineage and bool(src.task_type) and src.task_type != request.task_type
 
 
-def _jaccard(a: set[str], b: set[str]) -> float:
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b) if a and b else 0.0
 
 
+def _prefix(tokens: frozenset[str], rarity: Mapping[str, int]) -> list[str]:
+    """The tokens a sentence at Jaccard >= DUPLICATE with this one must share one of
+    (prefix filtering): two such sets share at least ceil(DUPLICATE * |a|) tokens, so a
+    set's first |a| - ceil(DUPLICATE * |a|) + 1 tokens in any order fixed for the call meet
+    the other's. Rarest first, so few sentences share a prefix token by chance."""
+    ordered = sorted(tokens, key=lambda t: (rarity[t], t))
+    least = math.ceil(DUPLICATE * len(ordered) - 1e-9)  # rounding down only lengthens the prefix
+    return ordered[: len(ordered) - least + 1]
+
+
+@functools.lru_cache(maxsize=PARSED_CACHE)
+def _parsed(text: str) -> tuple[frozenset[str], tuple[_Sentence, ...]]:
+    """A reply's keys (categories and content words, for `often`) and its sentences.
+    A past answer never changes once recorded, so the same text comes back gate after
+    gate; bounded, so a long history costs memory only up to PARSED_CACHE replies."""
+    clean = strip_tags(text)
+    out = []
+    for s in sentences(clean):
+        toks = frozenset(t.lower() for t in _TOKEN.findall(s))
+        idents = frozenset(m.lower().rstrip("()") for m in _IDENT.findall(s))
+        out.append(_Sentence(s, toks, frozenset(categories_in(s)), frozenset(content_words(s)), idents))
+    return frozenset(categories_in(clean) | content_words(clean)), tuple(out)
+
+
 def _candidates(sources: Sequence[_Source]) -> list[_Candidate]:
-    out: list[_Candidate] = []
+    said: list[tuple[_Source, _Sentence]] = []
     for src in sources:
-        clean = strip_tags(src.text)
-        src.keys = categories_in(clean) | content_words(clean)
-        for s in sentences(clean):
-            toks = {t.lower() for t in _TOKEN.findall(s)}
-            idents = {m.lower().rstrip("()") for m in _IDENT.findall(s)}
-            cand = _Candidate(s, src, toks, categories_in(s), content_words(s), idents)
-            # The same words about another function are another concern.
-            same = next((o for o in out if o.idents == idents and _jaccard(o.tokens, toks) >= DUPLICATE), None)
-            if same is None:
-                out.append(cand)
-            elif same.source is not src:
-                same.merged += 1  # the person said it again: kept once, counted
+        src.keys, parsed = _parsed(src.text)
+        said.extend((src, sent) for sent in parsed)
+    rarity = Counter(t for _, sent in said for t in sent.tokens)
+    out: list[_Candidate] = []
+    # Token -> positions in `out` of the kept sentences whose prefix holds it: the first
+    # duplicate is the lowest such position that passes, as a scan of `out` would find.
+    index: dict[str, list[int]] = {}
+    for src, sent in said:
+        prefix = _prefix(sent.tokens, rarity)
+        near = sorted({i for t in prefix for i in index.get(t, ())})
+        # The same words about another function are another concern.
+        same = next(
+            (
+                out[i]
+                for i in near
+                if out[i].sentence.idents == sent.idents and _jaccard(out[i].sentence.tokens, sent.tokens) >= DUPLICATE
+            ),
+            None,
+        )
+        if same is None:
+            for t in prefix:
+                index.setdefault(t, []).append(len(out))
+            out.append(_Candidate(sent, src))
+        elif same.source is not src:
+            same.merged += 1  # the person said it again: kept once, counted
     return out
 
 
-def rank(
-    ctx: RetrievalContext, request: GateRequest, artifact: str, weights: Mapping[str, float] | None = None
-) -> list[PreReviewItem]:
-    """Every candidate sentence, scored (`weights`: a RankLearner's, else WEIGHTS), best first."""
+@dataclass(frozen=True)
+class _Featured:
+    """A candidate with everything its score needs but the weights."""
+
+    candidate: _Candidate
+    features: dict[str, float]
+    weight: float
+    other: bool
+    touches: list[str]  # what of it the artifact names
+
+
+def _featured(ctx: RetrievalContext, request: GateRequest, artifact: str) -> list[_Featured]:
     # The same kind of work first, so a sentence said on both is kept as said on this one.
     sources = sorted(_sources(ctx), key=lambda s: _other_work(s, request))
     cands = _candidates(sources) if sources else []
     if not cands:
         return []
-    w = WEIGHTS if weights is None else weights
     turned_back = [s for s in sources if s.action in TURNED_BACK]
     _, idents, words = _artifact_terms(request, artifact)
     has_test = bool(_TEST_IN_ARTIFACT.search((artifact or request.artifact_text)[:ARTIFACT_CHARS]))
-    scored: list[PreReviewItem] = []
+    # How many turned-back answers raise each key: `often` counts the others' for a
+    # candidate by taking its own source back out, linear in the candidates.
+    raised = Counter(key for s in turned_back for key in s.keys)
+    turned_back_ids = {id(s) for s in turned_back}
+    out: list[_Featured] = []
     for c in cands:
-        others = [s for s in turned_back if s is not c.source]
-        keys = c.categories | c.words
-        often = max((sum(key in s.keys for s in others) / len(others) for key in keys), default=0.0) if others else 0.0
-        touch, named = _touches(c, idents, words, has_test)
-        src = c.source
+        sent, src = c.sentence, c.source
+        own = id(src) in turned_back_ids
+        others = len(turned_back) - own
+        keys = sent.categories | sent.words
+        often = (
+            max(((raised[key] - (own and key in src.keys)) / others for key in keys), default=0.0) if others else 0.0
+        )
+        touch, named = _touches(sent, idents, words, has_test)
         features = {
             "often": often,
             "recent": 1.0 / (1.0 + max(ctx.n - src.n, 0) / RECENCY_SCALE),
             "similar": max(src.similarity or 0.0, 0.0) if not src.lineage else 1.0,
             "lineage": 1.0 if src.lineage else 0.0,
             "touches": touch,
-            "question": 1.0 if c.text.rstrip().endswith("?") else 0.0,
+            "question": 1.0 if sent.text.rstrip().endswith("?") else 0.0,
         }
         other = _other_work(src, request)
         weight = ACTION_WEIGHT.get(src.action, OTHER_ACTION_WEIGHT) * (OTHER_WORK_WEIGHT if other else 1.0)
+        out.append(_Featured(c, features, weight, other, named))
+    return out
+
+
+# The last gate's candidates: the consult's words, the replay's report and the learned
+# ranking all rank the same context for the same gate, so the work is done once. Kept
+# by identity (a context is built per consult and not changed after), one entry only.
+_last: tuple[RetrievalContext, GateRequest, str, list[_Featured]] | None = None
+
+
+def _featured_once(ctx: RetrievalContext, request: GateRequest, artifact: str) -> list[_Featured]:
+    global _last
+    last = _last
+    if last is not None and last[0] is ctx and last[1] is request and last[2] == artifact:
+        return last[3]
+    featured = _featured(ctx, request, artifact)
+    _last = (ctx, request, artifact, featured)
+    return featured
+
+
+def rank(
+    ctx: RetrievalContext, request: GateRequest, artifact: str, weights: Mapping[str, float] | None = None
+) -> list[PreReviewItem]:
+    """Every candidate sentence, scored (`weights`: a RankLearner's, else WEIGHTS), best first."""
+    w = WEIGHTS if weights is None else weights
+    scored: list[PreReviewItem] = []
+    for f in _featured_once(ctx, request, artifact):
+        c = f.candidate
+        src = c.source
         scored.append(
             PreReviewItem(
-                text=c.text,
-                score=weight * sum(w.get(f, 0.0) * x for f, x in features.items()),
+                text=c.sentence.text,
+                score=f.weight * sum(w.get(k, 0.0) * x for k, x in f.features.items()),
                 chunk_id=src.chunk_id,
                 gate_id=src.gate_id,
                 n=src.n,
                 action=src.action,
                 lineage=src.lineage,
                 similarity=src.similarity,
-                concerns=sorted(c.categories),
-                touches=named,
+                concerns=sorted(c.sentence.categories),
+                touches=list(f.touches),
                 merged=c.merged,
-                features=features,
+                features=dict(f.features),
                 task_type=src.task_type or request.task_type,
-                other_work=other,
+                other_work=f.other,
             )
         )
     scored.sort(key=lambda it: (-it.score, -it.n, it.text))

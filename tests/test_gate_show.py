@@ -264,10 +264,15 @@ async def test_a_gate_shows_the_persons_earlier_verdicts_on_its_lineage(harness)
     assert earlier.action == "correct" and "which pip version" in earlier.response and earlier.revision == "v1"
     shown = await vicar(h, "gate", "show", second.gate_id)
     assert "earlier verdicts on this lineage" in shown.stdout and "which pip version" in shown.stdout
+    from vicar.inbox.cards import card
     from vicar.inbox.gate_data import GatePage
     from vicar.inbox.web import Inbox
 
-    page = Inbox(settings=h.settings).templates.get_template("gate.html").render(g=GatePage(v=view), csrf="t")
+    page = (
+        Inbox(settings=h.settings)
+        .templates.get_template("gate.html")
+        .render(g=GatePage(v=view), c=card(view, None, excerpt="", on_page=True), csrf="t", seen="s", undo_seconds=10)
+    )
     assert "earlier verdicts on this lineage" in page and "Say which pip version." in page
     await second_handle.terminate(reason="test: done")
 

@@ -8,7 +8,6 @@ token only that page, in this session, could have given it."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import hmac
 import logging
 from typing import Any
@@ -26,12 +25,12 @@ from vicar.inbox.web import (
     check_workflow_id,
     checked_form,
     client_as,
-    csrf_token,
     inbox,
     one,
     redirect,
     refusal_for,
     render,
+    seen_token,
     signed_in,
 )
 from vicar.models import GateDetails, HumanAnswer
@@ -40,13 +39,6 @@ log = logging.getLogger("uvicorn.error")
 SEND_EVERY = 0.25  # seconds between looks for held answers whose window closed
 SHUTDOWN_SECONDS = 10.0
 FLASH_CHARS = 300
-
-
-def seen_token(request: Request, wid: str) -> str:
-    """What the gate's page puts in its answer forms: proof the page was shown to this
-    session (the session's CSRF secret keyed over the gate's id)."""
-    key = csrf_token(request).encode()
-    return hmac.new(key, wid.encode(), hashlib.sha256).hexdigest()[:32]
 
 
 def _saw(request: Request, form: dict[str, list[str]], wid: str) -> bool:

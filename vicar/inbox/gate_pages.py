@@ -14,7 +14,7 @@ from vicar.client.gates import list_escalations
 from vicar.inbox import held
 from vicar.inbox.cards import RULE, Card, card, controls_of
 from vicar.inbox.gate_data import load_gate
-from vicar.inbox.web import check_workflow_id, inbox, redirect, refusal, render, signed_in
+from vicar.inbox.web import check_workflow_id, inbox, redirect, refusal, render, seen_token, signed_in
 from vicar.models import GateDetails
 from vicar.models.vocabulary import CfAState
 
@@ -134,7 +134,6 @@ async def gate_page(request: Request) -> Response:
     if why_not:
         return render(request, "error.html", status=403, message=why_not)
     from vicar.cli.rules_cmd import describe
-    from vicar.inbox.answering import seen_token
 
     controls = await controls_of(inbox(request).client, {page.v.principal}) if page.v.calibration_guard == RULE else {}
     c = card(

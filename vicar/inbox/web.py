@@ -3,6 +3,7 @@ and the one-line error page."""
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import re
 import secrets
@@ -87,6 +88,13 @@ def csrf_token(request: Request) -> str:
     if not isinstance(token, str) or len(token) < 32:
         token = request.session["csrf"] = secrets.token_urlsafe(32)
     return token
+
+
+def seen_token(request: Request, wid: str) -> str:
+    """What the gate's page puts in its answer forms: proof the page was shown to this
+    session (the session's CSRF secret keyed over the gate's id)."""
+    key = csrf_token(request).encode()
+    return hmac.new(key, wid.encode(), hashlib.sha256).hexdigest()[:32]
 
 
 def account(request: Request) -> Account | None:

@@ -442,11 +442,7 @@ class GateResult(BaseModel):
     autonomy_evidence: int = 0
     model_version: int | None = Field(None, description="The learned model's version, when one decided.")
     timed_out: bool = Field(
-        False,
-        description=(
-            "The deadline passed with no answer: action is hold, answered_by nobody, the proxy's guess in "
-            "proxy_action and text."
-        ),
+        False, description="The deadline passed with no answer: hold, by nobody, the proxy's guess in proxy_action."
     )
     proxy_action: Action | None = None
     prereview: list[PreReviewItem] = Field(
@@ -467,6 +463,7 @@ class GateDetails(BaseModel):
     task_type: str
     status: GateStatus = Field(description="Where the gate is: queued, consulting, escalated (waits for a human)...")
     question: str
+    escalation_mode: EscalationMode | None = Field(None, description="The request's: a listing's reasons need it.")
     workflow_id: str = Field(
         "",
         description=(

@@ -157,14 +157,14 @@ def reason_words(f: ReasonFacts) -> str:
 
 def details_reason(d: GateDetails, escalation_mode: str = "") -> str:
     """A waiting gate's reason from its details (the `details` query, or the memo a
-    listing reads: `vicar escalations`, the inbox's cards). A listing does not know the
-    escalation mode; give it where it is known."""
+    listing reads: `vicar escalations`, the inbox's cards), the escalation mode its own
+    unless given (gates started before it was kept have none)."""
     return reason_words(
         ReasonFacts(
             guard=d.calibration_guard,
             note=d.calibration_note,
             escalated=True,
-            escalation_mode=escalation_mode,
+            escalation_mode=escalation_mode or (d.escalation_mode.value if d.escalation_mode else ""),
             confidence=d.proxy_confidence,
             threshold=d.autonomy_threshold,
             target=d.autonomy_target,

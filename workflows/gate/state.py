@@ -85,6 +85,7 @@ class GateState:
             task_type=req.task_type,
             status=GateStatus.queued,
             question=req.question,
+            escalation_mode=req.escalation_mode,
             workflow_id=workflow_id,
             artifact_excerpt=excerpt_line(req.artifact_text),
             upstream_agent=req.upstream_agent,

@@ -97,3 +97,31 @@ def test_the_pre_review_of_a_long_history_stays_fast():
     elapsed = time.perf_counter() - t0
     assert len(items) > 3000
     assert elapsed < 5.0, elapsed
+
+
+def _events(n: int) -> list:
+    from tests.test_words_metric import event
+
+    rng = random.Random(5)
+    replies = ["Applied.", "The error path is wrong.", "Please add a test for the probe.", "Thanks, queued.", ""]
+    return [event(i, rng.choice(["approve", "correct", "reject"]), rng.choice(replies)) for i in range(n)]
+
+
+def test_a_variants_baseline_is_built_without_the_similar_search(embedder):
+    from vicar.eval import words as w
+
+    events = _events(60)
+    predicted = [random.Random(i).choice(["approve", "correct", None]) for i in range(60)]
+    assert w.for_action(events, predicted) == w.baselines(events, embedder, predicted)[w.FOR_ACTION]
+
+
+def test_the_words_metrics_score_the_same_with_their_texts_embedded_first(embedder):
+    from vicar.eval import words as w
+
+    events = {"Ada Tester": _events(40)}
+    texts = {"p": {"Ada Tester": [e.response + " Check the lock." for e in events["Ada Tester"]]}}
+    needed = w.words_texts(events, texts)
+    # The dataset's own part (embedded with the dataset on a cold run) is in it.
+    assert set(w.words_texts(events)) <= set(needed)
+    vectors = dict(zip(needed, embedder.embed(needed)))
+    assert w.score_words(events, texts, embedder, vectors=vectors) == w.score_words(events, texts, embedder)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -14,7 +14,18 @@ from vicar.eval import metrics as m
 from vicar.eval.dataset import GateEvent
 from vicar.eval.replay import Variant, event_texts, replay_reviewer
 from vicar.eval.separation import Separation, prefill, separation
-from vicar.eval.words import FOR_ACTION, PREREVIEW, PREREVIEW_LEARNED, SCORED, Words, WordScores, baselines, score_words
+from vicar.eval.words import (
+    FOR_ACTION,
+    PREREVIEW,
+    PREREVIEW_LEARNED,
+    SCORED,
+    Words,
+    WordScores,
+    baselines,
+    for_action,
+    score_words,
+    words_texts,
+)
 from vicar.memory.embedder import Embedder
 from vicar.progress import progress as progress_for
 from vicar.settings import MemoryParams, Settings
@@ -112,7 +123,9 @@ def warm_embeddings(
     events: dict[str, list[GateEvent]], embedder: Embedder, console: Console, batch: int = WARM_BATCH
 ) -> float:
     """Embed every text of the dataset once, batched; the cache serves the replay."""
-    texts = event_texts([e for evs in events.values() for e in evs])
+    # With what the words metrics will need of the dataset alone (the human replies'
+    # sentences), so a cold run embeds them in this batched pass, not at the end.
+    texts = list(dict.fromkeys(event_texts([e for evs in events.values() for e in evs]) + words_texts(events)))
     start = time.perf_counter()
     with progress_for(console) as progress:
         task = progress.add_task("embedding the dataset", total=len(texts))
@@ -120,6 +133,26 @@ def warm_embeddings(
             embedder.embed(texts[i : i + batch])
             progress.advance(task, min(batch, len(texts) - i))
     return time.perf_counter() - start
+
+
+def embed_words(
+    events: dict[str, list[GateEvent]],
+    texts: Mapping[str, Mapping[str, Sequence[str]]],
+    embedder: Embedder,
+    progress,
+    name: str,
+    batch: int = WARM_BATCH,
+) -> dict[str, np.ndarray]:
+    """Every text the words metrics score, embedded in batches with progress shown: the
+    predicted words are new on a first run, minutes of embedding."""
+    needed = words_texts(events, texts)
+    task = progress.add_task(f"{name}: the words metrics", total=len(needed))
+    vectors: dict[str, np.ndarray] = {}
+    for i in range(0, len(needed), batch):
+        part = needed[i : i + batch]
+        vectors.update(zip(part, embedder.embed(part)))
+        progress.advance(task, len(part))
+    return vectors
 
 
 def run_variants(
@@ -131,12 +164,14 @@ def run_variants(
 ) -> list[VariantResult]:
     total = sum(len(v) for v in events.values())
     floors: dict[str, dict[str, Sequence[str]]] = {}  # the variant-free baselines, built once
-    for r, evs in events.items():
-        for label, texts in baselines(evs, embedder).items():
-            floors.setdefault(label, {})[r] = texts
     floor_words: dict[str, Words] = {}  # their scores do not depend on the variant: scored once
     results = []
     with progress_for(console) as progress:
+        task = progress.add_task("the words' baselines", total=total)
+        for r, evs in events.items():
+            for label, texts in baselines(evs, embedder).items():
+                floors.setdefault(label, {})[r] = texts
+            progress.advance(task, len(evs))
         for variant in variants:
             task = progress.add_task(variant.name, total=total)
             start = time.perf_counter()
@@ -163,21 +198,17 @@ def run_variants(
                 for r, ps in per_reviewer_preds.items()
                 for i, (e, p) in enumerate(zip(events[r], ps))
             ]
-            words = score_words(
-                events,
-                {
-                    "proxy": {r: [p.predicted_text for p in ps] for r, ps in per_reviewer_preds.items()},
-                    PREREVIEW: {r: [p.prereview_text for p in ps] for r, ps in per_reviewer_preds.items()},
-                    PREREVIEW_LEARNED: {
-                        r: [p.prereview_learned_text for p in ps] for r, ps in per_reviewer_preds.items()
-                    },
-                    FOR_ACTION: {
-                        r: baselines(events[r], embedder, [p.predicted for p in ps])[FOR_ACTION]
-                        for r, ps in per_reviewer_preds.items()
-                    },
-                    **({} if floor_words else floors),
+            texts: dict[str, dict[str, Sequence[str]]] = {
+                "proxy": {r: [p.predicted_text for p in ps] for r, ps in per_reviewer_preds.items()},
+                PREREVIEW: {r: [p.prereview_text for p in ps] for r, ps in per_reviewer_preds.items()},
+                PREREVIEW_LEARNED: {r: [p.prereview_learned_text for p in ps] for r, ps in per_reviewer_preds.items()},
+                FOR_ACTION: {
+                    r: for_action(events[r], [p.predicted for p in ps]) for r, ps in per_reviewer_preds.items()
                 },
-                embedder,
+                **({} if floor_words else floors),
+            }
+            words = score_words(
+                events, texts, embedder, vectors=embed_words(events, texts, embedder, progress, variant.name)
             )
             floor_words = floor_words or {k: v for k, v in words.items() if k in floors}
             words.update(floor_words)

@@ -159,6 +159,19 @@ def baselines(
     return out
 
 
+def for_action(events: Sequence[GateEvent], predicted: Sequence[str | None]) -> list[str]:
+    """FOR_ACTION alone, as baselines builds it: a variant's baseline needs neither the
+    embeddings nor the similar-artifact search the variant-free ones do."""
+    out: list[str] = []
+    by_action: dict[str, Counter[str]] = {}
+    for i, e in enumerate(events):
+        mine = by_action.get(predicted[i] or "")
+        out.append(mine.most_common(1)[0][0] if mine else "")
+        if e.response.strip():
+            by_action.setdefault(e.action.value, Counter())[e.response] += 1
+    return out
+
+
 class _Tally:
     def __init__(self) -> None:
         self.events = self.hit = self.said = self.raised = 0
@@ -192,26 +205,49 @@ def _embed(embedder: Embedder, texts: list[str]) -> dict[str, np.ndarray]:
     return dict(zip(unique, embedder.embed(unique))) if unique else {}
 
 
+class _Prepared:
+    """A reviewer's events and predicted words, cleaned and split into sentences, with the
+    texts the scores need embedded."""
+
+    def __init__(self, reviewer: str, events: Sequence[GateEvent], texts: Mapping[str, Sequence[str]]) -> None:
+        names = (reviewer,)
+        self.events, self.texts = events, texts
+        self.scored = [i for i, e in enumerate(events) if e.action.value in SCORED]
+        self.clean = {i: strip_tags(events[i].response, names) for i in range(len(events))}
+        self.pred_clean = {(label, i): strip_tags(t[i], names) for label, t in texts.items() for i in self.scored}
+        self.human_s = {i: sentences(self.clean[i]) for i in self.scored}
+        self.pred_s = {k: sentences(v)[:TOP_K] for k, v in self.pred_clean.items()}
+
+    def needed(self) -> list[str]:
+        return (
+            [s for v in self.human_s.values() for s in v]
+            + [s for v in self.pred_s.values() for s in v]
+            + [self.events[i].response for i in self.scored]
+            + [t[i] for t in self.texts.values() for i in self.scored]
+        )
+
+
+def words_texts(
+    events: Mapping[str, Sequence[GateEvent]], texts: Mapping[str, Mapping[str, Sequence[str]]] | None = None
+) -> list[str]:
+    """Every text score_words embeds, once each: with `texts` None, only those the dataset
+    alone decides (the human replies and their sentences), to embed with the dataset."""
+    out: list[str] = []
+    for reviewer, evs in events.items():
+        mine = {label: t[reviewer] for label, t in (texts or {}).items() if reviewer in t}
+        out.extend(_Prepared(reviewer, evs, mine).needed())
+    return list(dict.fromkeys(t for t in out if t.strip()))
+
+
 def _score_reviewer(
-    reviewer: str,
-    events: Sequence[GateEvent],
-    texts: dict[str, Sequence[str]],
+    prep: _Prepared,
     embedder: Embedder,
     threshold: float,
+    vectors: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, _Tally]:
-    names = (reviewer,)
-    scored = [i for i, e in enumerate(events) if e.action.value in SCORED]
-    clean = {i: strip_tags(events[i].response, names) for i in range(len(events))}
-    pred_clean = {(label, i): strip_tags(t[i], names) for label, t in texts.items() for i in scored}
-    human_s = {i: sentences(clean[i]) for i in scored}
-    pred_s = {k: sentences(v)[:TOP_K] for k, v in pred_clean.items()}
-    vec = _embed(
-        embedder,
-        [s for v in human_s.values() for s in v]
-        + [s for v in pred_s.values() for s in v]
-        + [events[i].response for i in scored]
-        + [t[i] for t in texts.values() for i in scored],
-    )
+    events, texts = prep.events, prep.texts
+    clean, pred_clean, human_s, pred_s = prep.clean, prep.pred_clean, prep.human_s, prep.pred_s
+    vec = vectors if vectors is not None else _embed(embedder, prep.needed())
     tallies = {label: _Tally() for label in texts}
     themes = Themes()
     for i, e in enumerate(events):
@@ -245,13 +281,16 @@ def score_words(
     texts: Mapping[str, Mapping[str, Sequence[str]]],
     embedder: Embedder,
     threshold: float = MATCH_THRESHOLD,
+    vectors: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, Words]:
     """`texts[label][reviewer]`: each predictor's words for the reviewer's events, in
-    order. One pass per reviewer scores every predictor against the same online themes."""
+    order. One pass per reviewer scores every predictor against the same online themes.
+    `vectors`: every text of words_texts(events, texts) already embedded (the caller
+    embeds them in batches and shows progress), else embedded here."""
     per: dict[str, dict[str, _Tally]] = {label: {} for label in texts}
     for reviewer, evs in events.items():
         mine = {label: t[reviewer] for label, t in texts.items() if reviewer in t}
-        for label, tally in _score_reviewer(reviewer, evs, mine, embedder, threshold).items():
+        for label, tally in _score_reviewer(_Prepared(reviewer, evs, mine), embedder, threshold, vectors).items():
             per[label][reviewer] = tally
     out = {}
     for label, tallies in per.items():

@@ -182,8 +182,9 @@ class PrincipalMemory:
             status = (stored or chunk).status
             if status in UNINDEXED:
                 vecs = {}
-            # Vectors first: a crash between the two leaves vectors without a record,
-            # which the retry (same id) completes, rather than a record without vectors.
+            # Queued first, written within a second (memory/vectors.py): a crash may leave
+            # a record without vectors, re-embedded when the memory opens; the record is
+            # the answer, and it is durable when this returns.
             try:
                 self.vectors.upsert(chunk.id, vecs)
             except Exception as exc:  # Chroma's errors have no common base

@@ -2,9 +2,18 @@
 embedding model.
 
 Every dimension of a chunk is one Chroma record with id `<chunk id>:<dimension>`, so a
-chunk's vectors are written in one idempotent upsert (each upsert costs ~8 ms). A
-collection per model lets `vicar memory reembed` build the new vectors beside the old
-ones and switch only when it is done.
+chunk's vectors are written in one idempotent upsert. A collection per model lets
+`vicar memory reembed` build the new vectors beside the old ones and switch only when it
+is done.
+
+Writes are grouped (write-behind): Chroma's Rust bindings hold the GIL through a whole
+upsert (chroma-core/chroma#3873 freed it for reads only), 5 ms on a quiet machine and
+30-40 ms on a loaded one, whatever the batch's size, so a worker's every thread, its
+event loop included, stopped for it at every recorded answer (bench/GATE_COSTS.md).
+Vectors are derived data: the record in memory.db (fsync'd) is the answer, and a chunk
+whose vectors a crash lost is re-embedded when its memory opens
+(PrincipalMemory.chunks_without_vectors, reconcile). Retrieval never reads Chroma
+after the open (the in-memory index has the vectors at once).
 """
 
 from __future__ import annotations
@@ -12,6 +21,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +29,12 @@ import numpy as np
 from vicar.memory.store import StoreError
 
 logging.getLogger("chromadb.telemetry").setLevel(logging.CRITICAL)
+log = logging.getLogger("vicar.memory.vectors")
+
+# Pending vectors are written at most this long after the first of them, or at once
+# when this many chunks wait: a crash loses at most that, re-embedded at the next open.
+FLUSH_SECONDS = 1.0
+FLUSH_CHUNKS = 64
 
 
 class VectorsUnusable(StoreError):
@@ -70,21 +86,56 @@ class VectorStore:
         self._col = self._client.get_or_create_collection(
             name=collection_name(model), embedding_function=None, metadata={"hnsw:space": "cosine"}
         )
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        # vector id -> (chunk id, dim, vector), in the order written; a rewrite replaces.
+        self._pending: dict[str, tuple[str, str, np.ndarray]] = {}
+        self._timer: threading.Timer | None = None
 
     def upsert(self, chunk_id: str, vectors: dict[str, np.ndarray]) -> None:
+        """Queued, written within FLUSH_SECONDS (see the module's note)."""
         if not vectors:
             return
-        dims = list(vectors)
         with self._lock:
+            for d, vec in vectors.items():
+                self._pending[vector_id(chunk_id, d)] = (chunk_id, d, vec)
+            chunks = len({cid for cid, _, _ in self._pending.values()})
+            if chunks >= FLUSH_CHUNKS:
+                self.flush()
+            elif self._timer is None:
+                self._timer = threading.Timer(FLUSH_SECONDS, self._flush_later)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def flush(self) -> None:
+        """Write the pending vectors in one upsert. Raises what Chroma raises; they stay
+        pending then."""
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if not self._pending:
+                return
+            ids = list(self._pending)
+            rows = list(self._pending.values())
             self._col.upsert(
-                ids=[vector_id(chunk_id, d) for d in dims],
-                embeddings=np.stack([vectors[d] for d in dims]),
-                metadatas=[{"chunk_id": chunk_id, "dim": d} for d in dims],
+                ids=ids,
+                embeddings=np.stack([vec for _, _, vec in rows]),
+                metadatas=[{"chunk_id": cid, "dim": d} for cid, d, _ in rows],
             )
+            self._pending.clear()
+
+    def _flush_later(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            self.flush()
+        except Exception as exc:  # Chroma's errors have no common base; the next flush retries
+            log.warning("vectors not written yet (%s); retried at the next write or close", exc)
+        else:
+            log.debug("vectors written in %.1f ms", (time.perf_counter() - t0) * 1000)
 
     def load_all(self, page: int = 5000):
         """Yield (chunk_id, dim, vector) for every stored vector, a page at a time."""
+        self.flush()
         offset = 0
         while True:
             with self._lock:
@@ -98,6 +149,7 @@ class VectorStore:
 
     def ids(self, page: int = 20000) -> list[tuple[str, str]]:
         """(vector id, chunk id) of every stored vector."""
+        self.flush()
         out: list[tuple[str, str]] = []
         offset = 0
         while True:
@@ -111,10 +163,12 @@ class VectorStore:
     def delete(self, vector_ids: list[str]) -> None:
         if vector_ids:
             with self._lock:
+                self.flush()
                 self._col.delete(ids=vector_ids)
 
     def drop_other_models(self, keep_model: str) -> list[str]:
         """Delete the collections of other embedding models (after a re-embed)."""
+        self.flush()
         keep = collection_name(keep_model)
         dropped = []
         for col in self._client.list_collections():
@@ -125,6 +179,7 @@ class VectorStore:
         return dropped
 
     def count(self) -> int:
+        self.flush()
         return self._col.count()
 
     def close(self) -> None:
@@ -132,6 +187,10 @@ class VectorStore:
         # chroma/ deleted or moved aside would be read through the stale system when the
         # memory is opened again in the same process.
         with self._lock:
+            try:
+                self.flush()
+            except Exception as exc:  # the records are in memory.db: the next open re-embeds
+                log.warning("vectors not written at close (%s); re-embedded when the memory opens", exc)
             self._client.close()  # type: ignore[attr-defined]  # Chroma's client has it; its ClientAPI type does not
 
 

@@ -430,6 +430,7 @@ from tests.test_broken_store import chunk
 mem = PrincipalMemory("alice", Path(sys.argv[1]), default_embedder(), MemoryParams())
 for i in (7, 8):
     mem.record(chunk("alice", i))
+mem.vectors.flush()  # the vectors' write-behind (memory/vectors.py) done: this test is about the WAL
 os._exit(0)  # dies without closing: the two records are only in memory.db-wal
 """
 

@@ -73,12 +73,12 @@ def recall_at_k(ref: dict[str, np.ndarray], new: dict[str, np.ndarray], index: l
     return [len(set(x) & set(y)) / K for x, y in zip(a, b)]
 
 
-def embed_all(embedder, texts: list[str]) -> None:
+def embed_all(embedder: OnnxMiniLMEmbedder | Int8MiniLMEmbedder, texts: list[str]) -> None:
     for i in range(0, len(texts), CALL):
         embedder.embed(texts[i : i + CALL])
 
 
-def variants(profile: str | None = None) -> dict[str, Callable[[], object]]:
+def variants(profile: str | None = None) -> dict[str, Callable[[], OnnxMiniLMEmbedder | Int8MiniLMEmbedder]]:
     """Today's default first; then one change at a time; the int8 candidates last."""
     return {
         "fp32, packed 512 (today's default)": lambda: OnnxMiniLMEmbedder(pack_tokens=512, profile=profile),

@@ -169,8 +169,8 @@ def run_variants(
     with progress_for(console) as progress:
         task = progress.add_task("the words' baselines", total=total)
         for r, evs in events.items():
-            for label, texts in baselines(evs, embedder).items():
-                floors.setdefault(label, {})[r] = texts
+            for label, floor_texts in baselines(evs, embedder).items():
+                floors.setdefault(label, {})[r] = floor_texts
             progress.advance(task, len(evs))
         for variant in variants:
             task = progress.add_task(variant.name, total=total)

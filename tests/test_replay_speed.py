@@ -125,3 +125,16 @@ def test_the_words_metrics_score_the_same_with_their_texts_embedded_first(embedd
     assert set(w.words_texts(events)) <= set(needed)
     vectors = dict(zip(needed, embedder.embed(needed)))
     assert w.score_words(events, texts, embedder, vectors=vectors) == w.score_words(events, texts, embedder)
+
+
+def test_the_most_similar_past_replies_are_those_a_full_stable_sort_puts_first():
+    import numpy as np
+
+    from vicar.eval.words import _most_similar
+
+    rng = np.random.default_rng(0)
+    for size in (1, 3, 5, 6, 50, 400):
+        for _ in range(20):
+            sims = rng.choice([0.1, 0.5, 0.9], size=size) if size > 10 else rng.random(size)  # ties, then none
+            want = np.argsort(-sims, kind="stable")[:5]
+            assert list(_most_similar(sims, 5)) == list(want)

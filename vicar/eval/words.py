@@ -137,6 +137,9 @@ def baselines(
     by_action: dict[str, Counter[str]] = {}
     vectors = embedder.embed([_artifact_text(e) for e in events]) if events else np.zeros((0, 1))
     past: list[int] = []  # earlier events with a reply
+    # Their vectors, kept in order as they come: the search reads a prefix, where
+    # gathering vectors[past] copied the whole past for every event.
+    past_vectors = np.empty_like(vectors)
     for i, e in enumerate(events):
         out[FREQUENT].append(replies.most_common(1)[0][0] if replies else "")
         true = by_action.get(e.action.value)
@@ -145,8 +148,7 @@ def baselines(
             mine = by_action.get(predicted[i] or "")
             out[FOR_ACTION].append(mine.most_common(1)[0][0] if mine else "")
         if past and e.action.value in SCORED:
-            sims = vectors[past] @ vectors[i]
-            order = np.argsort(-sims, kind="stable")[:SIMILAR_K]
+            order = _most_similar(past_vectors[: len(past)] @ vectors[i], SIMILAR_K)
             out[SIMILAR].append(events[past[order[0]]].response)
             out[SIMILAR_JOINED].append("\n\n".join(events[past[j]].response for j in order))
         else:  # only correct/reject events are scored: spare the search
@@ -155,8 +157,21 @@ def baselines(
         if e.response.strip():
             replies[e.response] += 1
             by_action.setdefault(e.action.value, Counter())[e.response] += 1
+            past_vectors[len(past)] = vectors[i]
             past.append(i)
     return out
+
+
+def _most_similar(sims: np.ndarray, k: int) -> np.ndarray:
+    """The first k of a stable descending sort of `sims` (ties: the earlier first),
+    sorting only the values at or above the k-th: a full sort per event made the
+    baselines quadratic in log time too."""
+    if len(sims) <= k:
+        return np.argsort(-sims, kind="stable")
+    neg = -sims
+    kth = np.partition(neg, k - 1)[k - 1]
+    near = np.flatnonzero(neg <= kth)
+    return near[np.argsort(neg[near], kind="stable")][:k]
 
 
 def for_action(events: Sequence[GateEvent], predicted: Sequence[str | None]) -> list[str]:

@@ -19,7 +19,10 @@ eager workflow start applies):
   6. burst: --burst gates started at once over the principals, with the server's count of
      RESOURCE_EXHAUSTED answers (Temporal's in-flight update limit) during it;
   7. durability: phases 3 and 5 again with the memory store at synchronous=FULL and at
-     NORMAL, interleaved (bench/durability.py): the cost of durable commits.
+     NORMAL, interleaved (bench/durability.py): the cost of durable commits;
+  8. the gate against its floor: --rounds rounds of the full floor gate and phase 5,
+     alternating (floor, gate, gate, floor, ...), so a shared machine's load drift falls
+     on both alike; the ratio the goal reads is their median per round.
 Results go to a markdown report (--out) as well as the terminal.
 """
 
@@ -231,6 +234,25 @@ async def burst(client: Client, tq: str, principals: list[str], run: str, count:
     return row
 
 
+async def against_floor(
+    client: Client, principals: list[str], run: str, per: int, rounds: int, progress: Progress
+) -> list[tuple[float, float]]:
+    """(full floor gates/s, gates/s) per round, the order alternating between rounds."""
+    out = []
+    for r in range(rounds):
+        rates: dict[str, float] = {}
+        for which in ("floor", "gate") if r % 2 == 0 else ("gate", "floor"):
+            if which == "floor":
+                row = await concurrent_baseline(
+                    client, "bench-floor", principals, run, per, FloorGate(full=True), f"floor, round {r + 1}", progress
+                )
+            else:
+                row = await concurrent(client, "bench-gates", principals, f"{run}i{r}", per, progress)
+            rates[which] = row.rate or math.nan
+        out.append((rates["floor"], rates["gate"]))
+    return out
+
+
 def proxy_work(settings: Settings, registry, predictor, principals: list[str], per: int) -> float:
     """CPU ms per gate of the proxy's own work with no Temporal at all: what the gate's
     local activities do (pin the learned model, consult, record the outcome), called
@@ -378,6 +400,7 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
                         server_pid, burst(client, "bench-gates", principals, run, args.burst, progress)
                     )
                     exhausted = delta(exhausted_before, resource_exhausted(metrics_url))
+                    rounds = await against_floor(client, principals, run, per, args.rounds, progress)
                     durable = await durability(
                         client,
                         registry,
@@ -419,6 +442,7 @@ async def bench(args: argparse.Namespace, console: Console) -> str:
         time.perf_counter() - t_start,
         exhausted,
         direct_ms,
+        rounds,
     )
     return (
         text
@@ -442,6 +466,7 @@ def main() -> None:
     ap.add_argument("--gates", type=int, default=100, help="gates per measured phase (default 100)")
     ap.add_argument("--principals", type=int, default=8, help="concurrent principals (default 8)")
     ap.add_argument("--burst", type=int, default=200, help="gates started at once in the last phase (default 200)")
+    ap.add_argument("--rounds", type=int, default=4, help="alternating rounds of floor and gate (default 4)")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "RESULTS.md")
     args = ap.parse_args()
     console = Console() if sys.stdout.isatty() else Console(width=160)  # keep the table readable in logs

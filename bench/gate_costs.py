@@ -7,6 +7,8 @@ order so a shared machine's load drift falls on all alike:
   - floor: the full floor gate (bench/floor_workflow.py), Temporal's floor for the
     gate's shape;
   - gate: the real gate (escalation_mode=never, as gate_bench's concurrent phase);
+  - gate, vectors written at once: Chroma's upsert inside every record, as before the
+    write-behind (memory/vectors.py, FLUSH_CHUNKS=1);
   - gate, synchronous=NORMAL: the same with the memory store's commits not fsync'd
     (the cost of durable commits; NOT a shipped mode);
   - gate, no codec: the same through a client and worker whose payloads are not
@@ -37,6 +39,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 import vicar.memory.store as store_module
+import vicar.memory.vectors as vectors_module
 from bench.floor_workflow import FloorBrainActivities, FloorBrainWorkflow, FloorGateWorkflow, FloorWorkflow, noop
 from bench.gate_bench import concurrent, metered, train
 from bench.gate_common import BENCH_ENV, Row, phase_progress, proxy_parts
@@ -44,7 +47,7 @@ from bench.gate_floor import FloorGate, concurrent_baseline
 from vicar.settings import Settings
 from vicar.worker import build_worker, temporal_client
 
-VARIANTS = ("floor", "gate", "gate, synchronous=NORMAL", "gate, no codec")
+VARIANTS = ("floor", "gate", "gate, vectors written at once", "gate, synchronous=NORMAL", "gate, no codec")
 
 
 def _durable(registry, principals: list[str], mode: str) -> None:
@@ -68,6 +71,7 @@ async def costs(args: argparse.Namespace, console: Console) -> str:
     rates: dict[str, list[float]] = {v: [] for v in variants}
     cpu: dict[str, list[tuple[float, float]]] = {v: [] for v in variants}
     load = [os.getloadavg()[0]]
+    flush_chunks = vectors_module.FLUSH_CHUNKS
     async with temporal_client(settings, embedded=True) as (client, server):
         # Same converter, no codec: payloads leave the process as plain JSON.
         plain_client = Client(
@@ -109,6 +113,7 @@ async def costs(args: argparse.Namespace, console: Console) -> str:
                         order = variants[r % len(variants) :] + variants[: r % len(variants)]
                         for v in order:
                             _durable(registry, sealed_ps, "NORMAL" if "NORMAL" in v else "FULL")
+                            vectors_module.FLUSH_CHUNKS = 1 if "at once" in v else flush_chunks
                             row: Row = await metered(pid, phase(v, f"r{r}{VARIANTS.index(v)}"))
                             if r:
                                 rates[v].append(row.rate or math.nan)

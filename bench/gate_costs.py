@@ -74,9 +74,9 @@ async def costs(args: argparse.Namespace, console: Console) -> str:
     flush_chunks = vectors_module.FLUSH_CHUNKS
     async with temporal_client(settings, embedded=True) as (client, server):
         # Same converter, no codec: payloads leave the process as plain JSON.
-        plain_client = Client(
-            **{**client.config(), "data_converter": dataclasses.replace(client.data_converter, payload_codec=None)}
-        )
+        config = client.config()
+        config["data_converter"] = dataclasses.replace(client.data_converter, payload_codec=None)
+        plain_client = Client(**config)
         _, registry, predictor = proxy_parts(settings)
         sealed_worker, _ = build_worker(
             client, settings, task_queue="costs-gates", registry=registry, predictor=predictor

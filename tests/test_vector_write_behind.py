@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def counting_upserts(mem: PrincipalMemory) -> list[int]:
     """Chroma upsert calls of this memory's collection (the number of ids each)."""
     calls: list[int] = []
+    assert isinstance(mem.vectors, vectors_module.VectorStore)
     col = mem.vectors._col
     real = col.upsert
 

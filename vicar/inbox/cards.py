@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vicar.client.gates import UNREADABLE
+from vicar.errors import ARTIFACT_REFUSED
 from vicar.models.control import Control, Rule, compile_regex, word_regex
 from vicar.proxy.reasons import PROXY_ERROR, RULE, ReasonFacts, reason_words
 
 # The note a rule's verdict writes (vicar.proxy.rules): "rule NAME (EFFECT, by AUTHOR)".
 RULE_NOTE = re.compile(r"^rule (\S+) \(")
-REFUSED = "ArtifactRefused: "
+REFUSED = f"{ARTIFACT_REFUSED}: "
 # Guards whose gate is never approved from the list: the person's rule asked about it, the
 # proxy could not run (a refused or unreadable artifact among the causes), or a block
 # censor withheld the proxy's answer.

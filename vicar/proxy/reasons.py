@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from vicar.errors import ARTIFACT_REFUSED
 from vicar.models import GateDetails
 
 # The guard names the gate and the calibration write (vicar.proxy.calibration.GUARDS and
@@ -100,7 +101,7 @@ def _escalated(f: ReasonFacts) -> str:
         name = _rule_name(f)
         return f"Your rule {name} asks you about gates like this" if name else "One of your rules asks you about this"
     if g == PROXY_ERROR:
-        if "ArtifactRefused" in f.note:
+        if ARTIFACT_REFUSED in f.note:
             return "Vicar could not read this gate's artifact, so it has no view of it: it is yours to judge"
         return "Vicar could not form a view of this gate (the proxy was unavailable): it is yours to judge"
     if f.escalation_mode == "always":

@@ -318,6 +318,15 @@ VARIABLES: tuple[Var, ...] = (
         parse=_paths,
     ),
     Var(
+        "VICAR_SLACK_USERS",
+        GATES,
+        "who answers from Slack's buttons: Slack user ids and the inbox accounts they answer as, "
+        "`U0123ABC=alice,U0456DEF=bob`; anyone else's tap is refused ([slack.md](slack.md))",
+        "`SLACKID=account` pairs, comma-separated",
+        "slack_users",
+        parse=_pairs,
+    ),
+    Var(
         "VICAR_SESSION_IDLE_SECONDS",
         SESSIONS,
         "a session ends after this long with no gate joining or finishing",
@@ -424,15 +433,6 @@ VARIABLES: tuple[Var, ...] = (
         "slack_signing_secret",
         read_by="ReadAtUse",
         secret=True,
-    ),
-    Var(
-        "VICAR_SLACK_USERS",
-        GATES,
-        "who answers from Slack's buttons: Slack user ids and the inbox accounts they answer as, "
-        "`U0123ABC=alice,U0456DEF=bob`; anyone else's tap is refused ([slack.md](slack.md))",
-        "`SLACKID=account` pairs, comma-separated",
-        "slack_users",
-        parse=_pairs,
     ),
     Var(
         "VICAR_DEBUG",

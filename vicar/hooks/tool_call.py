@@ -12,11 +12,11 @@ import difflib
 import hashlib
 import json
 import os
-import shlex
 import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
+from vicar.hooks import command_kind
 from vicar.hooks.protocol import PERMISSION_REQUEST
 from vicar.memory.text import clip
 from vicar.models import GateRequest
@@ -68,17 +68,17 @@ def _relative(path: str, cwd: str) -> str:
 def _command_key(command: str) -> str:
     """The program and its subcommand (`git push`, `npm test`): the lineage that lets the
     proxy learn a habit per kind of command rather than per exact line."""
-    try:
-        words = shlex.split(command, comments=True)
-    except ValueError:
-        words = command.split()
-    words = [w for w in words if "=" not in w.split("/")[0]] or words  # FOO=bar git push -> git push
-    if not words:
-        return ""
-    key = [os.path.basename(words[0])]
-    if len(words) > 1 and not words[1].startswith("-") and len(words[1]) <= 40:
-        key.append(words[1])
-    return " ".join(key)
+    return command_kind.kind(command)
+
+
+def _file_key(path: str, cwd: str) -> str:
+    """The kind of file a tool touches (`*.py`, `Makefile`), and whether it is outside the
+    agent's directory: a kind of action, where the path itself is an argument."""
+    name = os.path.basename(path.rstrip("/\\")) or path
+    stem, ext = os.path.splitext(name)
+    key = f"*{ext}" if stem and ext else name
+    outside = os.path.isabs(path) and not (cwd and path.startswith(cwd.rstrip("/\\") + os.sep))
+    return f"outside {key}" if outside else key
 
 
 def _diff(path: str, old: str, new: str) -> str:
@@ -112,7 +112,7 @@ def describe(tool: str, args: dict[str, Any], cwd: str) -> tuple[str, str, str]:
             artifact = _diff(path, "", _text(args.get("content"))).replace(f"--- a/{path}", "--- /dev/null", 1)
         else:
             artifact = _canonical(args)
-        return path, artifact, path
+        return path, artifact, _file_key(_text(args.get("file_path")) or _text(args.get("notebook_path")), cwd)
     if name == "webfetch":
         url = _text(args.get("url"))
         prompt = _text(args.get("prompt"))
@@ -145,7 +145,7 @@ def gate_request(call: dict[str, Any], settings: Settings, principal: str) -> Ga
         artifact_text=_cut(artifact, limit),
         actor_message=clip(" ".join(w for w in words if w), min(settings.limits.actor_message, 2000)),
         upstream_agent=AGENT,
-        title=clip(key, TITLE_CHARS),
+        title=clip(summary if tool.lower() in FILE_TOOLS else key, TITLE_CHARS),
         lineage=clip(f"{tool.lower()}:{key}", TITLE_CHARS) if key else None,
         deadline_seconds=settings.hook.wait_seconds + OBSERVE_SECONDS,
     )

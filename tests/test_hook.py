@@ -2,7 +2,7 @@
 endpoint, and the documented hook inputs (tests/fixtures/claude_code/) fed to the real
 thin command (a process, as Claude Code starts it) and posted to the endpoint (as Claude
 Code's HTTP hook does). A rule allows; the person's reject denies with their words; no
-answer in time asks, and the PostToolUse that follows records what was observed.
+answer in time asks, and the PostToolUse that follows answers nothing.
 
 Then the real Claude Code CLI (`claude -p`, from the npm registry's
 @anthropic-ai/claude-code; skipped when it is not installed) against a local stand-in of
@@ -16,143 +16,18 @@ import json
 import os
 import shutil
 import sys
-import urllib.error
-import urllib.request
-import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from vicar.client import add_rule, answer, get_gate, list_escalations
 from vicar.hooks import protocol as p
-from vicar.hooks.decide import OBSERVED_TEXT
-from vicar.hooks.http import hook_token
 from vicar.hooks.tool_call import gate_id_for
-from vicar.settings import Settings
-from vicar.settings.hook import HookParams
 
 from .claude_messages_standin import ClaudeMessagesStandIn
-from .conftest import WorkerProcess, wait_for
-from .inbox_world import free_port
-
-FIXTURES = Path(__file__).parent / "fixtures" / "claude_code"
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@dataclass
-class HookWorld:
-    client: Any
-    app: Any
-    url: str
-    token_file: Path
-    settings: Settings
-
-    def configure(self, wait: float) -> str:
-        """A principal of its own for one test, the hook waiting `wait` seconds for them."""
-        principal = f"p-{uuid.uuid4().hex[:10]}"
-        hook = HookParams(principal=principal, wait_seconds=wait)
-        self.app.state.inbox.settings = self.settings.model_copy(update={"hook": hook})
-        return principal
-
-
-def call(name: str, **changes: Any) -> dict:
-    """A documented input with this test's own session and tool call."""
-    data = json.loads((FIXTURES / f"{name}.json").read_text())
-    data.update({"session_id": f"s-{uuid.uuid4().hex[:8]}", **changes})
-    if "tool_use_id" in data and "tool_use_id" not in changes:
-        data["tool_use_id"] = f"toolu_{uuid.uuid4().hex[:20]}"
-    return data
-
-
-async def command(w: HookWorld, data: dict) -> tuple[int, dict, str]:
-    """The thin command as Claude Code runs it: (exit code, stdout JSON, stderr)."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "vicar.hooks",
-        "claude-code",
-        "--url",
-        w.url,
-        "--token-file",
-        str(w.token_file),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=ROOT,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(json.dumps(data).encode()), 120)
-    assert proc.returncode is not None
-    return proc.returncode, json.loads(out), err.decode()
-
-
-def post(w: HookWorld, data: dict, token: str | None = None) -> tuple[int, dict]:
-    """Claude Code's HTTP hook: the input POSTed with the bearer token."""
-    request = urllib.request.Request(
-        w.url,
-        data=json.dumps(data).encode(),
-        method="POST",
-        headers={
-            "Content-Type": "application/json",
-            "Authorization": f"Bearer {token or w.token_file.read_text().strip()}",
-        },
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=120) as reply:
-            return reply.status, json.loads(reply.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-
-
-async def escalated(client: Any, gate_id: str) -> Any:
-    """The gate's details once it waits for the person (the hook's process opens it first)."""
-    from vicar.client.gates import gate_details
-    from vicar.errors import NotFound
-
-    async def waiting() -> Any:
-        try:
-            d = await gate_details(client, gate_id)
-        except NotFound:
-            return None
-        return d if d and d.status.value == "escalated" else None
-
-    return await wait_for(waiting, timeout=60)
-
-
-@pytest_asyncio.fixture(scope="module")
-async def world(temporal_env, tmp_path_factory):
-    import uvicorn
-
-    from vicar.inbox.app import create_app
-
-    # The autonomy rule loosened as in bench/gate_bench.py (BENCH_ENV): the proxy earns the
-    # right to answer alone within a few of the person's answers, and is never audited.
-    worker = WorkerProcess(
-        temporal_env,
-        tmp_path_factory.mktemp("worker"),
-        VICAR_OPS_ADDRESS=None,
-        VICAR_AUTONOMY_TARGET_ERROR="0.8",
-        VICAR_AUTONOMY_AUDIT_SHARE="0",
-    )
-    worker.env.pop("VICAR_METRICS_ADDRESS", None)
-    await worker.start()
-    settings = Settings(data_dir=tmp_path_factory.mktemp("inbox"), task_queue=worker.task_queue)
-    _, token_file = hook_token(settings)
-    assert token_file is not None and token_file.stat().st_mode & 0o777 == 0o600
-    app = create_app(settings, temporal_env.client)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    serving = asyncio.ensure_future(server.serve())
-    while not server.started:
-        await asyncio.sleep(0.05)
-    try:
-        yield HookWorld(temporal_env.client, app, f"http://127.0.0.1:{port}/hooks/claude-code", token_file, settings)
-    finally:
-        server.should_exit = True
-        await serving
-        await worker.stop()
+from .conftest import wait_for
+from .hook_world import HookWorld, call, command, escalated, escalated_now, post, world  # noqa: F401
 
 
 async def test_a_rule_allows_through_the_command_and_the_endpoint(world):
@@ -171,10 +46,12 @@ async def test_a_rule_allows_through_the_command_and_the_endpoint(world):
     gate = await get_gate(world.client, gate_id_for(data["session_id"], data["tool_use_id"]))
     result = await gate.result(timeout=10)
     assert result.answered_by.value == "rule" and result.task_type == "bash"
+    # The reason names the rule that allowed it.
+    assert body["hookSpecificOutput"]["permissionDecisionReason"] == f"Vicar: approved by {principal}'s rule tests-run"
     # The same through the HTTP form, and for PermissionRequest (its own decision object).
-    status, body = await asyncio.to_thread(post, world, call("pre_tool_use_bash"))
+    status, body, _ = await asyncio.to_thread(post, world, call("pre_tool_use_bash"))
     assert (status, p.decision_of(body)) == (200, "allow")
-    status, body = await asyncio.to_thread(post, world, call("permission_request_bash"))
+    status, body, _ = await asyncio.to_thread(post, world, call("permission_request_bash"))
     assert (status, body["hookSpecificOutput"]["decision"]) == (200, {"behavior": "allow"})
 
 
@@ -196,24 +73,26 @@ async def test_the_persons_reject_denies_with_their_words(world):
     assert result.answered_by.value == "human" and result.responder == principal  # learned as any answer
 
 
-async def test_no_answer_in_time_asks_and_the_post_tool_use_is_recorded_as_observed(world):
+async def test_no_answer_in_time_asks_and_the_post_tool_use_changes_nothing(world):
     principal = world.configure(wait=1.0)
     data = call("pre_tool_use_bash")
     code, body, _ = await command(world, data)
     assert (code, p.decision_of(body)) == (0, "ask")
-    assert "has not answered within 1 s" in body["hookSpecificOutput"]["permissionDecisionReason"]
+    assert f"{principal} has not answered within 1 s" in body["hookSpecificOutput"]["permissionDecisionReason"]
     gate_id = gate_id_for(data["session_id"], data["tool_use_id"])
     await escalated(world.client, gate_id)  # the gate stays open after the fallback
-    # The person allowed it in Claude Code's prompt: the tool ran, PostToolUse follows.
+    # The tool ran (the person allowed it in Claude Code's prompt, or anyone with the
+    # token says so): nothing is answered, the gate still waits for the person.
     post_call = call("post_tool_use_bash", session_id=data["session_id"], tool_use_id=data["tool_use_id"])
     code, body, err = await command(world, post_call)
     assert (code, body, err) == (0, {}, "")
+    assert await escalated_now(world.client, gate_id) is not None
+    with pytest.raises(TimeoutError):
+        await (await get_gate(world.client, gate_id)).result(timeout=2)
+    # The person may still answer it in the inbox: that is learned.
+    await answer(world.client, gate_id, dict(action="approve", text="fine", responder=principal))
     result = await (await get_gate(world.client, gate_id)).result(timeout=20)
     assert (result.action.value, result.answered_by.value, result.responder) == ("approve", "human", principal)
-    assert result.text == OBSERVED_TEXT
-    # A PostToolUse for a gate Vicar decided, or for none, changes nothing.
-    code, body, _ = await command(world, call("post_tool_use_bash"))
-    assert (code, body) == (0, {})
 
 
 async def test_the_proxy_learns_the_persons_answers_and_then_allows_alone(world):
@@ -249,7 +128,7 @@ def declared_too_long(w: HookWorld) -> bytes:
     """A request declaring a body over the protocol's bound, sending a few bytes of it."""
     import socket
 
-    host, port = w.url.removeprefix("http://").split("/")[0].split(":")
+    host, port = w.base.removeprefix("http://").split(":")
     token = w.token_file.read_text().strip()
     head = (
         f"POST /hooks/claude-code HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
@@ -274,22 +153,14 @@ def length_of(reply: bytes) -> int:
     return 0
 
 
-async def escalated_now(client: Any, gate_id: str) -> Any:
-    from vicar.client.gates import gate_details
-    from vicar.errors import NotFound
-
-    try:
-        d = await gate_details(client, gate_id)
-    except NotFound:
-        return None
-    return d if d and d.status.value == "escalated" else None
-
-
 async def test_the_endpoint_refuses_a_call_without_its_token_and_asks_on_bad_input(world):
     world.configure(wait=5)
-    status, body = await asyncio.to_thread(post, world, call("pre_tool_use_bash"), "wrong-token-wrong-token")
-    assert status == 401 and "hookSpecificOutput" not in body
-    status, body = await asyncio.to_thread(post, world, {"hook_event_name": "PreToolUse", "tool_name": "Bash"})
+    # A wrong token opens nothing, and says so where the person reads it (Claude Code shows
+    # nothing of a non-2xx answer: its HTTP hook would fall back silently).
+    status, body, headers = await asyncio.to_thread(post, world, call("pre_tool_use_bash"), "wrong-token-wrong-token")
+    assert (status, p.decision_of(body), headers[p.EXIT_HEADER.lower()]) == (200, "ask", str(p.UNREACHABLE_EXIT))
+    assert "hook token was refused" in body["hookSpecificOutput"]["permissionDecisionReason"]
+    status, body, _ = await asyncio.to_thread(post, world, {"hook_event_name": "PreToolUse", "tool_name": "Bash"})
     assert (status, p.decision_of(body)) == (200, "ask")
     # A body declared past the protocol's bound: answered from the declaration, unread (so
     # its event is unknown: no decision, the agent's own permission flow; never allow).
@@ -302,16 +173,15 @@ async def test_the_endpoint_refuses_a_call_without_its_token_and_asks_on_bad_inp
     code, body, err = await command(world, call("pre_tool_use_bash", tool_name="Bash\nX-Injected: 1", tool_input=[]))
     assert (code, p.decision_of(body)) == (p.BAD_INPUT_EXIT, "ask") and err.count("\n") == 1
     # The thin command with the wrong token: ask, exit 4, one line.
-    bad = world.token_file.with_name("other-token")
+    bad = world.token_file.with_name(".other-token")
     bad.write_text("x" * 40)
-    code, body, err = await command(
-        HookWorld(world.client, world.app, world.url, bad, world.settings), call("pre_tool_use_bash")
-    )
-    assert (code, p.decision_of(body)) == (p.UNREACHABLE_EXIT, "ask") and "HTTP 401" in err
-    # No principal configured: every call asks.
+    code, body, err = await command(world, call("pre_tool_use_bash"), token_file=bad)
+    assert (code, p.decision_of(body)) == (p.UNREACHABLE_EXIT, "ask") and "token was refused" in err
+    # The first version's single token with no VICAR_HOOK_PRINCIPAL: every call asks.
+    world.configure(wait=5, single=True)
     world.app.state.inbox.settings = world.settings
     code, body, err = await command(world, call("pre_tool_use_bash"))
-    assert (code, p.decision_of(body)) == (p.BAD_INPUT_EXIT, "ask") and "VICAR_HOOK_PRINCIPAL" in err
+    assert (code, p.decision_of(body)) == (p.UNREACHABLE_EXIT, "ask") and "VICAR_HOOK_PRINCIPAL" in err
 
 
 # -- the real Claude Code CLI ------------------------------------------------------------
@@ -337,13 +207,13 @@ async def run_claude(
     hook: dict[str, Any] = {
         "type": "command",
         "command": sys.executable,
-        "args": ["-m", "vicar.hooks", "claude-code", "--url", w.url, "--token-file", str(w.token_file)],
+        "args": ["-m", "vicar.hooks", "claude-code", "--url", w.url(), "--token-file", str(w.token_file)],
         "timeout": 120,
     }
     if form == "http":
         hook = {
             "type": "http",
-            "url": w.url,
+            "url": w.url(),
             "headers": {"Authorization": "Bearer $HOOK_TOKEN"},
             "allowedEnvVars": ["HOOK_TOKEN"],
             "timeout": 120,

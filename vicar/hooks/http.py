@@ -1,70 +1,36 @@
-"""The inbox server's hook endpoint, `POST /hooks/claude-code`: Claude Code's HTTP hook
-(or the thin command, vicar/hooks/thin.py) sends the hook input, with the hook token as
-a bearer token, and gets the hook's JSON back.
+"""The inbox server's hook endpoints: `POST /hooks/claude-code` and `POST /hooks/codex`
+(optionally `/hooks/<agent>/<principal>`). The agent's hook (Claude Code's HTTP hook, or
+the thin command, vicar/hooks/thin.py) sends the hook input with a hook token as a bearer
+token and gets the hook's JSON back, in the agent's own protocol (protocol.py).
 
-A request without the token opens nothing: 401 (an HTTP hook's non-2xx is a non-blocking
-error, so the agent's own permission flow goes on: never an allow). After that every
-answer is 200 with the hook's JSON, `ask` on any failure, and the failure's exit code
-and line in the X-Vicar-Hook-Exit / X-Vicar-Hook-Problem headers, which the thin command
-turns back into its exit code and stderr line."""
+The token chooses the principal (vicar/hooks/tokens.py); a principal named in the URL must
+be the token's. A request whose token opens nothing opens nothing, and is answered with
+the agent's failure answer (Claude Code: `ask`, saying the token was refused; Codex: a
+deny), with status 200: Claude Code shows nothing of a non-2xx answer and goes on with its
+own flow silently, so a wrong token would go unseen. Every answer carries the failure's
+exit code and line in the X-Vicar-Hook-Exit / X-Vicar-Hook-Problem headers, which the
+thin command turns back into its exit code and stderr line.
+
+`GET /hooks/<agent>` with a token answers which principal it opens gates for (401 if
+none): what `vicar hook install` and `python -m vicar.hooks <agent> --check` verify."""
 
 from __future__ import annotations
-
-import hmac
-import os
-import secrets
-from pathlib import Path
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from vicar.hooks import protocol as p
 from vicar.hooks.decide import HookAnswer, answer_call, failure, fallback
-from vicar.settings import ReadAtUse, Settings, secret
+from vicar.hooks.tokens import MIN_TOKEN_CHARS, TOKEN_VAR, hook_token, principal_for
 
-TOKEN_VAR, TOKEN_FILE = "VICAR_HOOK_TOKEN", "hook-token"
-MIN_TOKEN_CHARS = 16
+__all__ = ["MIN_TOKEN_CHARS", "TOKEN_VAR", "hook_endpoint", "hook_check", "hook_token"]
 
-
-def hook_token(settings: Settings) -> tuple[str, Path | None]:
-    """(token, the file it is in, if any): VICAR_HOOK_TOKEN, else `<data dir>/hook-token`,
-    made 0600 on first use (the thin command reads that file; an HTTP hook's settings.json
-    names it through an environment variable)."""
-    from vicar.errors import InvalidInput
-
-    raw = secret(ReadAtUse().hook_token)
-    if raw:
-        if len(raw) < MIN_TOKEN_CHARS:
-            raise InvalidInput(f"{TOKEN_VAR} must have at least {MIN_TOKEN_CHARS} characters")
-        return raw, None
-    path = settings.data_dir / TOKEN_FILE
-    if not path.exists():
-        # Written aside, then linked: a half-written token is never read, and the first
-        # of two processes wins.
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(secrets.token_urlsafe(32) + "\n")
-            os.link(tmp, path)
-        except FileExistsError:
-            pass
-        finally:
-            tmp.unlink(missing_ok=True)
-    token = path.read_text().strip()
-    if len(token) < MIN_TOKEN_CHARS:
-        raise InvalidInput(f"{path}: the hook token must have at least {MIN_TOKEN_CHARS} characters")
-    return token, path
+REFUSED = "the hook token was refused (vicar hook install, or vicar hook token --principal P, gives one)"
 
 
-def _authorized(request: Request, settings: Settings) -> bool:
-    given = request.headers.get("authorization", "")
-    scheme, _, value = given.partition(" ")
-    if scheme.lower() != "bearer" or not value.strip():
-        return False
-    expected, _ = hook_token(settings)
-    return hmac.compare_digest(value.strip().encode(), expected.encode())
+def _bearer(request: Request) -> str:
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    return value.strip() if scheme.lower() == "bearer" else ""
 
 
 def _reply(answer: HookAnswer) -> Response:
@@ -92,25 +58,77 @@ async def _body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
-async def claude_code_hook(request: Request) -> Response:
-    from vicar.inbox.web import client_as, inbox
+def _agent(request: Request) -> str:
+    agent = request.path_params.get("agent", p.CLAUDE_CODE)
+    return agent if agent in p.AGENTS else p.CLAUDE_CODE
+
+
+def _principal(request: Request) -> tuple[str | None, str]:
+    """(the principal the request's token opens gates for, why not)."""
+    from vicar.inbox.web import inbox
+
+    settings = inbox(request).settings
+    known, principal = principal_for(settings, _bearer(request))
+    if not known:
+        return None, REFUSED
+    named = request.path_params.get("principal")
+    if named is not None and named != principal:
+        return None, f"the hook token is not {named[:64]!r}'s"
+    if principal is None:
+        return None, "the hook token has no principal: set VICAR_HOOK_PRINCIPAL, or use a principal's own token"
+    return principal, ""
+
+
+def _wait(request: Request) -> float | None:
+    """How long the hook's own process waits (the thin command's --timeout), less the time
+    to answer: the gate's wait must end first, or the agent stops the hook itself."""
+    given = request.headers.get(p.WAIT_HEADER, "")
+    try:
+        seconds = float(given)
+    except ValueError:
+        return None
+    if not 0 < seconds < 10**6:
+        return None
+    return max(0.0, seconds - 2.0)
+
+
+async def hook_endpoint(request: Request) -> Response:
+    from vicar.inbox.web import inbox
 
     state = inbox(request)
-    settings = state.settings
-    if not _authorized(request, settings):
-        return JSONResponse(
-            {"error": "the hook endpoint needs its bearer token (docs/claude-code.md)"}, status_code=401
-        )
+    if request.path_params.get("agent", p.CLAUDE_CODE) not in p.AGENTS:
+        return JSONResponse({"error": f"no hook for {request.path_params['agent'][:40]!r}"}, status_code=404)
+    agent = _agent(request)
+    principal, why = _principal(request)
     raw = b""
     try:
         raw = await _body(request)
         call = p.parse(raw)
     except p.BadInput as exc:
-        return _reply(failure(p.event_of(raw), exc))
+        event = p.event_of(raw)
+        if principal is None:  # nothing about the input is told to a caller without a token
+            return _reply(fallback(event, why, p.UNREACHABLE_EXIT, agent))
+        return _reply(failure(event, exc, agent))
+    event = call["hook_event_name"]
+    if principal is None:
+        return _reply(fallback(event, why, p.UNREACHABLE_EXIT, agent))
     if state.client is None:
-        return _reply(fallback(call["hook_event_name"], "the inbox has no Temporal client", p.UNREACHABLE_EXIT))
-    observer = None
-    if call["hook_event_name"] == p.POST_TOOL_USE and settings.hook.principal:
-        # The observed answer is the principal's: it goes in their name (docs/identity.md).
-        observer = await client_as(state, settings.hook.principal)
-    return _reply(await answer_call(state.client, settings, call, observer))
+        return _reply(fallback(event, "the inbox has no Temporal client", p.UNREACHABLE_EXIT, agent))
+    answer = await answer_call(
+        state.client, state.settings, call, principal=principal, agent=agent, wait_seconds=_wait(request)
+    )
+    return _reply(answer)
+
+
+async def hook_check(request: Request) -> Response:
+    """Which principal this token opens gates for, opening nothing."""
+    if request.path_params.get("agent", p.CLAUDE_CODE) not in p.AGENTS:
+        return JSONResponse({"error": "no such hook"}, status_code=404)
+    principal, why = _principal(request)
+    if principal is None:
+        return JSONResponse({"error": why}, status_code=401)
+    return JSONResponse({"principal": principal, "agent": _agent(request)})
+
+
+# The first version's name for the endpoint (Claude Code's).
+claude_code_hook = hook_endpoint

@@ -17,13 +17,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from vicar.hooks import command_kind
-from vicar.hooks.protocol import PERMISSION_REQUEST
+from vicar.hooks.protocol import AGENT_NAMES, CLAUDE_CODE, PERMISSION_REQUEST
 from vicar.memory.text import clip
 from vicar.models import GateRequest
 from vicar.models.limits import DEFAULT_LIMITS, TASK_TYPE_CHARS, TITLE_CHARS
 from vicar.settings import Settings
 
-AGENT = "claude-code"
+AGENT = CLAUDE_CODE  # the default agent (the gate id's prefix and upstream_agent are the agent's)
 GATE_PREFIX = f"{AGENT}/"
 # After the hook has fallen back to the agent's prompt, the gate stays open this long so
 # the PostToolUse that shows the call ran can record it, and the person may still answer
@@ -32,16 +32,18 @@ OBSERVE_SECONDS = 3600.0
 QUESTION_CHARS = 300
 SHELLS = ("bash", "powershell")
 FILE_TOOLS = ("edit", "multiedit", "write", "read", "notebookedit")
+PATCH_TOOLS = ("apply_patch",)  # Codex's edits: one patch in tool_input.command
+PATCH_FILES = ("*** Add File:", "*** Update File:", "*** Delete File:")  # a Codex patch's file lines
 
 
-def gate_id_for(session_id: str, tool_use_id: str) -> str:
+def gate_id_for(session_id: str, tool_use_id: str, agent: str = AGENT) -> str:
     """The gate of one tool call (its ids are the agent's, so hashed into the id's alphabet)."""
-    return GATE_PREFIX + hashlib.sha256(f"{session_id}\0{tool_use_id}".encode()).hexdigest()[:40]
+    return f"{agent}/" + hashlib.sha256(f"{session_id}\0{tool_use_id}".encode()).hexdigest()[:40]
 
 
-def _fresh_gate_id(call: dict[str, Any]) -> str:
+def _fresh_gate_id(call: dict[str, Any], agent: str) -> str:
     digest = hashlib.sha256(f"{call['session_id']}\0{_canonical(call['tool_input'])}".encode()).hexdigest()
-    return f"{GATE_PREFIX}{digest[:24]}-{uuid.uuid4().hex[:12]}"
+    return f"{agent}/{digest[:24]}-{uuid.uuid4().hex[:12]}"
 
 
 def _canonical(value: Any) -> str:
@@ -113,6 +115,11 @@ def describe(tool: str, args: dict[str, Any], cwd: str) -> tuple[str, str, str]:
         else:
             artifact = _canonical(args)
         return path, artifact, _file_key(_text(args.get("file_path")) or _text(args.get("notebook_path")), cwd)
+    if name in PATCH_TOOLS:
+        patch = _text(args.get("command")) or _text(args.get("patch")) or _text(args.get("input"))
+        files = [line.split(":", 1)[1].strip() for line in patch.splitlines() if line.startswith(PATCH_FILES)]
+        summary = ", ".join(_relative(f, cwd) for f in files[:3]) or "a patch"
+        return clip(summary, 200), patch, _file_key(files[0], cwd) if files else ""
     if name == "webfetch":
         url = _text(args.get("url"))
         prompt = _text(args.get("prompt"))
@@ -123,16 +130,21 @@ def describe(tool: str, args: dict[str, Any], cwd: str) -> tuple[str, str, str]:
     return clip(_canonical(args), 120), json.dumps(args, sort_keys=True, indent=2, ensure_ascii=False, default=str), ""
 
 
-def gate_request(call: dict[str, Any], settings: Settings, principal: str) -> GateRequest:
-    """The gate for a PreToolUse or PermissionRequest input (checked by protocol.parse)."""
+def gate_request(
+    call: dict[str, Any], settings: Settings, principal: str, agent: str = AGENT, wait_seconds: float | None = None
+) -> GateRequest:
+    """The gate for a PreToolUse or PermissionRequest input (checked by protocol.parse),
+    asked by `agent` (claude-code, codex): its name is in the question, the gate id and
+    the upstream agent."""
     tool, args, cwd = call["tool_name"], call["tool_input"], call.get("cwd") or ""
     summary, artifact, key = describe(tool, args, cwd)
     use_id = call.get("tool_use_id")
     gate_id = (
-        gate_id_for(call["session_id"], use_id)
+        gate_id_for(call["session_id"], use_id, agent)
         if use_id and call["hook_event_name"] != PERMISSION_REQUEST
-        else _fresh_gate_id(call)
+        else _fresh_gate_id(call, agent)
     )
+    wait = settings.hook.wait_seconds if wait_seconds is None else wait_seconds
     words = [_text(args.get("description")), _text(args.get("prompt")) if tool.lower() != "webfetch" else ""]
     where = f" in {cwd}" if cwd else ""
     limit = min(settings.limits.artifact_text, DEFAULT_LIMITS.artifact_text)
@@ -141,11 +153,14 @@ def gate_request(call: dict[str, Any], settings: Settings, principal: str) -> Ga
         gate_id=gate_id,
         state="INTENT_ASSERT",
         task_type=clip(tool.lower(), TASK_TYPE_CHARS),
-        question=clip(f"Claude Code asks to use {tool}{where}: {summary or '(no input)'}. Allow?", QUESTION_CHARS),
+        question=clip(
+            f"{AGENT_NAMES.get(agent, agent)} asks to use {tool}{where}: {summary or '(no input)'}. Allow?",
+            QUESTION_CHARS,
+        ),
         artifact_text=_cut(artifact, limit),
         actor_message=clip(" ".join(w for w in words if w), min(settings.limits.actor_message, 2000)),
-        upstream_agent=AGENT,
+        upstream_agent=agent,
         title=clip(summary if tool.lower() in FILE_TOOLS else key, TITLE_CHARS),
         lineage=clip(f"{tool.lower()}:{key}", TITLE_CHARS) if key else None,
-        deadline_seconds=settings.hook.wait_seconds + OBSERVE_SECONDS,
+        deadline_seconds=wait + OBSERVE_SECONDS,
     )

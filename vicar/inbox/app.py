@@ -22,7 +22,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from vicar.errors import VicarError
-from vicar.hooks.http import claude_code_hook
+from vicar.hooks.http import hook_check, hook_endpoint
 from vicar.inbox import answering, gate_pages, oversight_pages
 from vicar.inbox.accounts import session_secret, user_for_token
 from vicar.inbox.sessions import SESSION_DAYS, close_session, open_session
@@ -181,7 +181,11 @@ def create_app(
         Route("/rules", oversight_pages.rules),
         Route("/control", oversight_pages.control, methods=["POST"]),
         Route("/health", oversight_pages.health),
-        Route("/hooks/claude-code", claude_code_hook, methods=["POST"]),  # coding agents' hook (vicar/hooks)
+        # Coding agents' hooks (vicar/hooks): /hooks/claude-code, /hooks/codex, each also /<principal>.
+        Route("/hooks/{agent}", hook_endpoint, methods=["POST"]),
+        Route("/hooks/{agent}", hook_check, methods=["GET"]),
+        Route("/hooks/{agent}/{principal}", hook_endpoint, methods=["POST"]),
+        Route("/hooks/{agent}/{principal}", hook_check, methods=["GET"]),
         Route("/slack/actions", slack_interaction, methods=["POST"]),  # Slack's buttons (docs/slack.md)
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]

@@ -157,7 +157,16 @@ class ProxyActivities(TurnActivities, RuleActivities):
     def calibrate(self, inp: c.CalibrateInput) -> Calibration:
         params = self.settings.calibration
         memory = self.registry.get(inp.request.principal)
-        inputs = calibration_inputs(memory, inp.request, inp.ctx, params, now=inp.now, gate_key=inp.gate_key)
+        inputs = calibration_inputs(
+            memory,
+            inp.request,
+            inp.ctx,
+            params,
+            now=inp.now,
+            gate_key=inp.gate_key,
+            action=inp.action,
+            artifact=self._artifact(inp.request),
+        )
         return calibrate(inp.confidence, inputs, params)
 
     @activity.defn(name=c.REINFORCE)

@@ -38,7 +38,7 @@ def test_passthrough_when_no_guard_fires():
     c = calibrate(0.93, QUIET, P)
     assert (c.confidence, c.guard, c.fired, c.autonomous) == (0.93, "passthrough", [], True)
     assert (c.threshold, c.bound, c.evidence, c.errors, c.target) == (0.8, 0.048, 612, 12, 0.05)
-    assert "proven threshold 0.80 (bound 0.048 over 612 answers)" in c.note
+    assert "acts alone from 80% (bound 0.048 over 612 answers)" in c.note
 
 
 def test_cold_start_fires_below_the_depth_threshold():
@@ -77,7 +77,7 @@ def test_unproven_fires_without_a_proven_threshold_or_below_it():
     assert c.note == "no threshold proven: bound 0.120 over 37 answers > target 0.05"
     below = calibrate(0.71, QUIET, P)
     assert (below.guard, below.autonomous) == ("unproven", False)
-    assert below.note == "score 0.71 < proven threshold 0.80 (bound 0.048 over 612 answers, target 0.05)"
+    assert below.note == "71% sure < 80% needed to act alone (bound 0.048 over 612 answers, target 0.05)"
     assert calibrate(0.8, QUIET, P).autonomous  # ties are included
     zero = QUIET.model_copy(update={"rule": PROVEN.model_copy(update={"threshold": 0.0})})
     assert calibrate(0.0, zero, P).guard == "unproven" and calibrate(0.01, zero, P).autonomous
@@ -88,7 +88,7 @@ def test_unproven_fires_without_a_proven_threshold_or_below_it():
 def test_audit_fires_for_draws_under_the_share_of_gates_the_rule_lets_through():
     c = calibrate(0.95, QUIET.model_copy(update={"audit_draw": 0.049}), P)
     assert (c.guard, c.autonomous, c.confidence) == ("audit", False, 0.95)
-    assert "share 0.05" in c.note and "threshold 0.80" in c.note and "612 answers" in c.note
+    assert "share 0.05" in c.note and "acts alone from 80%" in c.note and "612 answers" in c.note
     assert calibrate(0.95, QUIET.model_copy(update={"audit_draw": 0.05}), P).autonomous
     # A gate the rule does not let through is not audited: it goes to the human as unproven.
     assert calibrate(0.5, QUIET.model_copy(update={"audit_draw": 0.01}), P).fired == ["unproven"]

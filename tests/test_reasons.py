@@ -47,7 +47,7 @@ async def test_an_always_gate_says_it_asks_every_time_not_passthrough(harness):
     assert "Why it came to you" in shown.stdout and "asks you every time" in shown.stdout
     assert "Why it escalated" not in shown.stdout
     assert "passthrough (proven" not in shown.stdout and "guard passthrough)" not in shown.stdout
-    assert "proven threshold" in shown.stdout  # the numbers stay, as the detail
+    assert "acts alone from" in shown.stdout  # the numbers stay, as the detail
     # `vicar escalations`' table: the words, then the numbers as the detail.
     details = await gate_details(h.client, req.gate_id)
     out = io.StringIO()
@@ -56,7 +56,7 @@ async def test_an_always_gate_says_it_asks_every_time_not_passthrough(harness):
     assert details is not None and details.escalation_mode == "always"
     listed = out.getvalue()
     assert "why: " in listed and "every time" in listed and "or no clear answer" not in listed
-    assert "detail: proven threshold" in out.getvalue()
+    assert "detail: acts alone from" in out.getvalue()
     await handle.terminate(reason="test: done")
 
 
@@ -156,7 +156,8 @@ def test_the_threshold_is_shown_on_the_confidences_scale():
     assert words == f"Vicar is {round(100 * cal.confidence)}% sure; it acts alone only from " + (
         f"{round(100 * cal.threshold_shown)}% here"
     )
-    assert "score 0.70 < proven threshold 0.80" in note  # the numbers stay as the detail
+    # The numbers stay as the detail, on the same scale as the words: one number for the threshold.
+    assert f"{round(100 * cal.confidence)}% sure < {round(100 * cal.threshold_shown)}% needed to act alone" in note
 
 
 def test_every_guard_reads_as_words_not_jargon():

@@ -68,5 +68,6 @@ def test_the_rule_judges_the_score_and_the_human_sees_the_recalibrated_confidenc
     # the shown number is below the threshold, the score is not: the rule still acts
     assert alone.confidence < rule.threshold
     below = calibrate(0.85, CalibrationInputs(rule=rule, confidence_map=fitted), params)
-    assert not below.autonomous and below.guard == "unproven" and "score 0.85" in below.note
+    assert not below.autonomous and below.guard == "unproven" and below.score == 0.85
+    assert f"{round(100 * below.confidence)}% sure" in below.note  # the note speaks the shown scale
     assert calibrate(0.93, CalibrationInputs(rule=rule), params).confidence == 0.93  # no map yet

@@ -13,6 +13,7 @@ from temporalio.common import RetryPolicy
 from vicar.contracts.brain import HOLDER_SIGNALS
 from vicar.contracts.handles import Handles
 from vicar.models import (
+    Action,
     Calibration,
     DialogTurn,
     GateDetails,
@@ -155,6 +156,7 @@ class CalibrateInput(BaseModel):
     ctx: RetrievalContext  # the posterior's retrieval: depth and tension come from it
     now: datetime  # workflow time, for the staleness guard
     gate_key: str  # fixes the audit draw (the gate's workflow id)
+    action: Action | None = None  # the proposed answer, which the person's answers must back (support)
 
 
 class RulesInput(BaseModel):

@@ -315,6 +315,8 @@ GUARD_MEANING = {
     "cold_start": "the memory holds answers for too few contexts yet to trust a guess",
     "tension": "the memories the guess rests on disagree with each other",
     "staleness": "the human has not answered in this context for too long to trust the old answers",
+    "unsupported": "too few of the human's own answers of this kind of action back the guess "
+    "(a new kind, answers that differ, or a kind they marked wrong)",
     "unproven": "the autonomy rule has not proven the proxy accurate enough at this confidence: "
     "no threshold proven yet, or this confidence is below the proven threshold",
     "probation": "the agent that made the artifact is new: the human has not yet answered enough of its work",

@@ -9,7 +9,7 @@ text limits (vicar/models/limits.py), LLM usage (vicar/models/usage.py), the bra
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -27,6 +27,7 @@ from vicar.models.brain import (  # noqa: F401
     TurnReply,
     TurnRequest,
 )
+from vicar.models.calibration import AutonomyRule, Calibration, CalibrationInputs, CensorHit, Support  # noqa: F401
 from vicar.models.limits import DEFAULT_LIMITS, MAX_ARTIFACT_PATHS, NAME_CHARS, PATH_CHARS, TASK_TYPE_CHARS, TITLE_CHARS
 from vicar.models.prereview import PreReviewItem
 from vicar.models.schema_rules import (  # noqa: F401
@@ -264,16 +265,6 @@ class LineageVerdict(BaseModel):
     changed_since: bool | None = None  # the artifact differs from this gate's; None: unknown
 
 
-class CensorHit(BaseModel):
-    """A censor that fired on this gate (vicar.proxy.censors)."""
-
-    censor_id: str
-    action: Literal["warn", "block"]
-    reason: str
-    pattern: str = ""
-    similarity: float
-
-
 class RetrievalContext(BaseModel):
     principal: str
     n: int
@@ -317,64 +308,6 @@ class Surprise(BaseModel):
     description: str
     percepts: list[str] = Field(default_factory=list)
     usage: Usage | None = None
-
-
-class AutonomyRule(BaseModel):
-    """What the principal's (score, right?) pairs prove (vicar.proxy.autonomy)."""
-
-    threshold: float | None = None  # the lowest proven score threshold; None: none proven
-    bound: float = 1.0  # upper bound on the error at the threshold (over all the evidence when none)
-    evidence: int = 0  # human-answered gates behind the bound
-    errors: int = 0  # of those, the ones the proxy would have got wrong
-    target: float  # the error the bound must stay within
-    delta: float  # the bound holds with probability 1 - delta
-    audit_share: float  # of the gates the rule lets through, the share still sent to the human
-    withdrawn: str = ""  # the drift test withdrew autonomy from the gate's context: why (no threshold then)
-    withdrawn_seq: int = 0  # which withdrawal (the label that showed the drift), so it is announced once
-
-
-class CalibrationInputs(BaseModel):
-    """What the guards look at besides the confidence."""
-
-    memory_depth: int = 0
-    tension: str = ""  # a genuine unresolved tension among the retrieved memories, described
-    last_human_at: datetime | None = None  # the latest human answer in this state and task type
-    now: datetime | None = None  # workflow time; None: no clock (replay), staleness not judged
-    rule: AutonomyRule | None = None  # None: nothing proven
-    audit_draw: float = 1.0  # uniform in [0, 1), fixed per gate
-    # The gate's upstream agent and how many of its artifacts the human has answered
-    # (counted up to the probation bound); None: the gate names no agent.
-    agent: str | None = None
-    agent_human_answers: int = 0
-    agent_trust: float | None = None
-    censors: list[CensorHit] = Field(default_factory=list)
-    # The principal's recalibration (vicar.proxy.recalibration): slope and intercept on the
-    # score's log-odds for the confidence shown; None: the score is shown as it is.
-    confidence_map: tuple[float, float] | None = None
-    # The context's autonomy was withdrawn and this gate is the one to announce it: why.
-    withdrawn_news: str = ""
-
-
-class Calibration(BaseModel):
-    confidence: float  # shown to the human: the score recalibrated, capped by the memory guards
-    score: float | None = None  # the predictor's score, which the autonomy rule's threshold is on
-    guard: str  # the first guard that fired: "cold_start", "tension", ..., or "passthrough"
-    note: str = ""
-    fired: list[str] = Field(default_factory=list)  # every guard that would fire, in order
-    autonomous: bool = False  # the proxy may answer alone (no guard fired)
-    threshold: float | None = None  # the autonomy rule's numbers (AutonomyRule)
-    threshold_shown: float | None = None  # the threshold on the confidence's scale: "62% sure; alone from 87%"
-    bound: float | None = None
-    evidence: int = 0
-    errors: int = 0
-    target: float | None = None
-    audit_share: float | None = None  # the rule's audit probability (an audit's pair weighs its inverse)
-    censors: list[str] = Field(default_factory=list)  # ids of the censors that fired (block or warn)
-    rule: str | None = None  # the human's rule that made the gate ask, or answered it (its name)
-    rule_author: str | None = None
-    # The context's autonomy was withdrawn and this gate is the first to see it: why (the
-    # gate announces it to the webhook, event autonomy_withdrawn).
-    withdrawn_news: str = ""
 
 
 class ModelPin(BaseModel):
@@ -480,6 +413,10 @@ class GateDetails(BaseModel):
     calibration_note: str = ""
     autonomy_threshold: float | None = Field(None, description="The confidence needed to answer alone, as shown.")
     autonomy_target: float | None = Field(None, description="The error the autonomy rule holds the proxy to.")
+    proxy_supported: bool | None = Field(
+        None, description="Whether the person's own answers of this kind of action back the proxy's guess."
+    )
+    proxy_new_kind: bool = Field(False, description="A kind of action the person has not answered enough of.")
     dialog: list[DialogTurn] = Field(default_factory=list, description="Questions and replies so far.")
     prereview: list[PreReviewItem] = Field(
         default_factory=list,

@@ -18,14 +18,25 @@ from __future__ import annotations
 from datetime import datetime
 
 from vicar.memory.principal import PrincipalMemory
-from vicar.models import AutonomyRule, Calibration, CalibrationInputs, CensorHit, GateRequest, RetrievalContext
+from vicar.models import Action, AutonomyRule, Calibration, CalibrationInputs, CensorHit, GateRequest, RetrievalContext
 from vicar.proxy.autonomy import gate_rule
 from vicar.proxy.conflicts import tension
 from vicar.proxy.outcome_log import last_human_at
 from vicar.proxy.recalibration import confidence_map, shown
+from vicar.proxy.support import support_of
 from vicar.settings import CalibrationParams
 
-GUARDS = ("censor", "cold_start", "tension", "staleness", "unproven", "probation", "untrusted", "audit")
+GUARDS = (
+    "censor",
+    "cold_start",
+    "tension",
+    "staleness",
+    "unsupported",
+    "unproven",
+    "probation",
+    "untrusted",
+    "audit",
+)
 CAPPING = frozenset(GUARDS[1:4])
 
 
@@ -33,8 +44,16 @@ def rule_note(rule: AutonomyRule) -> str:
     return f"bound {rule.bound:.3f} over {rule.evidence} answers"
 
 
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%" if 0.01 <= x <= 0.99 else f"{100 * x:.1f}%"
+
+
 def _reasons(confidence: float, inp: CalibrationInputs, p: CalibrationParams) -> list[tuple[str, str]]:
+    """The guards that fire, with their notes. The rule compares the predictor's score with
+    its threshold; the notes say both on the scale the person reads (the confidence shown,
+    vicar.proxy.recalibration), one number for the threshold everywhere."""
     fired: list[tuple[str, str]] = []
+    seen = confidence_on_scale(inp.confidence_map)
     blocks = [h for h in inp.censors if h.action == "block"]
     if blocks:
         fired.append(("censor", "; ".join(censor_note(h) for h in blocks)))
@@ -48,6 +67,8 @@ def _reasons(confidence: float, inp: CalibrationInputs, p: CalibrationParams) ->
         age_days = (inp.now - inp.last_human_at).total_seconds() / 86400
         if age_days > p.staleness_days:
             fired.append(("staleness", f"last human answer {age_days:.1f} days ago > {p.staleness_days:g}"))
+    if inp.support is not None and not inp.support.supported:
+        fired.append(("unsupported", inp.support.words))
     rule = inp.rule
     probation = None
     if inp.agent is not None and inp.agent_human_answers < p.probation_answers:
@@ -71,12 +92,12 @@ def _reasons(confidence: float, inp: CalibrationInputs, p: CalibrationParams) ->
     elif confidence <= 0.0:
         # No confidence (an unparsable reply, no evidence) is never a proven score, even
         # where the pairs would prove a threshold of 0.
-        fired.append(("unproven", f"score 0: no confidence to act on (proven threshold {rule.threshold:.2f})"))
+        fired.append(("unproven", f"score 0: no guess to act on (acts alone from {seen(rule.threshold)})"))
     elif confidence < rule.threshold:
         fired.append(
             (
                 "unproven",
-                f"score {confidence:.2f} < proven threshold {rule.threshold:.2f} "
+                f"{seen(confidence)} sure < {seen(rule.threshold)} needed to act alone "
                 f"({rule_note(rule)}, target {rule.target:g})",
             )
         )
@@ -89,13 +110,18 @@ def _reasons(confidence: float, inp: CalibrationInputs, p: CalibrationParams) ->
             (
                 "audit",
                 f"audited (draw {inp.audit_draw:.3f} < share {rule.audit_share:g}); "
-                f"threshold {rule.threshold:.2f}, {rule_note(rule)}",
+                f"acts alone from {seen(rule.threshold)}, {rule_note(rule)}",
             )
         )
     for withheld in (probation, untrusted):
         if withheld and withheld not in fired:
             fired.append(withheld)  # withheld already (unproven); listed all the same
     return fired
+
+
+def confidence_on_scale(fitted: tuple[float, float] | None):
+    """A score (or the rule's threshold) as the percentage the person reads."""
+    return lambda x: _pct(shown(x, fitted))
 
 
 def censor_note(hit: CensorHit) -> str:
@@ -110,12 +136,16 @@ def calibration_inputs(
     *,
     now: datetime | None,
     gate_key: str,
+    action: Action | None = None,
+    artifact: str | None = None,
 ) -> CalibrationInputs:
     """Everything the guards read: memory depth, tension among the retrieved memories,
     the context's last human answer, the autonomy rule in force (once per consult) with
     the gate's audit draw, the upstream agent's record and the censors that fired on the
-    artifact. `gate_key` (the gate's workflow id) also names the gate that announces a
-    withdrawal of the context's autonomy."""
+    artifact, and whether the person's own answers of the gate's kind back `action` (the
+    proposed answer; `artifact`: the whole artifact, default the request's text).
+    `gate_key` (the gate's workflow id) also names the gate that announces a withdrawal
+    of the context's autonomy."""
     autonomy = gate_rule(
         memory.store,
         memory.dir,
@@ -144,14 +174,25 @@ def calibration_inputs(
         agent_trust=ctx.agent_trust,
         censors=ctx.censors,
         confidence_map=confidence_map(memory.store, request.kind.value, params.recalibration_window),
+        support=(
+            support_of(memory, request, ctx.n, request.artifact_text if artifact is None else artifact, action, params)
+            if params.support_answers > 0
+            else None
+        ),
     )
 
 
 def calibrate(confidence: float, inp: CalibrationInputs, params: CalibrationParams) -> Calibration:
     fired = _reasons(confidence, inp, params)
     rule = inp.rule
+    support = inp.support
     numbers: dict = dict(
-        censors=[h.censor_id for h in inp.censors], score=confidence, withdrawn_news=inp.withdrawn_news
+        censors=[h.censor_id for h in inp.censors],
+        score=confidence,
+        withdrawn_news=inp.withdrawn_news,
+        supported=support.supported if support else None,
+        support=support.words if support else "",
+        new_kind=bool(support and not support.supported and (support.new or support.marked_wrong)),
     )
     # The guards and the rule judge the score; the human is shown it as a probability.
     confidence = shown(confidence, inp.confidence_map)
@@ -173,7 +214,7 @@ def calibrate(confidence: float, inp: CalibrationInputs, params: CalibrationPara
             confidence=confidence,
             guard="passthrough",
             autonomous=True,
-            note=f"proven threshold {rule.threshold:.2f} ({rule_note(rule)}){warns}",
+            note=f"acts alone from {_pct(numbers['threshold_shown'])} ({rule_note(rule)}){warns}",
             **numbers,
         )
     guard, note = fired[0]

@@ -69,6 +69,8 @@ def consult(
                 settings.calibration,
                 now=now,
                 gate_key=gate_key or request.gate_id,
+                action=posterior.action,
+                artifact=artifact,
             ),
             settings.calibration,
         )

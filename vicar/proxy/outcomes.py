@@ -163,12 +163,17 @@ def _entry(record: OutcomeRecord, update, **teaches) -> OutcomeEntry:
 def autonomy_pair(record: OutcomeRecord) -> Evidence | None:
     """The autonomy rule's evidence from a gate: (kind, N, the posterior's score as the
     predictor gave it, whether its action was the human's, the upstream agent). Only a human's answer
-    grades the proxy; a gate where the proxy could not run has no score to grade."""
+    grades the proxy; a gate where the proxy could not run has no score to grade, and one
+    the person's rule or pause sent to them is not graded."""
     post = record.posterior
     if record.answered_by is not AnsweredBy.human or post is None:
         return None
     cal = record.calibration
-    if cal is not None and cal.guard == "proxy_error":
+    # A gate the person's rule or pause sent to them was theirs to decide: the proxy
+    # could never have answered it alone, so their answer is not the proxy's error (nor
+    # its success). Chosen by the request, never by the label: the bets stay valid, over
+    # the gates no rule or pause takes from the proxy.
+    if cal is not None and cal.guard in ("proxy_error", "rule", "paused"):
         return None
     return Evidence(
         record.request.kind.value,

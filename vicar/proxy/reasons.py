@@ -41,7 +41,42 @@ class ReasonFacts:
 
 
 def _pct(x: float, digits: int = 0) -> str:
-    return f"{100 * x:.{digits}f}%"
+    """A confidence as the person reads it: never 0% or 100%, which no record proves."""
+    low, high = 10.0**-digits, 100 - 10.0**-digits
+    return f"{min(max(100 * x, low), high):.{digits}f}%"
+
+
+NO_GUESS, NEW_KIND, ANSWERS_DIFFER = "no guess yet", "new kind of action", "your answers differ here"
+
+
+def confidence_words(
+    confidence: float | None,
+    threshold: float | None = None,
+    *,
+    guess: bool = True,
+    supported: bool | None = None,
+    new_kind: bool = False,
+    escalation_mode: str = "",
+) -> str:
+    """The proxy's confidence in the words every surface shows, on one scale: "83% sure;
+    acts alone from 87%". Where there is nothing to be sure of it says so instead of a
+    percentage: "no guess yet" (no proposed answer), "new kind of action" (the person
+    has not answered enough of this kind to back one), "your answers differ here". The
+    threshold is left out where the gate would ask the person whatever the confidence
+    (escalation mode "always"). docs/confidence.md."""
+    if confidence is None:
+        return ""
+    if not guess or confidence <= 0.0:
+        return NO_GUESS
+    if supported is False:
+        return NEW_KIND if new_kind else ANSWERS_DIFFER
+    if threshold is None:
+        return f"{_pct(confidence)} sure"
+    if escalation_mode == "always":
+        return f"{_pct(confidence)} sure; asks you every time"
+    # 86.6% against 87.4% must not read "87% sure; from 87%": a decimal then.
+    digits = 1 if confidence < threshold and round(100 * confidence) >= round(100 * threshold) else 0
+    return f"{_pct(confidence, digits)} sure; acts alone from {_pct(threshold, digits)}"
 
 
 def _on(task_type: str) -> str:
@@ -84,8 +119,8 @@ def _unproven(f: ReasonFacts) -> str:
         target = f"wrong at most {_pct(f.target)} of the time" if f.target else "right often enough"
         return f"Vicar has not yet proven on your answers so far that it is {target} when it acts alone"
     if note.startswith("score 0:"):
-        return "Vicar has no confidence in a guess for this gate"
-    if "threshold" not in note and note:
+        return "Vicar has no guess for this gate"
+    if note.startswith("autonomy withdrawn"):
         # The drift test took autonomy away (its reason is the note).
         return f"Vicar's recent answers{_on(f.task_type)} missed yours more often than before; it asks you again"
     return _sure(f)
@@ -110,6 +145,9 @@ def _escalated(f: ReasonFacts) -> str:
         return "It matches something you have corrected again and again, so Vicar never answers it alone"
     if g == "cold_start":
         return f"New kind of work: Vicar has not seen enough of your answers{_on(f.task_type)} yet"
+    if g == "unsupported":
+        said = f.note.split(" | ", 1)[0].strip()  # a censor's warning may follow
+        return said[:1].upper() + said[1:] if said else "Vicar has too few of your answers like this one to act alone"
     if g == "tension":
         return "Your past answers to cases like this disagree with each other"
     if g == "staleness":

@@ -85,6 +85,13 @@ class CalibrationParams(BaseModel):
     # pairs (vicar.proxy.recalibration; 0: shown as the predictor gives it).
     recalibration_window: int = Field(2000, ge=0, le=100_000)
     autonomy: AutonomyParams = Field(default_factory=AutonomyParams)
+    # Support (vicar.proxy.support): a gate is answered alone only where this many of the
+    # person's own answers of its kind of action, this close to it (cosine of the
+    # artifacts), among the latest (or nearest) `support_look` of the kind, all give the
+    # proposed answer. 0: off (the pooled bound alone decides, as before).
+    support_answers: int = Field(3, ge=0, le=100)
+    support_similarity: float = Field(0.5, ge=-1.0, le=1.0)
+    support_look: int = Field(8, ge=1, le=100)
     # Genuine tension: two retrieved human answers that disagree, both this relevant
     # (composite similarity) and close in time (interactions apart).
     tension_similarity: float = 0.8

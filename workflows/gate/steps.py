@@ -245,7 +245,12 @@ async def consult_in_steps(s: GateState, n: int, now, gate_key: str, dialog: lis
         inp = c.SurpriseInput(request=req, ctx=bundle.posterior, prior=prior, posterior=posterior)
         surprise = await memory_step(s, c.EXTRACT_SURPRISE, inp, Surprise)
     calibrate = c.CalibrateInput(
-        request=req, confidence=posterior.confidence, ctx=bundle.posterior, now=now, gate_key=gate_key
+        request=req,
+        confidence=posterior.confidence,
+        ctx=bundle.posterior,
+        now=now,
+        gate_key=gate_key,
+        action=posterior.action,
     )
     calibration = await memory_step(s, c.CALIBRATE, calibrate, Calibration)
     if posterior.used_chunk_ids:

@@ -1,0 +1,207 @@
+"""Support: whether the person's own answers back a lone answer on this kind of action.
+
+The autonomy rule's bound is pooled over the person's gates: it says how often the
+proxy errs on the gates it scores high, not whether this gate is like anything the person
+has answered. A hundred approvals of `git status` prove a threshold, and a never-seen
+`rm -rf` scoring above it would pass. So a gate is answered alone only where the
+person's own answers of its kind of action back the proposed answer:
+
+- its kind: for a gate whose request names its lineage (the coding-agent hooks name the
+  tool and the command's program and subcommand, `bash:git push`; an orchestrator names
+  its thread), that lineage within the task type; otherwise its state and task type;
+- at least `support_answers` of the person's answers of that kind, close to this gate in
+  the memory's embedding space (cosine of the artifacts at least `support_similarity`,
+  among the latest `support_look` of the kind, or the nearest `support_look` for a kind
+  that is a whole task type), every one of them the proposed answer: no contrary answer
+  there;
+- counted only since the person last said "wrong" of a lone answer of this kind: a
+  "wrong" withdraws the kind at once, and the person's own answers re-earn it.
+
+Support is chosen by the request and the person's past answers, never by the gate's own
+label, so the bound over the gates above the threshold stays valid; it only narrows which
+of them are answered alone. What it covers is in docs/autonomy-bound.md.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import NamedTuple
+
+import numpy as np
+
+from vicar.memory.chunk import ARTIFACT_EMBED_CHARS, MemoryChunk, situation_text
+from vicar.memory.principal import PrincipalMemory
+from vicar.memory.retrieval import Query, RetrievalMode
+from vicar.memory.store import RecordStore
+from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord, Support
+from vicar.settings import CalibrationParams
+
+
+def action_kind(request: GateRequest) -> str:
+    """The kind of action a gate is, as a key: its lineage within its task type where the
+    request names one, else its state and task type."""
+    base = f"{request.kind.value}|{request.state.value}|{request.task_type}"
+    return f"{base}|{request.lineage}" if request.lineage else base
+
+
+def kind_words(request: GateRequest) -> str:
+    if request.lineage:
+        tool, sep, what = request.lineage.partition(":")
+        return f"“{what}” ({tool})" if sep and what else f"“{request.lineage}”"
+    return f"{request.task_type} gates" if request.task_type else "gates like this"
+
+
+# -- the person's "wrong" per kind ----------------------------------------------------
+
+
+class _Wrongs:
+    """Per kind, the interaction number of the latest gate the person said the proxy got
+    wrong, read incrementally from the reviews (one process holds a memory)."""
+
+    def __init__(self) -> None:
+        self.last_seq = 0
+        self.latest: dict[str, int] = {}
+
+    def update(self, store: RecordStore) -> None:
+        with store.reading() as db:
+            rows = db.execute(
+                "SELECT r.seq, o.record FROM reviews r JOIN outcomes o ON o.workflow_id = r.workflow_id"
+                " WHERE r.seq > ? AND r.verdict = 'wrong' ORDER BY r.seq",
+                (self.last_seq,),
+            ).fetchall()
+            top = db.execute("SELECT COALESCE(MAX(seq), 0) FROM reviews").fetchone()[0]
+        for _, record in rows:
+            rec = OutcomeRecord.model_validate_json(record)
+            key = action_kind(rec.request)
+            self.latest[key] = max(self.latest.get(key, -1), rec.n)
+        self.last_seq = max(self.last_seq, top)
+
+
+_wrongs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_wrongs_lock = threading.Lock()
+
+
+def last_wrong(store: RecordStore, key: str) -> int | None:
+    """The interaction number of the latest gate of this kind the person marked wrong."""
+    with _wrongs_lock:
+        book = _wrongs.get(store)
+        if book is None:
+            book = _wrongs[store] = _Wrongs()
+        book.update(store)
+        return book.latest.get(key)
+
+
+# -- support ------------------------------------------------------------------------
+
+
+class _Answer(NamedTuple):
+    outcome: str
+    similarity: float | None
+
+
+def _query_text(request: GateRequest, artifact: str) -> dict[str, str]:
+    text = artifact[:ARTIFACT_EMBED_CHARS]
+    if text.strip():
+        return {"artifact": text}
+    return {"situation": situation_text(request.state.value, request.task_type, request.question)}
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float | None:
+    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(a @ b) / norm if norm else None
+
+
+def _lineage_answers(
+    memory: PrincipalMemory, request: GateRequest, n: int, artifact: str, since: int, look: int
+) -> list[_Answer]:
+    """The latest answers on the gate's lineage (within its task type) after `since`,
+    each with its artifact's similarity to this one."""
+    chunks = [
+        c
+        for c in memory.lineage_history(request.kind.value, request.lineage or "", n, look)
+        if c.created_n > since and c.task_type == request.task_type and c.state == request.state.value
+    ]
+    if not chunks:
+        return []
+    texts = _query_text(request, artifact)
+    dim, q = next(iter(memory.query_vectors(texts).items()), (None, None))
+    out = []
+    for c in chunks:
+        vec = memory.index.vectors_of(c.id, (dim,)).get(dim) if dim and c.id in memory.index.pos else None
+        out.append(_Answer(c.outcome, _cosine(q, vec) if q is not None and vec is not None else None))
+    return out
+
+
+def _nearest_answers(
+    memory: PrincipalMemory, request: GateRequest, n: int, artifact: str, since: int, look: int
+) -> list[_Answer]:
+    """The person's answers in the gate's state and task type nearest this gate."""
+    query = Query(
+        now=n,
+        filters={
+            "kind": request.kind.value,
+            "state": request.state.value,
+            "task_type": request.task_type,
+            "answered_by": AnsweredBy.human.value,
+        },
+        texts=_query_text(request, artifact),
+        mode=RetrievalMode.similarity,
+        top_k=look,
+    )
+    hits: list[tuple[float | None, MemoryChunk]] = [(h.similarity, c) for h, c in memory.retrieve(query)]
+    return [_Answer(c.outcome, sim) for sim, c in hits if c.created_n > since]
+
+
+def support_of(
+    memory: PrincipalMemory,
+    request: GateRequest,
+    n: int,
+    artifact: str,
+    action: Action | None,
+    params: CalibrationParams,
+) -> Support:
+    """Whether the person's own answers of this gate's kind back `action` (the proxy's
+    proposed answer) alone; with the words that say why."""
+    need, close_at, look = params.support_answers, params.support_similarity, params.support_look
+    what = kind_words(request)
+    wrong = last_wrong(memory.store, action_kind(request))
+    since = -1 if wrong is None else wrong
+    find = _lineage_answers if request.lineage else _nearest_answers
+    answers = find(memory, request, n, artifact, since, look)
+    close = [a for a in answers if a.similarity is not None and a.similarity >= close_at]
+    agreeing = sum(1 for a in close if action is not None and a.outcome == action.value)
+    contrary = len(close) - agreeing
+    nearest = max((a.similarity for a in answers if a.similarity is not None), default=None)
+    base = dict(kind=what, answers=len(close), agreeing=agreeing, contrary=contrary, nearest=nearest, needed=need)
+    if action is None:
+        return Support(supported=False, words="Vicar has no guess to stand on", **base)
+    if contrary:
+        return Support(
+            supported=False,
+            words=f"your answers to {what} like this one differ ({agreeing} {action.value}, {contrary} other)",
+            **base,
+        )
+    if len(close) >= need:
+        return Support(supported=True, words=f"{len(close)} of your answers to {what} like this back it", **base)
+    if wrong is not None:
+        return Support(
+            supported=False,
+            marked_wrong=True,
+            words=f"you said Vicar was wrong on {what}; it asks you until {need} more of your answers back it "
+            f"({len(close)} so far)",
+            **base,
+        )
+    if not answers:
+        return Support(
+            supported=False, new=True, words=f"a kind of action you have not answered before: {what}", **base
+        )
+    if not close:
+        return Support(supported=False, new=True, words=f"unlike the {what} you have answered before", **base)
+    return Support(
+        supported=False,
+        new=True,
+        words=f"you have answered {what} like this {len(close)} time{'s' if len(close) != 1 else ''}; "
+        f"Vicar answers alone only after {need}",
+        **base,
+    )

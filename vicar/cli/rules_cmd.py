@@ -15,7 +15,7 @@ import typer
 from vicar.cli.base import OUTPUT, Output, app, console, friendly, open_client
 from vicar.errors import InvalidInput
 from vicar.models import CfAState, RequestKind, check_principal
-from vicar.models.control import Control, Effect, Rule, check_responder
+from vicar.models.control import DEFAULT_RULES, Control, Effect, Rule, check_responder
 from vicar.settings import Settings
 
 rules_app = typer.Typer(no_args_is_help=True, help="Rules a principal writes: what the proxy may never decide alone.")
@@ -52,8 +52,14 @@ def print_control(principal: str, control: Control, output: Output) -> None:
         return
     for p in control.pauses:
         console.print(f"{principal} is PAUSED for {p.scope()}: {p.reason()}", markup=False, highlight=False)
+    for r in DEFAULT_RULES:
+        if r.name in control.removed_defaults:
+            line = f"{r.name}: removed (default; it asked when it {r.why}; vicar rules restore {principal} {r.name})"
+        else:
+            line = f"{r.name}: ask when it {r.why} (default; vicar rules remove {principal} {r.name} to drop it)"
+        console.print(line, markup=False, highlight=False)
     if not control.rules:
-        console.print(f"{principal} has no rules", markup=False, highlight=False)
+        console.print(f"{principal} has no rules of their own", markup=False, highlight=False)
     for r in control.rules:
         effect = f"target {r.target:g}" if r.target is not None else r.effect.value
         console.print(f"{r.name}: {effect} when {describe(r)} (by {r.author or '?'})", markup=False, highlight=False)
@@ -129,8 +135,21 @@ def rules_remove(
     by: Optional[str] = typer.Option(None, "--by", help="Who removes it (default: the OS user)."),
     output: Output = OUTPUT,
 ) -> None:
-    """Remove PRINCIPAL's rule NAME (removing one already gone changes nothing)."""
+    """Remove PRINCIPAL's rule NAME, one of Vicar's default rules included (removing one
+    already gone changes nothing)."""
     send_change(principal, dict(op="remove_rule", by=_who(by), name=name), output)
+
+
+@rules_app.command("restore")
+@friendly
+def rules_restore(
+    principal: str = typer.Argument(...),
+    name: str = typer.Argument(..., help="A default rule's name (`vicar rules list` shows them)."),
+    by: Optional[str] = typer.Option(None, "--by", help="Who restores it (default: the OS user)."),
+    output: Output = OUTPUT,
+) -> None:
+    """Bring back one of Vicar's default rules that PRINCIPAL removed."""
+    send_change(principal, dict(op="restore_rule", by=_who(by), name=name), output)
 
 
 def _read(principal: str) -> Control:
@@ -152,38 +171,104 @@ def rules_list(principal: str = typer.Argument(...), output: Output = OUTPUT) ->
     print_control(principal, _read(principal), output)
 
 
+def _call_request(principal: str, command: str | None, hook_input: str | None, agent: str | None):
+    """The gate a coding agent's call would open: a command line as its shell call, or a
+    hook input (a file, `-` for stdin), read and checked as the hook reads it."""
+    import os
+
+    from vicar.hooks import protocol as p
+    from vicar.hooks.tool_call import gate_request
+
+    who = agent or p.CLAUDE_CODE
+    if who not in p.AGENTS:
+        raise InvalidInput(f"with --command or --hook-input, --agent is {' or '.join(p.AGENTS)}, not {who!r}")
+    if command is not None:
+        call = {
+            "hook_event_name": p.PRE_TOOL_USE,
+            "tool_name": "Bash",
+            "tool_input": {"command": command},
+            "session_id": "rules-test",
+            "tool_use_id": "rules-test",
+            "cwd": os.getcwd(),
+        }
+    else:
+        assert hook_input is not None
+        try:
+            raw = sys.stdin.buffer.read(p.MAX_INPUT_BYTES + 1) if hook_input == "-" else _read_bounded(hook_input)
+            call = p.parse(raw)
+        except p.BadInput as exc:
+            raise InvalidInput(f"--hook-input: {exc}") from None
+        if call["hook_event_name"] == p.POST_TOOL_USE:
+            raise InvalidInput("--hook-input: a PostToolUse opens no gate (it answers nothing)")
+    return gate_request(call, Settings.from_env(), principal, who)
+
+
+def _read_bounded(path: str) -> bytes:
+    from vicar.hooks import protocol as p
+
+    try:
+        with open(path, "rb") as f:
+            return f.read(p.MAX_INPUT_BYTES + 1)
+    except OSError as exc:
+        raise InvalidInput(f"--hook-input: cannot read {path}: {exc.strerror or exc}") from None
+
+
 @rules_app.command("test")
 @friendly
 def rules_test(
     principal: str = typer.Argument(...),
     state: CfAState = typer.Option(CfAState.PLAN_ASSERT, "--state"),
-    task_type: str = typer.Option(..., "--task-type"),
+    task_type: Optional[str] = typer.Option(None, "--task-type"),
     question: str = typer.Option("Approve?", "--question"),
     artifact: str = typer.Option("", "--artifact", help="The artifact's text."),
     artifact_path: list[str] = typer.Option([], "--artifact-path", help="A path the gate names (globs only)."),
-    agent: Optional[str] = typer.Option(None, "--agent"),
+    agent: Optional[str] = typer.Option(
+        None, "--agent", help="The upstream agent; with --command or --hook-input: claude-code (default) or codex."
+    ),
     lineage: Optional[str] = typer.Option(None, "--lineage"),
     kind: RequestKind = typer.Option(RequestKind.gate, "--kind"),
+    command: Optional[str] = typer.Option(
+        None, "--command", help="A shell command line, as a coding agent's Bash call (its gate as the hook opens it)."
+    ),
+    hook_input: Optional[str] = typer.Option(
+        None, "--hook-input", help="A coding agent's hook input (JSON file, - for stdin), as the hook reads it."
+    ),
     output: Output = OUTPUT,
 ) -> None:
     """Which rule (or pause) a gate like this would hit, from the rules in force. Files
-    are not read here: words and the regex look at --artifact and --question."""
+    are not read here: words and the regex look at --artifact and --question. With
+    --command or --hook-input, the gate is the one a coding agent's call opens (its task
+    type, lineage, question and artifact as the hook makes them)."""
     from vicar.models import GateRequest
     from vicar.proxy.lineage import lineage_of
     from vicar.proxy.rules import verdict
 
-    req = GateRequest(
-        principal=principal,
-        gate_id="rules-test",
-        state=state,
-        task_type=task_type,
-        question=question,
-        artifact_text=artifact,
-        artifact_paths=artifact_path,
-        upstream_agent=agent,
-        lineage=lineage,
-        kind=kind,
-    )
+    if command is not None and hook_input is not None:
+        raise InvalidInput("give --command or --hook-input, not both")
+    if command is not None or hook_input is not None:
+        req = _call_request(principal, command, hook_input, agent)
+        artifact = req.artifact_text
+        if output is not Output.json:
+            console.print(
+                f"the gate: task type {req.task_type}, lineage {req.lineage or '(none)'}, agent {req.upstream_agent}",
+                markup=False,
+                highlight=False,
+            )
+    else:
+        if task_type is None:
+            raise InvalidInput("give --task-type (or --command, or --hook-input)")
+        req = GateRequest(
+            principal=principal,
+            gate_id="rules-test",
+            state=state,
+            task_type=task_type,
+            question=question,
+            artifact_text=artifact,
+            artifact_paths=artifact_path,
+            upstream_agent=agent,
+            lineage=lineage,
+            kind=kind,
+        )
     v = verdict(_read(principal), req, artifact, lineage_of(req, artifact).lineage)
     if output is Output.json:
         sys.stdout.write((v.model_dump_json(indent=2) if v else "null") + "\n")

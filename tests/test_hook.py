@@ -15,13 +15,13 @@ import asyncio
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from vicar.client import add_rule, answer, get_gate, list_escalations
+from vicar.hooks import install as inst
 from vicar.hooks import protocol as p
 from vicar.hooks.tool_call import gate_id_for
 
@@ -202,24 +202,23 @@ async def run_claude(
     w: HookWorld, home: Path, project: Path, standin: ClaudeMessagesStandIn, form: str = "command"
 ) -> dict:
     """`claude -p` in `project`, its Messages API the stand-in, Vicar as its PreToolUse hook
-    in the `command` or `http` form of docs/claude-code.md's settings.json: its JSON result."""
+    in the `command` form `vicar hook install claude-code` writes (full paths, its matcher)
+    or the `http` form of docs/claude-code.md: its JSON result."""
     token = w.token_file.read_text().strip()
-    hook: dict[str, Any] = {
-        "type": "command",
-        "command": sys.executable,
-        "args": ["-m", "vicar.hooks", "claude-code", "--url", w.url(), "--token-file", str(w.token_file)],
-        "timeout": 120,
-    }
+    settings = home / "settings.json"
     if form == "http":
-        hook = {
+        hook: dict[str, Any] = {
             "type": "http",
             "url": w.url(),
             "headers": {"Authorization": "Bearer $HOOK_TOKEN"},
             "allowedEnvVars": ["HOOK_TOKEN"],
             "timeout": 120,
         }
-    settings = home / "settings.json"
-    settings.write_text(json.dumps({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [hook]}]}}))
+        settings.write_text(json.dumps({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [hook]}]}}))
+    else:
+        wait = w.app.state.inbox.settings.hook.wait_seconds
+        inst.install(p.CLAUDE_CODE, settings, w.base, w.token_file, wait)
+        assert await asyncio.to_thread(inst.verify, settings, p.CLAUDE_CODE)  # as `vicar hook install` checks
     env = {
         "PATH": os.environ["PATH"],
         "HOME": str(home),  # no user settings of this machine's

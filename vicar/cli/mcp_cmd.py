@@ -21,9 +21,19 @@ def mcp(
     http: Optional[str] = typer.Option(
         None, "--http", metavar="HOST:PORT", help="Serve streamable HTTP at http://HOST:PORT/mcp (loopback only)."
     ),
+    print_config: bool = typer.Option(
+        False, "--print-config", help="Print the client's mcpServers entry (full paths, the env it needs) and exit."
+    ),
 ) -> None:
     """Serve MCP tools that ask PRINCIPAL through Vicar: ask_approval (a gate), ask_question
     (an agent's question) and gate_status (poll one). Over stdio unless --http."""
+    if print_config:
+        import json
+        import sys
+
+        check_principal(principal)
+        sys.stdout.write(json.dumps({"mcpServers": {"vicar": client_entry(principal)}}, indent=2) + "\n")
+        return
     try:
         from vicar.mcp_server.server import serve_http, serve_stdio
     except ImportError:
@@ -61,3 +71,30 @@ def _loopback_address(value: str) -> tuple[str, int]:
     if not loopback or not 0 < number < 65536:
         raise InvalidInput(f"--http {value[:80]!r}: only a loopback address and a port 1-65535 (no sign-in here)")
     return host, number
+
+
+# What a stdio client must pass: the MCP SDK's client gives the server only a few of its
+# own variables (HOME, PATH, ...), so without these a server on another data dir finds no
+# payload keys and exits, and the client says only "Connection closed". (VICAR_CODEC_KEYS,
+# a secret, is never printed: the keys are read from the data dir, docs/codec.md.)
+CLIENT_ENV = ("VICAR_DATA_DIR", "TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "VICAR_TASK_QUEUE")
+
+
+def client_entry(principal: str) -> dict:
+    """The client's entry for this server: the full path of this install's `vicar` (or
+    this Python with -m vicar.cli), and the environment this shell gives Vicar."""
+    import os
+    import shutil
+    import sys
+    from pathlib import Path
+
+    beside = Path(sys.executable).parent / "vicar"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        command, args = str(beside), ["mcp", "--principal", principal]
+    elif found := shutil.which("vicar"):
+        command, args = os.path.abspath(found), ["mcp", "--principal", principal]
+    else:
+        command, args = sys.executable, ["-m", "vicar.cli", "mcp", "--principal", principal]
+    env = {name: os.environ[name] for name in CLIENT_ENV if os.environ.get(name)}
+    env.setdefault("VICAR_DATA_DIR", str(Settings.from_env().data_dir.absolute()))
+    return {"command": command, "args": args, "env": env}

@@ -1,4 +1,4 @@
-"""The recipes in examples/recipes/ (docs/recipes.md), each run against a real worker:
+"""The recipes in vicar/recipes/ (docs/recipes.md), each run against a real worker:
 the OpenAI Agents SDK's tool approvals (its model a local Chat Completions stand-in),
 LangGraph's interrupt, and a plain Python agent. A rule answers at once; otherwise the
 test answers as the person, from the list of waiting gates."""
@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import asyncio
 
-from examples.recipes.langgraph_agent import build_graph
-from examples.recipes.langgraph_agent import run_with_vicar as run_graph
-from examples.recipes.openai_agents import build_agent
-from examples.recipes.openai_agents import run_with_vicar as run_agent
-from examples.recipes.plain_agent import run_plan
 from vicar.client import add_rule, answer, list_escalations
+from vicar.recipes.langgraph_agent import build_graph
+from vicar.recipes.langgraph_agent import run_with_vicar as run_graph
+from vicar.recipes.openai_agents import build_agent
+from vicar.recipes.openai_agents import run_with_vicar as run_agent
+from vicar.recipes.plain_agent import run_plan
 
 from .conftest import wait_for
 from .llm_standins import OpenAIChatStandIn, Reply
@@ -99,3 +99,41 @@ async def test_openai_agents_tool_runs_only_after_an_approve(harness):
         assert "Never the home directory." in tool_messages[-1]["content"]
     finally:
         standin.close()
+
+
+async def test_a_reused_tool_call_id_is_another_gate_never_another_calls_answer(harness):
+    """Models reuse call ids (`call_1` in every run): a new run's `call_1` is asked anew,
+    whether its arguments differ (before: Conflict, the recipe crashed) or not (before: the
+    old gate's approve, given again without asking)."""
+    from agents import OpenAIChatCompletionsModel, set_tracing_disabled
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)
+    h = harness
+    p = h.principal()
+    standin = OpenAIChatStandIn()
+    try:
+        model = OpenAIChatCompletionsModel(
+            model="stand-in", openai_client=AsyncOpenAI(base_url=standin.url, api_key="x")
+        )
+        ran: list[str] = []
+        agent = build_agent(model, lambda cmd: ran.append(cmd) or "ok")
+        for command, action in (("make clean", "approve"), ("rm -rf build", "reject"), ("make clean", "reject")):
+            call = {"id": "call_1", "name": "shell", "arguments": {"command": command}}
+            standin.push(Reply("", tool_calls=[call]), Reply("Done."))
+            run = asyncio.create_task(run_agent(agent, "Clean.", h.client, p, task_queue=h.task_queue))
+            await answer_next(h, p, action, "as I say")
+            _, verdicts = await run
+            assert [v.allowed for v in verdicts] == [action == "approve"] and verdicts[0].decided_by == "human"
+        assert ran == ["make clean"]
+    finally:
+        standin.close()
+
+
+async def test_ask_vicar_refuses_what_it_cannot_ask(harness):
+    from vicar.recipes.ask import ask_vicar
+
+    verdict = await ask_vicar(
+        harness.client, principal="bad principal!", tool="shell", arguments="ls", call_id="c", task_queue="q"
+    )
+    assert not verdict.allowed and verdict.reason.startswith("Vicar could not ask")

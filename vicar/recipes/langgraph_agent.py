@@ -16,7 +16,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 from temporalio.client import Client
 
-from examples.recipes.ask import Verdict, ask_vicar
+from vicar.recipes.ask import Verdict, ask_vicar
 from vicar.settings import TASK_QUEUE
 
 
@@ -59,7 +59,8 @@ async def run_with_vicar(
             principal=principal,
             tool=pause.value["tool"],
             arguments=pause.value["arguments"],
-            call_id=f"{config['configurable']['thread_id']}-{pause.id}",
+            call_id=str(pause.id),
+            scope=config["configurable"]["thread_id"],
             task_queue=task_queue,
             wait=wait,
         )

@@ -7,13 +7,14 @@ answers each interruption and the run resumes from its state.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 from agents import Agent, Model, Runner, function_tool
 from temporalio.client import Client
 
-from examples.recipes.ask import Verdict, ask_vicar
+from vicar.recipes.ask import Verdict, ask_vicar
 from vicar.settings import TASK_QUEUE
 
 
@@ -34,7 +35,12 @@ async def run_with_vicar(
     *,
     task_queue: str = TASK_QUEUE,
     wait: float = 600.0,
+    run_id: str | None = None,
 ) -> tuple[Any, list[Verdict]]:
+    """Run the agent, asking Vicar at each interruption. `run_id` scopes the tool-call
+    ids (models reuse `call_1` from run to run): give the same one to ask again for the
+    same calls after a crash; by default a new run."""
+    scope = run_id or uuid.uuid4().hex
     result = await Runner.run(agent, prompt)
     verdicts = []
     while result.interruptions:
@@ -47,6 +53,7 @@ async def run_with_vicar(
                 tool=item.name or "tool",
                 arguments=getattr(raw, "arguments", None) or "",
                 call_id=getattr(raw, "call_id", None) or str(id(item)),
+                scope=scope,
                 task_queue=task_queue,
                 wait=wait,
             )

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 from temporalio.client import Client
 
-from examples.recipes.ask import Verdict, ask_vicar
+from vicar.recipes.ask import Verdict, ask_vicar
 from vicar.settings import TASK_QUEUE
 
 
@@ -32,7 +32,8 @@ async def run_plan(
             principal=principal,
             tool=tool,
             arguments=argument,
-            call_id=f"{run_id}-{i}",
+            call_id=str(i),
+            scope=run_id,
             task_queue=task_queue,
             wait=wait,
         )

@@ -2,7 +2,11 @@
 interceptor gives the gate, its activities and the client's calls their spans; Vicar's
 own interceptor adds who decided and under what to the spans of the activities where a
 decision is made (the consult, the answer's record), and a short span of its own for
-each decision.
+each decision: `vicar.decision` once per gate, wherever it was decided (the proxy at its
+consult; a rule, the person or the deadline when the answer is recorded), naming who
+(`vicar.decided_by`, and the person as `vicar.responder`, the rule as `vicar.rule`).
+Every span gives the gate's id as the gate knows it (`vicar.gate_id`: `claude-code/ab12`,
+never the workflow id's last segment).
 
 Off unless OpenTelemetry's own variables configure an OTLP endpoint
 (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, with the exporter's
@@ -118,23 +122,44 @@ def provenance(activity_type: str, args: list[Any], result: Any) -> tuple[str, d
     elif activity_type == c.CALIBRATE and isinstance(result, Calibration):
         cal = result  # the step-by-step path's decision
     elif activity_type == c.RECORD_OUTCOME and args and isinstance(args[0], OutcomeRecord):
-        record = args[0]
-        attrs = {
-            "vicar.gate_id": record.request.gate_id,
-            "vicar.principal": record.request.principal,
-            "vicar.decided_by": DECIDERS.get(record.answered_by, record.answered_by.value),
-            "vicar.action": record.action.value,
-            "vicar.escalated": record.escalated_at is not None,
-            "vicar.cancelled": record.cancelled,
-        }
-        if record.calibration:
-            attrs.update(calibration_attributes(record.calibration))
-        return "vicar.answer", attrs
+        return "vicar.answer", answer_attributes(args[0])
     else:
         return None
     decided = "rule" if cal.rule and cal.autonomous else "proxy" if cal.autonomous else "escalated"
     attrs = {"vicar.decision": decided, **calibration_attributes(cal)}
+    if cal.autonomous:
+        attrs["vicar.decided_by"] = decided
     return ("vicar.decision" if cal.autonomous else "vicar.escalation"), attrs
+
+
+def answer_attributes(record: OutcomeRecord) -> dict[str, Any]:
+    """The recorded answer: who decided (the person by their name), what, under what."""
+    decided_by = DECIDERS.get(record.answered_by, record.answered_by.value)
+    attrs: dict[str, Any] = {
+        "vicar.gate_id": record.request.gate_id,
+        "vicar.principal": record.request.principal,
+        "vicar.decided_by": decided_by,
+        "vicar.decision": decided_by,
+        "vicar.action": record.action.value,
+        "vicar.escalated": record.escalated_at is not None,
+        "vicar.cancelled": record.cancelled,
+    }
+    if record.responder and record.answered_by is AnsweredBy.human:
+        attrs["vicar.responder"] = record.responder  # a name, as the gate records it: never words
+    elif record.responder and record.answered_by is AnsweredBy.rule:
+        attrs["vicar.rule_author"] = record.responder
+    if record.calibration:
+        attrs.update(calibration_attributes(record.calibration))
+        attrs["vicar.decision"] = decided_by  # the answer's, not the consult's escalation
+    return attrs
+
+
+def decided_at_record(activity_type: str, args: list[Any]) -> bool:
+    """Whether this activity records a decision no consult span has told of: a rule's, the
+    person's, the deadline's (the proxy's own was told at its consult)."""
+    if activity_type != c.RECORD_OUTCOME or not args or not isinstance(args[0], OutcomeRecord):
+        return False
+    return args[0].answered_by is not AnsweredBy.proxy
 
 
 class DecisionInterceptor(ClientInterceptor, WorkerInterceptor):
@@ -165,10 +190,14 @@ class _DecisionInbound(ActivityInboundInterceptor):
 
                 trace.get_current_span().set_attributes(attrs)
                 self.tracer.start_span(name, attributes=attrs).end()
+                if decided_at_record(info.activity_type, list(input.args)):
+                    self.tracer.start_span("vicar.decision", attributes=attrs).end()
         except Exception:  # a trace must never fail the activity whose result is in hand
             pass
         return result
 
 
 def gate_id_of(workflow_id: str | None) -> str:
-    return (workflow_id or "").rsplit("/", 1)[-1]
+    """The gate id inside a gate's workflow id (`vicar-gate/<gate id>`, and a gate id may
+    hold a slash: `vicar-gate/claude-code/ab12` is `claude-code/ab12`)."""
+    return (workflow_id or "").removeprefix(c.gate_workflow_id(""))

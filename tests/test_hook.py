@@ -199,12 +199,16 @@ def claude_or_skip() -> str:
 
 
 async def run_claude(
-    w: HookWorld, home: Path, project: Path, standin: ClaudeMessagesStandIn, form: str = "command"
+    w: HookWorld,
+    home: Path,
+    project: Path,
+    standin: ClaudeMessagesStandIn,
+    form: str = "command",
+    token: str | None = None,
 ) -> dict:
     """`claude -p` in `project`, its Messages API the stand-in, Vicar as its PreToolUse hook
     in the `command` form `vicar hook install claude-code` writes (full paths, its matcher)
-    or the `http` form of docs/claude-code.md: its JSON result."""
-    token = w.token_file.read_text().strip()
+    or the `http` form of docs/claude-code.md (with `token`, another token): its JSON result."""
     settings = home / "settings.json"
     if form == "http":
         hook: dict[str, Any] = {
@@ -227,7 +231,7 @@ async def run_claude(
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_TELEMETRY": "1",
-        "HOOK_TOKEN": token,  # what the http form's header names
+        "HOOK_TOKEN": token or w.token_file.read_text().strip(),  # what the http form's header names
     }
     argv = [claude_or_skip(), "-p", "Create the marker file.", "--settings", str(settings), "--output-format", "json"]
     proc = await asyncio.create_subprocess_exec(
@@ -289,3 +293,25 @@ async def test_the_real_claude_code_does_not_run_the_tool_after_the_persons_reje
 
 def decided_artifact(view: Any) -> str:
     return view.model_dump_json()
+
+
+async def test_the_real_claude_code_shows_a_refused_token_in_the_http_form(world, tmp_path):
+    """A wrong token in the HTTP form: before, a 401, which Claude Code takes as a
+    non-blocking error and falls back to its own flow without a word from Vicar. Now the
+    call is not run and what Claude reads says the token was refused."""
+    claude_or_skip()
+    world.configure(wait=30)
+    (tmp_path / "home").mkdir()
+    (tmp_path / "project").mkdir()
+    marker = tmp_path / "project" / "ran-marker"
+    standin = ClaudeMessagesStandIn(f"touch {marker}")
+    try:
+        result = await run_claude(
+            world, tmp_path / "home", tmp_path / "project", standin, "http", token="wrong-token-" + "x" * 30
+        )
+    finally:
+        standin.close()
+    assert not marker.exists()
+    assert [d["tool_use_id"] for d in result["permission_denials"]] == [standin.tool_use_id]
+    [tool_result] = standin.tool_results()
+    assert tool_result["is_error"] and "hook token was refused" in json.dumps(tool_result["content"])

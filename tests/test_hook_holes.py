@@ -42,7 +42,10 @@ async def test_a_post_tool_use_answers_nothing_and_teaches_nothing(world, held_b
     assert (status, p.decision_of(body)) == (200, "ask") and "hookSpecificOutput" not in body
     status, body, _ = await waiting
     assert (status, p.decision_of(body)) == (200, "ask"), body
-    assert "has not answered" in body["hookSpecificOutput"]["permissionDecisionReason"]
+    reason = body["hookSpecificOutput"]["permissionDecisionReason"]
+    assert "has not answered" in reason
+    if held_by == "ask-rule":  # every reason names the rule
+        assert "asked because of rule pipes-to-shell (ask, by" in reason, reason
     # Nothing answered, nothing learned: the gate still waits for the person.
     assert gate_id in {g.gate_id for g in await list_escalations(world.client, principal)}
     handle = await get_gate(world.client, gate_id)

@@ -128,10 +128,15 @@ async def _gate(
         result = await result_or_silence(client, handle.workflow_id, handle.result(), wait)
     except TimeoutError:
         where = f" (or at {settings.inbox_url}/gates/{handle.workflow_id})" if settings.inbox_url else ""
-        if not await _waits_for_person(client, handle.gate_id):
+        details = await _waiting_for_person(client, handle.gate_id)
+        if details is None:
             raise WorkerSilent(f"the gate was not decided within {wait:g} s") from None
         then = "denied for now; answer it there and retry" if agent == p.CODEX else "asking here"
-        return HookAnswer(p.ask(event, f"Vicar: {principal} has not answered within {wait:g} s{where}; {then}", agent))
+        # Why it went to the person, where a rule or a pause sent it: the rule by its name.
+        note = details.calibration_note if details.calibration_guard in ("rule", "paused") else ""
+        why = f", asked because of {p.one_line(note, 200)}" if note else ""
+        said = f"Vicar: {principal} has not answered within {wait:g} s{why}{where}; {then}"
+        return HookAnswer(p.ask(event, said, agent))
     return HookAnswer(decided(event, result, agent))
 
 
@@ -210,13 +215,14 @@ def _rule_name(result: Any) -> str:
     return ""
 
 
-async def _waits_for_person(client: Any, gate_id: str) -> bool:
-    """Whether the gate got as far as the person (else the worker has not finished it)."""
+async def _waiting_for_person(client: Any, gate_id: str) -> Any:
+    """The gate's details if it got as far as the person (else None: the worker has not
+    finished it)."""
     from vicar.client.gates import gate_details
     from vicar.models import GateStatus
 
     try:
         details = await asyncio.wait_for(gate_details(client, gate_id), 3.0)
     except Exception:  # noqa: BLE001  (no answer to the query: the worker is not there)
-        return False
-    return details is not None and details.status is GateStatus.escalated
+        return None
+    return details if details is not None and details.status is GateStatus.escalated else None

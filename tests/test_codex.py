@@ -114,6 +114,7 @@ async def test_vicar_hook_install_writes_full_paths_and_checks_them(world, tmp_p
             done = await asyncio.to_thread(run_vicar, *argv, env=env)
             assert done.returncode == 0, done.stderr
         assert f"takes this hook's calls as {principal}'s" in done.stdout
+        assert f"no inbox account in {world.settings.data_dir} answers for {principal}" in done.stdout
         written = json.loads(path.read_text())
         ours = [g for g in written["hooks"]["PreToolUse"] if "vicar.hooks" in json.dumps(g)]
         [hook] = ours[0]["hooks"]

@@ -67,6 +67,16 @@ def codex(
     _run(p.CODEX, url, token_file, timeout)
 
 
+def _answered_here(settings, principal: str) -> bool:
+    """Whether an inbox account of this data dir answers for the principal."""
+    from vicar.inbox.accounts import list_users
+
+    try:
+        return any(account.answers_for(principal) for account in list_users(settings.data_dir))
+    except Exception:  # noqa: BLE001  (an unreadable account file: the note is only advice)
+        return True
+
+
 async def _direct(call: dict, agent: str):
     from vicar.hooks.decide import answer_call
     from vicar.runtime.connect import connect
@@ -141,6 +151,13 @@ def install(
     if served != who:
         raise InvalidInput(f"the endpoint took the token as {served!r}'s, not {who!r}'s")
     console.print(f"checked: the inbox at {base} takes this hook's calls as {who}'s", markup=False, highlight=False)
+    if not _answered_here(settings, who):
+        console.print(
+            f"note: no inbox account in {settings.data_dir} answers for {who}: the gates will wait with no one "
+            f"to answer them in this inbox (vicar inbox user add NAME --principal {who})",
+            markup=False,
+            highlight=False,
+        )
     if agent == p.CODEX:
         console.print(
             "Codex runs a new hook only once trusted: open `codex`, then /hooks, and trust it "

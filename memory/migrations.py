@@ -212,6 +212,12 @@ MIGRATIONS: list[str] = [
           AND json_extract(record, '$.calibration.audit_share') <= 1
         ORDER BY seq;
     """,
+    # The person's answers to gates their rule or pause sent to them: their decision, so
+    # neither graded as the proxy's nor counted for or against its support per kind of
+    # action (vicar/proxy/support.py). Gates recorded before this are not marked.
+    """
+    CREATE TABLE person_decided (chunk_id TEXT PRIMARY KEY) WITHOUT ROWID;
+    """,
 ]
 
 COLUMNS = (

@@ -38,11 +38,16 @@ ARTIFACT_QUERY = "artifact_files"
 # readable from visibility with no worker running.
 ESCALATION_MEMO = "vicar_escalation"
 
+# Vicar's default rules (what cannot be undone) are matched at every gate, a principal
+# with no rules of their own included: gates started before them keep the old path.
+DEFAULT_RULES_PATCH = "default-rules"
+
 GATE_HANDLES = Handles(
     GATE_WORKFLOW,
     signals=(HUMAN_RESPONSE_SIGNAL, *HOLDER_SIGNALS),
     updates=(RESPOND_UPDATE,),
     queries=(DETAILS_QUERY, ARTIFACT_QUERY),
+    patches=(DEFAULT_RULES_PATCH,),
 )
 
 # What the contract asks of a client starting a gate (docs/orchestrator.md, `vicar schema`). The worker

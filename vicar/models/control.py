@@ -20,6 +20,9 @@ from typing import Literal
 import re2
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from vicar.models.default_rules import AUTHOR as DEFAULT_AUTHOR
+from vicar.models.default_rules import SPECS as DEFAULT_SPECS
+from vicar.models.default_rules import is_default
 from vicar.models.limits import NAME_CHARS, PATH_CHARS, TASK_TYPE_CHARS, TITLE_CHARS
 from vicar.models.vocabulary import CfAState
 
@@ -120,6 +123,7 @@ class Rule(BaseModel):
     target: float | None = Field(
         None, gt=0.0, lt=1.0, description="A target rule's error target for the gates it matches (e.g. 0.01)."
     )
+    why: str = Field("", max_length=MAX_WORD_CHARS, description="Why it asks, in words shown on the card.")
 
     @field_validator("name")
     @classmethod
@@ -215,6 +219,18 @@ class Rule(BaseModel):
         return self.model_dump(exclude=skip) == other.model_dump(exclude=skip)
 
 
+def _default(name: str, why: str, regex: str) -> Rule:
+    """One of Vicar's default rules. Its pattern is longer than a person's may be
+    (MAX_REGEX_CHARS bounds what comes in from outside): compiled here, in RE2's bounded
+    memory, and set past the length check."""
+    compile_regex(regex)
+    rule = Rule(name=name, effect=Effect.ask, author=DEFAULT_AUTHOR, regex="x", why=why)
+    return rule.model_copy(update={"regex": regex})
+
+
+DEFAULT_RULES: tuple[Rule, ...] = tuple(_default(*spec) for spec in DEFAULT_SPECS)
+
+
 class Pause(BaseModel):
     """The off switch: no gate in scope is answered but by the human. Scope None: all."""
 
@@ -250,16 +266,27 @@ class Pause(BaseModel):
 
 
 class Control(BaseModel):
-    """A principal's rules (in the order added) and pauses."""
+    """A principal's rules (in the order added) and pauses, and which of Vicar's default
+    rules (vicar/models/default_rules.py) they removed."""
 
     model_config = ConfigDict(extra="forbid")
 
     rules: list[Rule] = Field(default_factory=list)
     pauses: list[Pause] = Field(default_factory=list)
     version: int = 0  # one more per change: the kept copy is never overwritten by an older one
+    removed_defaults: list[str] = Field(default_factory=list, max_length=MAX_RULES)
 
     def empty(self) -> bool:
-        return not self.rules and not self.pauses
+        return not self.rules and not self.pauses and not self.removed_defaults
+
+    def in_force(self) -> list[Rule]:
+        """The rules a gate is checked against: the person's own, in the order added (so
+        their `ask` rule names the reason first), then the default rules they kept."""
+        removed = set(self.removed_defaults)
+        return self.rules + [r for r in DEFAULT_RULES if r.name not in removed]
+
+    def rule_named(self, name: str) -> Rule | None:
+        return next((r for r in self.in_force() if r.name == name), None)
 
     def pause_for(self, state: CfAState, task_type: str) -> Pause | None:
         return next((p for p in self.pauses if p.covers(state, task_type)), None)
@@ -270,10 +297,10 @@ class ControlChange(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    op: Literal["add_rule", "remove_rule", "pause", "resume"]
+    op: Literal["add_rule", "remove_rule", "restore_rule", "pause", "resume"]
     by: str = Field(description="Who makes the change.")
     rule: Rule | None = None  # add_rule
-    name: str | None = None  # remove_rule
+    name: str | None = None  # remove_rule, restore_rule (a default rule removed)
     state: CfAState | None = None  # pause / resume scope
     task_type: str | None = Field(None, max_length=TASK_TYPE_CHARS)
 
@@ -293,6 +320,8 @@ def apply_change(control: Control, change: ControlChange, now: datetime | None) 
             raise ValueError("add_rule needs a rule")
         rule = Rule.model_validate(change.rule.model_dump())
         rule = rule.model_copy(update={"author": rule.author or change.by, "created": rule.created or now})
+        if is_default(rule.name):
+            raise ValueError(f"{rule.name!r} is the name of one of Vicar's default rules; choose another")
         same = next((r for r in out.rules if r.name == rule.name), None)
         if same is not None:
             if same.same_as(rule):
@@ -301,6 +330,12 @@ def apply_change(control: Control, change: ControlChange, now: datetime | None) 
         if len(out.rules) >= MAX_RULES:
             raise ValueError(f"at most {MAX_RULES} rules per principal; remove one first")
         out.rules.append(rule)
+    elif change.op in ("remove_rule", "restore_rule") and change.name and is_default(change.name):
+        # A default rule is removed (or brought back) by name, like the person's own.
+        removed = [n for n in out.removed_defaults if n != change.name]
+        out.removed_defaults = removed + ([change.name] if change.op == "remove_rule" else [])
+    elif change.op == "restore_rule":
+        raise ValueError(f"{change.name!r} is not one of Vicar's default rules (`vicar rules list` shows them)")
     elif change.op == "remove_rule":
         if not change.name:
             raise ValueError("remove_rule needs the rule's name")

@@ -114,6 +114,7 @@ def record_outcome(
             censor_change=censor_change,
             facts=moves.changed,
             fact_audit=moves.audit,
+            person_decided=chunk.id if person_decided(record) else None,
         ),
     )
     if logged.new:
@@ -160,6 +161,13 @@ def _entry(record: OutcomeRecord, update, **teaches) -> OutcomeEntry:
     )
 
 
+def person_decided(record: OutcomeRecord) -> bool:
+    """A gate the person's rule or pause sent to them: theirs to decide, whatever the proxy
+    could have done."""
+    cal = record.calibration
+    return cal is not None and cal.guard in ("rule", "paused")
+
+
 def autonomy_pair(record: OutcomeRecord) -> Evidence | None:
     """The autonomy rule's evidence from a gate: (kind, N, the posterior's score as the
     predictor gave it, whether its action was the human's, the upstream agent). Only a human's answer
@@ -173,7 +181,7 @@ def autonomy_pair(record: OutcomeRecord) -> Evidence | None:
     # could never have answered it alone, so their answer is not the proxy's error (nor
     # its success). Chosen by the request, never by the label: the bets stay valid, over
     # the gates no rule or pause takes from the proxy.
-    if cal is not None and cal.guard in ("proxy_error", "rule", "paused"):
+    if (cal is not None and cal.guard == "proxy_error") or person_decided(record):
         return None
     return Evidence(
         record.request.kind.value,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from vicar.errors import ARTIFACT_REFUSED
 from vicar.models import GateDetails
+from vicar.models.default_rules import AUTHOR as DEFAULT_AUTHOR
 
 # The guard names the gate and the calibration write (vicar.proxy.calibration.GUARDS and
 # the gate's own: a pause, a rule, a proxy that could not run).
@@ -133,8 +134,15 @@ def _escalated(f: ReasonFacts) -> str:
     if g == RULE:
         if f.note.startswith("the rules could not be checked"):
             return "Vicar could not check your rules, so it asks you"
+        said = _RULE_NOTE.match(f.note)
+        why = f.note[said.end() :].removeprefix(": ").strip() if said else ""
+        if said and said[2] == DEFAULT_AUTHOR:
+            what = f"it {why}" if why else "it cannot be undone"
+            return f"Vicar always asks you about this, by one of its default rules (“{said[1]}”): {what}"
         name = _rule_name(f)
-        return f"Your rule {name} asks you about gates like this" if name else "One of your rules asks you about this"
+        if not name:
+            return "One of your rules asks you about this"
+        return f"Your rule {name} asks you about gates like this" + (f": {why}" if why else "")
     if g == PROXY_ERROR:
         if ARTIFACT_REFUSED in f.note:
             return "Vicar could not read this gate's artifact, so it has no view of it: it is yours to judge"

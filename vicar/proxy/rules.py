@@ -3,8 +3,10 @@ vicar/models/control.py). Pure: the rule-matching activity and `vicar rules test
 
 Precedence, safest first: a pause in scope wins over everything (nothing answers
 alone, rules included); then any matching `ask` rule (the first one names the
-reason); then the first matching answer rule (`approve`/`reject`) in the order the
-rules were added. An answer rule on a question (which has no approve/reject) asks.
+reason: the person's own before Vicar's default rules, which ask about what cannot be
+undone); then
+the first matching answer rule (`approve`/`reject`) in the order the rules were added.
+An answer rule on a question (which has no approve/reject) asks.
 """
 
 from __future__ import annotations
@@ -50,19 +52,22 @@ def verdict(control: Control, request: GateRequest, artifact: str, lineage: str 
     if pause is not None:
         return Verdict(escalate=True, reason=pause.reason(), guard="paused")
     # A target rule never decides a gate: it tightens the autonomy rule (proxy/autonomy/targets.py).
-    hits = [r for r in control.rules if r.effect is not Effect.target and matches(r, request, artifact, lineage)]
+    hits = [r for r in control.in_force() if r.effect is not Effect.target and matches(r, request, artifact, lineage)]
     if not hits:
         return None
     asks = [r for r in hits if r.effect is Effect.ask or request.kind is not RequestKind.gate]
     if asks:
         r = asks[0]
-        return Verdict(
-            escalate=True, reason=f"rule {r.name} ({r.effect.value}, by {r.author or '?'})", guard="rule", rule=r
-        )
+        return Verdict(escalate=True, reason=_reason(r), guard="rule", rule=r)
     r = hits[0]
-    return Verdict(reason=f"rule {r.name} ({r.effect.value}, by {r.author or '?'})", guard="rule", rule=r)
+    return Verdict(reason=_reason(r), guard="rule", rule=r)
+
+
+def _reason(r: Rule) -> str:
+    """"rule NAME (EFFECT, by AUTHOR)", and why where the rule says (the default rules do)."""
+    return f"rule {r.name} ({r.effect.value}, by {r.author or '?'})" + (f": {r.why}" if r.why else "")
 
 
 def needs_artifact(control: Control) -> bool:
     """Whether any rule reads the artifact's text (else its files need not be read)."""
-    return any((r.words or r.regex) and r.text_in != "question" for r in control.rules)
+    return any((r.words or r.regex) and r.text_in != "question" for r in control.in_force())

@@ -15,7 +15,9 @@ person's own answers of its kind of action back the proposed answer:
   that is a whole task type), every one of them the proposed answer: no contrary answer
   there;
 - counted only since the person last said "wrong" of a lone answer of this kind: a
-  "wrong" withdraws the kind at once, and the person's own answers re-earn it.
+  "wrong" withdraws the kind at once, and the person's own answers re-earn it;
+- not counting the answers to gates a rule or pause of the person's sent to them: those
+  are the person's decisions about what their rule singled out, not the kind's habit.
 
 Support is chosen by the request and the person's past answers, never by the gate's own
 label, so the bound over the gates above the threshold stays valid; it only narrows which
@@ -112,6 +114,16 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float | None:
     return float(a @ b) / norm if norm else None
 
 
+def _persons_own(store: RecordStore, chunks: list[MemoryChunk]) -> set[str]:
+    """Which of these chunks record gates a rule or pause of the person's sent to them."""
+    if not chunks:
+        return set()
+    marks = ", ".join("?" * len(chunks))
+    with store.reading() as db:
+        rows = db.execute(f"SELECT chunk_id FROM person_decided WHERE chunk_id IN ({marks})", [c.id for c in chunks])
+        return {r[0] for r in rows}
+
+
 def _lineage_answers(
     memory: PrincipalMemory, request: GateRequest, n: int, artifact: str, since: int, look: int
 ) -> list[_Answer]:
@@ -122,6 +134,8 @@ def _lineage_answers(
         for c in memory.lineage_history(request.kind.value, request.lineage or "", n, look)
         if c.created_n > since and c.task_type == request.task_type and c.state == request.state.value
     ]
+    ruled = _persons_own(memory.store, chunks)
+    chunks = [c for c in chunks if c.id not in ruled]
     if not chunks:
         return []
     texts = _query_text(request, artifact)
@@ -150,7 +164,8 @@ def _nearest_answers(
         top_k=look,
     )
     hits: list[tuple[float | None, MemoryChunk]] = [(h.similarity, c) for h, c in memory.retrieve(query)]
-    return [_Answer(c.outcome, sim) for sim, c in hits if c.created_n > since]
+    ruled = _persons_own(memory.store, [c for _, c in hits])
+    return [_Answer(c.outcome, sim) for sim, c in hits if c.created_n > since and c.id not in ruled]
 
 
 def support_of(

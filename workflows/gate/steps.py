@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
         SessionJoin,
         Surprise,
     )
-    from vicar.models.control import Verdict
+    from vicar.models.control import Control, Verdict
     from vicar.models.view import ArtifactFile, ExcerptInput, excerpt_line
     from vicar.proxy.decision import Decision, decide, surprised
     from vicar.workflows.failures import cause_message, is_cancel
@@ -185,13 +185,20 @@ async def obey(s: GateState) -> tuple[c.ConsultResult, Decision] | None:
     answer is returned when an answer rule decides, else None."""
     s.verdict = None
     control, req = s.turn.control, s.req
-    if control is None or control.empty():
+    if workflow.patched(c.DEFAULT_RULES_PATCH):
+        # Vicar's default rules ask about what cannot be undone at every gate, for a
+        # principal with no rules of their own too (the brain hands out none then).
+        control = control or Control()
+        rules = control.in_force()
+    elif control is None or control.empty():
         return None
+    else:
+        rules = control.rules
     pause = control.pause_for(req.state, req.task_type)
     if pause is not None:
         s.verdict = Verdict(escalate=True, reason=pause.reason(), guard="paused")
         return None
-    if not control.rules:
+    if not rules:
         return None
     try:
         rules = c.RulesInput(request=req, control=control)

@@ -108,7 +108,7 @@ def test_demo_explains_itself_and_leaves_no_server(tmp_path):
     # The rule's state at the end, in the very words `vicar health` uses right after.
     said = rule_lines(out)
     assert said and all(
-        re.match(r"Autonomy rule for \w+( and \w+)* gates: (proven threshold [\d.]+|none proven): ", line)
+        re.match(r"Autonomy rule for \w+( and \w+)* gates: (acts alone from \d+% sure|none proven): ", line)
         for line in said
     ), out
     health = subprocess.run(

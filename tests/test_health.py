@@ -93,7 +93,7 @@ def test_health_command_reads_the_principals_outcomes(tmp_path, embedder, monkey
         memory.close()
     result = CliRunner().invoke(app, ["health", "alice"], terminal_width=200)
     assert result.exit_code == 0, result.output
-    assert ["PLAN_ASSERT", "docs", "0.05", "0.90", "0.050", "100", "0", "0.05"] in rule_rows(result.output)
+    assert ["PLAN_ASSERT", "docs", "0.05", "90% sure", "0.050", "100", "0", "0.05"] in rule_rows(result.output)
     (tmp_path / "principals" / "alice" / "autonomy.json").write_text(
         '{"states": {"PLAN_ASSERT": {"target_error": 0.01, "audit_share": 0.2}}}'
     )
@@ -140,9 +140,10 @@ def test_one_statement_of_the_rule():
     )
     proven = rule(threshold=0.41, bound=0.363, evidence=15, errors=2, audit_share=0.05)
     assert rule_statement(proven) == (
-        "proven threshold 0.41: the proxy may answer alone at confidence >= 0.41 (the error of the gates scoring "
-        ">= 0.41, pooled over every state and task type: bound 0.363 <= target 0.4 at 95% confidence whenever "
-        "read, over the 15 graded answers that confident, 2 wrong); 5% of those still go to the human (audit)."
+        "acts alone from 41% sure: the proxy may answer alone when it is at least 41% sure (the error of its "
+        "answers that sure, pooled over every state and task type: bound 0.363 <= target 0.4 at 95% confidence "
+        "whenever read, over the 15 graded answers that sure, 2 wrong), and only on a kind of action the "
+        "person's own answers back; 5% of those still go to the human (audit)."
     )
     strict = rule(target=0.05, bound=0.2, evidence=15, errors=0)
     lines = rule_lines(

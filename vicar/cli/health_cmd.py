@@ -1,4 +1,5 @@
-"""`vicar health`: approval-rate trends, the autonomy rule's state and the trust ledger."""
+"""`vicar health`: what holds Vicar's ids in Temporal, approval-rate trends, the autonomy
+rule's state and the trust ledger."""
 
 from __future__ import annotations
 
@@ -35,6 +36,8 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
     from vicar.proxy.trust import ledger
 
     settings = Settings.from_env()
+    for line, style in temporal_lines(settings, principal):
+        console.print(text(line, style))
     try:
         with open_store(principal) as store:
             records = [OutcomeRecord.model_validate_json(r) for _, r in store.outcomes(answered_by="human")]
@@ -44,6 +47,7 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
                 child_path(settings.principals_dir, principal),
                 settings.calibration.autonomy,
                 sorted({(e.state, e.task_type) for e in entries}),
+                settings.calibration.recalibration_window,
             )
             errs = context_errors(
                 store_labels(store, child_path(settings.principals_dir, principal), settings.calibration.autonomy)
@@ -83,14 +87,14 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
     console.print(table)
     table = folded_table(
         f"Autonomy rule of {principal}: evidence pooled over every gate, parameters per state",
-        ("state", "task type", "target error", "proven threshold", "error bound", "evidence", "errors", "audit share"),
+        ("state", "task type", "target error", "acts alone from", "error bound", "evidence", "errors", "audit share"),
     )
     for (state, task_type), r in rules.items():
         table.add_row(
             text(state),
             text(task_type),
             f"{r.target:g}",
-            "none" if r.threshold is None else f"{r.threshold:.2f}",
+            "none" if r.threshold is None else f"{100 * (r.threshold_shown or r.threshold):.0f}% sure",
             f"{r.bound:.3f}",
             str(r.evidence),
             str(r.errors),
@@ -129,6 +133,39 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
                 text(", ".join(f"{h.state}/{h.task_type}" for h in flagged)),
             )
         )
+
+
+def temporal_lines(settings: Settings, principal: str) -> list[tuple[str, str]]:
+    """What Temporal says of the principal's brain id and of Vicar's gate ids, when one
+    of them is held by a workflow that is not Vicar's (vicar.client.squatters): each
+    line with its style. Temporal out of reach is one line; the rest of the report does
+    not need it."""
+    import asyncio
+
+    from temporalio.service import RPCError
+
+    from vicar.client.squatters import GATE_IDS_SHOWN, brain_squatter, gate_squatters
+    from vicar.errors import VicarError
+    from vicar.models import check_principal
+    from vicar.runtime.connect import connect
+
+    check_principal(principal)
+
+    async def look() -> tuple[str | None, list[str]]:
+        client = await connect(settings, timeout=5)
+        return await brain_squatter(client, principal, settings.task_queue), await gate_squatters(client)
+
+    try:
+        brain, gates = asyncio.run(look())
+    except (VicarError, RPCError) as exc:
+        said = " ".join(str(exc).split())[:300]
+        return [(f"Temporal was not asked whether {principal}'s brain and the gate ids are free: {said}", "yellow")]
+    lines = [(brain, "bold red")] if brain else []
+    if gates:
+        more = " (the first ones)" if len(gates) >= GATE_IDS_SHOWN else ""
+        lines.append((f"Gate ids that cannot be used for their gate{more}: a start with such an id is refused", "red"))
+        lines += [(f"  {g}", "red") for g in gates]
+    return lines
 
 
 def error_lines(rows) -> None:

@@ -304,7 +304,9 @@ def final_state(memory, settings) -> tuple:
             for e in (ContextEntry.model_validate_json(raw) for _, raw in context_entries(memory.store))
         }
     )
-    rules = autonomy_rules(memory.store, memory.dir, settings.calibration.autonomy, contexts)
+    rules = autonomy_rules(
+        memory.store, memory.dir, settings.calibration.autonomy, contexts, settings.calibration.recalibration_window
+    )
     return memory.stats(), rule_lines(rules)
 
 

@@ -24,6 +24,7 @@ class AutonomyRule(BaseModel):
     """What the principal's (score, right?) pairs prove (vicar.proxy.autonomy)."""
 
     threshold: float | None = None  # the lowest proven score threshold; None: none proven
+    threshold_shown: float | None = None  # the same on the confidence's scale, where a reader set it
     bound: float = 1.0  # upper bound on the error at the threshold (over all the evidence when none)
     evidence: int = 0  # human-answered gates behind the bound
     errors: int = 0  # of those, the ones the proxy would have got wrong

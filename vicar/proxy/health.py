@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from vicar.models import Action, AnsweredBy, AutonomyRule, OutcomeRecord, RequestKind
 from vicar.models.control import Control
-from vicar.settings import AutonomyParams
+from vicar.settings import AutonomyParams, CalibrationParams
 
 SESSIONS = 10  # the trend looks at this many latest sessions
 MIN_SESSIONS = 4
@@ -83,19 +83,34 @@ def context_health(
 
 
 def autonomy_rules(
-    store, principal_dir: Path, base: AutonomyParams, contexts: list[tuple[str, str]]
+    store,
+    principal_dir: Path,
+    base: AutonomyParams,
+    contexts: list[tuple[str, str]],
+    recalibration_window: int = CalibrationParams().recalibration_window,
 ) -> dict[tuple[str, str], AutonomyRule]:
     """The rule each gate context is under now: `rule_in_force`, the very function a
-    gate's consult calls."""
+    gate's consult calls, its threshold also on the confidence's scale (the one number
+    every surface shows)."""
     from vicar.proxy.autonomy import rule_in_force  # heavy (numpy, the store); the CLI loads it only here
+    from vicar.proxy.recalibration import confidence_map, shown
 
-    return {
+    fitted = confidence_map(store, "gate", recalibration_window)
+    rules = {
         (state, task_type): rule_in_force(store, principal_dir, base, state, task_type=task_type)
         for state, task_type in contexts
+    }
+    return {
+        key: r.model_copy(update={"threshold_shown": shown(r.threshold, fitted)}) if r.threshold is not None else r
+        for key, r in rules.items()
     }
 
 
 POOLED = "every state and task type"
+
+
+def _pct(x: float) -> str:
+    return f"{min(max(100 * x, 1), 99):.0f}%"
 
 
 def rule_statement(rule: AutonomyRule, over: str = POOLED) -> str:
@@ -112,11 +127,12 @@ def rule_statement(rule: AutonomyRule, over: str = POOLED) -> str:
             f"{rule.errors} wrong)"
         )
     else:
+        sure = _pct(rule.threshold_shown if rule.threshold_shown is not None else rule.threshold)
         said = (
-            f"proven threshold {rule.threshold:.2f}: the proxy may answer alone at confidence >= "
-            f"{rule.threshold:.2f} (the error of the gates scoring >= {rule.threshold:.2f}, pooled over "
-            f"{over}: bound {rule.bound:.3f} <= target {rule.target:g} {at} whenever read, over "
-            f"the {rule.evidence} graded answers that confident, {rule.errors} wrong)"
+            f"acts alone from {sure} sure: the proxy may answer alone when it is at least {sure} sure "
+            f"(the error of its answers that sure, pooled over {over}: bound {rule.bound:.3f} <= target "
+            f"{rule.target:g} {at} whenever read, over the {rule.evidence} graded answers that sure, "
+            f"{rule.errors} wrong), and only on a kind of action the person's own answers back"
         )
     if rule.audit_share:
         said += f"; {rule.audit_share:.0%} of those still go to the human (audit)"

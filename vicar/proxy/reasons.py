@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from vicar.errors import ARTIFACT_REFUSED
 from vicar.models import GateDetails
 from vicar.models.default_rules import AUTHOR as DEFAULT_AUTHOR
+from vicar.models.sure import ANSWERS_DIFFER, NEW_KIND, NO_GUESS, confidence_words  # noqa: F401  (re-exported)
+from vicar.models.sure import pct as _pct
 
 # The guard names the gate and the calibration write (vicar.proxy.calibration.GUARDS and
 # the gate's own: a pause, a rule, a proxy that could not run).
@@ -39,45 +41,6 @@ class ReasonFacts:
     task_type: str = ""
     rule: str | None = None
     rule_author: str | None = None
-
-
-def _pct(x: float, digits: int = 0) -> str:
-    """A confidence as the person reads it: never 0% or 100%, which no record proves."""
-    low, high = 10.0**-digits, 100 - 10.0**-digits
-    return f"{min(max(100 * x, low), high):.{digits}f}%"
-
-
-NO_GUESS, NEW_KIND, ANSWERS_DIFFER = "no guess yet", "new kind of action", "your answers differ here"
-
-
-def confidence_words(
-    confidence: float | None,
-    threshold: float | None = None,
-    *,
-    guess: bool = True,
-    supported: bool | None = None,
-    new_kind: bool = False,
-    escalation_mode: str = "",
-) -> str:
-    """The proxy's confidence in the words every surface shows, on one scale: "83% sure;
-    acts alone from 87%". Where there is nothing to be sure of it says so instead of a
-    percentage: "no guess yet" (no proposed answer), "new kind of action" (the person
-    has not answered enough of this kind to back one), "your answers differ here". The
-    threshold is left out where the gate would ask the person whatever the confidence
-    (escalation mode "always"). docs/confidence.md."""
-    if confidence is None:
-        return ""
-    if not guess or confidence <= 0.0:
-        return NO_GUESS
-    if supported is False:
-        return NEW_KIND if new_kind else ANSWERS_DIFFER
-    if threshold is None:
-        return f"{_pct(confidence)} sure"
-    if escalation_mode == "always":
-        return f"{_pct(confidence)} sure; asks you every time"
-    # 86.6% against 87.4% must not read "87% sure; from 87%": a decimal then.
-    digits = 1 if confidence < threshold and round(100 * confidence) >= round(100 * threshold) else 0
-    return f"{_pct(confidence, digits)} sure; acts alone from {_pct(threshold, digits)}"
 
 
 def _on(task_type: str) -> str:

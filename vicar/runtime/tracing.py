@@ -106,7 +106,10 @@ def calibration_attributes(cal: Calibration) -> dict[str, Any]:
     }
     optional = {
         "vicar.score": cal.score,
-        "vicar.threshold": cal.threshold,
+        # On the confidence's scale, as every surface shows it; the score's own beside it.
+        "vicar.threshold": cal.threshold_shown,
+        "vicar.score_threshold": cal.threshold,
+        "vicar.supported": cal.supported,
         "vicar.bound": cal.bound,
         "vicar.target_error": cal.target,
         "vicar.rule": cal.rule,

@@ -398,6 +398,8 @@ def escalation_reason(r: GateResult, shown: GateDetails | None) -> tuple[str, st
     )
     words = reason_words(facts)
     detail = without_ids(note)
+    if words and detail.lower() in words.lower():
+        return guard, words  # the words say it all (a support note is its own words)
     return guard, f"{words} ({detail})" if words and detail else words or detail
 
 

@@ -113,3 +113,14 @@ def test_the_card_says_which_and_why() -> None:
     assert v is not None and v.guard == "rule"
     words = reason_words(ReasonFacts(guard="rule", note=v.reason, escalated=True))
     assert "default rules" in words and "destroys cloud or cluster resources" in words, words
+
+
+def test_a_default_rule_survives_the_round_trip_through_a_verdict() -> None:
+    """The verdict rides in the gate's history: a default rule (longer than a person's rule
+    may be) must decode where the workflow reads it."""
+    from vicar.models.control import Verdict
+
+    v = verdict(Control(), hook_gate("git push --force"), "$ git push --force\n", None)
+    assert v is not None and v.rule is not None and len(v.rule.regex or "") > 500
+    assert Verdict.model_validate_json(v.model_dump_json()) == v
+    assert Control.model_validate_json(Control(removed_defaults=["default-publish"]).model_dump_json()).removed_defaults

@@ -89,7 +89,10 @@ def test_a_rule_needs_a_condition_a_name_and_bounded_sizes():
     with pytest.raises(ValidationError, match="at most 20 words"):
         rule(words=[f"w{i}" for i in range(21)])
     with pytest.raises(ValidationError, match="at most 500"):
-        rule(regex="a" * 501)
+        rule(regex="a" * 2001)
+    # A person's rule: 500 characters, refused when it comes in (a default rule may be longer).
+    with pytest.raises(ValueError, match="at most 500"):
+        apply_change(Control(), ControlChange(op="add_rule", by="alice", rule=rule(regex="a" * 501)), NOW)
 
 
 def test_changes_are_bounded_and_idempotent():

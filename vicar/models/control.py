@@ -34,7 +34,10 @@ MAX_PAUSES = 50
 MAX_CONTROL_BYTES = 64_000
 MAX_TERMS = 20  # values per match field (states, task types, agents, lineages, globs, words)
 MAX_WORD_CHARS = 200
-MAX_REGEX_CHARS = 500
+MAX_REGEX_CHARS = 500  # a person's rule's regex
+# Any rule's, Vicar's default rules included (vicar/models/default_rules.py): a rule rides
+# in every Verdict and turn reply, and a stored one must always decode.
+MAX_STORED_REGEX_CHARS = 2000
 MAX_TEXT_CHARS = 2000  # the words an answer rule's answer carries
 WHO_CHARS = 64  # as a responder's name (vicar.models.RESPONDER_MAX_CHARS)
 RULE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -169,7 +172,7 @@ class Rule(BaseModel):
     def _regex(cls, v: str | None) -> str | None:
         if v is None or not v.strip():
             return None
-        if len(v) > MAX_REGEX_CHARS:
+        if len(v) > MAX_STORED_REGEX_CHARS:
             raise ValueError(f"a regex is at most {MAX_REGEX_CHARS} characters")
         compile_regex(v)
         return v
@@ -220,12 +223,9 @@ class Rule(BaseModel):
 
 
 def _default(name: str, why: str, regex: str) -> Rule:
-    """One of Vicar's default rules. Its pattern is longer than a person's may be
-    (MAX_REGEX_CHARS bounds what comes in from outside): compiled here, in RE2's bounded
-    memory, and set past the length check."""
-    compile_regex(regex)
-    rule = Rule(name=name, effect=Effect.ask, author=DEFAULT_AUTHOR, regex="x", why=why)
-    return rule.model_copy(update={"regex": regex})
+    """One of Vicar's default rules (its pattern may be longer than a person's: it does not
+    come in from outside)."""
+    return Rule(name=name, effect=Effect.ask, author=DEFAULT_AUTHOR, regex=regex, why=why)
 
 
 DEFAULT_RULES: tuple[Rule, ...] = tuple(_default(*spec) for spec in DEFAULT_SPECS)
@@ -319,6 +319,8 @@ def apply_change(control: Control, change: ControlChange, now: datetime | None) 
         if change.rule is None:
             raise ValueError("add_rule needs a rule")
         rule = Rule.model_validate(change.rule.model_dump())
+        if rule.regex and len(rule.regex) > MAX_REGEX_CHARS:
+            raise ValueError(f"a regex is at most {MAX_REGEX_CHARS} characters")
         rule = rule.model_copy(update={"author": rule.author or change.by, "created": rule.created or now})
         if is_default(rule.name):
             raise ValueError(f"{rule.name!r} is the name of one of Vicar's default rules; choose another")

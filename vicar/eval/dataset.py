@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from vicar.errors import VicarError
 from vicar.models import Action, CfAState, GateRequest
-from vicar.models.limits import NAME_CHARS
+from vicar.models.limits import NAME_CHARS, TITLE_CHARS
 
 _AUTHOR = re.compile(r"^(?:From|Signed-off-by):[ \t]*([^<\n]{1,100})", re.MULTILINE)
 
@@ -31,6 +31,14 @@ class GateEvent(BaseModel):
     action: Action
     response: str = ""
     source: str = ""
+    # The permission study's fields (shared/datasets/permissions/README.md); absent in the
+    # reviewers' files.
+    team: str | None = None  # events sharing it are one team's, replayed in file order
+    split: str | None = None  # the study's train/test split
+    ask_first: bool = False  # "… but ask me first": the person wants to be asked
+    app: str | None = None
+    data_type: str | None = None
+    query_id: int | None = None
 
     def request(self, principal: str) -> GateRequest:
         return GateRequest(
@@ -41,6 +49,9 @@ class GateEvent(BaseModel):
             question=self.question,
             artifact_text=self.artifact_text,
             title=self.artifact_title,
+            # A data type shared with an app is the kind of action, as a hook's tool and
+            # command are (the team prior's parts: the app, and what it gets).
+            lineage=f"{self.app}:{self.data_type}"[:TITLE_CHARS] if self.app and self.data_type else None,
             upstream_agent=self.author(),
         )
 

@@ -44,6 +44,18 @@ class Prediction(BaseModel):
     task_type: str = ""
     # The answer offered for one tap on an escalated gate (None: the predicted action).
     suggested: str | None = None
+    # Teams and the wish to be asked (vicar/eval/team_scores.py): the kind of action (a rule
+    # suggestion's scope), the dataset's split, whether the person answered "… but ask me
+    # first", the predicted probability of that, the answer the proxy would give alone and
+    # P(it is theirs and they did not want to be asked), and whether the person's own
+    # answers supported a lone answer (None: not judged).
+    kind: str = ""
+    split: str | None = None
+    ask_first: bool = False
+    wants_asked: float | None = None
+    alone_action: str | None = None
+    alone_score: float | None = None
+    supported: bool | None = None
 
     @property
     def correct(self) -> bool:

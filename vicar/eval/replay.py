@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from vicar.eval.dataset import GateEvent, principal_for
 from vicar.eval.metrics import BASELINE_THRESHOLD, Prediction
 from vicar.eval.profile import EvalProfile
+from vicar.eval.team_baselines import TEAM_BASELINES, rule_kind
 from vicar.memory.chunk import blended_text, chunk_id_for
 from vicar.memory.embedder import Embedder
 from vicar.memory.principal import PrincipalMemory
@@ -30,6 +31,7 @@ from vicar.proxy.outcome_log import regrets
 from vicar.proxy.outcomes import outcome_chunk, record_outcome
 from vicar.proxy.prereview import TURNED_BACK, RankLearner, pre_review, rank, render, select
 from vicar.proxy.retrieval import build_query
+from vicar.proxy.team import KindCounts, kinds_of, lone_answer, outcome_of
 from vicar.settings import MemoryParams, RetrievalOptions, Settings
 
 Progress = Callable[[int], None]  # called with the number of gates just replayed
@@ -47,8 +49,12 @@ class Variant(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
-    kind: Literal["proxy", "majority", "ema"] = "proxy"
-    predictor: str = "offline"  # or "learned", or an LLM provider: "anthropic", "openai"
+    kind: Literal["proxy", "majority", "ema", "team-majority", "prior-bias"] = "proxy"
+    # or "learned" (the learned model, the memory vote and the team prior weighed by their
+    # log-loss), "learned-fixed" (the memory vote until the model's first fit, the model
+    # after), or an LLM provider: "anthropic", "openai"
+    predictor: str = "offline"
+    team: bool = True  # the team prior from the earlier members of the reviewer's team, if any
     retrieval: RetrievalOptions = Field(default_factory=RetrievalOptions)
     memory: MemoryParams = Field(default_factory=MemoryParams)
     # The old way, as a baseline: answer alone whenever the (guard-capped) confidence
@@ -70,6 +76,14 @@ def standard_variants(base: MemoryParams | None = None) -> list[Variant]:
         # What the product ships: the learned model (the memory vote until its first fit)
         # under the autonomy rule.
         Variant(name="default", predictor="learned", memory=m),
+        # The default without the team prior, and the predictor before the weighing by
+        # log-loss (the model after its first fit, the memory vote before), no team.
+        Variant(name="no-team", predictor="learned", memory=m, team=False),
+        Variant(name="fixed-switch", predictor="learned-fixed", memory=m, team=False),
+        # Baselines for teams: the team's most frequent answer on the same kind of action,
+        # and a population prior with a per-person bias (vicar/eval/team_baselines.py).
+        Variant(name="team-majority", kind="team-majority"),
+        Variant(name="prior-bias", kind="prior-bias"),
         Variant(name="no-probation", predictor="learned", memory=m, profile=EvalProfile(probation_answers=0)),
         Variant(name="regret", predictor="learned", memory=m, profile=EvalProfile(regret_window=100)),
         Variant(name="no-trust-floor", predictor="learned", memory=m, profile=EvalProfile(trust_floor=0.0)),
@@ -96,16 +110,18 @@ def standard_variants(base: MemoryParams | None = None) -> list[Variant]:
     ]
 
 
-LOCAL_PREDICTORS = ("offline", "learned")  # no paid calls
+LOCAL_PREDICTORS = ("offline", "learned", "learned-fixed")  # no paid calls
 
 
-def make_predictor(name: str, settings: Settings):
+def make_predictor(name: str, settings: Settings, team: KindCounts | None = None):
+    """`team`: the earlier members' answers per kind of action (the learned predictor's
+    team prior)."""
     if name == "offline":
         return OfflinePredictor(settings.predictor)
-    if name == "learned":
+    if name in ("learned", "learned-fixed"):
         from vicar.proxy.learned import LearnedPredictor
 
-        return LearnedPredictor(settings.predictor)
+        return LearnedPredictor(settings.predictor, team=team, choose=name == "learned")
     from vicar.proxy.llm_predictor import LLMPredictor
 
     return LLMPredictor.from_env(name)
@@ -145,18 +161,22 @@ def replay_reviewer(
     progress: Progress | None = None,
     predictor=None,
     inspect: Callable[[PrincipalMemory], None] | None = None,
+    team: KindCounts | None = None,
 ) -> list[Prediction]:
     """`predictor`: an instance to use (and inspect afterwards) instead of a new one;
-    `inspect`: called with the memory at the end, before it is thrown away."""
+    `inspect`: called with the memory at the end, before it is thrown away; `team`: the
+    earlier members' answers per kind of action, all that crosses from them."""
     if variant.kind == "majority":
         return _majority(events, progress)
     if variant.kind == "ema":
         return _ema_gate(events, progress)
+    if variant.kind in TEAM_BASELINES:
+        return TEAM_BASELINES[variant.kind](events, team, progress)
     principal = principal_for(events[0].reviewer if events else "reviewer", variant.seed)
     run_settings = variant.profile.apply(
         settings.model_copy(update={"retrieval": variant.retrieval, "memory": variant.memory})
     )
-    predictor = predictor or make_predictor(variant.predictor, run_settings)
+    predictor = predictor or make_predictor(variant.predictor, run_settings, team if variant.team else None)
     observe = predictor.observe  # a learning predictor sees each answer
     preds: list[Prediction] = []
     touched: set[tuple[str, str]] = set()
@@ -178,10 +198,18 @@ def replay_reviewer(
                     action = c.posterior.action
                     alone = action not in (None, Action.dialog) and c.calibration.confidence >= variant.fixed_threshold
                     answer = (action, c.posterior.prose)
+                lone = lone_answer(c.posterior)
                 preds.append(
                     Prediction(
                         seq=event.seq,
                         task_type=event.task_type,
+                        kind=rule_kind(request),
+                        split=event.split,
+                        ask_first=event.ask_first,
+                        wants_asked=c.posterior.wants_asked,
+                        alone_action=lone[0] if lone else None,
+                        alone_score=lone[1] if lone else None,
+                        supported=getattr(c.calibration, "supported", None),
                         actual=event.action.value,
                         predicted=c.posterior.action.value if c.posterior.action else None,
                         suggested=c.posterior.tap.value if c.posterior.tap else None,
@@ -218,6 +246,7 @@ def replay_reviewer(
                 # answers it did not ask for; Prediction.actual still scores it). A learning
                 # predictor sees the record too, and learns only from human answers. The
                 # dataset has no clock, so the staleness guard is not judged in a replay.
+                outcome: dict[str, object]
                 if alone:
                     outcome = dict(action=answer[0], response_text=answer[1], answered_by=AnsweredBy.proxy)
                 else:
@@ -226,6 +255,7 @@ def replay_reviewer(
                         response_text=event.response,
                         answered_by=AnsweredBy.human,
                         responder=event.reviewer,
+                        ask_first=event.ask_first,
                     )
                 record = OutcomeRecord(
                     request=request,
@@ -264,6 +294,22 @@ def replay_reviewer(
     return preds
 
 
+def contribution(events: list[GateEvent], preds: list[Prediction]) -> KindCounts:
+    """What a replayed reviewer's team gets of them: their human answers per kind of
+    action (the gates they answered, not those the proxy answered alone)."""
+    counts = KindCounts()
+    for event, pred in zip(events, preds):
+        if not pred.autonomous:
+            counts.add(
+                kinds_of(event.request(principal_for(event.reviewer))), outcome_of(event.action.value, event.ask_first)
+            )
+    return counts
+
+
+def _team_fields(e: GateEvent) -> dict:
+    return dict(kind=rule_kind(e.request(principal_for(e.reviewer))), split=e.split, ask_first=e.ask_first)
+
+
 def _majority(events: list[GateEvent], progress: Progress | None) -> list[Prediction]:
     """Predict the reviewer's most frequent action so far, with its share as confidence."""
     seen: Counter[str] = Counter()
@@ -278,6 +324,7 @@ def _majority(events: list[GateEvent], progress: Progress | None) -> list[Predic
             Prediction(
                 seq=e.seq,
                 task_type=e.task_type,
+                **_team_fields(e),
                 actual=e.action.value,
                 predicted=action,
                 confidence=conf,
@@ -313,6 +360,7 @@ def _ema_gate(events: list[GateEvent], progress: Progress | None) -> list[Predic
             Prediction(
                 seq=e.seq,
                 task_type=e.task_type,
+                **_team_fields(e),
                 actual=e.action.value,
                 predicted=predicted,
                 confidence=conf,

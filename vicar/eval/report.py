@@ -8,6 +8,7 @@ from rich.table import Table
 
 from vicar.eval.metrics import MAX_AUTONOMOUS_ERROR
 from vicar.eval.run import VariantResult
+from vicar.eval.team_report import team_section
 from vicar.eval.words import BASELINES, FOR_ACTION, MATCH_THRESHOLD, PREREVIEW, PREREVIEW_LEARNED, WordScores
 
 COLUMNS = (
@@ -83,7 +84,8 @@ def words_section(results: list[VariantResult]) -> str:
     floors = results[0].words if results else {}
     labels += [(name, floors[name]) for name in BASELINES if name in floors]
     for label, w in labels:
-        for rev, sc in [("all (pooled)", w.pooled), ("mean over reviewers", w.mean), *w.per_reviewer.items()]:
+        people = list(w.per_reviewer.items()) if len(w.per_reviewer) <= MANY_REVIEWERS else []
+        for rev, sc in [("all (pooled)", w.pooled), ("mean over reviewers", w.mean), *people]:
             rows.append(
                 [
                     label,
@@ -160,7 +162,7 @@ def ceiling_section(results: list[VariantResult]) -> str:
     the bound's coverage at each check and the human's load (the goals of issue 26)."""
     rows = []
     for r in results:
-        for rev, sc in [*r.per_reviewer.items(), ("all", r.overall)]:
+        for rev, sc in [*_people(r), ("all", r.overall)]:
             a = sc.autonomy
             rows.append(
                 [
@@ -195,6 +197,13 @@ def ceiling_section(results: list[VariantResult]) -> str:
     )
 
 
+MANY_REVIEWERS = 12  # beyond this many, the per-reviewer rows are left to results.json
+
+
+def _people(r: VariantResult) -> list:
+    return list(r.per_reviewer.items()) if len(r.per_reviewer) <= MANY_REVIEWERS else []
+
+
 def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.1f}%"
 
@@ -205,7 +214,7 @@ def separation_section(results: list[VariantResult], target: float) -> str:
     above the target."""
     rows, over = [], []
     for r in results:
-        for rev, sc in [*r.per_reviewer.items(), ("all", r.overall)]:
+        for rev, sc in [*_people(r), ("all", r.overall)]:
             sep = sc.separation
             if sep is None:
                 continue
@@ -252,6 +261,9 @@ def markdown(results: list[VariantResult], command: str, files: list[Path], extr
         _md_table(COLUMNS, [_row(r) for r in results]),
     ]
     reviewers = list(results[0].per_reviewer) if results else []
+    if len(reviewers) > MANY_REVIEWERS:  # a team of people: per person in results.json only
+        parts.append(f"\n{len(reviewers)} reviewers: the per-reviewer figures are in results.json.\n")
+        reviewers = []
     for rev in reviewers:
         parts += [f"\n## {rev}\n", _md_table(COLUMNS, [_row(r, r.per_reviewer[rev]) for r in results])]
     parts.append("\n## Per-class F1 (all reviewers)\n")
@@ -273,6 +285,7 @@ def markdown(results: list[VariantResult], command: str, files: list[Path], extr
             ],
         )
     )
+    parts.append(team_section(results))
     parts.append(words_section(results))
     parts.append(ceiling_section(results))
     parts.append(separation_section(results, MAX_AUTONOMOUS_ERROR))

@@ -12,8 +12,9 @@ from rich.console import Console
 
 from vicar.eval import metrics as m
 from vicar.eval.dataset import GateEvent
-from vicar.eval.replay import Variant, event_texts, replay_reviewer
+from vicar.eval.replay import Variant, contribution, event_texts, replay_reviewer
 from vicar.eval.separation import Separation, prefill, separation
+from vicar.eval.team_scores import TeamScores, team_scores
 from vicar.eval.words import (
     FOR_ACTION,
     PREREVIEW,
@@ -28,6 +29,7 @@ from vicar.eval.words import (
 )
 from vicar.memory.embedder import Embedder
 from vicar.progress import progress as progress_for
+from vicar.proxy.team import KindCounts
 from vicar.settings import MemoryParams, Settings
 
 
@@ -62,6 +64,9 @@ class GateRow(BaseModel):
     correct: bool
     autonomous: bool
     bound: float | None = None  # the error bound the rule stated at this gate (None: no threshold in force)
+    predicted: str | None = None  # the proposed action
+    alone_score: float | None = None  # P(the lone answer is the person's and they did not ask to be asked)
+    ask_first: bool = False  # the person wanted to be asked
 
 
 class VariantResult(BaseModel):
@@ -73,6 +78,8 @@ class VariantResult(BaseModel):
     words: dict[str, Words] = Field(default_factory=dict)
     # The pre-review's items per correct/reject event, per reviewer and pooled ("all").
     prereview_items: dict[str, float] = Field(default_factory=dict)
+    # Teams, the wish to be asked, rule suggestions and support (vicar/eval/team_scores.py).
+    team: TeamScores | None = None
     gates: list[GateRow] = Field(default_factory=list, exclude=True)  # not in results.json
 
     @property
@@ -175,10 +182,9 @@ def run_variants(
         for variant in variants:
             task = progress.add_task(variant.name, total=total)
             start = time.perf_counter()
-            per_reviewer_preds = {
-                r: replay_reviewer(evs, variant, embedder, settings, functools.partial(progress.advance, task))
-                for r, evs in events.items()
-            }
+            per_reviewer_preds = replay_teams(
+                events, variant, embedder, settings, functools.partial(progress.advance, task)
+            )
             seconds = time.perf_counter() - start
             target = settings.calibration.autonomy.target_error
             per_reviewer = {r: score(p, target=target) for r, p in per_reviewer_preds.items()}
@@ -194,6 +200,9 @@ def run_variants(
                     correct=p.correct,
                     autonomous=p.autonomous,
                     bound=p.bound,
+                    predicted=p.predicted,
+                    alone_score=p.alone_score,
+                    ask_first=p.ask_first,
                 )
                 for r, ps in per_reviewer_preds.items()
                 for i, (e, p) in enumerate(zip(events[r], ps))
@@ -229,9 +238,39 @@ def run_variants(
                     words=words,
                     prereview_items={r: float(np.mean(cs)) for r, cs in counts.items() if cs},
                     gates=rows,
+                    team=team_scores(per_reviewer_preds, target),
                 )
             )
     return results
+
+
+def replay_teams(
+    events: dict[str, list[GateEvent]],
+    variant: Variant,
+    embedder: Embedder,
+    settings: Settings,
+    progress=None,
+) -> dict[str, list[m.Prediction]]:
+    """Every reviewer replayed in file order; the reviewers whose events share a `team`
+    as one team: each after the earlier ones, with the team prior built only from the
+    earlier members' answers per kind of action (what the replay of each gave the team:
+    their human answers). A reviewer without a team is replayed alone."""
+    teams: dict[str, KindCounts] = {}
+    out: dict[str, list[m.Prediction]] = {}
+    for r, evs in events.items():
+        name = evs[0].team if evs else None
+        counts = teams.setdefault(name, KindCounts()) if name else None
+        preds = replay_reviewer(evs, variant, embedder, settings, progress, team=counts)
+        if counts is not None:
+            # A baseline has no proxy answering alone: every answer of the reviewer is known.
+            counts.merge(
+                contribution(
+                    evs,
+                    preds if variant.kind == "proxy" else [p.model_copy(update={"autonomous": False}) for p in preds],
+                )
+            )
+        out[r] = preds
+    return out
 
 
 SWEEP: dict[str, list[float]] = {

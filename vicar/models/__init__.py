@@ -301,6 +301,9 @@ class PassResult(BaseModel):
     features: dict[str, float] = Field(default_factory=dict)
     prereview: list[PreReviewItem] = Field(default_factory=list)  # the person's own words this pass was shown
     unsupported: list[str] = Field(default_factory=list)  # concerns the LLM raised that no item supports
+    # P(the person wants to be asked | they give `action`): learned from their "… but ask me
+    # first" answers (vicar.proxy.team); None where the predictor does not learn it.
+    wants_asked: float | None = Field(None, ge=0.0, le=1.0)
 
 
 class Surprise(BaseModel):
@@ -344,6 +347,7 @@ class OutcomeRecord(BaseModel):
     started_at: datetime | None = None
     escalated_at: datetime | None = None
     cancelled: bool = False  # nobody answered: the gate was cancelled (else its deadline passed)
+    ask_first: bool = False  # the person answered "… but ask me first": they want to be asked on this kind
 
 
 class GateResult(BaseModel):

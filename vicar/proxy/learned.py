@@ -32,11 +32,15 @@ from vicar.models import (
     Surprise,
     Usage,
 )
+from vicar.models.vocabulary import TERMINAL_ACTIONS
 from vicar.proxy.answer_words import with_prereview
+from vicar.proxy.choose import to_features
 from vicar.proxy.learned_history import History, memory_features
 from vicar.proxy.learned_model import Model, fit, refit_due
 from vicar.proxy.offline import DEFAULT_TEXT, OfflinePredictor
 from vicar.proxy.provider import Predictor
+from vicar.proxy.team import KindCounts, team_to_features
+from vicar.proxy.team import estimate as team_estimate
 from vicar.settings import PredictorParams
 
 # -- the predictor --------------------------------------------------------------------
@@ -57,6 +61,8 @@ class LearnedPredictor(Predictor):
         auto_refit: bool = True,
         vote: OfflinePredictor | None = None,
         model: Model | None = None,
+        team: KindCounts | None = None,
+        choose: bool = True,
     ) -> None:
         # The memory vote (`vote`: one shared, it keeps nothing between calls).
         self.vote = vote if vote is not None else OfflinePredictor(params)
@@ -65,6 +71,12 @@ class LearnedPredictor(Predictor):
         self.learner = learner
         self.auto_refit = auto_refit  # False: a caller (an activity) decides when to fit
         self.model = model
+        # The other members' answers per kind of action (vicar.proxy.team); None: no team.
+        self.team = team
+        # Weigh the memory vote, the model and the team prior by their log-loss so far
+        # (vicar.proxy.choose). False: the memory vote until the first fit, the model after
+        # (as before the chooser; a replay's baseline).
+        self.choose = choose
 
     @classmethod
     def from_log(
@@ -131,8 +143,60 @@ class LearnedPredictor(Predictor):
         vote = self.vote.prior(request, ctx)
         memory = memory_features(vote, ctx, request.artifact_text, trust=self.trust_feature)
         vote.features = memory
-        if self.model is None or request.kind is not RequestKind.gate:
-            return vote  # before the first fit (and for questions) the memory vote answers
+        if request.kind is not RequestKind.gate:
+            return vote  # questions: the memory vote answers
+        if not self.choose:
+            return self._fixed(request, vote, memory)
+        # Each candidate's distribution over actions, kept in the features: the log-loss
+        # of each is rebuilt from the outcome log (History.observe).
+        estimate = team_estimate(request, self.history.own, self.team)
+        candidates: dict[str, dict[str, float]] = {}
+        voted = self.vote.distribution(ctx)
+        if voted:
+            candidates["vote"] = voted
+        if self.model is not None:
+            row = self.history.features(request, memory)
+            candidates["model"] = {a.value: float(p) for a, p in zip(self.model.classes, self.model.proba(row)[0])}
+        if estimate is not None and estimate.has_team:
+            candidates["team"] = estimate.actions()
+        features = {**memory, **to_features(candidates), **(team_to_features(estimate.team) if estimate else {})}
+        if estimate is not None:  # the wish to be asked, per action (the replay's lone-answer figures)
+            features |= {f"ask:{a}": round(estimate.asked(a), 6) for a in estimate.actions()}
+        if set(candidates) <= {"vote"}:
+            # The memory vote alone (or nothing): its own answer, as before the chooser.
+            wants = estimate.asked(vote.action.value) if estimate and vote.action else None
+            return vote.model_copy(update={"features": features, "wants_asked": wants})
+        mixed, weights = self.history.chooser.mix(candidates)
+        features |= {f"mix:{a}": round(p, 6) for a, p in mixed.items()}
+        gate_actions = {a: p for a, p in mixed.items() if a in _GATE_ACTIONS}
+        # Ties break toward the more cautious action, as the memory vote's do.
+        action = Action(max(gate_actions, key=lambda a: (gate_actions[a], -_CAUTION.get(a, 99))))
+        words = self.history.words(request, [action])
+        prose = words[action] or (vote.prose if vote.action is action else DEFAULT_TEXT.get(action, ""))
+        parts = [self.history.chooser.summary(weights)]
+        if self.model is not None:
+            parts[0] = parts[0].replace("learned model", f"learned model v{self.model.version} ({self.learner})")
+        if estimate is not None and estimate.sentence:
+            parts.append(estimate.sentence)
+        wants = estimate.asked(action.value) if estimate else None
+        if wants is not None and wants >= 0.5:
+            parts.append(f"you usually want to be asked first here ({wants:.0%})")
+        return PassResult(
+            prose=prose,
+            confidence=round(min(1.0, gate_actions[action.value]), 4),
+            action=action,
+            tap=likeliest_tap([Action(a) for a in gate_actions], list(gate_actions.values())),
+            note="; ".join(parts),
+            used_chunk_ids=vote.used_chunk_ids,
+            features=features,
+            wants_asked=None if wants is None else round(wants, 4),
+        )
+
+    def _fixed(self, request: GateRequest, vote: PassResult, memory: dict[str, float]) -> PassResult:
+        """The memory vote until the first fit, the model after: the predictor before the
+        chooser and the team prior."""
+        if self.model is None:
+            return vote
         # The history's part first (the feature row, the human's words for each action
         # the model can answer), then the model scores the row once.
         row = self.history.features(request, memory)
@@ -151,6 +215,12 @@ class LearnedPredictor(Predictor):
             used_chunk_ids=vote.used_chunk_ids,
             features=memory,
         )
+
+
+_GATE_ACTIONS = frozenset(a.value for a in TERMINAL_ACTIONS)
+_CAUTION = {
+    a.value: i for i, a in enumerate([Action.reject, Action.correct, Action.hold, Action.withdraw, Action.approve])
+}
 
 
 # The answers a person can give in one tap: everything but `correct`, whose changes they

@@ -25,8 +25,10 @@ from vicar.models import (
     RequestKind,
     RetrievalContext,
 )
+from vicar.proxy.choose import Chooser, from_features
 from vicar.proxy.facts import FACT_KINDS, concern_words
 from vicar.proxy.lineage import artifact_hash, lineage_of
+from vicar.proxy.team import Own, kinds_of, outcome_of, team_from_features
 
 # The gate actions the base rates count; a model predicts whatever the human used.
 RATE_ACTIONS = (Action.approve, Action.correct, Action.reject, Action.hold, Action.withdraw)
@@ -197,6 +199,10 @@ class History:
         # request's fields change.
         self._changes = 0
         self._last: tuple[tuple, np.ndarray] | None = None
+        # The person's answers per kind of action (what a team shares of them; the team
+        # prior's bias and their wish to be asked), and each candidate predictor's log-loss.
+        self.own = Own()
+        self.chooser = Chooser()
 
     @classmethod
     def from_records(cls, records: Iterable[OutcomeRecord]) -> "History":
@@ -284,6 +290,9 @@ class History:
         if human:
             self.labels.append(record.action)
             self.n += 1
+            seen = record.posterior.features if record.posterior else {}
+            self.chooser.observe(from_features(seen), record.action.value)
+            self.own.observe(kinds_of(req), outcome_of(record.action.value, record.ask_first), team_from_features(seen))
             for key in ("all", _context(req), f"agent|{req.upstream_agent}"):
                 self.rates.setdefault(key, Counter())[record.action] += 1
             if words:

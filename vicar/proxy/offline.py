@@ -23,6 +23,7 @@ from vicar.models import (
     Surprise,
     Usage,
 )
+from vicar.models.vocabulary import TERMINAL_ACTIONS
 from vicar.proxy.answer_words import with_prereview
 from vicar.proxy.facts import FACT_KINDS
 from vicar.proxy.provider import Predictor
@@ -127,6 +128,21 @@ class OfflinePredictor(Predictor):
             recency = 1.0 + ((act - lo) / (hi - lo) if hi > lo else 1.0)
             out.append((c, relevance * focus * recency, relevance))
         return out
+
+    def distribution(self, ctx: RetrievalContext) -> dict[str, float] | None:
+        """The vote as a distribution over the gate actions, for weighing it against the
+        other predictors by log-loss (vicar.proxy.choose): the weighted tally's shares as
+        far as the evidence is deep, uniform for the rest. None without evidence."""
+        evidence = self._evidence(ctx)
+        if not evidence:
+            return None
+        tally: dict[str, float] = {}
+        for c, w, _ in evidence:
+            tally[c.outcome] = tally.get(c.outcome, 0.0) + w
+        total = sum(tally.values())
+        depth = 1.0 - math.exp(-sum(m for _, _, m in evidence) / self.params.evidence_scale)
+        actions = list(dict.fromkeys([a.value for a in TERMINAL_ACTIONS] + list(tally)))
+        return {a: depth * tally.get(a, 0.0) / total + (1.0 - depth) / len(actions) for a in actions}
 
     def _vote(self, request: GateRequest, ctx: RetrievalContext) -> PassResult:
         evidence = self._evidence(ctx)

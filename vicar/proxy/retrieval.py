@@ -22,6 +22,11 @@ LINEAGE_RESPONSE_CHARS = 300  # the human's words kept per lineage verdict
 # Past artifacts whose answers the pre-review also reads (similar_work): the five of the
 # five-most-similar baseline, set before any replay with it.
 SIMILAR_WORK_K = 5
+# A memory this small is not split by task type: the first gates of a new task type find
+# the person's answers on the others (ranked by similarity, whose situation text names the
+# task type), where within the task type they found nothing (30% of a new person's first 10
+# gates had no proposal on the permission study's data).
+SMALL_HISTORY = 50
 
 
 def contexts(
@@ -52,7 +57,10 @@ def build_query(
     artifact: str = "",
     options: RetrievalOptions | None = None,
     noise: bool = False,
+    split: bool = True,
 ) -> Query:
+    """`split`: look within the gate's task type only (a small history is not split:
+    see `SMALL_HISTORY`)."""
     texts = {
         "situation": situation_text(request.state.value, request.task_type, request.question),
         "stimulus": request.actor_message,
@@ -66,7 +74,7 @@ def build_query(
         filters={
             "kind": [request.kind.value, *FACT_KINDS],
             "state": request.state.value,
-            "task_type": request.task_type,
+            **({"task_type": request.task_type} if split else {}),
             "answered_by": AnsweredBy.human.value,
         },
         texts={k: v for k, v in texts.items() if v.strip()},
@@ -91,7 +99,9 @@ def retrieve(
     """`params`: also look up the upstream agent's trust (unless the caller passes the one
     its prior retrieval found), and check the context's censors against the artifact
     (posterior only)."""
-    query = build_query(request, n, phase, artifact, options, noise=memory.params.noise_s > 0)
+    query = build_query(
+        request, n, phase, artifact, options, noise=memory.params.noise_s > 0, split=memory.size() >= SMALL_HISTORY
+    )
     hits = memory.retrieve(query)
     options = options or RetrievalOptions()
     # What the memory holds for this gate first (the hits, the person's answers on similar

@@ -171,6 +171,47 @@ def rules_list(principal: str = typer.Argument(...), output: Output = OUTPUT) ->
     print_control(principal, _read(principal), output)
 
 
+@rules_app.command("suggest")
+@friendly
+def rules_suggest(
+    principal: str = typer.Argument(...),
+    accept: Optional[str] = typer.Option(None, "--accept", help="Make the suggested rule NAME PRINCIPAL's own."),
+    by: Optional[str] = typer.Option(None, "--by", help="Who accepts it (default: the OS user)."),
+    output: Output = OUTPUT,
+) -> None:
+    """The rules PRINCIPAL's habits suggest (a run of identical answers on one kind of
+    action, none contrary); --accept NAME adds one as their own rule. Nothing is applied
+    without it."""
+    from vicar.cli.memory_cmd import open_store
+    from vicar.models import OutcomeRecord
+    from vicar.proxy.control_store import kept_control
+    from vicar.proxy.habits import suggestions
+
+    with open_store(principal) as store:
+        records = [OutcomeRecord.model_validate_json(r) for _, r in store.outcomes(answered_by="human")]
+        offered = suggestions(records, kept_control(store))
+    if accept is not None:
+        chosen = next((s for s in offered if s.rule.name == accept), None)
+        if chosen is None:
+            names = ", ".join(s.rule.name for s in offered) or "none now"
+            raise InvalidInput(f"no suggestion named {accept!r} for {principal} (suggested: {names})")
+        who = _who(by)
+        rule = chosen.rule.model_copy(update={"author": who})
+        send_change(principal, dict(op="add_rule", by=who, rule=rule.model_dump(mode="json")), output)
+        return
+    if output is Output.json:
+        sys.stdout.write(json.dumps([s.model_dump(mode="json") for s in offered], indent=2) + "\n")
+        return
+    if not offered:
+        console.print(f"{principal}'s answers suggest no rule yet", markup=False, highlight=False)
+    for s in offered:
+        console.print(
+            f"{s.rule.name}: {s.words} (vicar rules suggest {principal} --accept {s.rule.name})",
+            markup=False,
+            highlight=False,
+        )
+
+
 def _call_request(principal: str, command: str | None, hook_input: str | None, agent: str | None):
     """The gate a coding agent's call would open: a command line as its shell call, or a
     hook input (a file, `-` for stdin), read and checked as the hook reads it."""

@@ -20,12 +20,25 @@ from vicar import contracts as c
 from vicar.artifacts import read_artifact_file
 from vicar.errors import ArtifactRefused, InvalidInput
 from vicar.models.chat import slack_message
+from vicar.models.plain import plain_text
 from vicar.models.view import ArtifactFile, ExcerptInput
+from vicar.proxy.concerns import fitting_words
+from vicar.proxy.reasons import details_reason
 from vicar.settings import ReadAtUse, Settings, secret
 from vicar.webhook_sign import CLOUDEVENTS_TYPE, cloudevent, parse_secrets, signed_headers
 
 # One POST's connect + read budget; the activity's retries handle a receiver that is down.
 WEBHOOK_TIMEOUT_SECONDS = 10.0
+
+
+def chat_message(notice: c.Notice, inbox_url: str | None) -> dict:
+    """The chat message, with what a reviewer reads in words: why the gate came to them
+    and the proxy's words without a sentence that turns against its action."""
+    g = notice.gate
+    why = plain_text(details_reason(g)) if notice.event == "escalated" else ""
+    # No action, no words: the text is then the proxy's own remark on why it has no guess.
+    words = fitting_words(g.proxy_action.value, g.proxy_text, g.artifact_excerpt) if g.proxy_action else ""
+    return slack_message(notice, inbox_url, why=why, words=words)
 
 
 class NotifyActivities:
@@ -74,7 +87,7 @@ class NotifyActivities:
             return False
         content_type = "application/json"
         if self.settings.webhook_kind == "slack":
-            body = json.dumps(slack_message(notice, self.settings.inbox_url))
+            body = json.dumps(chat_message(notice, self.settings.inbox_url))
         elif self.settings.webhook_kind == "cloudevents":
             body = json.dumps(cloudevent(notice, f"/vicar/{quote(self.settings.task_queue, safe='')}"))
             content_type = CLOUDEVENTS_TYPE

@@ -83,12 +83,12 @@ async def test_an_account_answers_only_for_principals_that_let_it_in(world):
         response = await page.goto(f"{w.base}/gates/{gate.id}")
         assert response.status == 403, name
         said = await page.locator("p.error").inner_text()
-        assert f"{name!r} may not answer for {q}" in said and f"vicar principal allow {q}" in said, said
+        assert said == "not yours to answer", said  # nothing about who may, nor how to get in
         csrf = _csrf(await page.content())
         sent = await ctx.request.post(
             f"{w.base}/answer", form={"csrf": csrf, "workflow_id": gate.id, "action": "approve"}, max_redirects=0
         )
-        assert sent.status == 403 and "may not answer" in await sent.text(), name
+        assert sent.status == 403 and "not yours to answer" in await sent.text(), name
         await ctx.close()
     assert (await wait_escalated(w.h.client, gate.id)).status is GateStatus.escalated
     ctx, page = await signed_in(w, q)

@@ -56,8 +56,10 @@ def test_the_learned_proxy_offers_a_tap_beside_a_correct(tmp_path, embedder):
     assert corrects and all(p.tap is not Action.correct for p in corrects)
 
 
-def test_the_inbox_offers_the_tap_as_its_one_tap_button(tmp_path):
-    """The list's one-tap button is the proxy's tap (reject here), approve without one."""
+def test_the_inbox_offers_no_one_tap_answer_that_needs_words(tmp_path):
+    """The list's one-tap button is Approve, whatever the proxy's tap: a reject sent in
+    one tap carries no words (issue 46). A proposed reject is offered on the gate's page,
+    where the words are written."""
     import re
 
     from vicar.inbox.cards import card
@@ -75,7 +77,8 @@ def test_the_inbox_offers_the_tap_as_its_one_tap_button(tmp_path):
         )
         return "".join(re.findall(r'<form class="tap".*?</form>', page, re.S))
 
-    rejecting = tap_form(GateDetails(**base, **why, proxy_tap=Action.reject))
-    assert 'name="action" value="reject"' in rejecting and ">Reject</button>" in rejecting
+    rejecting = tap_form(GateDetails(**base, **why, proxy_action=Action.reject, proxy_tap=Action.reject))
+    assert 'value="reject"' not in rejecting and ">Reject</button>" not in rejecting
+    assert 'name="action" value="approve"' in rejecting and 'href="/gates/vicar-gate/g#answer"' in rejecting
     plain = tap_form(GateDetails(**base, **why))
     assert 'name="action" value="approve"' in plain and ">Approve</button>" in plain

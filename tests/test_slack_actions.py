@@ -1,5 +1,6 @@
 """Slack buttons that answer (issue 38 item 3): the Slack-format notice of an escalation
-carries Approve / Reject buttons (Block Kit action_id and value); the inbox's
+carries an Approve button (Block Kit action_id and value; no Reject: a reject needs words
+a tap does not carry, issue 46); the inbox's
 /slack/actions takes Slack's interaction request only when signed with the app's signing
 secret and fresh, once, from a Slack user mapped to an inbox account the principal's
 allow-list lets in; it acknowledges at once, answers the gate, and replaces the buttons
@@ -140,7 +141,7 @@ def slack_request(button: dict, user: str, response_url: str, *, stamp: int | No
     return body, headers
 
 
-async def escalated_with_buttons(h, chat, artifact: str = "ALTER TABLE users DROP COLUMN legacy;"):
+async def escalated_with_buttons(h, chat, artifact: str = "ALTER TABLE users ADD COLUMN note text;"):
     p = h.principal()
     save_allowed(h.settings.principals_dir, p, ["bo"])
     req = h.request(p, question="Drop the legacy column?", escalation_mode="always", artifact=artifact)
@@ -153,9 +154,16 @@ async def escalated_with_buttons(h, chat, artifact: str = "ALTER TABLE users DRO
     [message] = await wait_for(notice)
     [actions] = [b for b in message["blocks"] if b["type"] == "actions"]
     buttons = {b["action_id"]: b for b in actions["elements"]}
-    assert set(buttons) == {"vicar.approve", "vicar.reject", "vicar.open"}
-    assert buttons["vicar.approve"]["value"] == buttons["vicar.reject"]["value"] == handle.id
+    assert set(buttons) == {"vicar.approve", "vicar.open"}
+    assert buttons["vicar.approve"]["value"] == handle.id
     assert "url" not in buttons["vicar.approve"] and buttons["vicar.open"]["url"].endswith(handle.id)
+    # What a reviewer reads names no guard, tag, raw score or hashed id (issue 46).
+    said = json.dumps([message["text"], [b for b in message["blocks"] if b["type"] != "actions"]])
+    for machinery in ("guard", "PLAN_ASSERT", "proxy:", "Gate g-"):
+        assert machinery not in said, (machinery, said)
+    assert "Why you:" in said and "Drop the legacy column?" in message["text"]
+    # A message sent before notices lost their Reject button still carries one.
+    buttons["vicar.reject"] = {**buttons["vicar.approve"], "action_id": "vicar.reject"}
     return handle, buttons
 
 
@@ -168,17 +176,17 @@ async def post(url: str, body: bytes, headers: dict) -> tuple[int, float]:
 
 async def test_a_tap_answers_the_gate_and_replaces_the_buttons(harness, inbox, chat, response_url):
     handle, buttons = await escalated_with_buttons(harness, chat)
-    status, took = await post(inbox, *slack_request(buttons["vicar.reject"], "U0BO", response_url.url))
+    status, took = await post(inbox, *slack_request(buttons["vicar.approve"], "U0BO", response_url.url))
     assert status == 200 and took < 3.0  # Slack's limit for the acknowledgement
     result = await asyncio.wait_for(handle.result(), 30)
-    assert (result.action.value, result.answered_by.value, result.responder) == ("reject", "human", "bo")
+    assert (result.action.value, result.answered_by.value, result.responder) == ("approve", "human", "bo")
 
     async def replaced():
         return response_url.posts
 
     [update] = await wait_for(replaced)
     assert update["replace_original"] is True
-    assert f"Rejected by bo from Slack: {handle.id}" in update["text"]
+    assert "Approved by bo from Slack: Drop the legacy column?" in update["text"] and handle.id not in update["text"]
     assert all(b["type"] != "actions" for b in update["blocks"])  # the buttons are gone
 
 
@@ -207,7 +215,7 @@ async def test_only_a_signed_fresh_first_tap_by_a_listed_user_decides(harness, i
     assert await still_waiting() and response_url.posts == []
 
     # Signed, but by people who may not answer: told so, only them, and the gate waits on.
-    for user, why in [("U0EVE", "'eve' may not answer for"), ("U0NOBODY", "answers for nobody here")]:
+    for user, why in [("U0EVE", "not yours to answer"), ("U0NOBODY", "not linked to an inbox account")]:
         assert (await post(inbox, *slack_request(approve, user, response_url.url)))[0] == 200
 
         async def told(why=why):
@@ -215,6 +223,7 @@ async def test_only_a_signed_fresh_first_tap_by_a_listed_user_decides(harness, i
 
         [refusal] = await wait_for(told)
         assert refusal["replace_original"] is False and refusal["response_type"] == "ephemeral"
+        assert "VICAR_" not in refusal["text"] and "allow" not in refusal["text"], refusal  # nothing about who may
         assert await still_waiting()
 
     assert (await post(inbox, body, headers))[0] == 200
@@ -228,7 +237,8 @@ async def test_only_a_signed_fresh_first_tap_by_a_listed_user_decides(harness, i
 
 async def test_slacks_approve_is_never_blind(harness, inbox, chat, response_url):
     """A gate the inbox would not approve in one tap (here: nothing to show) is not
-    approved from Slack either: the tapper is told to open it; a reject still answers."""
+    approved from Slack either: the tapper is told to open it. A Reject (an old message's)
+    is refused too: it needs words."""
     handle, buttons = await escalated_with_buttons(harness, chat, artifact="")
     assert (await post(inbox, *slack_request(buttons["vicar.approve"], "U0BO", response_url.url)))[0] == 200
 
@@ -240,7 +250,14 @@ async def test_slacks_approve_is_never_blind(harness, inbox, chat, response_url)
     details = await gate_details(harness.client, handle.id)
     assert details is not None and details.status is GateStatus.escalated
     assert (await post(inbox, *slack_request(buttons["vicar.reject"], "U0BO", response_url.url)))[0] == 200
-    assert (await asyncio.wait_for(handle.result(), 30)).action.value == "reject"
+
+    async def needs_words():
+        return [m for m in response_url.posts if "a reject needs your words" in m["text"]]
+
+    [refusal] = await wait_for(needs_words)
+    assert refusal["response_type"] == "ephemeral"
+    details = await gate_details(harness.client, handle.id)
+    assert details is not None and details.status is GateStatus.escalated
 
 
 async def test_without_a_signing_secret_every_request_is_refused(tmp_path, monkeypatch, temporal_env):

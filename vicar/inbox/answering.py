@@ -3,12 +3,16 @@ approved together after a confirmation, and the short undo (vicar.inbox.held: ev
 answer is held for `undo_seconds`, then sent). A one-tap or batch approve of a gate
 the person has not opened is refused when its card says it must be opened first
 (vicar.inbox.cards), whatever the form says; an approve from the gate's page carries a
-token only that page, in this session, could have given it."""
+token only that page, in this session, could have given it (and a page whose artifact
+was cut, whose rest was not opened, gives one that approves nothing). No answer is taken
+from a card that was on screen for under a second (web.too_soon: a second tap or key
+lands on the page that replaced the answered one); a correct or a reject needs words; a
+large batch needs its count typed. Refused for a gate not the account's, or none: the
+same "not yours to answer" (web.not_yours)."""
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 from typing import Any
 
@@ -16,22 +20,27 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from vicar.errors import Conflict, InvalidInput, VicarError, validation_summary
+from vicar.errors import Conflict, InvalidInput, NotFound, VicarError, validation_summary
+from vicar.inbox import drafts
 from vicar.inbox import held as holds
 from vicar.inbox.cards import card
 from vicar.inbox.web import (
     MAX_BATCH,
     Inbox,
+    batch_key,
     check_workflow_id,
     checked_form,
     client_as,
     inbox,
+    not_yours,
     one,
     redirect,
     refusal_for,
     render,
-    seen_token,
+    seen_kind,
+    shown_token,
     signed_in,
+    too_soon,
 )
 from vicar.models import GateDetails, HumanAnswer
 
@@ -39,19 +48,19 @@ log = logging.getLogger("uvicorn.error")
 SEND_EVERY = 0.25  # seconds between looks for held answers whose window closed
 SHUTDOWN_SECONDS = 10.0
 FLASH_CHARS = 300
-
-
-def _saw(request: Request, form: dict[str, list[str]], wid: str) -> bool:
-    return hmac.compare_digest(one(form, "seen"), seen_token(request, wid))
+# Answers that say what to change or why not: never sent without words.
+NEEDS_WORDS = {"correct": "what to change", "reject": "why not"}
+BATCH_COUNT_FROM = 4  # a batch this large is approved only with its count typed
 
 
 def flash(request: Request, said: str, ok: bool) -> None:
     request.session["flash"] = {"said": said[:FLASH_CHARS], "ok": ok}
 
 
-async def _gate_memo(request: Request, wid: str) -> tuple[str, GateDetails | None]:
-    """The gate's principal and the summary it wrote when it escalated (None: none);
-    Conflict if it no longer waits for an answer (held, the answer would fail later)."""
+async def _gate_memo(request: Request, wid: str) -> tuple[str, GateDetails | None, str]:
+    """The gate's principal, the summary it wrote when it escalated (None: none), and
+    why it no longer waits for an answer ("" : it waits); NotFound if there is no such
+    gate."""
     from temporalio.client import WorkflowExecutionStatus
 
     from vicar import contracts as c
@@ -62,15 +71,16 @@ async def _gate_memo(request: Request, wid: str) -> tuple[str, GateDetails | Non
     _, desc = await find_gate(inbox(request).client, wid)
     principal = desc.typed_search_attributes.get(sa.PRINCIPAL) or "?"
     status = desc.typed_search_attributes.get(sa.STATUS)
+    stopped = ""
     if desc.status != WorkflowExecutionStatus.RUNNING or status != GateStatus.escalated.value:
         now = status or (desc.status.name.lower() if desc.status else "unknown")
-        raise Conflict(f"it does not wait for an answer now ({now})")
+        stopped = f"it does not wait for an answer now ({now})"
     try:
         memo = await desc.memo_value(c.ESCALATION_MEMO, None)
         details = GateDetails.model_validate(memo) if memo is not None else None
     except Exception:  # noqa: BLE001  (sealed with a key this process lacks, or not a gate's)
         details = None
-    return principal, details
+    return principal, details, stopped
 
 
 def _open_first(d: GateDetails | None) -> str:
@@ -100,20 +110,33 @@ async def answer(request: Request) -> Response:
     back = one(form, "back")
     from_list = back.startswith("/")
     try:
-        principal, details = await _gate_memo(request, wid)
-    except VicarError as exc:
-        if not from_list:
-            raise
-        flash(request, f"not answered: {wid} · {exc}", ok=False)
-        return redirect(_next_address(back, wid))
+        principal, details, stopped = await _gate_memo(request, wid)
+    except NotFound as exc:  # said as a gate not one's own is: no oracle of which gates exist
+        return not_yours(request, str(exc))
     why_not = refusal_for(state, acct, principal)
     if why_not:
-        return render(request, "error.html", status=403, message=why_not)
-    if ans.action == "approve" and not _saw(request, form, wid):
+        return not_yours(request, why_not)
+
+    def refused(why: str) -> Response:
+        """Not taken: said on the page it came from (the words typed kept)."""
+        flash(request, f"not answered: {wid} · {why}", ok=False)
+        if not from_list:
+            drafts.keep(state.settings.data_dir, acct.name, wid, ans.action, text)
+        return redirect(_next_address(back, wid))
+
+    if stopped:
+        if not from_list:
+            raise Conflict(stopped)
+        return refused(stopped)
+    if ans.action in NEEDS_WORDS and not text:
+        return refused(f"a {ans.action} needs your words: say {NEEDS_WORDS[ans.action]} (open the gate to write them)")
+    seen = seen_kind(request, one(form, "seen"), wid)
+    if ans.action == "approve" and seen == "cut":
+        return refused("open the whole artifact first: part of it is not on the page (Show the whole artifact)")
+    if ans.action == "approve" and not seen:
         blind = _open_first(details)
         if blind:
-            flash(request, f"not answered: {wid} · open it to answer: {blind}", ok=False)
-            return redirect(_next_address(back, wid))
+            return refused(f"open it to answer: {blind}")
     if ans.action == "dialog":  # a question to the agents, not an answer: sent now
         from vicar.client.gates import answer_gate
 
@@ -121,7 +144,10 @@ async def answer(request: Request) -> Response:
         return redirect(f"/gates/{wid}")
     if wid in holds.held_gates(state.settings.data_dir, acct.name):
         flash(request, f"not answered: {wid} · your answer to it is already held", ok=False)
-        return redirect(_next_address(back, wid))
+        return redirect(_next_address(back, wid) if from_list else await next_gate(request, exclude={wid}))
+    soon = too_soon(request, form, wid)
+    if soon:
+        return refused(soon)
     title = details.question if details else wid
     held = holds.new_held(acct.name, ans.action, text, state.undo_seconds, {wid: principal}, {wid: title})
     holds.hold(state.settings.data_dir, held)
@@ -176,7 +202,15 @@ async def batch_confirm(request: Request) -> Response:
     signed_in(request)
     form = await checked_form(request)
     ok, apart = await _split(request, _selected(form))
-    return render(request, "confirm.html", gates=ok, apart=apart)
+    listed = [d.workflow_id for d, _ in ok]
+    return render(
+        request,
+        "confirm.html",
+        gates=ok,
+        apart=apart,
+        shown=shown_token(request, batch_key(listed)),
+        count_from=BATCH_COUNT_FROM,
+    )
 
 
 async def batch_approve(request: Request) -> Response:
@@ -187,6 +221,17 @@ async def batch_approve(request: Request) -> Response:
     text = one(form, "text").strip()
     state.settings.check_texts(answer_text=text)
     ok, apart = await _split(request, wids)
+    if ok:
+        # The confirmation listed exactly these ids; it was read (on screen a second) and,
+        # for a large batch, its count typed.
+        soon = too_soon(request, form, batch_key(wids))
+        if soon:
+            raise InvalidInput(f"not approved: {soon}")
+        if len(wids) >= BATCH_COUNT_FROM and one(form, "count").strip() != str(len(wids)):
+            raise InvalidInput(
+                f"not approved: type {len(wids)} to approve all {len(wids)} (a batch of "
+                f"{BATCH_COUNT_FROM} or more is approved with its count typed)"
+            )
     held = None
     if ok:
         gates = {d.workflow_id: d.principal for d, _ in ok}
@@ -210,7 +255,9 @@ async def undo(request: Request) -> Response:
         return redirect("/")
     flash(request, f"undone: {taken.label()} · nothing was sent", ok=True)
     if len(taken.gates) == 1:
-        return redirect(f"/gates/{next(iter(taken.gates))}")
+        wid = next(iter(taken.gates))
+        drafts.keep(inbox(request).settings.data_dir, acct.name, wid, taken.action, taken.text)  # back in its field
+        return redirect(f"/gates/{wid}")
     return redirect("/")
 
 

@@ -40,6 +40,7 @@ from vicar.inbox.web import (
     one,
     redirect,
     render,
+    temporal_blip,
     vicar_error,
 )
 from vicar.settings import Settings
@@ -201,6 +202,8 @@ def create_app(
             https_only=secure_cookies,
         ),
     ]
+    from temporalio.service import RPCError
+
     app = Starlette(
         routes=routes,
         middleware=middleware,
@@ -208,6 +211,9 @@ def create_app(
         exception_handlers={
             HTTPException: http_error,
             VicarError: vicar_error,
+            # Its own entry, not the catch-all's: Starlette re-raises what the catch-all
+            # handled (a traceback in the terminal) and a moment's RPC error is one line.
+            RPCError: temporal_blip,
             ClientDisconnect: client_gone,
             Exception: _unexpected,
         },
@@ -220,7 +226,7 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     from temporalio.service import RPCError
 
     if isinstance(exc, RPCError):
-        return vicar_error(request, exc)
+        return temporal_blip(request, exc)
     return error_page(request, f"unexpected {type(exc).__name__}: the server's log has the details", 500)
 
 

@@ -15,6 +15,8 @@ from typing import Any
 from vicar.client.gates import UNREADABLE
 from vicar.errors import ARTIFACT_REFUSED
 from vicar.models.control import Control, Rule, compile_regex, word_regex
+from vicar.models.plain import plain_text
+from vicar.proxy.concerns import fitting_words
 from vicar.proxy.reasons import PROXY_ERROR, RULE, ReasonFacts, reason_words
 
 # The note a rule's verdict writes (vicar.proxy.rules): "rule NAME (EFFECT, by AUTHOR)".
@@ -40,6 +42,7 @@ class Card:
     risk: str = ""  # the rule that matched, in words
     excerpt: list[tuple[str, bool]] = field(default_factory=list)  # the excerpt, its matched words marked
     open_first: str = ""  # why there is no one-tap approve ("" : there is)
+    words: str = ""  # the proxy's words as shown: none that turn against its action
 
     @property
     def one_tap(self) -> bool:
@@ -96,6 +99,27 @@ def _refusal(note: str) -> str:
     return note.partition(REFUSED)[2] if REFUSED in note else ""
 
 
+# "artifact path '/etc/hostname' is outside the artifact roots; add ... (VICAR_...)": the
+# path is the reviewer's; the rest (settings, how to allow it) is the operator's, behind
+# "the numbers".
+_REFUSED_PATH = re.compile(r"^artifact path ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
+
+
+def refused_words(refusal: str) -> str:
+    """A refused artifact file in a reviewer's words."""
+    m = _REFUSED_PATH.match(refusal)
+    return f"Vicar is not allowed to read {m[1]}" if m else "Vicar is not allowed to read its file"
+
+
+def shown_words(action: Any, text: str, artifact: str = "") -> str:
+    """The proxy's words as a card shows them: without a sentence that turns against the
+    action shown beside them (vicar.proxy.concerns; gates escalated before the proxy
+    itself left them out still carry such words), and none without an action (the text
+    is then the proxy's remark on why it has no guess, in its own terms)."""
+    verb = getattr(action, "value", action) or ""
+    return fitting_words(verb, text, artifact) if verb else ""
+
+
 def card(
     d: Any,
     control: Control | None,
@@ -122,19 +146,19 @@ def card(
         target=getattr(d, "autonomy_target", None),
         task_type=d.task_type if isinstance(d.task_type, str) else "",
     )
-    why = getattr(d, "reason_words", "") or reason_words(facts)
+    why = plain_text(getattr(d, "reason_words", "") or reason_words(facts))
     numbers = f"guard {guard}: {note}" if guard else note
     refused = _refusal(note)
     unreadable = d.question.startswith(UNREADABLE)
     if refused:
-        shown, shown_words = False, f"Artifact could not be shown: {refused}"
+        shown, said = False, f"Artifact could not be shown: {refused_words(refused)}"
     elif unreadable:
-        shown, shown_words = False, "Artifact could not be shown: the gate's summary does not open here"
+        shown, said = False, "Artifact could not be shown: the gate's summary does not open here"
     elif text:
         where = "below" if on_page else "(its start)"
-        shown, shown_words = True, f"Artifact shown {where}"
+        shown, said = True, f"Artifact shown {where}"
     else:
-        shown, shown_words = False, "No artifact on the card"
+        shown, said = False, "No artifact on the card"
     named = RULE_NOTE.match(note) if guard == RULE else None  # not "the rules could not be checked"
     rule = rule_named(note, control) if named else None
     pieces = marked(text, rule)
@@ -147,7 +171,7 @@ def card(
             what = describe(rule) if rule is not None and describe is not None else "(the rule is no longer in force)"
         risk = f"Your rule “{named[1]}” matched: {what}"
     if not shown:
-        open_first = shown_words.lower()
+        open_first = said.lower()
     elif guard in OPEN_FIRST:
         open_first = OPEN_FIRST[guard]
     elif not why:
@@ -158,11 +182,12 @@ def card(
         why=why or "Not known here (the gate's page has what it says)",
         numbers=numbers,
         shown=shown,
-        shown_words=shown_words,
+        shown_words=said,
         sure=sure_words(d.proxy_confidence, threshold),
         risk=risk,
         excerpt=pieces,
         open_first=open_first,
+        words=shown_words(d.proxy_action, d.proxy_text or "", getattr(d, "artifact_text", "") or text),
     )
 
 

@@ -1,7 +1,8 @@
 """What the gate page shows: `vicar.client.view.GateView` (everything `vicar gate show`
 shows), the artifact split into diff lines when it is a diff (a file the worker read as
-much as the inline text), how many lines a cut artifact hides, and the date of each
-pre-review item's source gate (its evidence: the person's own words, and when)."""
+much as the inline text), how many lines a cut artifact hides (or, asked for, the whole
+of it: the request's own text), and the date of each pre-review item's source gate (its
+evidence: the person's own words, and when)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,14 @@ class GatePage:
     file_diffs: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # by path: a file that is a diff
     hidden_lines: int = 0  # lines of the inline artifact past the view's cut
     excerpt: str = ""  # the artifact's start, as the list's card shows it
-    files_refused: str = ""  # the files the worker would not or could not read, and why
+    files_refused: str = ""  # the files the worker would not or could not read, in words
+    file_errors: dict[str, str] = field(default_factory=dict)  # by path: why it is not shown, in words
+    whole: bool = False  # the whole inline artifact is on the page (asked for, past the view's cut)
+
+    @property
+    def cut(self) -> bool:
+        """Part of the inline artifact is not on the page."""
+        return self.v.artifact_truncated and not self.whole
 
     @property
     def waiting(self) -> bool:
@@ -47,13 +55,21 @@ class GatePage:
             return ["approve", "correct", "reject", "hold"]
 
 
-async def load_gate(inbox: Inbox, workflow_id: str) -> GatePage:
+async def load_gate(inbox: Inbox, workflow_id: str, whole: bool = False) -> GatePage:
+    """The page of one gate; `whole`: with all of a cut inline artifact (read from the
+    request the gate started with)."""
     from vicar.client.view import gate_view
 
     view = await gate_view(inbox.client, workflow_id)
     page = page_from_view(view)
     if view.artifact_truncated:
-        page.hidden_lines = await _hidden_lines(inbox, view.workflow_id, len(view.artifact_text))
+        full = await _request_text(inbox, view.workflow_id)
+        rest = full[len(view.artifact_text) :]
+        page.hidden_lines = rest.count("\n") + (1 if rest and not rest.endswith("\n") else 0)
+        if whole and full:
+            page.whole = True
+            page.v = view.model_copy(update={"artifact_text": full})
+            page.diff = diff_lines(full) if looks_like_diff(full) else []
     return page
 
 
@@ -68,18 +84,25 @@ def page_from_view(view: GateView) -> GatePage:
     page.excerpt = excerpt_line(view.artifact_text) or next(
         (excerpt_line(f.excerpt) for f in view.artifact_files if f.excerpt), ""
     )
-    page.files_refused = "; ".join(f"{f.path}: {f.error}" for f in view.artifact_files if f.error)
+    page.file_errors = {f.path: _file_words(f.error) for f in view.artifact_files if f.error}
+    page.files_refused = "; ".join(f"{path}: {why}" for path, why in page.file_errors.items())
     items = view.prereview[:EVIDENCE_SHOWN]
     # gate_view dated them (each source gate's close, while Temporal keeps it)
     page.evidence = [Evidence(i, view.prereview_dates.get(i.gate_id)) for i in items]
     return page
 
 
-async def _hidden_lines(inbox: Inbox, workflow_id: str, shown: int) -> int:
-    """The lines of the inline artifact the view cut (the request, from the gate's first
-    history event: read only for a cut artifact)."""
+def _file_words(error: str) -> str:
+    """Why a file is not shown, in a reviewer's words (the worker's log has the rest)."""
+    from vicar.inbox.cards import refused_words
+
+    return refused_words(error) if error.startswith("artifact path ") else error
+
+
+async def _request_text(inbox: Inbox, workflow_id: str) -> str:
+    """The inline artifact as the gate was asked it (the gate's first history event:
+    read only for a cut artifact)."""
     from vicar.client.gates import started_with
 
     req = await started_with(inbox.client.get_workflow_handle(workflow_id))
-    rest = req.artifact_text[shown:] if req else ""
-    return rest.count("\n") + (1 if rest and not rest.endswith("\n") else 0)
+    return req.artifact_text if req else ""

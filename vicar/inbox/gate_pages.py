@@ -11,10 +11,21 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from vicar.client.gates import list_escalations
-from vicar.inbox import held
+from vicar.errors import NotFound
+from vicar.inbox import drafts, held
 from vicar.inbox.cards import RULE, Card, card, controls_of
 from vicar.inbox.gate_data import load_gate
-from vicar.inbox.web import check_workflow_id, inbox, redirect, refusal, render, seen_token, signed_in
+from vicar.inbox.web import (
+    check_workflow_id,
+    inbox,
+    not_yours,
+    redirect,
+    refusal,
+    render,
+    seen_token,
+    shown_token,
+    signed_in,
+)
 from vicar.models import GateDetails
 from vicar.models.vocabulary import CfAState
 
@@ -106,6 +117,7 @@ async def waiting_list(request: Request) -> Response:
                 d=d,
                 wid=d.workflow_id,
                 c=cards[d.workflow_id],
+                shown=shown_token(request, d.workflow_id, now.timestamp()),
                 waited=waited(d.escalated_at, now),
                 deadline=d.deadline,
                 agent=d.upstream_agent,
@@ -129,10 +141,13 @@ async def waiting_list(request: Request) -> Response:
 async def gate_page(request: Request) -> Response:
     acct = signed_in(request)
     wid = check_workflow_id(request.path_params["workflow_id"])
-    page = await load_gate(inbox(request), wid)
+    try:
+        page = await load_gate(inbox(request), wid, whole=request.query_params.get("whole") == "1")
+    except NotFound as exc:  # said as a gate not one's own is: no oracle of which gates exist
+        return not_yours(request, str(exc))
     why_not = refusal(request, acct, page.v.principal)
     if why_not:
-        return render(request, "error.html", status=403, message=why_not)
+        return not_yours(request, why_not)
     from vicar.cli.rules_cmd import describe
 
     controls = await controls_of(inbox(request).client, {page.v.principal}) if page.v.calibration_guard == RULE else {}
@@ -146,6 +161,8 @@ async def gate_page(request: Request) -> Response:
     )
     if page.files_refused:
         c.shown, c.shown_words = False, "Part of the artifact could not be shown: " + page.files_refused
+    # A cut artifact's page approves nothing until the rest was opened (its token says so).
+    kind = "cut" if page.cut else "whole" if page.whole else "page"
     # No listing here (it costs as much as the list page): next/previous are looked up
     # when followed (`step`).
     return render(
@@ -154,7 +171,9 @@ async def gate_page(request: Request) -> Response:
         g=page,
         c=c,
         now=datetime.now(UTC),
-        seen=seen_token(request, wid),
+        seen=seen_token(request, wid, kind),
+        shown=shown_token(request, wid),
+        draft=drafts.take(inbox(request).settings.data_dir, acct.name, wid),
         undo_seconds=inbox(request).undo_seconds,
     )
 

@@ -1,9 +1,11 @@
 """The person's oversight of their proxy: what it answered alone in their name (each to
 mark right or wrong, the after-the-fact review), their rules and the pause switch, and
-its autonomy over time. Every change goes the way the CLI sends it."""
+its autonomy over time. Every change goes the way the CLI sends it; removing a rule asks
+first, and an Undo beside the line that says it was removed puts it back."""
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
@@ -15,7 +17,18 @@ from vicar.errors import Conflict, InvalidInput, NotFound
 from vicar.inbox.accounts import Account
 from vicar.inbox.render import Point, chart
 from vicar.inbox.rule_form import kept, rule_from_form, scope
-from vicar.inbox.web import check_workflow_id, checked_form, client_as, inbox, one, redirect, refusal, render, signed_in
+from vicar.inbox.web import (
+    check_workflow_id,
+    checked_form,
+    client_as,
+    inbox,
+    not_yours,
+    one,
+    redirect,
+    refusal,
+    render,
+    signed_in,
+)
 from vicar.models import check_principal
 from vicar.models.audit import AuditRecord
 from vicar.models.control import Effect
@@ -24,6 +37,8 @@ from vicar.models.vocabulary import CfAState
 FEED_DAYS = 30  # the feed and the chart read this much of the audit trail
 FEED_MOST = 200
 CACHE_SECONDS = 15.0  # an audit page is a workflow: the feed and the chart share one read
+UNDO_RULE_SECONDS = 300.0  # a removed rule can be put back this long
+REMOVED_KEPT = 200  # removed rules kept for their undo, server-wide
 
 
 async def principals_of(request: Request, acct: Account) -> list[str]:
@@ -92,17 +107,20 @@ async def review(request: Request) -> Response:
     check_principal(principal)
     why_not = refusal(request, acct, principal)
     if why_not:
-        return render(request, "error.html", status=403, message=why_not)
+        return not_yours(request, why_not)
     note = one(form, "note").strip()[:2000]
-    result = await review_gate(
-        await client_as(inbox(request), acct.name),
-        wid,
-        verdict,
-        acct.name,
-        note=note,
-        principal=principal,
-        task_queue=inbox(request).settings.task_queue,
-    )
+    try:
+        result = await review_gate(
+            await client_as(inbox(request), acct.name),
+            wid,
+            verdict,
+            acct.name,
+            note=note,
+            principal=principal,
+            task_queue=inbox(request).settings.task_queue,
+        )
+    except NotFound as exc:  # as a gate not one's own: no oracle of which gates exist
+        return not_yours(request, str(exc))
     inbox(request).trails.pop(principal, None)
     what = result.question or wid
     if not result.new:
@@ -118,15 +136,20 @@ async def review(request: Request) -> Response:
     return redirect("/feed")
 
 
-async def rules(request: Request, failed: dict | None = None) -> Response:
+async def rules(request: Request, failed: dict | None = None, confirm: dict | None = None) -> Response:
     """`failed`: the principal whose add-rule form was refused, its one line and what was
-    typed (the page shown again with them, status 400)."""
+    typed (the page shown again with them, status 400); `confirm`: the rule whose
+    removal is asked about (principal, name)."""
     from vicar.cli.rules_cmd import describe
     from vicar.client import get_control
 
     acct = signed_in(request)
     names = await principals_of(request, acct)
     controls = [(p, await get_control(inbox(request).client, p)) for p in names]
+    undo = request.session.get("undo_rule")
+    if not isinstance(undo, dict) or time.time() - float(undo.get("at", 0)) > UNDO_RULE_SECONDS:
+        request.session.pop("undo_rule", None)
+        undo = None
     return render(
         request,
         "rules.html",
@@ -134,9 +157,22 @@ async def rules(request: Request, failed: dict | None = None) -> Response:
         controls=controls,
         describe=describe,
         failed=failed or {},
+        confirm=confirm or {},
+        undo=undo,
         states=[s.value for s in CfAState],
         effects=[e.value for e in Effect],
     )
+
+
+def _keep_removed(request: Request, account: str, principal: str, rule: dict) -> None:
+    """The removed rule, kept (server-side) for the Undo beside the line saying so."""
+    kept = inbox(request).removed_rules
+    while len(kept) >= REMOVED_KEPT:
+        kept.pop(next(iter(kept)))
+    key = secrets.token_urlsafe(16)
+    kept[key] = (account, principal, rule)
+    name = rule.get("name", "?")
+    request.session["undo_rule"] = {"key": key, "name": name, "principal": principal, "at": time.time()}
 
 
 async def control(request: Request) -> Response:
@@ -150,12 +186,25 @@ async def control(request: Request) -> Response:
     principal = check_principal(one(form, "principal"))
     why_not = refusal(request, acct, principal)
     if why_not:
-        return render(request, "error.html", status=403, message=why_not)
+        return not_yours(request, why_not)
     op = one(form, "op")
+    removed: dict | None = None
     if op in ("pause", "resume"):
         change: dict = dict(op=op, by=acct.name, **scope(form))
     elif op == "remove_rule":
-        change = dict(op=op, by=acct.name, name=one(form, "name"))
+        name = one(form, "name")
+        if one(form, "sure") != "1":  # asked first: a slip of the thumb removes nothing
+            return await rules(request, confirm=dict(principal=principal, name=name))
+        from vicar.client import get_control
+
+        control = await get_control(inbox(request).client, principal)
+        removed = next((r.model_dump(mode="json") for r in control.rules if r.name == name), None)
+        change = dict(op=op, by=acct.name, name=name)
+    elif op == "restore_rule":
+        kept_rule = inbox(request).removed_rules.get(one(form, "key"))
+        if kept_rule is None or kept_rule[0] != acct.name or kept_rule[1] != principal:
+            raise InvalidInput("too late to put that rule back: add it again below")
+        change = dict(op="add_rule", by=acct.name, rule=kept_rule[2])
     elif op == "add_rule":
         change = dict(op=op, by=acct.name)
     else:
@@ -171,6 +220,12 @@ async def control(request: Request) -> Response:
         if op != "add_rule":
             raise
         return await rules(request, failed=dict(principal=principal, message=str(exc), form=kept(form)))
+    if op == "remove_rule" and removed is not None:
+        _keep_removed(request, acct.name, principal, removed)
+    elif op == "restore_rule":
+        inbox(request).removed_rules.pop(one(form, "key"), None)
+        request.session.pop("undo_rule", None)
+        request.session["flash"] = {"said": f"put back: rule “{change['rule'].get('name', '?')}”", "ok": True}
     return redirect("/rules")
 
 

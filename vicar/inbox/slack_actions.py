@@ -1,7 +1,7 @@
 """Slack's buttons that answer (docs/slack.md): the inbox's POST /slack/actions, the
 Request URL of the Slack app's Interactivity.
 
-A tap on Approve or Reject in a notice (vicar/models/chat.py) arrives as Slack's
+A tap on Approve in a notice (vicar/models/chat.py) arrives as Slack's
 `block_actions` payload. It is taken only when signed with the app's signing secret
 (VICAR_SLACK_SIGNING_SECRET: HMAC-SHA256 over `v0:<timestamp>:<body>`, compared in
 constant time by slack-sdk's SignatureVerifier, the timestamp within five minutes), and
@@ -11,7 +11,10 @@ account, and that account must answer for the gate's principal exactly as in the
 (its own principals, then the principal's allow-list read closed); the gate checks the
 list again. The request is acknowledged at once (Slack wants an answer within three
 seconds) and the gate answered after the response has gone; the outcome then replaces
-the message's buttons through Slack's response_url. A GET decides nothing (405)."""
+the message's buttons through Slack's response_url. A GET decides nothing (405). A
+Reject (on a message sent before notices lost that button) is refused: a reject needs the
+person's words, which a tap does not carry. What the tapper reads names no setting and no
+allow-list: "not yours to answer", as in the inbox; the log has the reason."""
 
 from __future__ import annotations
 
@@ -30,9 +33,9 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from vicar.errors import VicarError
+from vicar.errors import NotFound, VicarError
 from vicar.inbox.accounts import load_user
-from vicar.inbox.web import Inbox, check_workflow_id, client_as, inbox
+from vicar.inbox.web import NOT_YOURS, Inbox, check_workflow_id, client_as, inbox
 from vicar.models import HumanAnswer
 from vicar.models.chat import ANSWER_ACTIONS, escape
 from vicar.responders import load_policy
@@ -151,44 +154,51 @@ def _response_url(url: str | None) -> str | None:
 async def _answer(state: Inbox, payload: BlockActions, action: SlackAction) -> None:
     """Answer the gate as the Slack user's account; tell Slack how it went."""
     verb = ANSWER_ACTIONS[action.action_id]
-    past = {"approve": "Approved", "reject": "Rejected"}[verb]
     reply_to = _response_url(payload.response_url)
     try:
+        if verb != "approve":
+            raise Refused(f"a {verb} needs your words: open the gate in the inbox to say why", "")
         wid = check_workflow_id(action.value)
         name = state.settings.slack_users.get(payload.user.id)
         acct = load_user(state.settings.data_dir, name) if name else None
         if acct is None:
-            raise PermissionError(
-                f"Slack user {payload.user.id[:64]} answers for nobody here (VICAR_SLACK_USERS maps Slack users "
-                "to inbox accounts)"
+            raise Refused(
+                "your Slack account is not linked to an inbox account here: ask whoever runs Vicar to link it",
+                f"Slack user {payload.user.id[:64]} is not in VICAR_SLACK_USERS, or its account is gone",
             )
         principal = await _principal(state, wid)
         why_not = (
             None if acct.answers_for(principal) else f"{acct.name!r} does not answer for {principal} in this inbox"
         ) or load_policy(state.settings.principals_dir, principal).closed_refusal(principal, acct.name)
         if why_not:
-            raise PermissionError(why_not)
+            raise Refused(NOT_YOURS, why_not)
         from vicar.client.gates import answer_gate, gate_details
         from vicar.inbox.cards import card
 
-        if verb == "approve":  # never a blind approve: the inbox's rule for a one-tap approve
-            details = await gate_details(state.client, wid)
-            blind = card(details, None).open_first if details else "its summary does not open here"
-            if blind:
-                raise PermissionError(f"open it in the inbox to answer: {blind}")
+        # Never a blind approve: the inbox's rule for a one-tap approve.
+        details = await gate_details(state.client, wid)
+        blind = card(details, None).open_first if details else "its summary does not open here"
+        if blind:
+            raise Refused(f"open it in the inbox to answer: {blind}", "")
         answer = HumanAnswer(action=verb, text="", responder=acct.name)
-        reply = await answer_gate(await client_as(state, acct.name), wid, answer)
-    except (VicarError, PermissionError) as exc:
+        await answer_gate(await client_as(state, acct.name), wid, answer)
+    except Refused as exc:
+        log.warning("slack: %s from %s not taken: %s", verb, payload.user.id[:64], exc.logged or exc.said)
+        await _tell(reply_to, _ephemeral(f"Not answered: {exc.said}"))
+        return
+    except VicarError as exc:
+        # No such gate reads as another's gate does (no oracle); an answered one says so.
+        said = NOT_YOURS if isinstance(exc, NotFound) else str(exc)
         log.warning("slack: %s from %s not taken: %s", verb, payload.user.id[:64], exc)
-        await _tell(reply_to, _ephemeral(f"Not answered: {exc}"))
+        await _tell(reply_to, _ephemeral(f"Not answered: {said}"))
         return
     except Exception:  # noqa: BLE001  (the response has gone: the log and Slack are told)
         log.exception("slack: %s failed", verb)
         await _tell(reply_to, _ephemeral("Not answered: an error (the inbox's log has it)"))
         return
-    done = f"{past} by {acct.name} from Slack: {wid}"
-    log.info("slack: %s", done)
-    line = escape(f"{done} · {reply}"[:2900])
+    done = f"Approved by {acct.name} from Slack: {details.question if details else wid}"
+    log.info("slack: %s (%s)", done, wid)
+    line = escape(done[:2900])
     await _tell(
         reply_to,
         {
@@ -197,6 +207,14 @@ async def _answer(state: Inbox, payload: BlockActions, action: SlackAction) -> N
             "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": f"*{line}*"}}],
         },
     )
+
+
+class Refused(Exception):
+    """A tap not taken: what the tapper reads, and what the log keeps (the reason)."""
+
+    def __init__(self, said: str, logged: str) -> None:
+        super().__init__(said)
+        self.said, self.logged = said, logged
 
 
 def _ephemeral(line: str) -> dict[str, Any]:

@@ -1,12 +1,16 @@
-"""What every inbox page shares: the app's state, the signed-in account, the CSRF check
-and the one-line error page."""
+"""What every inbox page shares: the app's state, the signed-in account, the CSRF check,
+the tokens an answer form carries (the page was shown, and when), the one refusal an
+account meets for a gate not its own, and the one-line error page (a Temporal that does
+not answer for a moment: a page that tries again by itself)."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import re
 import secrets
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +43,16 @@ SIGNIN_ADDRESS = Limit(burst=10, per_seconds=60)
 # oldest past 20 ends), and a person signs in a few times a day.
 SIGNIN_ACCOUNT = Limit(burst=30, per_seconds=3600)
 STATUS = {NotFound: 404, InvalidInput: 400, Conflict: 409, NotReviewable: 409, NotResponding: 503}
+# An answer is taken only from a card (a list's, a gate's page, a batch's confirmation)
+# that was on screen this long: a second tap, a key's repeat or a second `a` lands on the
+# page that replaced the answered one, and must not answer it unread.
+SHOWN_AT_LEAST = 1.0
+SHOWN_AT_MOST = 7 * 86400.0  # a page left open a week is read again before it answers
+# The one refusal for a gate that is not the account's and for one that does not exist:
+# nothing about who may answer, nor whether the gate is there (no 403/404 oracle).
+NOT_YOURS = "not yours to answer"
+RETRY_SECONDS = 3  # a page Temporal did not answer asks again this often, by itself
+log = logging.getLogger("uvicorn.error")
 
 
 @dataclass
@@ -51,14 +65,23 @@ class Inbox:
     signin_address: Throttle = field(default_factory=lambda: Throttle(SIGNIN_ADDRESS))
     signin_account: Throttle = field(default_factory=lambda: Throttle(SIGNIN_ACCOUNT))
     undo_seconds: float = 10.0  # how long an answer is held before it is sent (vicar.inbox.held)
-    templates: Environment = field(
-        default_factory=lambda: Environment(
-            loader=FileSystemLoader(HERE / "templates"),
-            autoescape=select_autoescape(["html"]),
-            trim_blocks=True,
-            lstrip_blocks=True,
-        )
+    # Rules removed on the rules page, kept for their Undo: key -> (account, principal, rule).
+    removed_rules: dict[str, tuple[str, str, dict]] = field(default_factory=dict)
+    templates: Environment = field(default_factory=lambda: templates())
+
+
+def templates() -> Environment:
+    from vicar.models.plain import plain_text, state_words
+
+    env = Environment(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=select_autoescape(["html"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
     )
+    env.filters["plain_state"] = state_words  # PLAN_ASSERT -> "plan": the tags stay in the data
+    env.filters["plain"] = plain_text  # the same, for a tag inside a line
+    return env
 
 
 async def client_as(state: Inbox, name: str) -> Any:
@@ -90,11 +113,57 @@ def csrf_token(request: Request) -> str:
     return token
 
 
-def seen_token(request: Request, wid: str) -> str:
+def _mac(request: Request, what: str) -> str:
+    return hmac.new(csrf_token(request).encode(), what.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def seen_token(request: Request, wid: str, kind: str = "page") -> str:
     """What the gate's page puts in its answer forms: proof the page was shown to this
-    session (the session's CSRF secret keyed over the gate's id)."""
-    key = csrf_token(request).encode()
-    return hmac.new(key, wid.encode(), hashlib.sha256).hexdigest()[:32]
+    session (the session's CSRF secret keyed over the gate's id). `kind`: "page" (the
+    whole artifact on it), "cut" (cut at the view's bound, the rest not opened: no
+    approve from it) or "whole" (the rest opened)."""
+    return _mac(request, wid) if kind == "page" else _mac(request, f"{kind}|{wid}")
+
+
+def seen_kind(request: Request, token: str, wid: str) -> str:
+    """Which page `token` says was shown ("" : none of this session's)."""
+    for kind in ("page", "whole", "cut"):
+        if token and hmac.compare_digest(token, seen_token(request, wid, kind)):
+            return kind
+    return ""
+
+
+def shown_token(request: Request, what: str, at: float | None = None) -> str:
+    """What an answer form carries: when its card was rendered (ms), signed with the
+    session's secret over what it answers (a gate's id, or a batch's)."""
+    ms = int(1000 * (time.time() if at is None else at))
+    return f"{ms}.{_mac(request, f'shown|{what}|{ms}')}"
+
+
+def shown_for(request: Request, token: str, what: str) -> float | None:
+    """Seconds since the card was rendered, by the form's token (None: not a token this
+    session minted for `what`)."""
+    ms, _, mac = token.partition(".")
+    if not ms.isdigit() or len(ms) > 15 or not hmac.compare_digest(mac, _mac(request, f"shown|{what}|{ms}")):
+        return None
+    return time.time() - int(ms) / 1000
+
+
+def batch_key(wids: list[str]) -> str:
+    return "batch:" + hashlib.sha256("\n".join(sorted(wids)).encode()).hexdigest()
+
+
+def too_soon(request: Request, form: dict[str, list[str]], what: str) -> str:
+    """Why the form's card cannot answer yet ("" : it can): not shown by this session,
+    shown under SHOWN_AT_LEAST ago, or so long ago that it must be read again."""
+    age = shown_for(request, one(form, "shown"), what)
+    if age is None:
+        return "this page did not show it: reload, read it, then answer"
+    if age < SHOWN_AT_LEAST:
+        return f"it was on the screen for less than {SHOWN_AT_LEAST:g} s; read it, then answer"
+    if age > SHOWN_AT_MOST:
+        return "the page is days old: reload, read it, then answer"
+    return ""
 
 
 def account(request: Request) -> Account | None:
@@ -152,6 +221,15 @@ def check_workflow_id(workflow_id: str) -> str:
     return workflow_id
 
 
+def not_yours(request: Request, why: str, status: int = 403) -> Response:
+    """The refusal an account meets for a gate (or a principal) not its own, and for one
+    that does not exist: the same words, the same status. Why it was refused is the
+    server's log's (one line)."""
+    acct = request.session.get("user", "?")
+    log.info("inbox: %s refused %s %s: %s", acct, request.method, request.url.path, " ".join(why.split())[:300])
+    return render(request, "error.html", status=status, message=NOT_YOURS)
+
+
 def refusal(request: Request, acct: Account, principal: str) -> str | None:
     return refusal_for(inbox(request), acct, principal)
 
@@ -175,7 +253,9 @@ def render(request: Request, template: str, status: int = 200, **context: Any) -
     state = inbox(request)
     page = state.templates.get_template(template)
     if acct is not None:  # every page says what is held (to undo) and how sent answers went
-        context.setdefault("held_now", held.pending(state.settings.data_dir, acct.name))
+        # The newest first: the Undo nearest the top takes back the answer just given.
+        newest = sorted(held.pending(state.settings.data_dir, acct.name), key=lambda h: -h.due)
+        context.setdefault("held_now", newest)
         context.setdefault("said", held.said_lines(state.settings.data_dir, acct.name))
         context.setdefault("flash", request.session.pop("flash", None))
     html = page.render(csrf=csrf_token(request), me=acct, path=request.url.path, **context)
@@ -202,12 +282,38 @@ def error_page(request: Request, message: str, status: int) -> Response:
 def vicar_error(request: Request, exc: Exception) -> Response:
     from temporalio.service import RPCError
 
+    if isinstance(exc, NotResponding | RPCError):
+        return temporal_blip(request, exc)
     if isinstance(exc, VicarError):
         status = next((code for kind, code in STATUS.items() if isinstance(exc, kind)), 500)
         return error_page(request, str(exc), status)
-    if isinstance(exc, RPCError):
-        return error_page(request, f"Temporal did not answer: {exc}", 503)
     raise exc
+
+
+def temporal_blip(request: Request, exc: Exception) -> Response:
+    """Temporal did not answer (a loaded server's moment, a restart): one line in the
+    log, never a traceback; a page read (GET) tries again by itself every RETRY_SECONDS,
+    a form is said not taken (its answer was not held: send it again)."""
+    said = " ".join((str(exc) or type(exc).__name__).split())[:200]
+    again = request.method == "GET"
+    log.warning(
+        "inbox: Temporal did not answer %s %s: %s%s",
+        request.method,
+        request.url.path,
+        said,
+        f"; the page tries again by itself in {RETRY_SECONDS} s" if again else "",
+    )
+    if again:
+        message = f"Temporal did not answer just now. This page tries again by itself in {RETRY_SECONDS} s."
+    else:
+        message = "Temporal did not answer just now: nothing was taken. Go back and send it again."
+    page: Response
+    try:
+        page = render(request, "error.html", status=503, message=message, retry=RETRY_SECONDS if again else None)
+    except Exception:  # noqa: BLE001  (the page needs the session: plain text, still one line)
+        page = PlainTextResponse(message, status_code=503, headers=SECURITY_HEADERS)
+    page.headers["Retry-After"] = str(RETRY_SECONDS)
+    return page
 
 
 def redirect(url: str) -> RedirectResponse:

@@ -6,14 +6,19 @@ must name what to fix. The memory predictors (offline, learned) choose the actio
 words come from the pre-review (vicar.proxy.prereview), the person's own sentences ranked
 for this artifact:
 - approve: the person's own approval words, as the predictor found them;
-- correct, reject: the top items of the pre-review's ranking (ANSWER_K of them), each as
-  the person said it, one paragraph each; the predictor's text only when there are none;
+- correct, reject: the top items of the pre-review's ranking (ANSWER_K of them) that came
+  with a correction or a reject on this kind of work, each as the person said it, one
+  paragraph each; the predictor's text only when there are none;
 - dialog (the probe an intent gate asks for): the best-ranked question among the items;
   the predictor's text when none is a question. At INTENT_ASSERT, before any reviewer
   line, the pass probes whatever action the predictor chose (the design's probe rule:
   do not rubber-stamp an intent) when the person asked a question on this lineage or
   similar work; without one of theirs it keeps its action (no invented question).
-Hold, withdraw and an agent's question keep the predictor's text. Pure, deterministic and
+Hold, withdraw and an agent's question keep the predictor's text. The words never turn
+against the action they are shown with (issue 46): no approval's sentence ("Fine, ship
+it.") under a reject, no refusal or question under an approve, no approve vouching for
+what the artifact says it lacks, and no predictor's text said on another kind of work
+(vicar.proxy.concerns.fitting_words); what is left may be nothing. Pure, deterministic and
 cheap: the pre-review reads only the retrieved context. The replay runs the same
 predictors, so it scores exactly these words.
 """
@@ -27,7 +32,7 @@ from vicar.llm.parse import citations_in, strip_citations
 from vicar.models import Action, DialogTurn, GateRequest, PassResult, RequestKind, RetrievalContext
 from vicar.models.prereview import PreReviewItem
 from vicar.models.vocabulary import CfAState
-from vicar.proxy.concerns import categories_in, strip_tags
+from vicar.proxy.concerns import categories_in, fits, fitting_words, strip_tags
 from vicar.proxy.prereview import rank, render, select
 
 TURNED_BACK = (Action.correct, Action.reject)
@@ -46,16 +51,32 @@ def question_of(items: Sequence[PreReviewItem]) -> PreReviewItem | None:
     return next((it for it in items if it.text.rstrip().endswith("?")), None)
 
 
-def answer_text(action: Action | None, items: Sequence[PreReviewItem], fallback: str) -> str:
+def turned_back(items: Sequence[PreReviewItem], action: Action) -> list[PreReviewItem]:
+    """The items that may word a correction or a reject: said with one, on this kind of
+    work, and not an approval's words."""
+    return [it for it in items if it.action in TURNED_BACK and not it.other_work and fits(action.value, it.text)]
+
+
+def answer_text(action: Action | None, items: Sequence[PreReviewItem], fallback: str, artifact: str = "") -> str:
     """The words for `action`: the items where they say what the person would say,
-    else `fallback` (the predictor's own text)."""
-    if action in TURNED_BACK and items:
-        return render(items)
+    else `fallback` (the predictor's own text), without what turns against `action`."""
+    if action in TURNED_BACK:
+        kept = turned_back(items, action)
+        if kept:
+            return render(kept)
     if action is Action.dialog:
         asked = question_of(items)
         if asked is not None:
             return asked.text
-    return fallback
+    return fitting_words(action.value, fallback, artifact) if action is not None else fallback
+
+
+def said_elsewhere(text: str, ctx: RetrievalContext, request: GateRequest) -> bool:
+    """The predictor's words are a past answer given on another kind of work (another
+    task type): shown under this gate they would be about something else."""
+    said = text.strip()
+    sources = [c for c in (*ctx.chunks, *ctx.similar_work) if c.human_response.strip() == said]
+    return bool(said) and bool(sources) and all(c.task_type != request.task_type for c in sources)
 
 
 def probes(request: GateRequest, dialog: Sequence[DialogTurn]) -> bool:
@@ -81,7 +102,8 @@ def with_prereview(
         if asked is not None:
             update.update(action=Action.dialog, prose=asked.text)
         else:
-            update["prose"] = answer_text(result.action, answer, result.prose)
+            fallback = "" if said_elsewhere(result.prose, ctx, request) else result.prose
+            update["prose"] = answer_text(result.action, answer, fallback, artifact or request.artifact_text)
     return result.model_copy(update=update)
 
 

@@ -148,3 +148,67 @@ def concerns_in(text: str, themes: Iterable[str] = (), names: Iterable[str] = ()
     clean = strip_tags(text, names)
     words = content_words(clean)
     return categories_in(clean) | {f"theme:{t}" for t in themes if t in words}
+
+
+# What a sentence says of the verdict itself: an approval's words ("Fine, ship it.") read
+# under a reject, or a refusal's ("No: it drops the table.") under an approve, turn the
+# proxy's shown answer against itself (issue 46). Checked at a sentence's start (and a
+# few phrases anywhere); "Fine, but ..." is a turn-back that opens kindly, not a verdict.
+_APPROVING = re.compile(
+    r"^\W*(?:fine|lgtm|looks (?:good|fine|ok|okay|great)|ship it|approved?|acked|ack|ok(?:ay)?|good to go"
+    r"|sounds good|works for me|great|nice)\b"
+    r"|\b(?:ship it|lgtm|looks good to me|good to go|fine by me)\b|\bfine\W*$",
+    re.I,
+)
+_REFUSING = re.compile(
+    r"^\W*(?:no|nak|nack|nope|rejected?|not (?:ok|okay|yet|like this|acceptable)|don'?t|do not|please don'?t"
+    r"|this (?:breaks|is wrong))\b|\b(?:nak|not acceptable|cannot accept|can'?t accept|won'?t merge)\b",
+    re.I,
+)
+_BUT = re.compile(r"\b(?:but|however|except|though|although|unless)\b", re.I)
+# An artifact that says it lacks what a concern is about ("No rollback step.", "untested").
+_LACKS = r"\b(?:no|without|lacks?|lacking|missing|never)\b(?:\s+\w+){0,2}?\s+(?:%s)\b"
+_LACKS_RES = {name: re.compile(_LACKS % "|".join(cues), re.I) for name, cues in CATEGORIES.items()}
+_UNTESTED = re.compile(r"\buntested\b", re.I)
+_PIECES = re.compile(r"(?<=[.?!])[ \t]+|\n+")
+TURNED_BACK_ACTIONS = ("correct", "reject")
+
+
+def stance(sentence: str) -> str:
+    """'approve' for an approval's words, 'turn_back' for a refusal's, '' for neither."""
+    if _REFUSING.search(sentence):
+        return "turn_back"
+    if _APPROVING.search(sentence) and not _BUT.search(sentence):
+        return "approve"
+    return ""
+
+
+def lacking(artifact: str) -> set[str]:
+    """The concern categories the artifact says it lacks."""
+    found = {name for name, rx in _LACKS_RES.items() if rx.search(artifact)}
+    if _UNTESTED.search(artifact):
+        found.add("testing")
+    return found
+
+
+def fits(action: str, sentence: str, lacks: set[str] = frozenset()) -> bool:  # type: ignore[assignment]
+    """Whether the sentence may stand as the words of `action`: an approve's words neither
+    refuse, ask, nor vouch for what the artifact says it lacks; a correction's or a
+    reject's do not approve."""
+    said = stance(sentence)
+    if action == "approve":
+        return said != "turn_back" and not sentence.rstrip().endswith("?") and not (categories_in(sentence) & lacks)
+    if action in TURNED_BACK_ACTIONS:
+        return said != "approve"
+    return True
+
+
+def fitting_words(action: str, text: str, artifact: str = "") -> str:
+    """`text` without the sentences that turn against `action` (paragraphs kept)."""
+    lacks = lacking(artifact[:20_000]) if action == "approve" and artifact else set()
+    paragraphs = []
+    for para in re.split(r"\n\s*\n", text.strip()):
+        kept = [s for s in (p.strip() for p in _PIECES.split(para)) if s and fits(action, s, lacks)]
+        if kept:
+            paragraphs.append(" ".join(kept))
+    return "\n\n".join(paragraphs)

@@ -51,8 +51,10 @@ async def test_a_rule_allows_through_the_command_and_the_endpoint(world):
     # The same through the HTTP form, and for PermissionRequest (its own decision object).
     status, body, _ = await asyncio.to_thread(post, world, call("pre_tool_use_bash"))
     assert (status, p.decision_of(body)) == (200, "allow")
-    status, body, _ = await asyncio.to_thread(post, world, call("permission_request_bash"))
-    assert (status, body["hookSpecificOutput"]["decision"]) == (200, {"behavior": "allow"})
+    # (Not the fixture's `rm -rf`: Vicar's default rules send deleting files to the person.)
+    asked = call("permission_request_bash", tool_input={"command": "npm test", "description": "Run the tests"})
+    status, body, _ = await asyncio.to_thread(post, world, asked)
+    assert (status, body["hookSpecificOutput"]["decision"]) == (200, {"behavior": "allow"}), body
 
 
 async def test_the_persons_reject_denies_with_their_words(world):

@@ -212,11 +212,13 @@ MIGRATIONS: list[str] = [
           AND json_extract(record, '$.calibration.audit_share') <= 1
         ORDER BY seq;
     """,
-    # The person's answers to gates their rule or pause sent to them: their decision, so
-    # neither graded as the proxy's nor counted for or against its support per kind of
-    # action (vicar/proxy/support.py). Gates recorded before this are not marked.
+    # What a human answer said beyond its action, per chunk (vicar/proxy/support.py):
+    # 'ruled', a gate their rule or pause sent them (their decision: neither graded as the
+    # proxy's nor counted for or against its support per kind of action); 'ask_first', an
+    # answer given with "ask me first" (that kind is theirs to decide). Gates recorded
+    # before this are not marked.
     """
-    CREATE TABLE person_decided (chunk_id TEXT PRIMARY KEY) WITHOUT ROWID;
+    CREATE TABLE answer_marks (chunk_id TEXT NOT NULL, mark TEXT NOT NULL, PRIMARY KEY (chunk_id, mark)) WITHOUT ROWID;
     """,
 ]
 

@@ -69,3 +69,29 @@ async def test_a_reject_of_a_rule_asked_gate_leaves_the_proxys_autonomy(harness)
     after = await run_answering(h, command_gate(h, p, "bash:git push", "git push origin feature 1"), text="fine")
     assert after.answered_by is AnsweredBy.proxy, after.calibration_note
     assert h.registry.get(p).stats().human_answered == stats.human_answered
+
+
+async def test_ask_me_first_keeps_that_kind_with_the_person(harness):
+    from vicar.client.gates import answer_gate, start_gate
+    from vicar.models import HumanAnswer
+
+    from .conftest import wait_escalated
+
+    h = harness
+    p = h.principal()
+    await earn(h, p, "bash:git status", "git status")
+    for i in range(2):
+        await run_answering(h, command_gate(h, p, "bash:git log", f"git log -{i + 1}"), text="fine")
+    req = command_gate(h, p, "bash:git log", "git log -3")
+    handle = await start_gate(h.client, req, h.task_queue)
+    await wait_escalated(h.client, req.gate_id)
+    await answer_gate(
+        h.client, req.gate_id, HumanAnswer(action="approve", text="ok", responder="alice", ask_first=True)
+    )
+    await handle.result()
+    for i in range(3):
+        nxt = await run_answering(h, command_gate(h, p, "bash:git log", f"git log -{4 + i}"), text="fine")
+        assert nxt.escalated and nxt.calibration_guard == "unsupported", nxt.calibration_note
+        assert "asked to be asked first" in nxt.calibration_note
+    other = await run_answering(h, command_gate(h, p, "bash:git status", "git status 7"), text="fine")
+    assert other.answered_by is AnsweredBy.proxy  # nothing else is taken back

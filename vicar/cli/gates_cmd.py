@@ -337,6 +337,9 @@ def answer(
         help="Who answers: recorded with the answer and checked against the principal's allow-list.",
     ),
     timeout: float = typer.Option(ANSWER_TIMEOUT, min=0.1, help="Seconds each gate has to take the answer."),
+    ask_first: bool = typer.Option(
+        False, "--ask-first", help="… but ask me first: Vicar never answers gates of this kind alone for you."
+    ),
     output: Output = OUTPUT,
 ) -> None:
     """Answer escalated gates as the human. Several gates (ids separated by commas) are
@@ -352,7 +355,7 @@ def answer(
     ids = list(dict.fromkeys(g.strip(" ") for g in gate_id.split(",")))  # an id is shown as given
     if not all(ids):
         raise InvalidInput(f"an empty gate id in {gate_id!r}: separate gate ids with single commas")
-    ans = HumanAnswer(action=action, text=text, responder=responder)
+    ans = HumanAnswer(action=action, text=text, responder=responder, ask_first=ask_first)
     settings = Settings.from_env()
     settings.check_texts(answer_text=ans.text)
     asyncio.run(_answer(settings, ids, ans, timeout, output))

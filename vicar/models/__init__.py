@@ -214,6 +214,11 @@ class HumanAnswer(BaseModel):
         json_schema_extra=required_string(RESPONDER_PATTERN, RESPONDER_MAX_CHARS),
     )
 
+    ask_first: bool = Field(
+        default=False,
+        description='"… but ask me first": the person wants to be asked about gates of this kind from now on.',
+    )
+
     @field_validator("responder")
     @classmethod
     def _responder(cls, v: str | None) -> str | None:
@@ -420,7 +425,9 @@ class GateDetails(BaseModel):
     proxy_supported: bool | None = Field(
         None, description="Whether the person's own answers of this kind of action back the proxy's guess."
     )
-    proxy_new_kind: bool = Field(False, description="A kind of action the person has not answered enough of.")
+    proxy_support_label: str = Field(
+        "", description="Where the person's answers do not back the guess, what is shown instead of a percentage."
+    )
     dialog: list[DialogTurn] = Field(default_factory=list, description="Questions and replies so far.")
     prereview: list[PreReviewItem] = Field(
         default_factory=list,

@@ -49,6 +49,7 @@ class Support(BaseModel):
     nearest: float | None = None  # the closest of those answers' similarity to this gate
     new: bool = False  # nothing (or too little) of this kind answered yet
     marked_wrong: bool = False  # the person said "wrong" on this kind and has not re-earned it
+    asked_first: bool = False  # the person answered a gate of this kind with "ask me first"
 
 
 class CalibrationInputs(BaseModel):
@@ -98,4 +99,6 @@ class Calibration(BaseModel):
     # (vicar.proxy.support); None: not judged (a rule decided, the proxy could not run).
     supported: bool | None = None
     support: str = ""  # the words of it
-    new_kind: bool = False  # unsupported because the kind is new (or being re-earned after a "wrong")
+    # Where unsupported, what to show instead of a percentage: "new kind of action", "your
+    # answers differ here", "you asked to be asked" (vicar.models.sure).
+    support_label: str = ""

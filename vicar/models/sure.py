@@ -12,7 +12,12 @@ def pct(x: float, digits: int = 0) -> str:
     return f"{min(max(100 * x, low), high):.{digits}f}%"
 
 
-NO_GUESS, NEW_KIND, ANSWERS_DIFFER = "no guess yet", "new kind of action", "your answers differ here"
+NO_GUESS, NEW_KIND, ANSWERS_DIFFER, ASKED_FIRST = (
+    "no guess yet",
+    "new kind of action",
+    "your answers differ here",
+    "you asked to be asked",
+)
 
 
 def confidence_words(
@@ -21,13 +26,14 @@ def confidence_words(
     *,
     guess: bool = True,
     supported: bool | None = None,
-    new_kind: bool = False,
+    support_label: str = "",
     escalation_mode: str = "",
 ) -> str:
     """The proxy's confidence in the words every surface shows, on one scale: "83% sure;
     acts alone from 87%". Where there is nothing to be sure of it says so instead of a
-    percentage: "no guess yet" (no proposed answer), "new kind of action" (the person
-    has not answered enough of this kind to back one), "your answers differ here". The
+    percentage: "no guess yet" (no proposed answer), or where the person's own answers do
+    not back the guess its `support_label` ("new kind of action", "your answers differ
+    here", "you asked to be asked"; vicar.proxy.support). The
     threshold is left out where the gate would ask the person whatever the confidence
     (escalation mode "always"). docs/confidence.md."""
     if confidence is None:
@@ -35,7 +41,7 @@ def confidence_words(
     if not guess or confidence <= 0.0:
         return NO_GUESS
     if supported is False:
-        return NEW_KIND if new_kind else ANSWERS_DIFFER
+        return support_label or ANSWERS_DIFFER
     if threshold is None:
         return f"{pct(confidence)} sure"
     if escalation_mode == "always":
@@ -55,6 +61,6 @@ def gate_confidence_words(d: object, threshold: float | None = None) -> str:
         getattr(d, "autonomy_threshold", None) if threshold is None else threshold,
         guess=getattr(d, "proxy_action", None) is not None,
         supported=getattr(d, "proxy_supported", None),
-        new_kind=bool(getattr(d, "proxy_new_kind", False)),
+        support_label=str(getattr(d, "proxy_support_label", "") or ""),
         escalation_mode=str(getattr(mode, "value", mode) or ""),
     )

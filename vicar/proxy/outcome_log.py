@@ -73,7 +73,7 @@ class OutcomeEntry:
     censor_change: Callable[[Censor], Censor] | None = None  # ... and what the answer says of them
     facts: Sequence[Fact] = ()  # how the answer moved the human's preferences
     fact_audit: Sequence[AuditRow] = ()
-    person_decided: str | None = None  # the chunk of a gate a rule or pause sent to the person
+    marks: Sequence[tuple[str, str]] = ()  # (chunk id, mark): what the answer said beyond its action
 
 
 @dataclass(frozen=True)
@@ -109,8 +109,7 @@ def log_outcome(store: RecordStore, entry: OutcomeEntry) -> LoggedOutcome:
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (seq, ev.agent, ev.kind, e.state, e.task_type, ev.n, ev.score, int(ev.correct), ev.audit_p),
             )
-        if e.person_decided is not None:
-            db.execute("INSERT OR IGNORE INTO person_decided (chunk_id) VALUES (?)", (e.person_decided,))
+        db.executemany("INSERT OR IGNORE INTO answer_marks (chunk_id, mark) VALUES (?, ?)", e.marks)
         if e.alone is not None:
             db.execute(
                 "INSERT INTO autonomy_alone (outcome_seq, kind, state, task_type, score, audit_p)"

@@ -114,7 +114,7 @@ def record_outcome(
             censor_change=censor_change,
             facts=moves.changed,
             fact_audit=moves.audit,
-            person_decided=chunk.id if person_decided(record) else None,
+            marks=answer_marks(record, chunk.id),
         ),
     )
     if logged.new:
@@ -159,6 +159,19 @@ def _entry(record: OutcomeRecord, update, **teaches) -> OutcomeEntry:
         update=update,
         **teaches,
     )
+
+
+RULED, ASK_FIRST = "ruled", "ask_first"  # answer_marks' marks (vicar.proxy.support reads them)
+
+
+def answer_marks(record: OutcomeRecord, chunk_id: str) -> list[tuple[str, str]]:
+    """What a human answer said beyond its action: a gate their rule or pause sent them
+    (their decision), an answer given with "ask me first"."""
+    if record.answered_by is not AnsweredBy.human:
+        return []
+    said = [RULED] if person_decided(record) else []
+    said += [ASK_FIRST] if record.ask_first else []
+    return [(chunk_id, m) for m in said]
 
 
 def person_decided(record: OutcomeRecord) -> bool:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from vicar.errors import ARTIFACT_REFUSED
 from vicar.models import GateDetails
 from vicar.models.default_rules import AUTHOR as DEFAULT_AUTHOR
-from vicar.models.sure import ANSWERS_DIFFER, NEW_KIND, NO_GUESS, confidence_words  # noqa: F401  (re-exported)
+from vicar.models.sure import ANSWERS_DIFFER, ASKED_FIRST, NEW_KIND, NO_GUESS, confidence_words  # noqa: F401
 from vicar.models.sure import pct as _pct
 
 # The guard names the gate and the calibration write (vicar.proxy.calibration.GUARDS and

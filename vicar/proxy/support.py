@@ -17,7 +17,9 @@ person's own answers of its kind of action back the proposed answer:
 - counted only since the person last said "wrong" of a lone answer of this kind: a
   "wrong" withdraws the kind at once, and the person's own answers re-earn it;
 - not counting the answers to gates a rule or pause of the person's sent to them: those
-  are the person's decisions about what their rule singled out, not the kind's habit.
+  are the person's decisions about what their rule singled out, not the kind's habit;
+- never where one of those close answers was given with "ask me first": the person said
+  that kind is theirs to decide.
 
 Support is chosen by the request and the person's past answers, never by the gate's own
 label, so the bound over the gates above the threshold stays valid; it only narrows which
@@ -37,6 +39,8 @@ from vicar.memory.principal import PrincipalMemory
 from vicar.memory.retrieval import Query, RetrievalMode
 from vicar.memory.store import RecordStore
 from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord, Support
+from vicar.models.sure import ANSWERS_DIFFER, NEW_KIND
+from vicar.models.sure import ASKED_FIRST as ASKED_FIRST_LABEL
 from vicar.settings import CalibrationParams
 
 
@@ -100,6 +104,7 @@ def last_wrong(store: RecordStore, key: str) -> int | None:
 class _Answer(NamedTuple):
     outcome: str
     similarity: float | None
+    ask_first: bool = False
 
 
 def _query_text(request: GateRequest, artifact: str) -> dict[str, str]:
@@ -114,14 +119,23 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float | None:
     return float(a @ b) / norm if norm else None
 
 
-def _persons_own(store: RecordStore, chunks: list[MemoryChunk]) -> set[str]:
-    """Which of these chunks record gates a rule or pause of the person's sent to them."""
+RULED, ASK_FIRST = "ruled", "ask_first"  # vicar.proxy.outcomes writes these marks
+
+
+def _marks(store: RecordStore, chunks: list[MemoryChunk]) -> dict[str, set[str]]:
+    """Per chunk, what its answer said beyond its action (answer_marks): a gate a rule or
+    pause of the person's sent to them, an answer given with "ask me first"."""
     if not chunks:
-        return set()
-    marks = ", ".join("?" * len(chunks))
+        return {}
+    places = ", ".join("?" * len(chunks))
     with store.reading() as db:
-        rows = db.execute(f"SELECT chunk_id FROM person_decided WHERE chunk_id IN ({marks})", [c.id for c in chunks])
-        return {r[0] for r in rows}
+        rows = db.execute(
+            f"SELECT chunk_id, mark FROM answer_marks WHERE chunk_id IN ({places})", [c.id for c in chunks]
+        ).fetchall()
+    out: dict[str, set[str]] = {}
+    for cid, mark in rows:
+        out.setdefault(cid, set()).add(mark)
+    return out
 
 
 def _lineage_answers(
@@ -134,8 +148,8 @@ def _lineage_answers(
         for c in memory.lineage_history(request.kind.value, request.lineage or "", n, look)
         if c.created_n > since and c.task_type == request.task_type and c.state == request.state.value
     ]
-    ruled = _persons_own(memory.store, chunks)
-    chunks = [c for c in chunks if c.id not in ruled]
+    marks = _marks(memory.store, chunks)
+    chunks = [c for c in chunks if RULED not in marks.get(c.id, ())]
     if not chunks:
         return []
     texts = _query_text(request, artifact)
@@ -143,7 +157,8 @@ def _lineage_answers(
     out = []
     for c in chunks:
         vec = memory.index.vectors_of(c.id, (dim,)).get(dim) if dim and c.id in memory.index.pos else None
-        out.append(_Answer(c.outcome, _cosine(q, vec) if q is not None and vec is not None else None))
+        similarity = _cosine(q, vec) if q is not None and vec is not None else None
+        out.append(_Answer(c.outcome, similarity, ASK_FIRST in marks.get(c.id, ())))
     return out
 
 
@@ -164,8 +179,12 @@ def _nearest_answers(
         top_k=look,
     )
     hits: list[tuple[float | None, MemoryChunk]] = [(h.similarity, c) for h, c in memory.retrieve(query)]
-    ruled = _persons_own(memory.store, [c for _, c in hits])
-    return [_Answer(c.outcome, sim) for sim, c in hits if c.created_n > since and c.id not in ruled]
+    marks = _marks(memory.store, [c for _, c in hits])
+    return [
+        _Answer(c.outcome, sim, ASK_FIRST in marks.get(c.id, ()))
+        for sim, c in hits
+        if c.created_n > since and RULED not in marks.get(c.id, ())
+    ]
 
 
 def support_of(
@@ -191,6 +210,10 @@ def support_of(
     base = dict(kind=what, answers=len(close), agreeing=agreeing, contrary=contrary, nearest=nearest, needed=need)
     if action is None:
         return Support(supported=False, words="Vicar has no guess to stand on", **base)
+    if any(a.ask_first for a in close):
+        return Support(
+            supported=False, asked_first=True, words=f"you asked to be asked first about {what} like this", **base
+        )
     if contrary:
         return Support(
             supported=False,
@@ -220,3 +243,13 @@ def support_of(
         f"Vicar answers alone only after {need}",
         **base,
     )
+
+
+def support_label(support: Support | None) -> str:
+    """What to show instead of a percentage where the person's answers do not back the
+    guess ("" where they do, or where support was not judged)."""
+    if support is None or support.supported:
+        return ""
+    if support.asked_first:
+        return ASKED_FIRST_LABEL
+    return NEW_KIND if support.new or support.marked_wrong else ANSWERS_DIFFER

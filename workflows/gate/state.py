@@ -191,7 +191,7 @@ def show(s: GateState, consulted: c.ConsultResult) -> None:
     d.autonomy_threshold = consulted.calibration.threshold_shown  # for the reason's words (vicar.proxy.reasons)
     d.autonomy_target = consulted.calibration.target
     d.proxy_supported = consulted.calibration.supported
-    d.proxy_new_kind = consulted.calibration.new_kind
+    d.proxy_support_label = consulted.calibration.support_label
     d.prereview = list(consulted.posterior.prereview)
     d.unsupported = list(consulted.posterior.unsupported)
     d.lineage_verdicts = list(consulted.lineage)

@@ -315,7 +315,19 @@ async def record(
 ) -> None:
     """Record the outcome until it lands (record_outcome is idempotent per gate):
     nothing the human said is lost."""
-    record = outcome(s, n, action, text, consulted, answered_by=by, responder=responder, responder_identity=s.identity)
+    # "… but ask me first": what the person's answer says of the kind beyond its action.
+    ask_first = by is AnsweredBy.human and s.answer is not None and s.answer.ask_first
+    record = outcome(
+        s,
+        n,
+        action,
+        text,
+        consulted,
+        answered_by=by,
+        responder=responder,
+        responder_identity=s.identity,
+        ask_first=ask_first,
+    )
     wait, note = timedelta(seconds=1), s.details.calibration_note
     while True:
         try:

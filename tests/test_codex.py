@@ -249,3 +249,18 @@ async def test_the_real_codex_does_not_run_the_command_on_any_failure(world, tmp
     assert said in ran["output"], ran["output"]
     if failure == "worker frozen":
         assert time.monotonic() - started < 30
+
+
+async def test_a_codex_hook_pointed_at_claude_codes_endpoint_still_fails_closed(world):  # noqa: F811
+    """The thin command knows its agent: Claude Code's `allow` and `ask` (which Codex takes
+    as a failed hook, and runs the call) reach Codex as no objection and a deny."""
+    principal = world.configure(wait=1)
+    rule = dict(name="tests-run", effect="approve", task_types=["bash"], lineages=["bash:npm test"])
+    await add_rule(world.client, principal, rule, by=principal, task_queue=world.settings.task_queue)
+    wrong = HookWorld(world.client, world.app, world.base, world.settings, world.worker, world.token_file)
+    wrong.url = lambda agent=p.CLAUDE_CODE: f"{world.base}/hooks/claude-code"  # type: ignore[method-assign]
+    code, body, err = await command(wrong, call("pre_tool_use_bash", p.CODEX), p.CODEX)
+    assert (code, body) == (0, {"systemMessage": f"Vicar: approved by {principal}'s rule tests-run"}), err
+    other = call("pre_tool_use_bash", p.CODEX, tool_input={"command": "make deploy"})
+    code, body, err = await command(wrong, other, p.CODEX)
+    assert (code, p.decision_of(body, p.CODEX)) == (0, "deny") and "has not answered" in json.dumps(body), err

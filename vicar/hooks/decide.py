@@ -28,7 +28,9 @@ OWN_TOOLS = tuple(f"mcp__vicar__{t}" for t in ("ask_approval", "ask_question", "
 # frozen (a live one takes milliseconds). The hook answers its failure answer well within
 # 10 s rather than wait for a person nothing reached.
 STALL_SECONDS = 5.0
-WATCH_EVERY = 0.5
+# How often a waiting hook looks at its gate: often while a worker should be taking it
+# up, then seldom (a hook may wait minutes for the person; Temporal serves every hook).
+WATCH_EVERY, WATCH_EVERY_LATER, WATCH_OFTEN_SECONDS = 0.5, 2.0, 15.0
 SILENT = "Vicar's worker did not respond"
 
 
@@ -161,9 +163,9 @@ async def _watch(client: Any, workflow_id: str) -> None:
     """Raise WorkerSilent once the same workflow task has stayed pending STALL_SECONDS
     (timed on this clock: the server's may differ)."""
     seen: tuple[Any, ...] | None = None
-    since = time.monotonic()
+    started = since = time.monotonic()
     while True:
-        await asyncio.sleep(WATCH_EVERY)
+        await asyncio.sleep(WATCH_EVERY if time.monotonic() - started < WATCH_OFTEN_SECONDS else WATCH_EVERY_LATER)
         try:
             raw = (await client.get_workflow_handle(workflow_id).describe()).raw_description
         except Exception:  # noqa: BLE001  (a failed look is no evidence either way; the wait goes on)

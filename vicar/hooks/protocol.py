@@ -146,6 +146,22 @@ def ask(event: str | None, reason: str, agent: str = CLAUDE_CODE) -> dict[str, A
     return {"systemMessage": one_line(reason)} if reason else {}
 
 
+def for_agent(answer: dict[str, Any], event: str | None, agent: str) -> dict[str, Any]:
+    """An answer as the agent must read it: a Claude Code answer reaching Codex (a thin
+    command pointed at the wrong endpoint) would fail there, and a failed hook runs the
+    call; so its `allow` becomes no objection and its `ask` a deny."""
+    if agent != CODEX:
+        return answer
+    out = answer.get("hookSpecificOutput") or {}
+    decision = out.get("permissionDecision")
+    reason = str(out.get("permissionDecisionReason") or "")
+    if decision == "allow":
+        return allow(PRE_TOOL_USE, reason, agent)
+    if decision == "ask":
+        return deny(PRE_TOOL_USE, reason or "Vicar: not approved", agent)
+    return answer
+
+
 def no_decision(event: str | None) -> dict[str, Any]:
     """Nothing to say: the agent's own permission flow goes on (Vicar's own MCP tools)."""
     return {}

@@ -207,7 +207,7 @@ def run(argv: list[str], stdin: BinaryIO, stdout: TextIO, stderr: TextIO) -> int
         return _fail(event, agent, why, p.UNREACHABLE_EXIT, stdout, stderr)
     except (OSError, ValueError) as exc:  # unreachable, a reset, a reply that is not JSON
         return _fail(event, agent, f"Vicar is unreachable: {exc}", p.UNREACHABLE_EXIT, stdout, stderr)
-    stdout.write(json.dumps(body))
+    stdout.write(json.dumps(p.for_agent(body, event, agent)))
     if problem:
         stderr.write(f"vicar hook: {problem}\n")
     return p.failure_exit(agent, code)

@@ -258,7 +258,7 @@ async def test_a_codex_hook_pointed_at_claude_codes_endpoint_still_fails_closed(
     rule = dict(name="tests-run", effect="approve", task_types=["bash"], lineages=["bash:npm test"])
     await add_rule(world.client, principal, rule, by=principal, task_queue=world.settings.task_queue)
     wrong = HookWorld(world.client, world.app, world.base, world.settings, world.worker, world.token_file)
-    wrong.url = lambda agent=p.CLAUDE_CODE: f"{world.base}/hooks/claude-code"  # type: ignore[method-assign]
+    wrong.url = lambda agent=p.CLAUDE_CODE: f"{world.base}/hooks/claude-code"
     code, body, err = await command(wrong, call("pre_tool_use_bash", p.CODEX), p.CODEX)
     assert (code, body) == (0, {"systemMessage": f"Vicar: approved by {principal}'s rule tests-run"}), err
     other = call("pre_tool_use_bash", p.CODEX, tool_input={"command": "make deploy"})

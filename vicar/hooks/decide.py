@@ -26,7 +26,11 @@ log = logging.getLogger("vicar.hooks")
 OWN_TOOLS = tuple(f"mcp__vicar__{t}" for t in ("ask_approval", "ask_question", "gate_status"))
 # A workflow task of the gate's still pending after this long: its worker is absent or
 # frozen (a live one takes milliseconds). The hook answers its failure answer well within
-# 10 s rather than wait for a person nothing reached.
+# 10 s rather than wait for a person nothing reached. A frozen worker's open poll takes
+# the task and never finishes it, which a live worker running a local activity longer
+# than this (a brain's turn under heavy contention: Temporal shows nothing of it for up
+# to 8 s) also looks like: that reads as silence too, and answers the failure answer,
+# which is safe; the gate goes on.
 STALL_SECONDS = 5.0
 # How often a waiting hook looks at its gate: often while a worker should be taking it
 # up, then seldom (a hook may wait minutes for the person; Temporal serves every hook).

@@ -5,6 +5,8 @@ what a reviewer reads; plus a waiting gate made in one call."""
 
 from __future__ import annotations
 
+import asyncio
+import os
 import re
 
 from vicar.client.gates import start_gate
@@ -105,3 +107,14 @@ def held_gates(w) -> set[str]:
 
 def card(page, wid: str):
     return page.locator("li.gate", has=page.locator(f'input[value="{wid}"], a[href="/gates/{wid}"]'))
+
+
+async def shot(page, name: str, whole_page: bool = True) -> None:
+    """docs/img/<name> with VICAR_SCREENSHOTS=1, once the page's buttons are live (they
+    wait a second: a picture of them greyed out would mislead); `whole_page` False: what
+    the screen shows."""
+    from .inbox_world import DOCS_IMG
+
+    if os.environ.get("VICAR_SCREENSHOTS") == "1":
+        await asyncio.sleep(1.1)
+        await page.screenshot(path=str(DOCS_IMG / name), full_page=whole_page)

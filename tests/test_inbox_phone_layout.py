@@ -19,8 +19,8 @@ import pytest
 
 from vicar.client import change_control
 
-from .inbox_checks import card, jargon_in, overflow, reader_text, small_targets, waiting
-from .inbox_world import screenshot, signed_in, world  # noqa: F401 (world: the module's fixture)
+from .inbox_checks import card, jargon_in, overflow, reader_text, shot, small_targets, waiting
+from .inbox_world import signed_in, world  # noqa: F401 (world: the module's fixture)
 from .test_inbox_second_pass import ASK_RULE, LONG_DIFF
 
 WIDTHS = pytest.mark.parametrize("width", [390, 1280])
@@ -117,7 +117,7 @@ async def test_an_open_to_answer_card_is_as_wide_as_the_others(world, width):
         plain = await card(page, kinds["plain0"]).locator("button.approve").bounding_box()
         # (the ruled card's border is 3 px wider on the left: it is flagged)
         assert plain is not None and abs(plain["width"] - link["width"]) < 5, (plain, link)
-    await screenshot(page, f"inbox-third-list-{width}.png")
+    await shot(page, f"inbox-third-list-{width}.png")
     await ctx.close()
 
 
@@ -174,7 +174,7 @@ async def test_a_rule_is_removed_after_asking_and_undone(world, width):
     await page.get_by_role("button", name=f"Remove “{name}”").click()
     await page.wait_for_url(f"{w.base}/rules")
     assert name not in {r.name for r in (await get_control(w.h.client, w.p)).rules}
-    await screenshot(page, f"inbox-third-rule-removed-{width}.png")
+    await shot(page, f"inbox-third-rule-removed-{width}.png")
     await page.get_by_role("button", name=f"Undo: put “{name}” back").click()
     await page.wait_for_url(f"{w.base}/rules")
     back = {r.name: r for r in (await get_control(w.h.client, w.p)).rules}
@@ -204,7 +204,7 @@ async def test_the_whole_of_a_cut_artifact_is_reachable_before_approve(world, wi
         f"{w.base}/answer", form={"csrf": csrf, "seen": seen, "shown": shown, "workflow_id": wid, "action": "approve"}
     )
     assert "the whole artifact" in await forged.text()
-    await screenshot(page, f"inbox-third-cut-{width}.png")
+    await shot(page, f"inbox-third-cut-{width}.png", whole_page=False)
     await bar.get_by_role("link", name="Show the whole artifact").click()
     await page.wait_for_url(lambda url: "whole=1" in url)
     assert "+new line 449 of a long change" in await page.locator("section.artifact").inner_text()
@@ -298,7 +298,7 @@ async def test_a_temporal_that_does_not_answer_is_a_page_that_retries_by_itself(
         assert got.status == 503
         said = await page.locator("main").inner_text()
         assert "Temporal did not answer" in said and "tries again by itself" in said, said
-        await screenshot(page, f"inbox-third-retry-{width}.png")
+        await shot(page, f"inbox-third-retry-{width}.png")
         relay.down = False
         # No tap: the page itself asks again, and the list comes.
         await page.locator("h1", has_text="Waiting for you").wait_for(timeout=20_000)

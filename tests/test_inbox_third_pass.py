@@ -17,8 +17,8 @@ import pytest
 from vicar.models import GateStatus
 
 from .conftest import wait_escalated
-from .inbox_checks import card, held_gates, waiting
-from .inbox_world import screenshot, signed_in, world  # noqa: F401 (world: the module's fixture)
+from .inbox_checks import card, held_gates, shot, waiting
+from .inbox_world import signed_in, world  # noqa: F401 (world: the module's fixture)
 from .test_gate import run_answering
 
 WIDTHS = pytest.mark.parametrize("width", [390, 1280])
@@ -135,10 +135,12 @@ async def test_undo_takes_back_the_newest_answer_and_keeps_its_words(world, widt
         banners = page.locator("form.held")
         assert "Bump the linter?" in await banners.first.inner_text()  # the newest on top
         assert await banners.filter(has_text="Drop the audit table?").count() == 1
-        await screenshot(page, f"inbox-third-undo-{width}.png")
+        assert await page.locator("details.heldmore form.held").count() == await banners.count() - 1  # folded
+        await shot(page, f"inbox-third-undo-{width}.png")
         await banners.first.get_by_role("button", name="Undo").click()
         await page.wait_for_url(f"{w.base}/gates/{approved}")
         assert held_gates(w) & {rejected, approved} == {rejected}
+        await page.locator("details.heldmore summary").click()  # the older ones, unfolded
         await page.locator("form.held", has_text="Drop the audit table?").get_by_role("button", name="Undo").click()
         await page.wait_for_url(f"{w.base}/gates/{rejected}")
         assert await page.locator("#words").input_value() == words  # what was typed, kept
@@ -176,7 +178,7 @@ async def test_a_large_batch_asks_for_its_count(world, width):
             assert sent.status == 400 and "type 4" in await sent.text()
         assert held_gates(w) & set(gates) == set()
         await page.get_by_label("Type 4 to approve all 4").fill("4")
-        await screenshot(page, f"inbox-third-batch-{width}.png")
+        await shot(page, f"inbox-third-batch-{width}.png")
         await go.click()
         await page.wait_for_url(f"{w.base}/batch/approve")
         assert held_gates(w) >= set(gates)

@@ -161,6 +161,8 @@ async def gate_page(request: Request) -> Response:
     )
     if page.files_refused:
         c.shown, c.shown_words = False, "Part of the artifact could not be shown: " + page.files_refused
+    elif page.cut:
+        c.shown_words = "Only the artifact's start is shown below: Show the whole artifact for the rest"
     # A cut artifact's page approves nothing until the rest was opened (its token says so).
     kind = "cut" if page.cut else "whole" if page.whole else "page"
     # No listing here (it costs as much as the list page): next/previous are looked up

@@ -124,6 +124,22 @@ async def escalated_now(client: Any, gate_id: str) -> Any:
     return d if d and d.status.value == "escalated" else None
 
 
+async def polled(client: Any, task_queue: str) -> bool:
+    """Whether a worker polls the task queue for workflow tasks."""
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    reply = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+    )
+    return bool(reply.pollers)
+
+
 @pytest_asyncio.fixture(scope="module")
 async def world(temporal_env, tmp_path_factory):
     import uvicorn
@@ -141,6 +157,9 @@ async def world(temporal_env, tmp_path_factory):
     )
     worker.env.pop("VICAR_METRICS_ADDRESS", None)
     await worker.start()
+    # Polling before the first test: a hook while the worker still starts is answered
+    # "Vicar's worker did not respond", as it should be.
+    await wait_for(lambda: polled(temporal_env.client, worker.task_queue), timeout=120)
     settings = Settings(data_dir=tmp_path_factory.mktemp("inbox"), task_queue=worker.task_queue)
     app = create_app(settings, temporal_env.client)
     port = free_port()

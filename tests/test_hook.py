@@ -15,6 +15,8 @@ import asyncio
 import json
 import os
 import shutil
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -317,3 +319,39 @@ async def test_the_real_claude_code_shows_a_refused_token_in_the_http_form(world
     assert [d["tool_use_id"] for d in result["permission_denials"]] == [standin.tool_use_id]
     [tool_result] = standin.tool_results()
     assert tool_result["is_error"] and "hook token was refused" in json.dumps(tool_result["content"])
+
+
+async def test_one_inbox_serves_every_principals_hooks_by_their_tokens(world):
+    """Two principals' hooks on one inbox at once: each token opens its own principal's
+    gates; a principal named in the URL must be the token's; GET says whose a token is."""
+    first = world.configure(wait=8)
+    first_token = world.token_file.read_text().strip()
+    second = world.configure(wait=8)
+    second_token = world.token_file.read_text().strip()
+    for principal, token in ((first, first_token), (second, second_token)):
+        data = call("pre_tool_use_bash")
+        status, body, _ = await asyncio.to_thread(post, world, data, token)
+        assert (status, p.decision_of(body)) == (200, "ask")
+        assert f"{principal} has not answered" in body["hookSpecificOutput"]["permissionDecisionReason"]
+        gate = await get_gate(world.client, gate_id_for(data["session_id"], data["tool_use_id"]))
+        assert (await gate.details()).principal == principal
+    status, body, headers = await asyncio.to_thread(
+        post, world, call("pre_tool_use_bash"), first_token, f"{world.url()}/{second}"
+    )
+    assert (status, p.decision_of(body), headers[p.EXIT_HEADER.lower()]) == (200, "ask", str(p.UNREACHABLE_EXIT))
+    assert f"not '{second}''s" in body["hookSpecificOutput"]["permissionDecisionReason"]
+    named = f"{world.url()}/{second}"
+    status, body, _ = await asyncio.to_thread(post, world, call("pre_tool_use_bash"), second_token, named)
+    assert f"{second} has not answered" in body["hookSpecificOutput"]["permissionDecisionReason"]
+
+    def check(token: str) -> tuple[int, dict]:
+        request = urllib.request.Request(world.url(p.CODEX), headers={"Authorization": f"Bearer {token}"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as reply:
+                return reply.status, json.loads(reply.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    assert await asyncio.to_thread(check, first_token) == (200, {"principal": first, "agent": "codex"})
+    status, body = await asyncio.to_thread(check, "x" * 40)
+    assert status == 401 and "principal" not in body

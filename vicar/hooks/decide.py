@@ -124,6 +124,7 @@ async def _gate(
     client: Any, settings: Settings, call: dict[str, Any], principal: str, agent: str, wait_seconds: float | None
 ) -> HookAnswer:
     from vicar.client import open_gate
+    from vicar.models import GateStatus
 
     event = call["hook_event_name"]
     wait = settings.hook.wait_seconds if wait_seconds is None else min(wait_seconds, settings.hook.wait_seconds)
@@ -134,10 +135,13 @@ async def _gate(
         result = await result_or_silence(client, handle.workflow_id, handle.result(), wait)
     except TimeoutError:
         where = f" (or at {settings.inbox_url}/gates/{handle.workflow_id})" if settings.inbox_url else ""
-        details = await _waiting_for_person(client, handle.gate_id)
+        details = await _details(client, handle.gate_id)
         if details is None:
-            raise WorkerSilent(f"the gate was not decided within {wait:g} s") from None
+            raise WorkerSilent(f"the gate was not decided within {wait:g} s, and it answers no query") from None
         then = "denied for now; answer it there and retry" if agent == p.CODEX else "asking here"
+        if details.status is not GateStatus.escalated:  # the worker is there, still at it
+            said = f"Vicar: not decided within {wait:g} s (the gate is {details.status.value}){where}; {then}"
+            return HookAnswer(p.ask(event, said, agent))
         # Why it went to the person, where a rule or a pause sent it: the rule by its name.
         note = details.calibration_note if details.calibration_guard in ("rule", "paused") else ""
         why = f", asked because of {p.one_line(note, 200)}" if note else ""
@@ -221,14 +225,11 @@ def _rule_name(result: Any) -> str:
     return ""
 
 
-async def _waiting_for_person(client: Any, gate_id: str) -> Any:
-    """The gate's details if it got as far as the person (else None: the worker has not
-    finished it)."""
+async def _details(client: Any, gate_id: str) -> Any:
+    """The gate's details, or None when no worker answers the query."""
     from vicar.client.gates import gate_details
-    from vicar.models import GateStatus
 
     try:
-        details = await asyncio.wait_for(gate_details(client, gate_id), 3.0)
+        return await asyncio.wait_for(gate_details(client, gate_id), 3.0)
     except Exception:  # noqa: BLE001  (no answer to the query: the worker is not there)
         return None
-    return details if details is not None and details.status is GateStatus.escalated else None

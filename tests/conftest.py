@@ -14,6 +14,7 @@ from vicar.runtime.codec import data_converter, new_key_line  # noqa: E402
 os.environ.setdefault("VICAR_CODEC_KEYS", new_key_line("test"))
 
 import asyncio
+import getpass
 import signal
 import sys
 import time
@@ -68,6 +69,25 @@ def settings(tmp_path: Path) -> Settings:
     return Settings(data_dir=tmp_path / "vicar", calibration=CalibrationParams(autonomy=LOOSE_AUTONOMY))
 
 
+# The names the tests answer gates as. Nobody but a principal itself answers for it until
+# an operator lets others in (closed by default, docs/identity.md): the harness's
+# principals let these in, as an operator would; a test of the closed default asks for a
+# principal without a list.
+# (`vicar answer` from a test answers as the OS user.)
+TEST_RESPONDERS = (
+    *("alice", "bob", "carol", "dan", "ada", "ann", "bo", "t", "test", "tester", "orchestrator", "cli"),
+    getpass.getuser(),
+)
+
+
+def let_test_responders_in(principals_dir: Path, *principals: str) -> None:
+    """The allow-lists of `principals` (in this data directory's principals) name TEST_RESPONDERS."""
+    from vicar.responders import save_allowed
+
+    for p in principals:
+        save_allowed(principals_dir, p, list(TEST_RESPONDERS))
+
+
 class VicarHarness:
     def __init__(self, client, task_queue: str, registry: MemoryRegistry, settings: Settings):
         self.client = client
@@ -75,8 +95,15 @@ class VicarHarness:
         self.registry = registry
         self.settings = settings
 
-    def principal(self) -> str:
-        return f"p-{uuid.uuid4().hex[:10]}"
+    def principal(self, *, responders: tuple[str, ...] | None = TEST_RESPONDERS) -> str:
+        """A new principal, whose allow-list lets `responders` answer (None: no list, so
+        only the principal's own name answers for it: vicar/responders.py)."""
+        from vicar.responders import save_allowed
+
+        name = f"p-{uuid.uuid4().hex[:10]}"
+        if responders:
+            save_allowed(self.settings.principals_dir, name, list(responders))
+        return name
 
     def request(self, principal: str, task_type: str = "db-migration", artifact: str = "", **kw) -> GateRequest:
         return GateRequest(

@@ -32,6 +32,12 @@ class TwoHomes(NamedTuple):
     groups: list
     principal: str
 
+    def let_in(self, principal: str) -> None:
+        """The test responders may answer for `principal` (its allow-list, in the home of its shard)."""
+        from .conftest import let_test_responders_in
+
+        let_test_responders_in(self.homes[shard_of(principal, 2)].principals_dir, principal)
+
     def close(self) -> None:
         for r in self.registries:
             r.close()
@@ -55,7 +61,9 @@ async def two_homes(temporal_env, embedder, settings: Settings, tmp_path, prefix
         for k, (s, r) in enumerate(zip(homes, registries))
     ]
     p = next(q for q in (f"{prefix}-{uuid.uuid4().hex[:6]}-{i}" for i in range(100)) if shard_of(q, 2) == 0)
-    return TwoHomes(base, task_queue, homes, registries, groups, p)
+    two = TwoHomes(base, task_queue, homes, registries, groups, p)
+    two.let_in(p)
+    return two
 
 
 async def start_move(client: Client, principal: str, task_queue: str, id_suffix: str = "") -> WorkflowHandle:

@@ -30,7 +30,7 @@ from vicar.models import GateResult
 from vicar.models.audit import AuditPage, AuditPageRequest, AuditRecord, ReviewRequest, ReviewResult, csv_columns
 from vicar.proxy.outcomes import INTERACTIONS_FILE
 from vicar.proxy.reviews import review_labels
-from vicar.responders import change_allowed, save_allowed
+from vicar.responders import change_allowed, responders_path, save_allowed
 from vicar.runtime.codec import data_converter
 from vicar.workflows.audit import AuditWorkflow, ReviewWorkflow
 from vicar.workflows.gate import GateWorkflow
@@ -223,10 +223,11 @@ async def test_review_labels_an_autonomous_answer_and_a_wrong_one_is_overruled(w
     wrong, right = alone
     # Closed by default (issue 34 item 12): with no allow-list, only the principal itself
     # reviews; anyone else is let in by name (or all by --anyone), explicitly and logged.
+    responders_path(w.h.settings.principals_dir, w.p).unlink()  # the list its gates were answered under
     for reviewer in ("mallory", "bob"):
         code, _, err = await vicar(w, "review", wrong, "wrong", "--reviewer", reviewer)
         assert code == Conflict.exit_code and len(err.splitlines()) == 1, err
-        assert f"{reviewer!r} may not review for {w.p} here: {w.p} has no allow-list" in err, err
+        assert f"{reviewer!r} may not review for {w.p}: {w.p} has no allow-list" in err, err
     assert review_labels(w.h.registry.get(w.p).store) == []
     change_allowed(w.h.settings.principals_dir, w.p, "allow", ["bob", "carol"], by="operator")
     code, out, err = await vicar(w, "review", wrong, "wrong", "--note", "the guide was frozen", "--reviewer", "bob")
@@ -360,6 +361,7 @@ async def test_each_principal_is_read_on_the_shard_that_holds_its_memory(tempora
 
     two = await two_homes(temporal_env, embedder, settings, tmp_path, "au")
     q = next(x for x in (f"au-{uuid.uuid4().hex[:6]}-{i}" for i in range(100)) if shard_of(x, 2) == 1)
+    two.let_in(q)
     try:
         async with two.groups[0], two.groups[1]:
             h = VicarHarness(temporal_env.client, two.task_queue, two.registries[0], two.base)

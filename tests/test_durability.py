@@ -30,7 +30,7 @@ from vicar.memory.principal import PrincipalMemory
 from vicar.memory.store import RecordStore
 from vicar.models import GateRequest, HumanAnswer
 
-from .conftest import record_answer, wait_escalated, wait_for
+from .conftest import let_test_responders_in, record_answer, wait_escalated, wait_for
 from .test_broken_store import wait_proxy_error
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -218,6 +218,7 @@ async def test_answered_gate_survives_power_loss(loopfs, temporal_env):
         stderr=subprocess.DEVNULL,
     )
     principal = "powerloss"
+    let_test_responders_in(data / "principals", principal)
     try:
         req = GateRequest(
             principal=principal,
@@ -322,7 +323,7 @@ def test_new_principal_on_a_full_disk_is_told_the_disk_is_full(small_disk, embed
 async def test_gate_of_a_new_principal_on_a_full_disk_says_so(harness, small_disk):
     h = harness
     small_disk.fill()
-    req = h.request(h.principal())
+    req = h.request(h.principal(responders=None))  # new: nothing of it on the disk yet
     await start_gate(h.client, req, h.task_queue)
     d = await wait_proxy_error(h.client, req.gate_id)
     assert "the disk is full" in d.calibration_note and str(h.settings.principals_dir) in d.calibration_note, d
@@ -401,6 +402,7 @@ async def test_embedded_server_keeps_a_completed_gate_through_power_loss(loopfs,
         client = await Client.connect(first.address, data_converter=pydantic_data_converter)
         worker, _ = build_worker(client, settings, registry=registry, task_queue="tq-embedded-power")
         async with worker:
+            let_test_responders_in(settings.principals_dir, "embedded")
             req = GateRequest(
                 principal="embedded",
                 gate_id=f"power-{uuid.uuid4().hex[:8]}",

@@ -16,7 +16,7 @@ from vicar.proxy.learned_store import LearnedModels
 from vicar.proxy.outcomes import record_outcome
 from vicar.settings import MemoryParams
 
-from .conftest import wait_for
+from .conftest import let_test_responders_in, wait_for
 from .test_learned import EMPTY, synthetic
 
 
@@ -105,6 +105,7 @@ async def test_a_refit_between_attempts_never_changes_the_gates_decision(tempora
     from vicar.worker import build_worker
 
     principal = f"p-{uuid.uuid4().hex[:8]}"
+    let_test_responders_in(settings.principals_dir, principal)
     records = _records(principal, 31)
     registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
     memory = registry.get(principal)

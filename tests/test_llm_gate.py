@@ -313,7 +313,7 @@ async def test_a_confident_model_earns_autonomy_only_by_measured_agreement(llm, 
     # A looser target so 21 answers suffice (the default 5% needs 100); half the gates
     # the rule lets through are audited, so evidence keeps coming.
     d = llm.settings.principals_dir / p
-    d.mkdir(parents=True)
+    d.mkdir(parents=True, exist_ok=True)
     (d / AUTONOMY_FILE).write_text('{"target_error": 0.25, "audit_share": 0.5}')
 
     def req(i: int, audited: bool) -> GateRequest:

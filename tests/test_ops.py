@@ -23,7 +23,7 @@ from vicar.models import AnsweredBy, GateRequest, HumanAnswer
 from vicar.runtime.server import free_port
 from vicar.settings import Settings
 
-from .conftest import WorkerProcess, wait_escalated
+from .conftest import WorkerProcess, let_test_responders_in, wait_escalated
 from .conftest import http_get as get
 from .llm_standins import AnthropicStandIn
 from .test_llm_gate import APPROVE, Reviewer
@@ -57,6 +57,7 @@ async def test_probes_and_metrics_of_a_real_worker(temporal_env, settings):
         assert (await w.get("/nope"))[0] == 404
 
         principal = f"ops-{uuid.uuid4().hex[:8]}"
+        let_test_responders_in(settings.principals_dir, principal)
         alone = await (await start_gate(temporal_env.client, gate(principal, "never"), w.task_queue)).result()
         assert alone.answered_by is AnsweredBy.proxy
         asked = gate(principal, "always")

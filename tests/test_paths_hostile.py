@@ -24,7 +24,7 @@ from vicar.models.brain import BrainStatus
 from vicar.runtime.sharding import shard_of
 from vicar.settings import MemoryParams
 
-from .conftest import VicarHarness
+from .conftest import VicarHarness, let_test_responders_in
 from .shard_homes import move, sharded, two_homes
 from .test_backup import vicar as vicar_cli
 from .test_gate import run_answering
@@ -190,6 +190,7 @@ async def test_a_move_between_shards_one_worker_serves_keeps_the_memory(temporal
     registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
     worker, _ = build_worker(temporal_env.client, settings, registry=registry, task_queue=task_queue)
     p = next(q for q in (f"one-{uuid.uuid4().hex[:6]}-{i}" for i in range(100)) if shard_of(q, 2) == 0)
+    let_test_responders_in(settings.principals_dir, p)
     async with worker:
         h = VicarHarness(temporal_env.client, task_queue, registry, settings)
         before = [await run_answering(h, h.request(p, task_type="docs", artifact=f"Fix typo {i}.")) for i in range(3)]

@@ -41,9 +41,9 @@ def stored_responders(h, principal: str) -> tuple[list[str | None], list[str | N
 
 async def test_cli_answer_records_the_os_user_or_vicar_responder(cli_env, harness, monkeypatch):
     h = harness
-    p = h.principal()
-    monkeypatch.delenv("VICAR_RESPONDER", raising=False)
     me = getpass.getuser()
+    p = h.principal(responders=(me, "carol", "dan"))
+    monkeypatch.delenv("VICAR_RESPONDER", raising=False)
     results = []
     for env in (None, {"VICAR_RESPONDER": "carol"}):
         req = h.request(p, artifact=f"Plan {uuid.uuid4().hex[:6]}: add a column.")
@@ -79,10 +79,10 @@ async def test_cli_answer_records_the_os_user_or_vicar_responder(cli_env, harnes
 
 async def test_allow_list_refuses_others_on_update_and_signal(cli_env, harness):
     h = harness
-    p = h.principal()
+    p = h.principal(responders=None)
     result = await cli("principal", "allowed", p)
     assert result.exit_code == 0 and "anyone" in result.output
-    assert f"in the inbox and in reviews only {p} itself" in " ".join(result.output.split())
+    assert f"{p} has no allow-list: only {p} itself answers for it" in " ".join(result.output.split())
     result = await cli("principal", "allow", p, "alice", "bob")
     assert result.exit_code == 0, result.output
     assert "alice, bob" in result.output
@@ -128,7 +128,7 @@ async def test_allow_list_refuses_others_on_update_and_signal(cli_env, harness):
 
 async def test_unreadable_allow_list_refuses_everyone(cli_env, harness):
     h = harness
-    p = h.principal()
+    p = h.principal(responders=None)
     path = responders_path(h.settings.principals_dir, p)
     path.parent.mkdir(parents=True)
     path.write_text('{"responders": "alice"')  # a hand edit gone wrong

@@ -18,7 +18,7 @@ from vicar.models import GateResult, HumanAnswer
 from vicar.models.brain import BrainStatus
 from vicar.runtime.sharding import parse_count, parse_shards, shard_of
 
-from .conftest import VicarHarness, wait_for
+from .conftest import VicarHarness, let_test_responders_in, wait_for
 from .shard_homes import move, sharded, two_homes
 from .test_broken_store import wait_proxy_error
 from .test_gate import run_answering
@@ -112,6 +112,7 @@ async def test_a_shard_without_its_owner_escalates_and_records_once_it_is_back(t
     h = VicarHarness(temporal_env.client, task_queue, registry, settings)
     down = next(p for p in (f"sh-{i}" for i in range(100)) if shard_of(p, 2) == 1)
     up = next(p for p in (f"sh-{i}" for i in range(100)) if shard_of(p, 2) == 0)
+    let_test_responders_in(settings.principals_dir, down, up)
     half, _ = build_worker(temporal_env.client, settings, registry=registry, task_queue=task_queue, shards=[0])
     async with half:
         req = h.request(down)

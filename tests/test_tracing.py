@@ -73,7 +73,7 @@ async def test_a_gate_answered_by_the_human_is_traced_with_who_decided(traced):
     req = gate_request(f"p-{uuid.uuid4().hex[:8]}", artifact="Add an index on users.email.")
     handle = await start_gate(client, req, task_queue)
     await wait_escalated(client, req.gate_id)
-    await answer_gate(client, req.gate_id, HumanAnswer(action="correct", text="Lock time?", responder="alice"))
+    await answer_gate(client, req.gate_id, HumanAnswer(action="correct", text="Lock time?", responder=req.principal))
     assert (await handle.result()).answered_by is AnsweredBy.human
 
     spans = spans_of(exporter, req.gate_id)

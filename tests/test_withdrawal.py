@@ -84,13 +84,14 @@ async def test_the_webhook_is_told_once_per_withdrawal(temporal_env, embedder, t
     from vicar.settings import CalibrationParams, Settings
     from vicar.worker import build_worker
 
-    from .conftest import VicarHarness
+    from .conftest import VicarHarness, let_test_responders_in
     from .test_deadline import Receiver
     from .test_gate import run_answering
 
     receiver = Receiver(fail_first=0)
     settings = Settings(data_dir=tmp_path / "vicar", calibration=CalibrationParams(), webhook_url=receiver.url)
     task_queue = f"tq-{uuid.uuid4().hex[:8]}"
+    let_test_responders_in(settings.principals_dir, P)
     registry = MemoryRegistry(settings.principals_dir, lambda: embedder, settings.memory)
     worker, _ = build_worker(temporal_env.client, settings, registry=registry, task_queue=task_queue)
     try:

@@ -2,15 +2,15 @@
 `<principals_dir>/<principal>/responders.json` ({"responders": [...], "anyone": false}),
 with every change appended to `responders.log` beside it (who, when, what).
 
-No file: the principal never had a list. A gate then takes an answer from any client
-that can reach it (the namespace is the boundary there), but the inbox and reviews are
-closed: there only the principal's own name answers or reviews (`closed_refusal`), since
-an inbox account or a reviewer's name is let in by someone's explicit choice, never by a
-list nobody wrote (docs/identity.md). A list emptied by removals means nobody may answer:
-only an operator's explicit reset (`vicar principal allow P --anyone`, which sets
-"anyone") opens the principal again, to everyone and everywhere, so taking off the last
-name never silently opens it. Gates read the list when an answer comes, not when they
-escalate.
+One rule on every surface (a gate's own check of each answer, whatever client sent it:
+`vicar answer`, the Python client, the `respond` update, the signal; the inbox, Slack,
+reviews): closed by default. No file: the principal never had a list, and only the
+principal's own name answers or reviews for it; anyone else is let in by someone's
+explicit choice, never by a list nobody wrote (docs/identity.md). A list emptied by
+removals means nobody may answer: only an operator's explicit reset (`vicar principal
+allow P --anyone`, which sets "anyone") opens the principal again, to everyone and
+everywhere, so taking off the last name never silently opens it. Gates read the list
+when an answer comes, not when they escalate.
 
 The names are asserted by the answering client; the Temporal identity the answer came
 with is recorded beside it, and a deployment can require the two to agree
@@ -54,7 +54,15 @@ class AllowList(BaseModel):
         return sorted({check_responder(n) for n in v})
 
     def refusal(self, principal: str, responder: str) -> str | None:
-        """Why `responder` may not answer for `principal` (None: they may)."""
+        """Why `responder` may not answer (or review) for `principal` (None: they may)."""
+        if self._unset:
+            if responder == principal:
+                return None
+            return (
+                f"{responder!r} may not answer for {principal}: {principal} has no allow-list, so only "
+                f"{principal} does (an operator lets {responder} in with `vicar principal allow {principal} "
+                f"{responder}`, or everyone with `vicar principal allow {principal} --anyone`)"
+            )
         if self.responders:
             if responder in self.responders:
                 return None
@@ -67,18 +75,11 @@ class AllowList(BaseModel):
         )
 
     def closed_refusal(self, principal: str, responder: str) -> str | None:
-        """As refusal(), for the inbox and reviews: a principal with no list at all lets
-        in its own name only."""
-        if self._unset and responder != principal:
-            return (
-                f"{responder!r} may not answer for {principal} here: {principal} has no allow-list, so only "
-                f"{principal} does (an operator lets {responder} in with `vicar principal allow {principal} "
-                f"{responder}`, or everyone with `vicar principal allow {principal} --anyone`)"
-            )
+        """The same rule (the inbox, Slack and reviews were closed before the gate was)."""
         return self.refusal(principal, responder)
 
 
-UNSET = AllowList(anyone=True)  # a principal that never had a list
+UNSET = AllowList()  # a principal that never had a list: its own name only
 UNSET._unset = True
 
 

@@ -141,8 +141,8 @@ def _print_policy(principal: str, policy) -> None:
         said = f"may answer for {principal}: {', '.join(policy.responders)}"
     elif has_no_list(policy):
         said = (
-            f"{principal} has no allow-list: any client that reaches its gates may answer them, but in the "
-            f"inbox and in reviews only {principal} itself (let others in by name, or everyone with --anyone)"
+            f"{principal} has no allow-list: only {principal} itself answers for it, at its gates, in the "
+            f"inbox and in reviews (let others in by name, or everyone with --anyone)"
         )
     elif policy.anyone:
         said = f"anyone may answer for {principal}, in the inbox and in reviews too (opened with --anyone)"

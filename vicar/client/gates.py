@@ -251,14 +251,20 @@ async def _why_stuck(client: Client, desc: WorkflowExecutionDescription, attempt
                 execution=WorkflowExecution(workflow_id=desc.id, run_id=desc.run_id),
             )
         )
-        failure = next(
+        last = next(
             (
-                e.workflow_task_failed_event_attributes.failure.message
+                e
                 for e in history.history.events
                 if e.HasField("workflow_task_failed_event_attributes")
+                or e.HasField("workflow_task_timed_out_event_attributes")
             ),
-            "",
+            None,
         )
+        if last is not None and last.HasField("workflow_task_timed_out_event_attributes"):
+            # Not a failure of the gate: its worker took the task and did not finish it
+            # (stopped, frozen, overloaded); it runs again once a worker does.
+            return f"its worker did not finish its workflow task in time (attempt {attempt})"
+        failure = last.workflow_task_failed_event_attributes.failure.message if last is not None else ""
         return f"its workflow task keeps failing (attempt {attempt})" + (f": {clip(failure, 200)}" if failure else "")
     pollers = await client.workflow_service.describe_task_queue(
         DescribeTaskQueueRequest(

@@ -20,7 +20,16 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from vicar.errors import Conflict, InvalidInput, NotFound, VicarError, validation_summary
+from vicar.errors import (
+    CodecKeyError,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    NotResponding,
+    Unreachable,
+    VicarError,
+    validation_summary,
+)
 from vicar.inbox import drafts
 from vicar.inbox import held as holds
 from vicar.inbox.cards import card
@@ -281,15 +290,47 @@ async def _has_it(client: Any, wid: str, ans: HumanAnswer) -> bool:
     )
 
 
+# Refusals a later try would not change: the gate has another answer or has ended, it
+# is not a gate, the answer or the account is not allowed, its payloads do not open.
+FINAL_REFUSALS = (Conflict, NotFound, InvalidInput, CodecKeyError)
+
+
+def _why_later(exc: BaseException) -> str:
+    """Why a try did not reach its gate, as the person reads it: never "not sent" for a
+    gate that merely has not taken the answer yet (it may take it while it waits)."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    said = " ".join((str(exc) or type(exc).__name__).split())[:300]
+    if isinstance(exc, NotResponding):
+        return f"its gate has not taken it yet: {said}"
+    unreachable = isinstance(exc, Unreachable | OSError | TimeoutError) or (
+        isinstance(exc, RPCError) and exc.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)
+    )
+    if unreachable or (isinstance(exc, RuntimeError) and "connect" in said.lower()):
+        return f"Temporal cannot be reached ({said})"
+    return f"it could not be sent ({type(exc).__name__}: {said})"
+
+
+async def _renewing(claim: Any) -> None:
+    while True:
+        await asyncio.sleep(holds.CLAIM_STALE_SECONDS / 4)
+        holds.renew(claim)
+
+
 async def send_one(state: Inbox, claim: Any, held: holds.Held) -> None:
-    """Send one held answer (claimed), and keep a line saying how it went."""
+    """Send one held answer (claimed) to the gates it has left. A gate that takes it, or
+    refuses it for good (FINAL_REFUSALS), is settled; one that could not be reached or has
+    not taken it now is kept and tried again later (holds.again), and the person is told
+    what holds it up. Once nothing is left, one line says how it went."""
     from vicar.client.gates import answer_gates
     from vicar.inbox.accounts import load_user
 
     data_dir = state.settings.data_dir
-    acct = load_user(data_dir, held.account)
-    sent, failed = 0, []
+    held.total = held.total or len(held.gates)
+    sent, failed, later = 0, [], {}  # later: workflow id -> why it is to be tried again
+    renewing = asyncio.ensure_future(_renewing(claim))  # a long batch keeps its claim
     try:
+        acct = load_user(data_dir, held.account)
         if acct is None:
             raise VicarError(f"the account {held.account!r} is gone")
         allowed = []
@@ -300,30 +341,74 @@ async def send_one(state: Inbox, claim: Any, held: holds.Held) -> None:
             else:
                 allowed.append(wid)
         ans = HumanAnswer(action=held.action, text=held.text, responder=acct.name)
-        client = await client_as(state, acct.name)  # one connection for the whole batch
-        for wid, got in zip(allowed, await answer_gates(client, allowed, ans)):
-            if isinstance(got, Conflict) and await _has_it(client, wid, ans):
-                sent += 1  # an earlier send of this very answer got through (a crash cut it short)
-            elif isinstance(got, Exception):
+        try:
+            client = await client_as(state, acct.name)  # one connection for the whole batch
+            outcomes = await answer_gates(client, allowed, ans) if allowed else []
+        except Exception as exc:  # noqa: BLE001  (no gate was reached: all of them later)
+            outcomes = [exc] * len(allowed)
+            client = None
+        for wid, got in zip(allowed, outcomes):
+            if isinstance(got, Conflict) and client is not None and await _has_it(client, wid, ans):
+                sent += 1  # an earlier try of this very answer got through
+            elif isinstance(got, FINAL_REFUSALS):
                 failed.append(f"{wid}: {got}")
+            elif isinstance(got, BaseException):
+                later[wid] = _why_later(got)
             else:
                 sent += 1
-    except Exception as exc:  # noqa: BLE001  (kept as the person's line)
-        failed.append(str(exc) or type(exc).__name__)
-    total = len(held.gates)
-    if total == 1 and sent:
+        if later:
+            state.clients.pop(acct.name, None)  # the next try connects afresh
+    except VicarError as exc:  # the account is gone: nothing of it can be sent, ever
+        failed += [f"{wid}: {exc}" for wid in held.gates]
+    except Exception as exc:  # noqa: BLE001  (unforeseen: tried again, never dropped)
+        log.exception("inbox: sending a held answer of %s failed; it is kept and tried again", held.account)
+        later = {wid: _why_later(exc) for wid in held.gates}
+        sent, failed = 0, []
+    finally:
+        renewing.cancel()
+    held.sent += sent
+    held.failed += failed
+    if later:
+        why = "; ".join(dict.fromkeys(later.values()))
+        told = held.waiting == why
+        held.tries += 1
+        held.gates = {w: held.gates[w] for w in later}
+        held.waiting = why
+        holds.again(claim, held)
+        if not told:  # said once per reason, not at every try
+            log.warning("inbox: a held answer of %s is kept to be sent again: %s", held.account, why[:500])
+            holds.tell(
+                data_dir,
+                held.account,
+                held.id,
+                f"not taken yet: {held.label()} · {why}. It is kept and sent again until its gate takes it "
+                "or refuses it; it can no longer be undone",
+                ok=False,
+            )
+        return
+    if held.total == 1 and held.sent:
         said = f"sent: {held.label()}"
     else:
-        said = f"sent: {held.action} {sent} of {total}" + (f" · not sent: {'; '.join(failed)}" if failed else "")
-    if failed:
-        log.warning("inbox: a held answer of %s was not sent: %s", held.account, "; ".join(failed)[:500])
-    holds.settle(data_dir, claim, held, said, ok=not failed)
+        said = f"sent: {held.action} {held.sent} of {held.total}" + (
+            f" · not sent: {'; '.join(held.failed)}" if held.failed else ""
+        )
+    if held.failed:
+        log.warning("inbox: a held answer of %s was not sent: %s", held.account, "; ".join(held.failed)[:500])
+    holds.settle(data_dir, claim, held, said, ok=not held.failed)
+
+
+def _sent(task: asyncio.Task, sending: set[asyncio.Task]) -> None:
+    sending.discard(task)
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        # Its claim stays behind and goes stale: the answer is tried again, not lost.
+        log.error("inbox: a held answer's send failed (%s: %s); it is tried again later", type(exc).__name__, exc)
 
 
 async def sender(state: Inbox) -> None:
     """Runs beside the app: held answers go out when their window closes (each in its
     own task, so a batch of a thousand does not hold up another person's one answer),
-    those left by a stopped server as soon as it starts again. On shutdown the sends
+    those left by a stopped server as soon as it starts again, those kept after a try
+    that did not reach their gates when their next try is due. On shutdown the sends
     under way get SHUTDOWN_SECONDS to finish; one cut short is sent again by the next
     inbox (its claim goes stale), and the gate refuses what it already has."""
     sending: set[asyncio.Task] = set()
@@ -333,7 +418,7 @@ async def sender(state: Inbox) -> None:
                 for claim, held in holds.claim_due(state.settings.data_dir):
                     task = asyncio.ensure_future(send_one(state, claim, held))
                     sending.add(task)
-                    task.add_done_callback(sending.discard)
+                    task.add_done_callback(lambda t: _sent(t, sending))
             except Exception:  # noqa: BLE001  (the loop must outlive a bad file or a blip)
                 log.exception("inbox: sending held answers failed; trying again")
             await asyncio.sleep(SEND_EVERY)

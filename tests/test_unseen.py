@@ -206,7 +206,8 @@ async def world(temporal_env, tmp_path_factory):
 async def earn(world: World, principal: str) -> tuple[int, set[str]]:
     """Approve the routine commands until each has been answered alone (at most
     MAX_ANSWERS of the person's answers): (the person's answers, the commands answered alone)."""
-    answers, alone, i = 0, set(), 0
+    answers, i = 0, 0
+    alone: set[str] = set()
     while alone != set(ROUTINE):
         command = ROUTINE[i % len(ROUTINE)]
         i += 1

@@ -76,8 +76,8 @@ def _loopback_address(value: str) -> tuple[str, int]:
 # What a stdio client must pass: the MCP SDK's client gives the server only a few of its
 # own variables (HOME, PATH, ...), so without these a server on another data dir finds no
 # payload keys and exits, and the client says only "Connection closed". (VICAR_CODEC_KEYS,
-# a secret, is never printed: the keys are read from the data dir, docs/codec.md.)
-CLIENT_ENV = ("VICAR_DATA_DIR", "TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "VICAR_TASK_QUEUE")
+# a secret, is never printed: the keys are read from the data dir, docs/codec.md.) The data
+# dir and task queue come from the settings; Temporal's address and namespace as set.
 
 
 def client_entry(principal: str) -> dict:
@@ -95,6 +95,12 @@ def client_entry(principal: str) -> dict:
         command, args = os.path.abspath(found), ["mcp", "--principal", principal]
     else:
         command, args = sys.executable, ["-m", "vicar.cli", "mcp", "--principal", principal]
-    env = {name: os.environ[name] for name in CLIENT_ENV if os.environ.get(name)}
-    env.setdefault("VICAR_DATA_DIR", str(Settings.from_env().data_dir.absolute()))
+    settings = Settings.from_env()
+    env = {"VICAR_DATA_DIR": str(settings.data_dir.absolute()), "VICAR_TASK_QUEUE": settings.task_queue}
+    # Temporal's own variables (its envconfig reads them, not Vicar's settings).
+    temporal = {
+        "TEMPORAL_ADDRESS": os.environ.get("TEMPORAL_ADDRESS"),
+        "TEMPORAL_NAMESPACE": os.environ.get("TEMPORAL_NAMESPACE"),
+    }
+    env |= {name: value for name, value in temporal.items() if value}
     return {"command": command, "args": args, "env": env}

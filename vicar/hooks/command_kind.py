@@ -90,7 +90,8 @@ def _tokens(command: str) -> list[str]:
 def _segments(tokens: list[str]) -> list[tuple[str, list[str]]]:
     """(the operator before it, its words) per simple command; redirections dropped."""
     out: list[tuple[str, list[str]]] = []
-    op, words, skip = "", [], False
+    op, skip = "", False
+    words: list[str] = []
     for t in tokens:
         if not t:
             continue

@@ -117,8 +117,8 @@ def _escalated(f: ReasonFacts) -> str:
     if g == "cold_start":
         return f"New kind of work: Vicar has not seen enough of your answers{_on(f.task_type)} yet"
     if g == "unsupported":
-        said = f.note.split(" | ", 1)[0].strip()  # a censor's warning may follow
-        return said[:1].upper() + said[1:] if said else "Vicar has too few of your answers like this one to act alone"
+        first = f.note.split(" | ", 1)[0].strip()  # a censor's warning may follow
+        return first[:1].upper() + first[1:] if first else "Vicar has too few of your answers like this one to act alone"
     if g == "tension":
         return "Your past answers to cases like this disagree with each other"
     if g == "staleness":

@@ -268,8 +268,9 @@ VARIABLES: tuple[Var, ...] = (
     Var(
         "VICAR_HOOK_PRINCIPAL",
         GATES,
-        "whom the coding agents' permission hook opens its gates for ([claude-code.md](claude-code.md)); "
-        "unset, every hook call falls back to the agent's own prompt",
+        "whom the single-principal hook (`vicar hook claude-code` without --url, and the inbox's "
+        "`/hooks/claude-code` with the `VICAR_HOOK_TOKEN` token) opens its gates for; a principal's own "
+        "hook token (`vicar hook install`) needs none ([claude-code.md](claude-code.md))",
         "a principal's name",
         "hook.principal",
     ),
@@ -283,8 +284,9 @@ VARIABLES: tuple[Var, ...] = (
     Var(
         "VICAR_HOOK_TOKEN",
         GATES,
-        "the bearer token the inbox's hook endpoint `/hooks/claude-code` requires (without it: "
-        "`<data dir>/hook-token`, made 0600 on first use)",
+        "the single-principal hook token the inbox's hook endpoints take for `VICAR_HOOK_PRINCIPAL` "
+        "(without it: `<data dir>/hook-token`, made 0600 on first use); each principal's own token "
+        "(`<data dir>/hook-tokens/<principal>`, `vicar hook install`) needs neither",
         "at least 16 characters",
         "hook_token",
         read_by="ReadAtUse",

@@ -201,8 +201,8 @@ async def obey(s: GateState) -> tuple[c.ConsultResult, Decision] | None:
     if not rules:
         return None
     try:
-        rules = c.RulesInput(request=req, control=control)
-        s.verdict = await memory_step(s, c.MATCH_RULES, rules, Optional[Verdict], c.MATCH_OPTIONS)
+        matching = c.RulesInput(request=req, control=control)
+        s.verdict = await memory_step(s, c.MATCH_RULES, matching, Optional[Verdict], c.MATCH_OPTIONS)
     except Failed as exc:
         # A rule is never skipped because it could not be checked: the human decides.
         reason = f"the rules could not be checked: {cause_message(exc)}"

@@ -189,6 +189,7 @@ async def control(request: Request) -> Response:
         return not_yours(request, why_not)
     op = one(form, "op")
     removed: dict | None = None
+    restored = ""  # the name of a rule put back
     if op in ("pause", "resume"):
         change: dict = dict(op=op, by=acct.name, **scope(form))
     elif op == "remove_rule":
@@ -198,13 +199,22 @@ async def control(request: Request) -> Response:
         from vicar.client import get_control
 
         control = await get_control(inbox(request).client, principal)
-        removed = next((r.model_dump(mode="json") for r in control.rules if r.name == name), None)
+        named = control.rule_named(name)  # Vicar's default rules too
+        removed = named.model_dump(mode="json") if named is not None else None
         change = dict(op=op, by=acct.name, name=name)
     elif op == "restore_rule":
         kept_rule = inbox(request).removed_rules.get(one(form, "key"))
         if kept_rule is None or kept_rule[0] != acct.name or kept_rule[1] != principal:
             raise InvalidInput("too late to put that rule back: add it again below")
-        change = dict(op="add_rule", by=acct.name, rule=kept_rule[2])
+        from vicar.models.default_rules import is_default
+
+        name = restored = str(kept_rule[2].get("name", ""))
+        # A default rule comes back by name (it is Vicar's, not re-added as the person's).
+        change = (
+            dict(op="restore_rule", by=acct.name, name=name)
+            if is_default(name)
+            else dict(op="add_rule", by=acct.name, rule=kept_rule[2])
+        )
     elif op == "add_rule":
         change = dict(op=op, by=acct.name)
     else:
@@ -225,7 +235,7 @@ async def control(request: Request) -> Response:
     elif op == "restore_rule":
         inbox(request).removed_rules.pop(one(form, "key"), None)
         request.session.pop("undo_rule", None)
-        request.session["flash"] = {"said": f"put back: rule “{change['rule'].get('name', '?')}”", "ok": True}
+        request.session["flash"] = {"said": f"put back: rule “{restored}”", "ok": True}
     return redirect("/rules")
 
 

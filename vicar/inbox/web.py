@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
-from vicar.errors import Conflict, InvalidInput, NotFound, NotResponding, NotReviewable, VicarError
+from vicar.errors import Conflict, InvalidInput, NotFound, NotResponding, NotReviewable, Unreachable, VicarError
 from vicar.inbox.accounts import Account, load_user
 from vicar.inbox.sessions import session_alive
 from vicar.inbox.throttle import Limit, Throttle
@@ -282,7 +282,7 @@ def error_page(request: Request, message: str, status: int) -> Response:
 def vicar_error(request: Request, exc: Exception) -> Response:
     from temporalio.service import RPCError
 
-    if isinstance(exc, NotResponding | RPCError):
+    if isinstance(exc, NotResponding | Unreachable | RPCError):  # a moment's: the page asks again
         return temporal_blip(request, exc)
     if isinstance(exc, VicarError):
         status = next((code for kind, code in STATUS.items() if isinstance(exc, kind)), 500)

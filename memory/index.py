@@ -11,24 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 from vicar.memory.activation import base_levels, hybrid_levels
+from vicar.memory.blas import single_threaded_blas
 
 STRUCT_FIELDS = ("kind", "state", "task_type", "outcome", "answered_by", "status")
 ANY = "any"
 
-_blas = None
-
-
-def single_threaded_blas():
-    """A context in which BLAS uses one thread. Retrieval's matrix-vector products are
-    too small for a thread team: on 2 cores one thread was 2.5-4x faster
-    (bench/MEMORY_RESULTS.md). The controller is built once: inspecting the loaded
-    libraries costs milliseconds, entering the limit ~0.5 ms."""
-    global _blas
-    if _blas is None:
-        from threadpoolctl import ThreadpoolController
-
-        _blas = ThreadpoolController()
-    return _blas.limit(limits=1, user_api="blas")
+__all__ = ["ANY", "STRUCT_FIELDS", "Growable", "MemoryIndex", "VectorColumn", "single_threaded_blas"]
 
 
 class Growable:
@@ -73,12 +61,18 @@ class VectorColumn:
     def __init__(self, dim: int) -> None:
         self.rows = Growable(np.float32, dim)
         self.row_of = Growable(np.int64, fill=-1)  # chunk index -> row, -1 when absent
+        # The last whole-column product (the query's bytes, the column's version, the
+        # product): a gate's searches ask the same column with the same query vector up
+        # to three times (both passes, similar work, support). Any write changes the version.
+        self._version = 0
+        self._product: tuple[bytes, int, np.ndarray] | None = None
 
     def grow_to(self, n_chunks: int) -> None:
         while self.row_of.size < n_chunks:
             self.row_of.append(-1)
 
     def set(self, i: int, vec: np.ndarray) -> None:
+        self._version += 1
         self.grow_to(i + 1)
         r = self.row_of.view[i]
         if r >= 0:
@@ -104,10 +98,23 @@ class VectorColumn:
             return out
         # Multiplying the whole column and picking is cheaper than gathering many rows.
         if present.sum() * 4 > self.rows.size:
-            out[present] = (self.rows.view @ q)[rows[present]]
+            out[present] = self.column_product(q)[rows[present]]
         else:
             out[present] = self.rows.view[rows[present]] @ q
         return out
+
+    def column_product(self, q: np.ndarray) -> np.ndarray:
+        """rows @ q over the whole column, the last one kept. Kept, not recomputed: the
+        same numbers (BLAS's result for a row depends on where it falls in the matrix,
+        so a product over other rows would not do)."""
+        key = q.tobytes()
+        last = self._product
+        if last is not None and last[1] == self._version and last[0] == key:
+            return last[2]
+        product = self.rows.view @ q
+        product.setflags(write=False)  # shared with later callers
+        self._product = (key, self._version, product)
+        return product
 
 
 class MemoryIndex:
@@ -231,7 +238,13 @@ class MemoryIndex:
             if not codes:
                 return np.zeros(0, dtype=np.int64)
             column = self._fields[field].view
-            mask &= column == codes[0] if len(codes) == 1 else np.isin(column, codes)
+            if len(codes) == 1:
+                mask &= column == codes[0]
+            else:
+                # A table of the field's codes (a handful) instead of np.isin's sort.
+                wanted = np.zeros(len(self._codes[field]), dtype=bool)
+                wanted[codes] = True
+                mask &= wanted[column]
         return np.flatnonzero(mask)
 
     def activations(self, now: int, decay: float, age_floor: float, mode: str = "exact") -> np.ndarray:

@@ -220,6 +220,11 @@ MIGRATIONS: list[str] = [
     """
     CREATE TABLE answer_marks (chunk_id TEXT NOT NULL, mark TEXT NOT NULL, PRIMARY KEY (chunk_id, mark)) WITHOUT ROWID;
     """,
+    # The newest human answers of one context (the facts' extraction reads them every
+    # session): a walk down this index instead of sorting every answer of the context.
+    """
+    CREATE INDEX IF NOT EXISTS chunks_context_recent ON chunks (kind, state, task_type, answered_by, created_n);
+    """,
 ]
 
 COLUMNS = (

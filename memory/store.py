@@ -12,6 +12,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 from vicar.memory.chunk import MemoryChunk
 from vicar.memory.migrations import COLUMNS as _COLUMNS
@@ -19,7 +20,7 @@ from vicar.memory.migrations import MIGRATIONS
 from vicar.memory.store_errors import RecordsUnusable, StoreError, raise_if_disk_full, records_unusable
 from vicar.memory.store_semantic import SemanticRecords
 
-__all__ = ["MIGRATIONS", "RecordStore", "RecordsUnusable", "StoreError", "records_unusable"]
+__all__ = ["MIGRATIONS", "RecordStore", "Reply", "RecordsUnusable", "StoreError", "records_unusable"]
 
 
 # FULL: a commit returns only once its WAL frames are fsync'd. The human's answer is
@@ -32,6 +33,14 @@ DURABLE_SYNCHRONOUS = "FULL"
 # Chunks kept in memory (built, without traces), by id: retrieval reads its top-k hits
 # and the lineage's last verdicts at every gate, mostly the same recent chunks.
 CACHED_CHUNKS = 4096
+
+
+class Reply(NamedTuple):
+    """A human answer as the facts' extraction reads it."""
+
+    id: str
+    outcome: str
+    human_response: str
 
 
 class RecordStore(SemanticRecords):
@@ -175,16 +184,21 @@ class RecordStore(SemanticRecords):
 
     def recent_human_answers(self, kind: str, state: str, task_type: str, limit: int) -> list[MemoryChunk]:
         """The latest `limit` human answers of one context, newest first, without traces."""
+        return self.get_chunks([r.id for r in self.recent_human_replies(kind, state, task_type, limit)], False)
+
+    def recent_human_replies(self, kind: str, state: str, task_type: str, limit: int) -> list[Reply]:
+        """The same answers as `recent_human_answers`, as (id, outcome, human_response)
+        only: a walk of `limit` entries down the chunks_context_recent index, no chunk
+        built (the facts' extraction reads them every session)."""
         with self._lock:
-            ids = [
-                r[0]
+            return [
+                Reply(*r)
                 for r in self._db.execute(
-                    "SELECT id FROM chunks WHERE state = ? AND task_type = ? AND answered_by = 'human' AND kind = ?"
-                    " ORDER BY created_n DESC LIMIT ?",
+                    "SELECT id, outcome, human_response FROM chunks WHERE state = ? AND task_type = ?"
+                    " AND answered_by = 'human' AND kind = ? ORDER BY created_n DESC LIMIT ?",
                     (state, task_type, kind, limit),
                 )
             ]
-        return self.get_chunks(ids, with_traces=False)
 
     def proxy_answers_on(
         self,

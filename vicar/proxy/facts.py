@@ -27,11 +27,12 @@ of kind `procedure`, retrieved and loaded into the working memory like the other
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from vicar.memory.chunk import ChunkKind, MemoryChunk
 from vicar.memory.consolidation_plan import ConsolidationPlan
@@ -50,6 +51,35 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 def concern_words(text: str) -> set[str]:
     return {w for w in tokenize([text])[0] if len(w) >= MIN_WORD and not w.isdigit()}
+
+
+# Answers whose words are kept worked out: an answer's text never changes, and each
+# session's extraction reads the context's latest `lookback` answers again.
+WORDS_CACHE = 20_000
+
+
+@functools.lru_cache(maxsize=WORDS_CACHE)
+def _said(text: str) -> frozenset[str]:
+    return frozenset(concern_words(text))
+
+
+@functools.lru_cache(maxsize=WORDS_CACHE)
+def _asked(text: str) -> tuple[tuple[str, frozenset[str]], ...]:
+    """The answer's questions, each with its concern words."""
+    return tuple((q, frozenset(concern_words(q))) for q in questions(text))
+
+
+class Answer(Protocol):
+    """A human answer as extraction reads it (RecordStore.Reply, or a whole chunk)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def outcome(self) -> str: ...
+
+    @property
+    def human_response(self) -> str: ...
 
 
 def sentence_with(text: str, word: str) -> str:
@@ -90,13 +120,13 @@ def _fact_chunk(memory: PrincipalMemory, f: Fact) -> MemoryChunk:
 Extractor = Callable[[str, str, Sequence[tuple[str, str]]], list[tuple[str, str]]]
 
 
-def candidates(answers: list[MemoryChunk], params: FactParams) -> list[tuple[str, str, list[str]]]:
+def candidates(answers: Sequence[Answer], params: FactParams) -> list[tuple[str, str, list[str]]]:
     """Offline: (subject, the human's sentence, provenance) for each concern word said in
     at least `preference_min` corrections and rejections, and said more when turning work
     back than when approving (smoothed): a concern, not the reviewer's usual vocabulary."""
     reversal = {Action.correct.value, Action.reject.value}
-    turned_back = [(c, concern_words(c.human_response)) for c in answers if c.outcome in reversal]
-    approved = [concern_words(c.human_response) for c in answers if c.outcome == Action.approve.value]
+    turned_back = [(c, _said(c.human_response)) for c in answers if c.outcome in reversal]
+    approved = [_said(c.human_response) for c in answers if c.outcome == Action.approve.value]
     said = Counter(w for _, words in turned_back for w in words)
     said_approving = Counter(w for words in approved for w in words)
     out = []
@@ -111,12 +141,12 @@ def candidates(answers: list[MemoryChunk], params: FactParams) -> list[tuple[str
 
 
 def llm_candidates(
-    answers: list[MemoryChunk], state: str, task_type: str, extractor: Extractor
+    answers: Sequence[Answer], state: str, task_type: str, extractor: Extractor
 ) -> list[tuple[str, str, list[str]]]:
     """The LLM's reading of the same answers; provenance: the answers that say the subject."""
     out = []
     for subject, text in extractor(state, task_type, [(c.outcome, c.human_response) for c in answers]):
-        sources = [c.id for c in answers if subject in concern_words(c.human_response)]
+        sources = [c.id for c in answers if subject in _said(c.human_response)]
         out.append((subject, clip(" ".join(text.split()), FACT_CHARS), sources[:10]))
     return out
 
@@ -138,7 +168,7 @@ def extract(
         existing = memory.store.facts("preference", state, task_type)
         if any(f.created_n == n for f in existing):
             continue  # extracted at this N already: a retry (an LLM may not answer the same twice)
-        answers = memory.store.recent_human_answers("gate", state, task_type, params.lookback)
+        answers = memory.store.recent_human_replies("gate", state, task_type, params.lookback)
         found = (
             llm_candidates(answers, state, task_type, extractor)
             if extractor and answers
@@ -208,8 +238,8 @@ def extract_procedures(
         return []
     out: list[Fact] = []
     for state, task_type in sorted(set(contexts)):
-        answers = memory.store.recent_human_answers("gate", state, task_type, params.lookback)
-        asked = [(c, q, concern_words(q)) for c in answers for q in questions(c.human_response)]
+        answers = memory.store.recent_human_replies("gate", state, task_type, params.lookback)
+        asked = [(c, q, words) for c in answers for q, words in _asked(c.human_response)]
         per_answer: dict[str, set[str]] = {}
         for c, _, words in asked:
             per_answer.setdefault(c.id, set()).update(words)

@@ -79,7 +79,14 @@ async def test_no_page_is_wider_than_the_screen_and_every_target_takes_a_finger(
         wide, small = await overflow(page), await small_targets(page)
         if wide > 0 or small:
             problems[name] = (f"{wide} px too wide", small)
+    stranger = await w.browser.new_context(viewport={"width": width, "height": 900})
+    signin = await stranger.new_page()
+    await signin.goto(f"{w.base}/signin")  # and the page before any of them
+    wide, small = await overflow(signin), await small_targets(signin)
+    if wide > 0 or small:
+        problems["signin"] = (f"{wide} px too wide", small)
     assert problems == {}
+    await stranger.close()
     await ctx.close()
 
 

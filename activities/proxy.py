@@ -28,6 +28,7 @@ from vicar.proxy.consult import consult
 from vicar.proxy.outcomes import record_outcome
 from vicar.proxy.provider import Predictor, predicting
 from vicar.proxy.retrieval import contexts
+from vicar.proxy.team_store import share_outcome
 from vicar.settings import TASK_QUEUE, Settings
 
 
@@ -193,13 +194,16 @@ class ProxyActivities(TurnActivities, RuleActivities):
                 artifact = load_artifact(record.request, self.settings)
             except ArtifactRefused:
                 pass
-        return record_outcome(
+        chunk_id = record_outcome(
             self.registry.get(record.request.principal),
             record,
             artifact=artifact,
             params=self.settings.calibration,
             facts=self.settings.facts,
         )
+        # What crosses to the person's team, if they are in one: counts and a draw, no content.
+        share_outcome(self.settings.data_dir, record)
+        return chunk_id
 
     @activity.defn(name=c.PIN_MODEL)
     @store_errors

@@ -16,6 +16,7 @@ from vicar.client.gates import UNREADABLE
 from vicar.errors import ARTIFACT_REFUSED
 from vicar.models.control import Control, Rule, compile_regex, word_regex
 from vicar.models.plain import plain_text
+from vicar.models.sure import confidence_words, gate_confidence_words
 from vicar.proxy.concerns import fitting_words
 from vicar.proxy.reasons import PROXY_ERROR, RULE, ReasonFacts, reason_words
 
@@ -53,18 +54,17 @@ def pct(x: float) -> str:
     return f"{round(100 * x)}%"
 
 
-def sure_words(confidence: float | None, threshold: float | None) -> str:
-    if confidence is None:
-        return ""
-    said = f"{pct(confidence)} sure"
-    return said + (f"; acts alone from {pct(threshold)}" if threshold is not None else "")
+def sure_words(confidence: float | None, threshold: float | None, d: Any = None) -> str:
+    """The confidence in the words every surface shows (vicar.models.sure): `d` the
+    gate's details or view, for whether there is a guess and whether it is backed."""
+    return confidence_words(confidence, threshold) if d is None else gate_confidence_words(d, threshold)
 
 
 def rule_named(note: str, control: Control | None) -> Rule | None:
     m = RULE_NOTE.match(note)
-    if m is None or control is None:
+    if m is None:
         return None
-    return next((r for r in control.rules if r.name == m[1]), None)
+    return (control or Control()).rule_named(m[1])  # Vicar's default rules too
 
 
 def marked(text: str, rule: Rule | None) -> list[tuple[str, bool]]:
@@ -183,7 +183,7 @@ def card(
         numbers=numbers,
         shown=shown,
         shown_words=said,
-        sure=sure_words(d.proxy_confidence, threshold),
+        sure=sure_words(d.proxy_confidence, threshold, d),
         risk=risk,
         excerpt=pieces,
         open_first=open_first,

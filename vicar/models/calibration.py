@@ -25,6 +25,7 @@ class AutonomyRule(BaseModel):
 
     threshold: float | None = None  # the lowest proven score threshold; None: none proven
     threshold_shown: float | None = None  # the same on the confidence's scale, where a reader set it
+    scope: str = ""  # whose evidence: "" the principal's own gates, "team NAME" pooled over their team's
     bound: float = 1.0  # upper bound on the error at the threshold (over all the evidence when none)
     evidence: int = 0  # human-answered gates behind the bound
     errors: int = 0  # of those, the ones the proxy would have got wrong

@@ -41,7 +41,8 @@ CAPPING = frozenset(GUARDS[1:4])
 
 
 def rule_note(rule: AutonomyRule) -> str:
-    return f"bound {rule.bound:.3f} over {rule.evidence} answers"
+    team = rule.scope.removeprefix("team ") if rule.scope.startswith("team ") else ""
+    return f"bound {rule.bound:.3f} over {rule.evidence} answers" + (f" pooled over your team {team}" if team else "")
 
 
 def _pct(x: float) -> str:

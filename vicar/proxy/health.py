@@ -115,6 +115,8 @@ def _pct(x: float) -> str:
 
 def rule_statement(rule: AutonomyRule, over: str = POOLED) -> str:
     """What a rule lets the proxy do, and on what evidence (pooled `over` what), in one sentence."""
+    if rule.scope.startswith("team "):
+        over = f"your team {rule.scope.removeprefix('team ')}'s answers (every member's gates)"
     at = f"at {1 - rule.delta:.0%} confidence"
     if rule.withdrawn:
         return f"none: the proxy answers nothing alone here ({rule.withdrawn})."

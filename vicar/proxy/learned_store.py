@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from vicar.memory.registry import MemoryRegistry
@@ -22,6 +22,7 @@ from vicar.proxy.learned_history import History
 from vicar.proxy.learned_model import Model, fit, refit_due
 from vicar.proxy.offline import OfflinePredictor
 from vicar.proxy.provider import Predictor
+from vicar.proxy.team import KindCounts
 from vicar.settings import PredictorParams
 
 MODELS_DIR = "models"  # under the principal's memory directory
@@ -45,9 +46,16 @@ class LearnedModels(Predictor):
     local = True  # milliseconds per step: the consult runs as one local activity
 
     def __init__(
-        self, registry: MemoryRegistry, params: PredictorParams | None = None, learner: str = "lightgbm"
+        self,
+        registry: MemoryRegistry,
+        params: PredictorParams | None = None,
+        learner: str = "lightgbm",
+        team: Callable[[str], KindCounts | None] | None = None,
     ) -> None:
         self.registry = registry
+        # A principal's team's answers per kind of action (vicar.proxy.team_store), read at
+        # each consult: the team prior's evidence. None: no teams.
+        self.team = team
         self.params = params
         self.learner = learner
         self._principals: dict[str, _Principal] = {}
@@ -163,7 +171,13 @@ class LearnedModels(Predictor):
             history = state.history if pin.seq == state.last_seq else self._history_at(principal, pin.seq)
             model = self._model(principal, state, pin.version)
             yield LearnedPredictor(
-                self.params, history, learner=self.learner, auto_refit=False, vote=self.vote, model=model
+                self.params,
+                history,
+                learner=self.learner,
+                auto_refit=False,
+                vote=self.vote,
+                model=model,
+                team=self.team(principal) if self.team else None,
             )
 
 

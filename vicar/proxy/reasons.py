@@ -118,7 +118,7 @@ def _escalated(f: ReasonFacts) -> str:
         return f"New kind of work: Vicar has not seen enough of your answers{_on(f.task_type)} yet"
     if g == "unsupported":
         first = f.note.split(" | ", 1)[0].strip()  # a censor's warning may follow
-        return first[:1].upper() + first[1:] if first else "Vicar has too few of your answers like this one to act alone"
+        return first[:1].upper() + first[1:] if first else "Too few of your answers like this one back Vicar's guess"
     if g == "tension":
         return "Your past answers to cases like this disagree with each other"
     if g == "staleness":

@@ -64,7 +64,7 @@ def verdict(control: Control, request: GateRequest, artifact: str, lineage: str 
 
 
 def _reason(r: Rule) -> str:
-    """"rule NAME (EFFECT, by AUTHOR)", and why where the rule says (the default rules do)."""
+    """ "rule NAME (EFFECT, by AUTHOR)", and why where the rule says (the default rules do)."""
     return f"rule {r.name} ({r.effect.value}, by {r.author or '?'})" + (f": {r.why}" if r.why else "")
 
 

@@ -31,8 +31,13 @@ def predictor_from_env(settings: Settings, registry: MemoryRegistry) -> Predicto
         return OfflinePredictor(settings.predictor)
     if name == "learned":
         from vicar.proxy.learned_store import LearnedModels
+        from vicar.proxy.team_store import counts_for
 
-        return LearnedModels(registry, settings.predictor)  # type: ignore[abstract]  # passes run through using()
+        def team(principal: str):
+            return counts_for(settings.data_dir, principal)
+
+        # The passes run through using(), hence the ignore.
+        return LearnedModels(registry, settings.predictor, team=team)  # type: ignore[abstract]
     if not os.environ.get(KEY_ENV[name], "").strip():
         raise VicarError(f"VICAR_PREDICTOR={name} needs {KEY_ENV[name]} in the worker's environment")
     # Imported here: the SDKs load only when an LLM predictor is chosen.

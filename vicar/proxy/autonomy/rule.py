@@ -31,6 +31,7 @@ from vicar.models.control import Rule
 from vicar.proxy.autonomy.drift import DriftBook
 from vicar.proxy.autonomy.ledger import PairLedger
 from vicar.proxy.autonomy.targets import TargetLedger, matches_request, rule_key, target_rules, with_targets
+from vicar.proxy.autonomy.team import team_rule
 from vicar.settings import AutonomyParams
 
 AUTONOMY_FILE = "autonomy.json"  # per principal, beside its memory
@@ -126,6 +127,13 @@ def rule_in_force(
         )
         ledger.update(store, kind)
         rule = ledger.rule(p.audit_share)
+    if rule.threshold is None and not rule.withdrawn:
+        # Nothing proven on the person's own answers yet: their team's, where they are in one.
+        pooled = team_rule(store, principal_dir, kind, p.target_error, p.delta, p.audit_share, p.weighting == "ipw")
+        if pooled is not None and pooled.threshold is not None:
+            rule = pooled
+    with _books_lock:
+        books = _books.setdefault(store, {})
         if task_type is None:
             return rule
         drift = _kept(books, (kind, "drift", p.target_error, p.delta), DriftBook, p.target_error, p.delta)

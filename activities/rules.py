@@ -14,11 +14,12 @@ from temporalio.exceptions import ApplicationError
 
 from vicar import contracts as c
 from vicar.activities.store_errors import store_errors
-from vicar.errors import STORE_UNAVAILABLE
+from vicar.errors import ARTIFACT_REFUSED, STORE_UNAVAILABLE
 from vicar.memory.registry import MemoryRegistry
 from vicar.models.control import Control, Verdict
 from vicar.proxy.control_store import keep_control, kept_control
 from vicar.proxy.lineage import lineage_of
+from vicar.proxy.reasons import PROXY_ERROR
 from vicar.proxy.rules import needs_artifact, verdict
 
 
@@ -30,8 +31,23 @@ class RuleActivities:
 
     @activity.defn(name=c.MATCH_RULES)
     def match_rules(self, inp: c.RulesInput) -> Verdict | None:
-        artifact = self._artifact(inp.request) if needs_artifact(inp.control) else inp.request.artifact_text
-        return verdict(inp.control, inp.request, artifact, lineage_of(inp.request, artifact).lineage)
+        req = inp.request
+        if not needs_artifact(inp.control):
+            return verdict(inp.control, req, req.artifact_text, lineage_of(req, req.artifact_text).lineage)
+        try:
+            artifact = self._artifact(req)
+        except ApplicationError as exc:
+            if exc.type != ARTIFACT_REFUSED:
+                raise
+            # A file Vicar may not read: an ask that its inline text shows still names
+            # itself; else the person decides, told why (no rule answers unread).
+            said = verdict(inp.control, req, req.artifact_text, lineage_of(req, req.artifact_text).lineage)
+            if said is not None and said.escalate:
+                return said
+            return Verdict(
+                escalate=True, reason=f"proxy unavailable: {ARTIFACT_REFUSED}: {exc.message}", guard=PROXY_ERROR
+            )
+        return verdict(inp.control, req, artifact, lineage_of(req, artifact).lineage)
 
     @activity.defn(name=c.KEEP_CONTROL)
     @store_errors

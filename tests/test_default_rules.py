@@ -124,3 +124,18 @@ def test_a_default_rule_survives_the_round_trip_through_a_verdict() -> None:
     assert v is not None and v.rule is not None and len(v.rule.regex or "") > 500
     assert Verdict.model_validate_json(v.model_dump_json()) == v
     assert Control.model_validate_json(Control(removed_defaults=["default-publish"]).model_dump_json()).removed_defaults
+
+
+def test_a_persons_reject_answers_where_a_default_would_ask_and_an_approve_does_not() -> None:
+    def add(control: Control, **rule) -> Control:
+        return apply_change(control, ControlChange(op="add_rule", by="alice", rule=Rule(**rule)), None)
+
+    control = add(Control(), name="no-drops", effect="reject", words=["DROP TABLE"])
+    control = add(control, name="ship-it", effect="approve", task_types=["bash"])
+    drop = verdict(control, hook_gate("psql -c 'DROP TABLE users'"), "$ psql -c 'DROP TABLE users'\n", None)
+    assert drop is not None and not drop.escalate and drop.rule is not None and drop.rule.name == "no-drops"
+    publish = verdict(control, hook_gate("npm publish"), "$ npm publish\n", None)
+    assert publish is not None and publish.escalate and publish.rule is not None
+    assert publish.rule.name == "default-publish"  # the default's ask wins over an approve
+    routine = verdict(control, hook_gate("npm test"), "$ npm test\n", None)
+    assert routine is not None and not routine.escalate and routine.rule is not None and routine.rule.name == "ship-it"

@@ -13,6 +13,7 @@ from rich.text import Text
 from vicar import contracts as c
 from vicar.display import text
 from vicar.models import GateDetails
+from vicar.models.sure import gate_confidence_words
 from vicar.models.view import GateView
 from vicar.models.vocabulary import CfAState
 from vicar.proxy.reasons import details_reason
@@ -45,7 +46,7 @@ def escalations_table(waiting: list[GateDetails], now: datetime) -> Table:
     table.add_column("state", no_wrap=True, min_width=STATE_WIDTH)
     table.add_column("question · artifact", overflow="fold", ratio=4)
     table.add_column("proxy guess", overflow="fold", ratio=4)
-    table.add_column("conf", no_wrap=True)
+    table.add_column("sure", no_wrap=True)
     guards = [d.calibration_guard for d in waiting]
     table.add_column("guard", no_wrap=True, min_width=max(map(len, guards + ["guard"])))
     for d in waiting:
@@ -69,7 +70,7 @@ def escalations_table(waiting: list[GateDetails], now: datetime) -> Table:
             text(d.state.value) + Text("\n") + text(d.task_type),
             asked,
             guess,
-            Text(f"{d.proxy_confidence:.2f}" if d.proxy_confidence is not None else ""),
+            Text(gate_confidence_words(d).split(";")[0]),  # the listing's short form: "83% sure"
             text(d.calibration_guard),
         )
     return table
@@ -117,7 +118,8 @@ def gate_page(v: GateView, now: datetime | None = None) -> Group:
     if v.artifact_files_note:
         parts.append(text(f"files: {v.artifact_files_note}", style="dim"))
     guess = f"{v.proxy_action}: " if v.proxy_action else ""
-    conf = f" ({v.proxy_confidence:.0%} sure)" if v.proxy_confidence is not None else ""
+    said = gate_confidence_words(v)
+    conf = f" ({said})" if said else ""
     parts.append(_section(f"Proxy's guess{conf}", guess + (v.proxy_text or "(nothing)")))
     if why := _why(v):
         parts.append(why)

@@ -60,6 +60,13 @@ class GateView(BaseModel):
     proxy_action: str | None = None
     proxy_text: str = Field("", description="The proxy's words: its guess at the person's answer.")
     proxy_confidence: float | None = None
+    autonomy_threshold: float | None = Field(
+        None, description="The confidence from which the proxy acts alone, on the same scale (docs/confidence.md)."
+    )
+    proxy_supported: bool | None = Field(
+        None, description="Whether the person's own answers of this kind of action back the proxy's guess."
+    )
+    proxy_support_label: str = Field("", description="Where they do not, what is shown instead of a percentage.")
     calibration_guard: str = Field("", description="Why it escalated (or answered): the guard that decided.")
     calibration_note: str = Field("", description="The numbers behind the reason (the detail).")
     reason_words: str = Field(

@@ -96,6 +96,8 @@ def _escalated(f: ReasonFacts) -> str:
         return "You paused Vicar here: every gate like this comes to you"
     if g == RULE:
         if f.note.startswith("the rules could not be checked"):
+            if ARTIFACT_REFUSED in f.note:  # the rules read the artifact, and Vicar may not read it
+                return "Vicar is not allowed to read this gate's artifact: it has no view of it, it is yours to judge"
             return "Vicar could not check your rules, so it asks you"
         said = _RULE_NOTE.match(f.note)
         why = f.note[said.end() :].removeprefix(": ").strip() if said else ""

@@ -2,10 +2,11 @@
 vicar/models/control.py). Pure: the rule-matching activity and `vicar rules test` call it.
 
 Precedence, safest first: a pause in scope wins over everything (nothing answers
-alone, rules included); then any matching `ask` rule (the first one names the
-reason: the person's own before Vicar's default rules, which ask about what cannot be
-undone); then
-the first matching answer rule (`approve`/`reject`) in the order the rules were added.
+alone, rules included); then any matching `ask` rule of the person's (the first one
+names the reason); then Vicar's default rules, which ask about what cannot be undone,
+unless the person's own first matching answer rule rejects (a reject is as safe as
+asking, and theirs); then the first matching answer rule (`approve`/`reject`) in the
+order the rules were added.
 An answer rule on a question (which has no approve/reject) asks.
 """
 
@@ -15,6 +16,7 @@ import fnmatch
 
 from vicar.models import GateRequest, RequestKind
 from vicar.models.control import Control, Effect, Rule, Verdict, compile_regex, word_regex
+from vicar.models.default_rules import is_default
 
 
 def _texts(rule: Rule, request: GateRequest, artifact: str) -> list[str]:
@@ -55,12 +57,17 @@ def verdict(control: Control, request: GateRequest, artifact: str, lineage: str 
     hits = [r for r in control.in_force() if r.effect is not Effect.target and matches(r, request, artifact, lineage)]
     if not hits:
         return None
+    defaults = {r.name for r in hits if is_default(r.name)}
     asks = [r for r in hits if r.effect is Effect.ask or request.kind is not RequestKind.gate]
-    if asks:
-        r = asks[0]
-        return Verdict(escalate=True, reason=_reason(r), guard="rule", rule=r)
-    r = hits[0]
-    return Verdict(reason=_reason(r), guard="rule", rule=r)
+    own_asks = [r for r in asks if r.name not in defaults]
+    answer = next((r for r in hits if r.effect is not Effect.ask and r.name not in defaults), None)
+    if own_asks:
+        return Verdict(escalate=True, reason=_reason(own_asks[0]), guard="rule", rule=own_asks[0])
+    if asks and not (answer is not None and answer.effect is Effect.reject):
+        # Vicar's default asks win over an approve, never over the person's own reject.
+        return Verdict(escalate=True, reason=_reason(asks[0]), guard="rule", rule=asks[0])
+    assert answer is not None
+    return Verdict(reason=_reason(answer), guard="rule", rule=answer)
 
 
 def _reason(r: Rule) -> str:

@@ -90,3 +90,27 @@ async def test_a_worker_with_another_shard_count_is_refused(temporal_env, tmp_pa
         for w in [*others, b, a]:
             if w.proc and w.proc.returncode is None:
                 await w.stop()
+
+
+async def test_workers_started_in_the_same_second_on_one_queue_do_not_both_serve(temporal_env, tmp_path):
+    """Each asked the server who polls its queue before either polled: both saw nobody
+    and both served. Now each announces itself first, and the later of two that may not
+    serve together stops, in one line: two unsharded, two on one shard, sharded beside
+    unsharded."""
+    for kind, env_a, env_b in (
+        ("unsharded", {}, {}),
+        ("one shard", {"VICAR_SHARD_COUNT": "2", "VICAR_SHARDS": "0"}, {"VICAR_SHARD_COUNT": "2", "VICAR_SHARDS": "0"}),
+        ("sharded beside unsharded", {}, {"VICAR_SHARD_COUNT": "2", "VICAR_SHARDS": "1"}),
+    ):
+        a = WorkerProcess(temporal_env, tmp_path / kind / "machine-a", **env_a)
+        b = WorkerProcess(temporal_env, tmp_path / kind / "machine-b", VICAR_TASK_QUEUE=a.task_queue, **env_b)
+        try:
+            got = await asyncio.gather(refused_or_serving(a), refused_or_serving(b))
+            assert sorted(got, key=lambda s: s != "serving")[0] == "serving", (kind, got)
+            (refused,) = [s for s in got if s != "serving"]
+            assert refused.startswith("error: ") and "at the same time" in refused, (kind, refused)
+            assert "machine-" in refused, refused
+        finally:
+            for w in (a, b):
+                if w.proc and w.proc.returncode is None:
+                    await w.stop()

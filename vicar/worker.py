@@ -6,7 +6,8 @@ on the shared queue when unsharded, the default).
 
 Connects the SDK's usual way (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TLS / API key via
 the environment or a config profile); with none configured it starts the embedded dev
-server under the data directory, or joins the one another Vicar process runs there.
+server under the data directory, or joins the one another Vicar process runs there, and
+starts it again if it goes away (vicar/runtime/embedded_watch.py).
 One worker per data directory and task queue (a lock file under `workers/`).
 SIGINT / SIGTERM shut it down gracefully.
 """
@@ -32,7 +33,7 @@ from vicar.activities.move import MoveActivities
 from vicar.activities.notify import NotifyActivities
 from vicar.activities.proxy import ProxyActivities
 from vicar.activities.session import SessionActivities
-from vicar.errors import SettingsError, VicarError
+from vicar.errors import Conflict, SettingsError, VicarError
 from vicar.memory.embedder import make_embedder
 from vicar.memory.registry import MemoryRegistry
 from vicar.models.brain import BrainConfig
@@ -41,15 +42,17 @@ from vicar.proxy.select import predictor_from_env
 from vicar.runtime import ops
 from vicar.runtime.bytecode import compile_package
 from vicar.runtime.connect import connect, ensure_search_attributes
+from vicar.runtime.embedded_watch import EmbeddedWatch
 from vicar.runtime.locks import WorkerLock
 from vicar.runtime.logging_redact import install as install_redaction
 from vicar.runtime.server import SharedServer, env_configured, use_embedded
-from vicar.runtime.shard_claims import check_claims, worker_identity
+from vicar.runtime.shard_claims import Announcement, check_claims, worker_identity
 from vicar.runtime.sharding import shard_queue
 from vicar.settings import TASK_QUEUE, Settings, debugging
 from vicar.workflows.audit import AuditWorkflow, ReviewWorkflow
 from vicar.workflows.brain import BrainWorkflow
 from vicar.workflows.consolidation import ConsolidationWorkflow
+from vicar.workflows.foreign import ForeignWorkflow
 from vicar.workflows.gate import GateWorkflow
 from vicar.workflows.move import MoveWorkflow
 from vicar.workflows.session import SessionWorkflow
@@ -131,7 +134,8 @@ def build_worker(
     audits = AuditActivities(client, registry, settings)
     grace = timedelta(seconds=settings.ops.shutdown_grace_seconds)
     executor = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="vicar-act")
-    workflows = list(WORKFLOWS)
+    # Vicar's workflows, and the refusal of any other type started at one of Vicar's ids.
+    workflows = [*WORKFLOWS, ForeignWorkflow]
     shared = acts.shared() + sessions.shared() + moves.shared() + notices.shared() + audits.shared()
     memory = acts.memory() + sessions.memory() + moves.memory() + audits.memory()
     # An identity that survives restarts and says the shard count, for vicar.runtime.shard_claims.
@@ -216,33 +220,75 @@ async def serve(settings: Settings, on_ready=None, command: str = "python -m vic
         for queue in [settings.task_queue, *(shard_queue(settings.task_queue, k) for k in settings.served_shards())]:
             locks.enter_context(WorkerLock(settings.data_dir, queue, command))
         # vicar/runtime/ops.py: /healthz, /readyz and the SDK's Prometheus /metrics (when configured).
-        async with (
-            ops.serving(settings.ops) as surface,
-            temporal_client(settings, runtime=surface.runtime) as (client, server),
-        ):
-            # Another machine serving this queue unsharded, with another shard count, or one of
-            # these shards: stop before polling.
-            await check_claims(
-                client,
-                settings.task_queue,
-                [shard_queue(settings.task_queue, k) for k in settings.served_shards()],
-                worker_identity(settings.data_dir, settings.shard_count),
-            )
-            worker, registry = build_worker(client, settings, task_queue=settings.task_queue)
-            # Load the embedding model before taking work, not inside the first activity.
-            await asyncio.to_thread(make_embedder, params=settings.embedder)
-            if on_ready:
-                on_ready(client, server)
+        async with ops.serving(settings.ops) as surface:
+            server = None
+            if not env_configured():
+                server = await asyncio.to_thread(use_embedded, settings.data_dir, ports=settings.server)
+            try:
+                while not await _serve_on(settings, surface, stop, server, on_ready):
+                    on_ready = None  # said at the first start only
+                    assert server is not None
+                    log.warning("connecting again to the embedded Temporal server, now on %s", server.address)
+            finally:
+                if server:
+                    await asyncio.to_thread(server.close)
+
+
+async def _serve_on(settings: Settings, surface, stop: asyncio.Event, server: SharedServer | None, on_ready) -> bool:
+    """Serve until stopped (True), or until the embedded server is back on another
+    address after its keeper died (False: the caller connects again; EmbeddedWatch).
+    Conflict if another worker that may not serve beside this one claimed the queue first."""
+    client = await connect(
+        settings, target_host=server.address if server else None, runtime=surface.runtime, worker=True
+    )
+    await ensure_search_attributes(client)
+    identity = worker_identity(settings.data_dir, settings.shard_count)
+    served = settings.served_shards() if settings.shard_count is not None else []
+    # Another machine serving this queue unsharded, with another shard count, or one of
+    # these shards: stop before polling. One that starts at the same moment is seen by
+    # the claims both announce (vicar/runtime/shard_claims.py).
+    await check_claims(client, settings.task_queue, [shard_queue(settings.task_queue, k) for k in served], identity)
+    async with Announcement(client, settings.task_queue, identity, served) as claim:
+        await claim.check()
+        worker, registry = build_worker(client, settings, task_queue=settings.task_queue)
+        # Load the embedding model before taking work, not inside the first activity.
+        await asyncio.to_thread(make_embedder, params=settings.embedder)
+        if on_ready:
+            on_ready(client, server)
+        try:
             async with worker:
-                surface.watch(
-                    client, *getattr(worker, "workers", [worker])
-                )  # ready from here: model loaded, worker polling
-                await stop.wait()
-                surface.stopping()  # /readyz says 503 while running activities finish
-                log.info(
-                    "shutting down: finishing running activities (at most %g s)", settings.ops.shutdown_grace_seconds
-                )
+                surface.watch(client, *getattr(worker, "workers", [worker]))  # ready: model loaded, worker polling
+                stopped = await _until_ended(settings, stop, server, claim)
+                if stopped:
+                    surface.stopping()  # /readyz says 503 while running activities finish
+                    log.info(
+                        "shutting down: finishing running activities (at most %g s)",
+                        settings.ops.shutdown_grace_seconds,
+                    )
+        finally:
             registry.close()
+    return stopped
+
+
+async def _until_ended(
+    settings: Settings, stop: asyncio.Event, server: SharedServer | None, claim: Announcement
+) -> bool:
+    """True once stopped; False once the embedded server is back on another address;
+    Conflict once an earlier worker's clashing claim shows."""
+    waits = {"stop": asyncio.ensure_future(stop.wait()), "lost": asyncio.ensure_future(claim.lost())}
+    if server is not None:  # a configured Temporal: the SDK connects again when it returns
+        waits["moved"] = asyncio.ensure_future(EmbeddedWatch(server, settings.data_dir, settings.server).moved())
+    try:
+        await asyncio.wait(waits.values(), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in waits.values():
+            task.cancel()
+    if stop.is_set():
+        return True
+    lost = waits["lost"]
+    if lost.done() and not lost.cancelled() and isinstance(conflict := lost.result(), Conflict):
+        raise conflict  # stops this worker, in one line (exit 5), the earlier one serving on
+    return False
 
 
 class OneLineErrors(logging.Formatter):

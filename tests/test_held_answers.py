@@ -257,3 +257,39 @@ async def test_a_frozen_worker_is_not_a_failed_answer(temporal_env, worker_proce
         if worker.proc.returncode is None:
             worker.proc.send_signal(signal.SIGCONT)
         inbox.stop()
+
+
+def test_what_is_not_a_held_answer_in_the_folder_is_set_aside_and_said(tmp_path):
+    """Other ways a held file goes bad, found beside the truncated one: a FIFO (reading it
+    would block the sender for ever), a link out of the folder, a folder, JSON of another
+    shape, a file past the size bound. Each is set aside and said to its account; the
+    good answer beside them is claimed, at once."""
+    import os
+
+    from vicar.inbox import held as holds
+
+    data = tmp_path / "vicar"
+    folder = holds.held_dir(data)
+    folder.mkdir(parents=True)
+    good = holds.hold(data, holds.new_held("alice", "approve", "", 0, {"vicar-gate/g1": "p"}, {"vicar-gate/g1": "Q?"}))
+    bad = {
+        "a": lambda p: os.mkfifo(p),
+        "b": lambda p: p.symlink_to("/etc/hostname"),
+        "c": lambda p: p.mkdir(),
+        "d": lambda p: p.write_text('["not", "a", "held", "answer"]'),
+        "e": lambda p: p.write_text('{"id": "x"}'),
+        "f": lambda p: p.write_bytes(b" " * (holds.MAX_HELD_BYTES + 10)),
+    }
+    old = time.time() - 60  # past BROKEN_AFTER_SECONDS: not a file being written
+    for letter, make in bad.items():
+        path = folder / f"{letter * 32}-alice.json"
+        make(path)
+        os.utime(path, (old, old), follow_symlinks=False)
+    started = time.monotonic()
+    claimed = holds.claim_due(data)
+    assert time.monotonic() - started < 5
+    assert [h.id for _, h in claimed] == [good.id]
+    assert sorted(p.name[0] for p in (folder / "unreadable").iterdir()) == sorted(bad)
+    lines = holds.said_lines(data, "alice")
+    assert len(lines) == len(bad) and all(s["said"].startswith("not sent: one of your answers") for s in lines)
+    assert holds.claim_due(data) == []  # said once, not again

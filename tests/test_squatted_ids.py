@@ -87,19 +87,27 @@ async def test_health_names_gate_ids_that_can_never_be_their_gate(cli_env, harne
     squatter = await plain.start_workflow("Squatter", "x", id=c.gate_workflow_id(other), task_queue=h.task_queue)
     with pytest.raises(WorkflowFailureError):
         await asyncio.wait_for(squatter.result(), 30)  # refused by the worker at once
+    # A gate where no worker of this deployment runs it: a start under its id waits on it.
+    stranded = f"g-{uuid.uuid4().hex[:10]}"
+    await plain.start_workflow(c.GATE_WORKFLOW, "x", id=c.gate_workflow_id(stranded), task_queue="nobody-polls-this")
     # The id is taken for good: the start is refused, or attaches to the refused run.
     with pytest.raises((Conflict, WorkflowFailureError)):
         await asyncio.wait_for((await start_gate(h.client, req, h.task_queue)).result(), 30)
 
     async def both_listed():
         said = await health(p)
-        return said if c.gate_workflow_id(req.gate_id) in said and c.gate_workflow_id(other) in said else None
+        ids = [c.gate_workflow_id(g) for g in (req.gate_id, other, stranded)]
+        return said if all(i in said for i in ids) else None
 
-    said = await wait_for(both_listed, timeout=90)  # visibility is eventually consistent
+    try:
+        said = await wait_for(both_listed, timeout=90)  # visibility is eventually consistent
+    except TimeoutError:
+        raise AssertionError(f"not all listed: {await health(p)}") from None
     assert "Gate ids that cannot be used" in said, said
     assert f"{c.gate_workflow_id(req.gate_id)} was started with an input the gate refused" in said, said
     assert f"{c.gate_workflow_id(other)} is held by a 'Squatter' workflow, not a gate" in said, said
     assert f"temporal workflow delete --workflow-id {c.gate_workflow_id(req.gate_id)}" in said, said
+    assert f"{c.gate_workflow_id(stranded)} is a gate on task queue 'nobody-polls-this', which no worker" in said, said
     # What it says to do frees the id: the gate starts and is answered.
     gone = WorkflowExecution(workflow_id=c.gate_workflow_id(req.gate_id))
     await h.client.workflow_service.delete_workflow_execution(
@@ -113,6 +121,6 @@ async def test_health_names_gate_ids_that_can_never_be_their_gate(cli_env, harne
             return exc.status == RPCStatusCode.NOT_FOUND
         return False
 
-    await wait_for(deleted, timeout=30)
+    await wait_for(deleted, timeout=60)
     result = await asyncio.wait_for(run_answering(h, req), 60)
     assert result.gate_id == req.gate_id and result.answered_by.value == "human"

@@ -153,7 +153,9 @@ def temporal_lines(settings: Settings, principal: str) -> list[tuple[str, str]]:
 
     async def look() -> tuple[str | None, list[str]]:
         client = await connect(settings, timeout=5)
-        return await brain_squatter(client, principal, settings.task_queue), await gate_squatters(client)
+        return await brain_squatter(client, principal, settings.task_queue), await gate_squatters(
+            client, settings.task_queue
+        )
 
     try:
         brain, gates = asyncio.run(look())

@@ -17,16 +17,29 @@ Each finding is one line that says what holds the id and the command that frees 
 from __future__ import annotations
 
 from temporalio.api.common.v1 import WorkflowExecution
-from temporalio.api.enums.v1 import EventType
-from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest, ListWorkflowExecutionsRequest
+from temporalio.api.enums.v1 import EventType, TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import (
+    DescribeTaskQueueRequest,
+    GetWorkflowExecutionHistoryReverseRequest,
+    ListWorkflowExecutionsRequest,
+)
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from vicar import contracts as c
-from vicar.errors import INVALID_GATE_REQUEST, INVALID_WORKFLOW_INPUT, REFUSED_PAYLOAD
+from vicar.errors import INVALID_GATE_REQUEST, INVALID_WORKFLOW_INPUT, REFUSED_PAYLOAD, InvalidInput
 from vicar.runtime.codec import ENCODING
 
 GATE_IDS_SHOWN = 10
+
+
+def check_task_queue(task_queue: str) -> None:
+    """A task queue name that can stand in a visibility query's quotes."""
+    if '"' in task_queue or "\\" in task_queue or not task_queue.isprintable():
+        raise InvalidInput(f"invalid task queue {task_queue[:80]!r}")
+
+
 # The failures of a gate's first task that mean its start was not a gate of this deployment.
 REFUSED_STARTS = (INVALID_GATE_REQUEST, INVALID_WORKFLOW_INPUT, REFUSED_PAYLOAD)
 
@@ -82,6 +95,18 @@ async def _list(client: Client, query: str, limit: int) -> list[tuple[str, str, 
     return [(e.execution.workflow_id, e.execution.run_id, e.type.name) for e in resp.executions][:limit]
 
 
+async def _polled(client: Client, queue: str) -> bool:
+    """Whether any worker polls the queue's workflow tasks now."""
+    resp = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+    )
+    return bool(resp.pollers)
+
+
 async def _refused_start(client: Client, workflow_id: str, run_id: str) -> str | None:
     """The reason a failed gate's start was refused, if that is why it failed."""
     history = await client.workflow_service.get_workflow_execution_history_reverse(
@@ -99,9 +124,11 @@ async def _refused_start(client: Client, workflow_id: str, run_id: str) -> str |
     return None
 
 
-async def gate_squatters(client: Client, limit: int = GATE_IDS_SHOWN) -> list[str]:
-    """The gate ids that can never be their gate: held by another workflow type, or by a
-    start the gate refused; each with how to free it."""
+async def gate_squatters(client: Client, task_queue: str, limit: int = GATE_IDS_SHOWN) -> list[str]:
+    """The gate ids that can never be their gate: held by another workflow type, by a
+    gate on a task queue no worker polls (a start under its id attaches to it and waits
+    for ever; another deployment's gates, on a queue its workers poll, are not listed),
+    or by a start the gate refused; each with how to free it."""
     prefix = c.gate_workflow_id("")
     out = []
     other = f'WorkflowId STARTS_WITH "{prefix}" AND WorkflowType != "{c.GATE_WORKFLOW}"'
@@ -109,6 +136,23 @@ async def gate_squatters(client: Client, limit: int = GATE_IDS_SHOWN) -> list[st
         out.append(
             f"{wid} is held by a {kind[:100]!r} workflow, not a gate: `temporal workflow delete --workflow-id {wid}`"
         )
+    check_task_queue(task_queue)
+    elsewhere = (
+        f'WorkflowId STARTS_WITH "{prefix}" AND WorkflowType = "{c.GATE_WORKFLOW}" '
+        f'AND ExecutionStatus = "Running" AND TaskQueue != "{task_queue}"'
+    )
+    polled: dict[str, bool] = {}
+    for wid, run_id, _ in await _list(client, elsewhere, 100):
+        if len(out) >= limit:
+            break
+        queue = (await client.get_workflow_handle(wid, run_id=run_id).describe()).task_queue
+        if queue not in polled and len(polled) < limit:
+            polled[queue] = await _polled(client, queue)
+        if polled.get(queue) is False:
+            out.append(
+                f"{wid} is a gate on task queue {queue[:100]!r}, which no worker polls: nothing runs it, and a "
+                f"start under its id waits on it: `temporal workflow terminate --workflow-id {wid}`, then delete it"
+            )
     failed = f'WorkflowId STARTS_WITH "{prefix}" AND WorkflowType = "{c.GATE_WORKFLOW}" AND ExecutionStatus = "Failed"'
     for wid, run_id, _ in await _list(client, failed, 100):
         if len(out) >= limit:

@@ -27,6 +27,7 @@ import logging
 import os
 import re
 import secrets
+import stat
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -151,10 +152,22 @@ def new_held(
     )
 
 
+def _read_file(path: Path, limit: int) -> bytes:
+    """A regular file's first bytes, up to `limit` + 1. Opened without blocking and without
+    following a link: a FIFO or a link put in the folder must not hold up the sender."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(limit + 1)
+    finally:
+        os.close(fd)
+
+
 def _read(path: Path) -> Held:
     """The held answer in `path`; OSError, or ValueError saying why it is not one."""
-    with path.open("rb") as f:
-        raw = f.read(MAX_HELD_BYTES + 1)
+    raw = _read_file(path, MAX_HELD_BYTES)
     if len(raw) > MAX_HELD_BYTES:
         raise ValueError(f"larger than {MAX_HELD_BYTES} bytes")
     try:
@@ -259,7 +272,7 @@ def _unreadable(data_dir: Path, path: Path, exc: Exception, now: float) -> None:
     it), logged, and said to its account. Nothing can be sent from it."""
     aside = held_dir(data_dir) / "unreadable"
     try:
-        if now - path.stat().st_mtime < BROKEN_AFTER_SECONDS:
+        if now - os.lstat(path).st_mtime < BROKEN_AFTER_SECONDS:
             return  # maybe being written by hand: looked at again on a later round
         aside.mkdir(exist_ok=True)
         os.rename(path, aside / path.name)
@@ -336,7 +349,7 @@ def said_lines(data_dir: Path, account: str) -> list[dict]:
     out: list[object] = []
     for path in sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime):
         try:
-            out.append(json.loads(path.read_bytes()[:4096]))
+            out.append(json.loads(_read_file(path, 4096)[:4096]))
         except (OSError, ValueError) as exc:
             log.error("inbox: a line for %s about one of their answers could not be read: %s", account, exc)
             out.append({"said": "a line about one of your answers could not be read", "ok": False})

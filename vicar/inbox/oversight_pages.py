@@ -31,7 +31,7 @@ from vicar.inbox.web import (
 )
 from vicar.models import check_principal
 from vicar.models.audit import AuditRecord
-from vicar.models.control import Effect
+from vicar.models.control import DEFAULT_RULES, Effect
 from vicar.models.vocabulary import CfAState
 
 FEED_DAYS = 30  # the feed and the chart read this much of the audit trail
@@ -161,6 +161,7 @@ async def rules(request: Request, failed: dict | None = None, confirm: dict | No
         undo=undo,
         states=[s.value for s in CfAState],
         effects=[e.value for e in Effect],
+        defaults=DEFAULT_RULES,
     )
 
 
@@ -215,6 +216,13 @@ async def control(request: Request) -> Response:
             if is_default(name)
             else dict(op="add_rule", by=acct.name, rule=kept_rule[2])
         )
+    elif op == "restore_default":
+        from vicar.models.default_rules import is_default
+
+        name = restored = one(form, "name")
+        if not is_default(name):
+            raise InvalidInput(f"{name[:70]!r} is not one of Vicar's default rules")
+        change = dict(op="restore_rule", by=acct.name, name=name)
     elif op == "add_rule":
         change = dict(op=op, by=acct.name)
     else:
@@ -232,9 +240,10 @@ async def control(request: Request) -> Response:
         return await rules(request, failed=dict(principal=principal, message=str(exc), form=kept(form)))
     if op == "remove_rule" and removed is not None:
         _keep_removed(request, acct.name, principal, removed)
-    elif op == "restore_rule":
-        inbox(request).removed_rules.pop(one(form, "key"), None)
-        request.session.pop("undo_rule", None)
+    elif op in ("restore_rule", "restore_default"):
+        if op == "restore_rule":
+            inbox(request).removed_rules.pop(one(form, "key"), None)
+            request.session.pop("undo_rule", None)
         request.session["flash"] = {"said": f"put back: rule “{restored}”", "ok": True}
     return redirect("/rules")
 

@@ -1,0 +1,37 @@
+"""The inbox's rules page lists Vicar's default rules beside the person's own, marked
+default, each with why it asks; the person removes one (asked first) and brings it back,
+in Chromium at 390 and 1280 px against a real brain."""
+
+from __future__ import annotations
+
+import pytest
+
+from vicar.client import get_control
+from vicar.models.control import DEFAULT_RULES
+
+from .inbox_checks import overflow, shot, small_targets
+from .inbox_world import signed_in, world  # noqa: F401 (world: the module's fixture)
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+async def test_default_rules_are_listed_removed_and_brought_back(world, width):  # noqa: F811
+    w = world
+    name = "default-publish"
+    ctx, page = await signed_in(w, "alice", width)
+    await page.goto(f"{w.base}/rules")
+    listed = await page.locator("ul.defaults li").all_inner_texts()
+    assert len(listed) == len(DEFAULT_RULES)
+    assert any(name in t and "publishes a package" in t and "(default)" in t for t in listed), listed
+    await page.get_by_role("button", name=f"remove rule {name}").click()
+    assert name not in (await get_control(w.h.client, w.p)).removed_defaults  # asked first
+    await page.get_by_role("button", name=f"Remove “{name}”").click()
+    await page.wait_for_url(f"{w.base}/rules")
+    assert name in (await get_control(w.h.client, w.p)).removed_defaults
+    gone = page.locator("ul.defaults li.removed")
+    assert await gone.count() == 1 and "removed" in await gone.inner_text()
+    assert not await overflow(page) and not await small_targets(page)
+    await shot(page, f"inbox-default-rules-{width}.png")
+    await page.get_by_role("button", name=f"bring back rule {name}").click()
+    await page.wait_for_url(f"{w.base}/rules")
+    assert name not in (await get_control(w.h.client, w.p)).removed_defaults
+    await ctx.close()

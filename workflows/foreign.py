@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from vicar.errors import INVALID_WORKFLOW_INPUT
 
 # The ids Vicar's workflows run at, by their prefix.
-VICAR_ID_PREFIXES = (
+ID_PREFIXES = (
     c.brain_workflow_id(""),
     c.gate_workflow_id(""),
     c.session_workflow_id("", "").rstrip("/") + "/",
@@ -40,7 +40,7 @@ class ForeignWorkflow:
     @workflow.run
     async def run(self, args: Sequence[RawValue]) -> None:
         info = workflow.info()
-        if info.workflow_id.startswith(VICAR_ID_PREFIXES):
+        if info.workflow_id.startswith(ID_PREFIXES):
             raise ApplicationError(
                 f"refused: {info.workflow_type[:100]!r} is not a Vicar workflow, and {info.workflow_id[:300]} is "
                 "one of Vicar's ids (started without Vicar's client? docs/operations.md)",

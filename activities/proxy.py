@@ -88,6 +88,7 @@ class ProxyActivities(TurnActivities, RuleActivities):
             self.pin_model,
             self.vet_answer,
             self.recorded_outcome,
+            self.look_up_and_pin,
             self.match_rules,
             self.keep_control,
             self.load_control,
@@ -224,3 +225,14 @@ class ProxyActivities(TurnActivities, RuleActivities):
         """Read-only: the outcome already recorded under this gate's workflow id."""
         raw = self.registry.get(lookup.principal).store.outcome_record(lookup.workflow_id)
         return OutcomeRecord.model_validate_json(raw) if raw else None
+
+    @activity.defn(name=c.LOOK_UP_AND_PIN)
+    @store_errors
+    def look_up_and_pin(self, lookup: c.OutcomeLookup) -> c.LookupAndPin:
+        """RECORDED_OUTCOME, then (nothing recorded) PIN_MODEL, in one dispatch, under
+        the gate's turn. Idempotent like both: the lookup reads, the pin fits at most
+        what is due."""
+        earlier = self.recorded_outcome(lookup)
+        if earlier is not None:
+            return c.LookupAndPin(outcome=earlier)
+        return c.LookupAndPin(pinned=True, pin=self.pin_model(lookup.principal))

@@ -97,7 +97,7 @@ async def test_a_sharded_worker_routes_every_memory_step_to_the_principals_shard
         # Telling the webhook of an escalation touches no memory: any worker, shared queue.
         assert {q for name, q in queues if name == c.NOTIFY} <= {task_queue}, (p, queues)
         assert {q for name, q in queues if name != c.NOTIFY} == {want}, (p, queues)
-        assert {"consult", "record_outcome", "pin_model"} <= {name for name, _ in queues}
+        assert {"consult", "record_outcome", c.LOOK_UP_AND_PIN} <= {name for name, _ in queues}
 
 
 async def test_a_shard_without_its_owner_escalates_and_records_once_it_is_back(temporal_env, embedder, settings):

@@ -20,6 +20,7 @@ from vicar.models import (
     GateRequest,
     LineageVerdict,
     ModelPin,
+    OutcomeRecord,
     PassResult,
     RetrievalContext,
     Surprise,
@@ -41,13 +42,16 @@ ESCALATION_MEMO = "vicar_escalation"
 # Vicar's default rules (what cannot be undone) are matched at every gate, a principal
 # with no rules of their own included: gates started before them keep the old path.
 DEFAULT_RULES_PATCH = "default-rules"
+# The outcome lookup and the model's pin in one local activity (LOOK_UP_AND_PIN): one
+# dispatch fewer per gate; gates started before it look up and pin in two.
+LOOKUP_PIN_PATCH = "lookup-with-pin"
 
 GATE_HANDLES = Handles(
     GATE_WORKFLOW,
     signals=(HUMAN_RESPONSE_SIGNAL, *HOLDER_SIGNALS),
     updates=(RESPOND_UPDATE,),
     queries=(DETAILS_QUERY, ARTIFACT_QUERY),
-    patches=(DEFAULT_RULES_PATCH,),
+    patches=(DEFAULT_RULES_PATCH, LOOKUP_PIN_PATCH),
 )
 
 # What the contract asks of a client starting a gate (docs/orchestrator.md, `vicar schema`). The worker
@@ -82,6 +86,9 @@ RECORD_UNANSWERED = "record_unanswered"  # OutcomeRecord -> bool: a gate that en
 # A gate id is single-use per principal: a run under an id whose outcome is recorded
 # returns that outcome (OutcomeLookup -> OutcomeRecord | None) and asks nobody.
 RECORDED_OUTCOME = "recorded_outcome"
+# The same lookup and, when nothing is recorded, PIN_MODEL's pin, in one step run as a
+# local activity: OutcomeLookup -> LookupAndPin.
+LOOK_UP_AND_PIN = "look_up_and_pin"
 # An answer judged when it comes (the allow-list read then, the caller's identity from
 # history): AnswerVet -> AnswerVerdict.
 VET_ANSWER = "vet_answer"
@@ -118,6 +125,9 @@ MATCH_OPTIONS = _retried(timedelta(minutes=1), 4, _MS200, timedelta(seconds=5))
 # activity retried for ever (a broken store) also kept the worker from shutting down.
 RECORD_OPTIONS = _retried(timedelta(minutes=5), 5, _MS200, timedelta(seconds=5))
 LOOKUP_OPTIONS = _retried(timedelta(seconds=60), 5, _MS200, timedelta(seconds=5))
+# The lookup with the pin: the pin's bound (a fit may run). Few attempts: if they fail, the
+# lookup runs alone (its own attempts) and the consult pins again (PIN_OPTIONS').
+LOOKUP_PIN_OPTIONS = _retried(timedelta(minutes=2), 3, _MS200, timedelta(seconds=5))
 # Judging an answer when it comes (allow-list, caller identity): a few quick attempts,
 # then the answer is refused with the reason (the human can answer again).
 VET_OPTIONS = _retried(timedelta(seconds=30), 5, _MS200, timedelta(seconds=2))
@@ -207,6 +217,15 @@ class ReinforceInput(BaseModel):
 class OutcomeLookup(BaseModel):
     principal: str
     workflow_id: str
+
+
+class LookupAndPin(BaseModel):
+    """LOOK_UP_AND_PIN's answer: the outcome already recorded under the gate's id, or
+    (none recorded) the model the gate decides with, pinned under its turn."""
+
+    outcome: OutcomeRecord | None = None
+    pinned: bool = False  # False: nothing pinned (an outcome was found)
+    pin: ModelPin | None = None  # None when pinned: a predictor without versions
 
 
 class AnswerVet(BaseModel):

@@ -60,6 +60,7 @@ class GateState:
     turn_owed: bool = False  # holding the turn until the record lands or a release is asked for
     # The consult.
     pin: ModelPin | None = None  # the learned model this gate decides with
+    pinned: bool = False  # pinned with the outcome lookup (steps.recorded_outcome): not again
     verdict: Verdict | None = None  # what the human's control said of this gate (None: nothing)
     consulted: c.ConsultResult | None = None  # the consult the result was built from (the audit trail's)
     dialog: list[DialogTurn] = field(default_factory=list)

@@ -126,8 +126,20 @@ async def release(s: GateState) -> None:
 
 async def recorded_outcome(s: GateState) -> OutcomeRecord | None:
     """The outcome a run under this gate's id already recorded (a gate id is used once
-    per principal), read under the turn so no other run of the id records meanwhile."""
+    per principal), read under the turn so no other run of the id records meanwhile.
+    With local steps one local activity also pins the consult's model (a dispatch less);
+    if it fails (the pin may be what did), the lookup alone decides, the consult pins."""
     lookup = c.OutcomeLookup(principal=s.req.principal, workflow_id=s.details.workflow_id)
+    if s.local_steps and workflow.patched(c.LOOKUP_PIN_PATCH):
+        try:
+            found = await memory_step(s, c.LOOK_UP_AND_PIN, lookup, c.LookupAndPin, c.LOOKUP_PIN_OPTIONS, local=True)
+        except Failed as exc:
+            if is_cancel(exc):
+                raise
+            workflow.logger.warning("gate %s: lookup with pin failed: %s", s.req.gate_id, cause_message(exc))
+        else:
+            s.pin, s.pinned = found.pin, found.pinned
+            return found.outcome
     return await memory_step(s, c.RECORDED_OUTCOME, lookup, OutcomeRecord | None, c.LOOKUP_OPTIONS, local=True)
 
 
@@ -143,9 +155,8 @@ async def consult_and_decide(s: GateState, n: int) -> tuple[c.ConsultResult, Dec
     if ruled is not None:
         return ruled
     try:
-        if s.local_steps:
-            # Under the turn, once per gate: every consult of this gate (dialog rounds,
-            # retries) uses this version, whatever is fitted meanwhile.
+        if s.local_steps and not s.pinned:
+            # Under the turn, once per gate: its every consult (dialog, retries) uses this version.
             s.pin = await memory_step(s, c.PIN_MODEL, s.req.principal, Optional[ModelPin], c.PIN_OPTIONS, local=True)
         while True:
             s.details.status = GateStatus.consulting  # shown by the query, not indexed

@@ -396,7 +396,7 @@ async def test_a_gate_cancelled_while_it_waits_keeps_its_record(world):
     assert (rec.gate_id, rec.answered_by, rec.action) == (req.gate_id, "nobody", "hold")
     assert rec.cancelled and not rec.timed_out and rec.escalated and rec.words == "Cancelled before anyone answered."
     # a new principal: no guess yet, and the reason it went to the human
-    assert rec.guard == "unproven" and rec.why and rec.n >= 1 and rec.escalated_at is not None
+    assert rec.guard == "unsupported" and rec.why and rec.n >= 1 and rec.escalated_at is not None
     assert rec.artifact_excerpt == "Rename the config key."
     replayer = Replayer(workflows=[GateWorkflow], data_converter=data_converter())
     result = await replayer.replay_workflow(await handle.fetch_history(), raise_on_replay_failure=False)

@@ -35,3 +35,33 @@ async def test_default_rules_are_listed_removed_and_brought_back(world, width): 
     await page.wait_for_url(f"{w.base}/rules")
     assert name not in (await get_control(w.h.client, w.p)).removed_defaults
     await ctx.close()
+
+
+async def test_a_habit_is_offered_as_a_rule_and_made_one_with_a_tap(world):  # noqa: F811
+    from .test_gate import run_answering
+
+    w = world
+    for i in range(5):  # asked every time: the person's five identical answers
+        req = w.h.request(
+            w.p,
+            task_type="bash",
+            artifact=f"$ git fetch origin {i}\n",
+            lineage="bash:git fetch",
+            question="Run git fetch?",
+            state="INTENT_ASSERT",
+            escalation_mode="always",
+        )
+        await run_answering(w.h, req, text="fine")
+    ctx, page = await signed_in(w, "alice", 390)
+    await page.goto(f"{w.base}/rules")
+    offered = await page.locator("ul.suggested li").all_inner_texts()
+    assert any("git fetch" in t and "approved it 5 times" in t for t in offered), offered
+    assert "habit-bash-git-fetch" not in {r.name for r in (await get_control(w.h.client, w.p)).rules}
+    await page.get_by_role("button", name="make habit-bash-git-fetch my rule").click()
+    await page.wait_for_url(f"{w.base}/rules")
+    rules = {r.name: r for r in (await get_control(w.h.client, w.p)).rules}
+    assert (
+        rules["habit-bash-git-fetch"].lineages == ["bash:git fetch"] and rules["habit-bash-git-fetch"].author == "alice"
+    )
+    assert await page.locator("ul.suggested").count() == 0  # taken: no longer offered
+    await ctx.close()

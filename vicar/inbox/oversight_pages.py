@@ -146,6 +146,7 @@ async def rules(request: Request, failed: dict | None = None, confirm: dict | No
     acct = signed_in(request)
     names = await principals_of(request, acct)
     controls = [(p, await get_control(inbox(request).client, p)) for p in names]
+    suggested = {p: await _suggestions(request, p, c) for p, c in controls}
     undo = request.session.get("undo_rule")
     if not isinstance(undo, dict) or time.time() - float(undo.get("at", 0)) > UNDO_RULE_SECONDS:
         request.session.pop("undo_rule", None)
@@ -162,7 +163,15 @@ async def rules(request: Request, failed: dict | None = None, confirm: dict | No
         states=[s.value for s in CfAState],
         effects=[e.value for e in Effect],
         defaults=DEFAULT_RULES,
+        suggested=suggested,
     )
+
+
+async def _suggestions(request: Request, principal: str, control) -> list:
+    """The rules the principal's habits suggest (vicar.proxy.habits), from their trail."""
+    from vicar.proxy.habits import suggestions_from_audit
+
+    return suggestions_from_audit(await trail(request, principal), control)
 
 
 def _keep_removed(request: Request, account: str, principal: str, rule: dict) -> None:
@@ -223,6 +232,19 @@ async def control(request: Request) -> Response:
         if not is_default(name):
             raise InvalidInput(f"{name[:70]!r} is not one of Vicar's default rules")
         change = dict(op="restore_rule", by=acct.name, name=name)
+    elif op == "accept_suggestion":
+        # Recomputed here, never taken from the form: the person accepts what Vicar offers.
+        from vicar.client import get_control
+
+        name = one(form, "name")
+        inbox(request).trails.pop(principal, None)
+        offered = await _suggestions(request, principal, await get_control(inbox(request).client, principal))
+        chosen = next((s for s in offered if s.rule.name == name), None)
+        if chosen is None:
+            raise InvalidInput(f"no suggested rule {name[:70]!r} for {principal} now")
+        rule = chosen.rule.model_copy(update={"author": acct.name})
+        change = dict(op="add_rule", by=acct.name, rule=rule.model_dump(mode="json"))
+        restored = name
     elif op == "add_rule":
         change = dict(op=op, by=acct.name)
     else:
@@ -240,6 +262,8 @@ async def control(request: Request) -> Response:
         return await rules(request, failed=dict(principal=principal, message=str(exc), form=kept(form)))
     if op == "remove_rule" and removed is not None:
         _keep_removed(request, acct.name, principal, removed)
+    elif op == "accept_suggestion":
+        request.session["flash"] = {"said": f"your rule now: “{restored}”", "ok": True}
     elif op in ("restore_rule", "restore_default"):
         if op == "restore_rule":
             inbox(request).removed_rules.pop(one(form, "key"), None)

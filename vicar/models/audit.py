@@ -71,6 +71,8 @@ class AuditRecord(BaseModel):
     rule: str | None = Field(None, description="The rule that answered or applied, when one did.")
     rule_author: str | None = None
     rule_note: str = Field("", description="What the rule that answered or applied said (never in proxy_words).")
+    lineage: str | None = Field(None, description="The kind of action the request named (a hook's bash:git push).")
+    ask_first: bool = Field(False, description='Answered with "… but ask me first".')
     timed_out: bool = False
     cancelled: bool = Field(False, description="Cancelled by the orchestrator before anyone answered.")
     escalated: bool = Field(description="The gate went to the human.")
@@ -80,7 +82,11 @@ class AuditRecord(BaseModel):
     proxy_words: str = ""
     score: float | None = Field(None, description="The proxy's score for its prediction (the posterior's).")
     confidence: float | None = Field(None, description="The calibrated confidence shown.")
-    threshold: float | None = Field(None, description="The autonomy rule's threshold in force then.")
+    threshold: float | None = Field(
+        None,
+        description="The autonomy rule's threshold in force then, on the confidence's scale (docs/confidence.md).",
+    )
+    supported: bool | None = Field(None, description="Whether the person's own answers of its kind backed the guess.")
     bound: float | None = Field(None, description="Its error bound then.")
     target: float | None = None
     evidence: int = Field(0, description="The human-answered gates behind the bound.")

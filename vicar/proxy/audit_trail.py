@@ -155,6 +155,8 @@ def audit_record(store: RecordStore, raw: str) -> AuditRecord:
         rule=str(rule) if rule else None,
         rule_author=facts.rule_author,
         rule_note=rule_note,
+        lineage=req.lineage,
+        ask_first=record.ask_first,
         timed_out=timed_out,
         cancelled=record.cancelled,
         escalated=escalated,
@@ -164,7 +166,10 @@ def audit_record(store: RecordStore, raw: str) -> AuditRecord:
         proxy_words=guess,
         score=post.confidence if post else None,
         confidence=cal.confidence if cal else None,
-        threshold=cal.threshold if cal else None,
+        # One scale: the threshold beside the confidence shown (the raw one is in `why`'s
+        # numbers and the score beside it); records from before it was kept, the raw one.
+        threshold=(cal.threshold_shown if cal.threshold_shown is not None else cal.threshold) if cal else None,
+        supported=cal.supported if cal else None,
         bound=cal.bound if cal else None,
         target=cal.target if cal else None,
         evidence=cal.evidence if cal else 0,

@@ -18,7 +18,8 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel
 
-from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord
+from vicar.models import Action, AnsweredBy, Calibration, GateRequest, OutcomeRecord
+from vicar.models.audit import AuditRecord
 from vicar.models.control import Control, Effect, Rule
 from vicar.proxy.lineage import lineage_of
 from vicar.proxy.rules import verdict
@@ -95,3 +96,38 @@ def suggestions(records: Iterable[OutcomeRecord], control: Control | None, min_r
         )
         out.append(Suggestion(rule=rule, kind=what, answers=len(actions), words=_offer(what, action, len(actions))))
     return sorted(out, key=lambda s: -s.answers)
+
+
+def from_audit(r: AuditRecord) -> OutcomeRecord | None:
+    """What `suggestions` reads of an audit record (the inbox reads the trail, not the
+    store): the request's kind of action, the answer, who gave it and the guard."""
+    if r.answered_by != AnsweredBy.human.value or not r.lineage:
+        return None
+    try:
+        request = GateRequest(
+            principal=r.principal,
+            gate_id=r.gate_id,
+            kind=r.kind,
+            state=r.state,
+            task_type=r.task_type,
+            question=r.question,
+            artifact_text=r.artifact_excerpt,
+            lineage=r.lineage,
+        )
+        action = Action(r.action)
+    except ValueError:
+        return None
+    return OutcomeRecord(
+        request=request,
+        n=r.n,
+        workflow_id=r.workflow_id,
+        action=action,
+        response_text=r.words,
+        answered_by=AnsweredBy.human,
+        calibration=Calibration(confidence=r.confidence or 0.0, guard=r.guard),
+        ask_first=r.ask_first,
+    )
+
+
+def suggestions_from_audit(records: Iterable[AuditRecord], control: Control | None) -> list[Suggestion]:
+    return suggestions((o for o in map(from_audit, records) if o is not None), control)

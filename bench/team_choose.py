@@ -67,6 +67,26 @@ def head_start(nats: float) -> Weigher:
     return pick
 
 
+def ahead(candidate: str, nats: float) -> Weigher:
+    """The mixture, `candidate` starting `nats` ahead when it joins."""
+
+    def pick(chooser: Chooser, cands: dict[str, dict[str, float]]) -> dict[str, float]:
+        if candidate in cands and candidate not in chooser.loss:
+            chooser.loss[candidate] = chooser.mixture_loss - nats
+        return chooser.mix(cands)[0]
+
+    return pick
+
+
+def geometric(chooser: Chooser, cands: dict[str, dict[str, float]]) -> dict[str, float]:
+    """Log-linear pooling with the mixture's weights."""
+    w = chooser.weights(list(cands))
+    actions = {a for d in cands.values() for a in d}
+    raw = {a: math.exp(sum(w[c] * math.log(max(d.get(a, 0.0), 1e-4)) for c, d in cands.items())) for a in actions}
+    total = sum(raw.values())
+    return {a: v / total for a, v in raw.items()}
+
+
 DESIGNS: dict[str, Weigher] = {
     "mixture (shipped)": mixture,
     "best so far": best,
@@ -74,6 +94,8 @@ DESIGNS: dict[str, Weigher] = {
     "memory vote alone": only("vote"),
     "model after its fit": only("model", ("vote",)),
     "mixture, team 2 nats ahead": head_start(2.0),
+    "mixture, vote 1 nat ahead": ahead("vote", 1.0),
+    "geometric pooling": geometric,
 }
 
 

@@ -209,7 +209,7 @@ def replay_reviewer(
                         wants_asked=c.posterior.wants_asked,
                         alone_action=lone[0] if lone else None,
                         alone_score=lone[1] if lone else None,
-                        supported=getattr(c.calibration, "supported", None),
+                        supported=c.calibration.supported,
                         actual=event.action.value,
                         predicted=c.posterior.action.value if c.posterior.action else None,
                         suggested=c.posterior.tap.value if c.posterior.tap else None,

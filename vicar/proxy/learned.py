@@ -39,6 +39,7 @@ from vicar.proxy.learned_history import History, memory_features
 from vicar.proxy.learned_model import Model, fit, refit_due
 from vicar.proxy.offline import DEFAULT_TEXT, OfflinePredictor
 from vicar.proxy.provider import Predictor
+from vicar.proxy.retrieval import within_task
 from vicar.proxy.team import KindCounts, team_to_features
 from vicar.proxy.team import estimate as team_estimate
 from vicar.settings import PredictorParams
@@ -141,7 +142,12 @@ class LearnedPredictor(Predictor):
 
     def _predict(self, request: GateRequest, ctx: RetrievalContext) -> PassResult:
         vote = self.vote.prior(request, ctx)
-        memory = memory_features(vote, ctx, request.artifact_text, trust=self.trust_feature)
+        # The model reads the memory as a split retrieval found it, whatever a small memory's
+        # retrieval borrowed from other task types (retrieval.SMALL_HISTORY): its features
+        # mean the same at every size.
+        own = within_task(ctx, request)
+        split = vote if own is ctx else self.vote.prior(request, own)
+        memory = memory_features(split, own, request.artifact_text, trust=self.trust_feature)
         vote.features = memory
         if request.kind is not RequestKind.gate:
             return vote  # questions: the memory vote answers

@@ -178,7 +178,9 @@ class OfflinePredictor(Predictor):
             prose=text,
             confidence=round(agreement * depth, 4),
             action=action,
-            used_chunk_ids=[c.chunk_id for c, _, _ in evidence],
+            # Memories a small memory borrowed from other task types vote, but only the task
+            # type's own are reinforced (retrieval.SMALL_HISTORY).
+            used_chunk_ids=[c.chunk_id for c, _, _ in evidence if c.task_type == request.task_type],
         )
 
     def _percepts(self, artifact: str, ctx: RetrievalContext, posterior: PassResult) -> list[str]:

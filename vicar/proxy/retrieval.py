@@ -22,10 +22,12 @@ LINEAGE_RESPONSE_CHARS = 300  # the human's words kept per lineage verdict
 # Past artifacts whose answers the pre-review also reads (similar_work): the five of the
 # five-most-similar baseline, set before any replay with it.
 SIMILAR_WORK_K = 5
-# A memory this small is not split by task type: the first gates of a new task type find
-# the person's answers on the others (ranked by similarity, whose situation text names the
-# task type), where within the task type they found nothing (30% of a new person's first 10
-# gates had no proposal on the permission study's data).
+# A memory this small is not split by task type where the task type has no answer yet:
+# the first gate of a new task type finds the person's answers on the others (ranked by
+# similarity, whose situation text names the task type), where it found nothing (30% of a
+# new person's first 10 gates had no proposal on the permission study's data). The learned
+# model reads only the task type's own (within_task), so its memory features mean the same
+# at every size, and borrowed memories are not reinforced (docs/team-prior.md).
 SMALL_HISTORY = 50
 
 
@@ -48,6 +50,13 @@ def contexts(
     )
     prior.working_memory = posterior.working_memory = working_memory  # the session's cacheable prefix
     return prior, posterior
+
+
+def within_task(ctx: RetrievalContext, request: GateRequest) -> RetrievalContext:
+    """`ctx` with only the memories of the gate's own task type: what a split retrieval
+    found, where a small memory's borrowed the person's answers on other task types."""
+    kept = [c for c in ctx.chunks if c.task_type == request.task_type]
+    return ctx if len(kept) == len(ctx.chunks) else ctx.model_copy(update={"chunks": kept})
 
 
 def build_query(
@@ -99,10 +108,13 @@ def retrieve(
     """`params`: also look up the upstream agent's trust (unless the caller passes the one
     its prior retrieval found), and check the context's censors against the artifact
     (posterior only)."""
-    query = build_query(
-        request, n, phase, artifact, options, noise=memory.params.noise_s > 0, split=memory.size() >= SMALL_HISTORY
-    )
+    noise = memory.params.noise_s > 0
+    query = build_query(request, n, phase, artifact, options, noise=noise)
     hits = memory.retrieve(query)
+    if memory.size() < SMALL_HISTORY and not any(c.kind.value not in FACT_KINDS for _, c in hits):
+        # A small memory with no answer in this task type: the person's answers on the others.
+        query = build_query(request, n, phase, artifact, options, noise=noise, split=False)
+        hits = memory.retrieve(query)
     options = options or RetrievalOptions()
     # What the memory holds for this gate first (the hits, the person's answers on similar
     # work and on the lineage), then what is judged of it (censors, the agent's trust).

@@ -144,7 +144,7 @@ async def test_audit_fires_for_the_gates_it_draws(harness):
     seed(harness, p, [("approve", "Fine.")] * 4, now() - timedelta(hours=1))
     req, handle = await run_gate(harness, p, audited=True)
     details = await wait_escalated(harness.client, req.gate_id)
-    assert details.calibration_guard == "audit" and "threshold 0.50" in details.calibration_note
+    assert details.calibration_guard == "audit" and "acts alone from 50%" in details.calibration_note
     assert details.proxy_confidence > 0.5  # an audit does not doubt the score
     await handle.terminate()
 

@@ -175,8 +175,9 @@ async def test_malformed_output_never_auto_approves(llm, standin, reply):
     handle = await start_gate(llm.client, req, llm.task_queue)
     details = await wait_escalated(llm.client, req.gate_id)
     assert details.proxy_confidence == 0.0
-    assert details.calibration_guard == "unproven"
-    assert "score 0: no confidence" in details.calibration_note or "no threshold proven" in details.calibration_note
+    # No action (nothing for the person's answers to back) or no confidence: never a lone answer.
+    assert details.calibration_guard in ("unsupported", "unproven"), details.calibration_guard
+    assert "no guess" in details.calibration_note, details.calibration_note
     await handle.terminate()
 
 
@@ -301,8 +302,8 @@ async def run_answered(h, req: GateRequest, action: str):
 
 
 async def test_a_confident_model_earns_autonomy_only_by_measured_agreement(llm, standin):
-    """The model says approve at 0.99 on every gate. A new principal's first gate (the
-    users table!) still goes to the human; after enough agreeing human answers the
+    """The model says approve at 0.99 on every gate. A new principal's first gate (a
+    production table!) still goes to the human; after enough agreeing human answers the
     bound passes and the proxy acts alone; when audited gates start failing it loses
     autonomy again."""
     from vicar.proxy.autonomy import audit_draw
@@ -321,17 +322,22 @@ async def test_a_confident_model_earns_autonomy_only_by_measured_agreement(llm, 
             f"earn-{p}-{i}-{j}" for j in range(1000) if (audit_draw(p, f"vicar-gate/earn-{p}-{i}-{j}") < 0.5) == audited
         )
         return llm.request(
-            p, gate_id=gid, question="Approve dropping the users table in production?", artifact="DROP TABLE users;"
+            p,
+            gate_id=gid,
+            question="Approve adding a column to the users table in production?",
+            artifact="ALTER TABLE users ADD COLUMN nickname text;",
         )
 
     first, details = await run_answered(llm, req(0, audited=False), "approve")
-    assert first.escalated and details.calibration_guard == "unproven"
+    # A kind of action the person never answered: the model's 0.99 counts for nothing yet.
+    assert first.escalated and details.calibration_guard == "unsupported"
     assert details.proxy_action is Action.approve and details.proxy_confidence == 0.99
-    assert details.calibration_note == "no threshold proven: bound 1.000 over 0 answers > target 0.25"
+    assert "not answered before" in details.calibration_note
     # The betting rule (valid whenever read, four sequences at delta/4) needs 21 agreeing answers.
     for i in range(1, 21):
         result, details = await run_answered(llm, req(i, audited=False), "approve")
-        assert result.escalated and details.calibration_guard == "unproven", i
+        # Their own answers back it from the third on; the bound proves nothing before the 21st.
+        assert result.escalated and details.calibration_guard == ("unsupported" if i < 3 else "unproven"), i
     assert result.autonomy_evidence == 20 and result.autonomy_threshold is None
     alone, _ = await run_answered(llm, req(21, audited=False), "approve")
     assert not alone.escalated and alone.answered_by is AnsweredBy.proxy and alone.action is Action.approve
@@ -349,6 +355,7 @@ async def test_a_confident_model_earns_autonomy_only_by_measured_agreement(llm, 
     assert lost.escalated and lost.answered_by is AnsweredBy.human
     assert lost.autonomy_threshold is None and lost.autonomy_evidence == 22
     assert round(lost.autonomy_bound, 3) == 0.4
-    assert details.calibration_guard in ("unproven", "tension"), details.calibration_guard
+    # Or support: the person's reject now stands among their answers of the kind.
+    assert details.calibration_guard in ("unproven", "tension", "unsupported"), details.calibration_guard
     if details.calibration_guard == "unproven":
         assert details.calibration_note.startswith("no threshold proven: bound 0.400 over 22 answers")

@@ -51,6 +51,7 @@ class Support(BaseModel):
     new: bool = False  # nothing (or too little) of this kind answered yet
     marked_wrong: bool = False  # the person said "wrong" on this kind and has not re-earned it
     asked_first: bool = False  # the person answered a gate of this kind with "ask me first"
+    no_guess: bool = False  # the proxy proposed no answer: there is nothing to back
 
 
 class CalibrationInputs(BaseModel):

@@ -39,7 +39,7 @@ from vicar.memory.principal import PrincipalMemory
 from vicar.memory.retrieval import Query, RetrievalMode
 from vicar.memory.store import RecordStore
 from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord, Support
-from vicar.models.sure import ANSWERS_DIFFER, NEW_KIND
+from vicar.models.sure import ANSWERS_DIFFER, NEW_KIND, NO_GUESS
 from vicar.models.sure import ASKED_FIRST as ASKED_FIRST_LABEL
 from vicar.settings import CalibrationParams
 
@@ -209,7 +209,7 @@ def support_of(
     nearest = max((a.similarity for a in answers if a.similarity is not None), default=None)
     base = dict(kind=what, answers=len(close), agreeing=agreeing, contrary=contrary, nearest=nearest, needed=need)
     if action is None:
-        return Support(supported=False, words="Vicar has no guess to stand on", **base)
+        return Support(supported=False, no_guess=True, words="Vicar has no guess to stand on", **base)
     if any(a.ask_first for a in close):
         return Support(
             supported=False, asked_first=True, words=f"you asked to be asked first about {what} like this", **base
@@ -250,6 +250,8 @@ def support_label(support: Support | None) -> str:
     guess ("" where they do, or where support was not judged)."""
     if support is None or support.supported:
         return ""
+    if support.no_guess:
+        return NO_GUESS
     if support.asked_first:
         return ASKED_FIRST_LABEL
     return NEW_KIND if support.new or support.marked_wrong else ANSWERS_DIFFER

@@ -177,7 +177,8 @@ async def test_malformed_output_never_auto_approves(llm, standin, reply):
     assert details.proxy_confidence == 0.0
     # No action (nothing for the person's answers to back) or no confidence: never a lone answer.
     assert details.calibration_guard in ("unsupported", "unproven"), details.calibration_guard
-    assert "no guess" in details.calibration_note, details.calibration_note
+    note = details.calibration_note
+    assert "no guess" in note or note.startswith("no threshold proven"), note
     await handle.terminate()
 
 

@@ -81,11 +81,12 @@ TEST_RESPONDERS = (
 
 
 def let_test_responders_in(principals_dir: Path, *principals: str) -> None:
-    """The allow-lists of `principals` (in this data directory's principals) name TEST_RESPONDERS."""
+    """The allow-lists of `principals` (in this data directory's principals) name
+    TEST_RESPONDERS and the principal itself (a list names everyone who may answer)."""
     from vicar.responders import save_allowed
 
     for p in principals:
-        save_allowed(principals_dir, p, list(TEST_RESPONDERS))
+        save_allowed(principals_dir, p, [*TEST_RESPONDERS, p])
 
 
 class VicarHarness:
@@ -96,13 +97,13 @@ class VicarHarness:
         self.settings = settings
 
     def principal(self, *, responders: tuple[str, ...] | None = TEST_RESPONDERS) -> str:
-        """A new principal, whose allow-list lets `responders` answer (None: no list, so
-        only the principal's own name answers for it: vicar/responders.py)."""
+        """A new principal, whose allow-list lets `responders` and itself answer (None: no
+        list, so only the principal's own name answers for it: vicar/responders.py)."""
         from vicar.responders import save_allowed
 
         name = f"p-{uuid.uuid4().hex[:10]}"
         if responders:
-            save_allowed(self.settings.principals_dir, name, list(responders))
+            save_allowed(self.settings.principals_dir, name, [*responders, name])
         return name
 
     def request(self, principal: str, task_type: str = "db-migration", artifact: str = "", **kw) -> GateRequest:

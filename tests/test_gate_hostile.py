@@ -132,7 +132,7 @@ async def test_a_gate_whose_brain_never_runs_escalates_with_proxy_error(harness)
 
 async def test_allow_list_applies_when_the_answer_comes(cli_env, harness):  # noqa: F811
     h = harness
-    p = h.principal()
+    p = h.principal(responders=None)  # its list is what this test writes
     assert (await cli("principal", "allow", p, "alice")).exit_code == 0
     req = h.request(p, artifact="Rename a column.")
     handle = await start_gate(h.client, req, h.task_queue)

@@ -126,8 +126,8 @@ def gate_page(v: GateView, now: datetime | None = None) -> Group:
     if v.prereview:
         rows = []
         for i, item in enumerate(v.prereview, 1):
-            when = v.prereview_dates.get(item.gate_id)
-            day = f", {when.date().isoformat()}" if when else ""
+            answered_at = v.prereview_dates.get(item.gate_id)
+            day = f", {answered_at.date().isoformat()}" if answered_at else ""
             rows.append(
                 f"{i}. {item.text}\n   — {item.action} on gate {item.gate_id or item.chunk_id}{day} "
                 f"(interaction {item.n})"

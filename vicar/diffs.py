@@ -1,5 +1,5 @@
 """Unified diffs: telling one (the one detector), its changed lines for a one-line excerpt
-(issue 28: a `docs` diff that also drops a table must show the drop in a listing, not the
+(a person must see what they approve: a `docs` diff that also drops a table must show the drop in a listing, not the
 headers that fill it), and its lines classed for display (the inbox colours them)."""
 
 from __future__ import annotations

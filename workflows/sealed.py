@@ -1,7 +1,7 @@
 """What comes into a workflow from outside (its input, signals, updates), opened and
 checked inside the workflow, never by the payload converter before it: a value that
 fails there fails the workflow *task*, and a signal stays in history, so one bad
-payload wedged whatever received it (issue 34).
+payload would wedge whatever received it.
 
 The worker's codec never raises (vicar/runtime/codec.py): a payload it cannot open arrives as a
 refusal, one it opened is marked with the key that opened it. Here:
@@ -88,7 +88,7 @@ class KeyWatch:
     sealed with another key than the run's input. Its history then holds the new key
     only, so dropping the old key (rotation's last step, docs/codec.md) leaves it able to
     replay, where before a brain started under the old key could not replay at all and
-    held every gate of its principal `queued` (issue 34). Decided from what history
+    held every gate of its principal `queued`. Decided from what history
     holds (each write's key is the codec's mark on its payload), so a replay decides the
     same."""
 

@@ -11,7 +11,7 @@ import sys
 # isort: off
 from vicar.cli import demo_cmd, eval_cmd, gates_cmd, health_cmd, memory_cmd, principals_cmd  # noqa: F401
 from vicar.cli import sessions_cmd, worker_cmd, rules_cmd, audit_cmd, inbox_cmd  # noqa: F401
-from vicar.cli import hook_cmd  # noqa: F401  (issue 38: the coding agents' hook)
+from vicar.cli import hook_cmd  # noqa: F401  (the coding agents' permission prompts)
 from vicar.cli import mcp_cmd  # noqa: F401
 from vicar.cli import team_cmd  # noqa: F401
 

@@ -294,7 +294,8 @@ async def _escalations(principal: str | None, output: Output) -> None:
     now = datetime.now(UTC)
     unreadable = [d for d in waiting if d.question.startswith(UNREADABLE)]
     if unreadable:
-        # Listed anyway (issue 34): why, once, where a script reading stdout does not trip on it.
+        # Listed anyway (one unreadable gate must not hide the others): why, once, on stderr,
+        # where a script reading stdout does not trip on it.
         why = unreadable[0].question.removeprefix(UNREADABLE).removesuffix(")")
         err.print(
             text(

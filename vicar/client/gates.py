@@ -286,7 +286,7 @@ async def list_escalations(client: Client, principal: str | None = None) -> list
     time at 1,000 gates, bench/INBOX_RESULTS.md), the memos in one codec call. A gate whose
     memo does not open here (sealed with a key this process lacks, e.g. one dropped in a
     rotation, or a workflow that is not a gate) is listed from its search attributes,
-    saying why: one such gate must not take the list down for everyone (issue 34)."""
+    saying why: one such gate must not take the list down for everyone."""
     query = f'VicarStatus = "{GateStatus.escalated.value}" AND ExecutionStatus = "Running"'
     if principal:
         check_principal(principal)  # also keeps quotes out of the visibility query

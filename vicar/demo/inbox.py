@@ -1,5 +1,5 @@
 """`vicar demo --keep`: gates left waiting for the person, and the inbox to answer them
-in (issue 28: the Quick start leads to the inbox)."""
+in: the Quick start leads a newcomer on to where a reviewer answers."""
 
 from __future__ import annotations
 

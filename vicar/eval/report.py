@@ -159,7 +159,8 @@ CEILING_COLUMNS = (
 
 def ceiling_section(results: list[VariantResult]) -> str:
     """Per reviewer: the realized autonomy against the hindsight ceiling, the stretches,
-    the bound's coverage at each check and the human's load (the goals of issue 26)."""
+    the bound's coverage at each check and the human's load: whether the bound holds
+    whenever a person reads it, not only on average, and what the rule leaves them to answer."""
     rows = []
     for r in results:
         for rev, sc in [*_people(r), ("all", r.overall)]:

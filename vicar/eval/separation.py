@@ -1,4 +1,5 @@
-"""What the score knows, beside what a trivial baseline knows (issue 36).
+"""What the score knows, beside what a trivial baseline knows: a valid bound lets the
+proxy answer alone only as far as its score separates right from wrong.
 
 - AUROC and AUPRC of the predictor's score for "the proposed action is the person's"
   (AUPRC beside its base rate, the share right): what limits autonomy under a valid

@@ -1,5 +1,6 @@
-"""The replay's words metric (issue 27): does the proxy raise the concerns this person
-would raise? Scored on correct/reject events only (an approval has nothing to raise),
+"""The replay's words metric: does the proxy raise the concerns this person would raise?
+(Above the threshold its words are the answer the agent receives, so they are scored
+too.) Scored on correct/reject events only (an approval has nothing to raise),
 with tags and status lines stripped and the design's categories on word boundaries
 (vicar.proxy.concerns), plus each reviewer's own themes learned online from their past
 corrections only. Beside it, the same scores for baselines built online from the

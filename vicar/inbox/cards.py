@@ -1,4 +1,4 @@
-"""What a card says before anyone taps (issue 37 items 1, 2, 5): why the gate came to
+"""What a card says before anyone taps, so no one-tap approve is a blind one: why the gate came to
 the person (the words vicar.proxy.reasons makes, the one place they are made), a risk
 flag where one of their rules matched (its words marked in the excerpt), whether the
 artifact could be shown, the proxy's confidence in plain words, and whether a one-tap

@@ -1,5 +1,5 @@
-"""The proxy's answer built from the pre-review (issue 27, item 3), and an LLM's
-citations of it judged.
+"""The proxy's answer built from the pre-review (the person's own words, so a
+correction names what to fix), and an LLM's citations of it judged.
 
 Above the threshold the proxy's text is the answer the agent receives, so a correction
 must name what to fix. The memory predictors (offline, learned) choose the action; the
@@ -15,7 +15,7 @@ for this artifact:
   do not rubber-stamp an intent) when the person asked a question on this lineage or
   similar work; without one of theirs it keeps its action (no invented question).
 Hold, withdraw and an agent's question keep the predictor's text. The words never turn
-against the action they are shown with (issue 46): no approval's sentence ("Fine, ship
+against the action they are shown with (a reviewer reads both): no approval's sentence ("Fine, ship
 it.") under a reject, no refusal or question under an approve, no approve vouching for
 what the artifact says it lacks, and no predictor's text said on another kind of work
 (vicar.proxy.concerns.fitting_words); what is left may be nothing. Pure, deterministic and

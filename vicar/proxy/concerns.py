@@ -3,7 +3,7 @@ boundaries, and the cleaning that keeps a reviewer's tags and status lines from
 counting as concerns. Pure; used by the proxy's bookkeeping and the replay's metric.
 
 Substring cues counted "test" in "latest" and "order" in "border", and a trailer such as
-"Reviewed-by: Guenter Roeck <linux@roeck-us.net>" as five concerns (issue 27); here a
+"Reviewed-by: Guenter Roeck <linux@roeck-us.net>" as five concerns, inflating the words metric; here a
 cue is a whole word or phrase, and tags, addresses and status lines go before matching.
 """
 
@@ -152,7 +152,7 @@ def concerns_in(text: str, themes: Iterable[str] = (), names: Iterable[str] = ()
 
 # What a sentence says of the verdict itself: an approval's words ("Fine, ship it.") read
 # under a reject, or a refusal's ("No: it drops the table.") under an approve, turn the
-# proxy's shown answer against itself (issue 46). Checked at a sentence's start (and a
+# proxy's shown answer against itself, and mislead who reads both. Checked at a sentence's start (and a
 # few phrases anywhere); "Fine, but ..." is a turn-back that opens kindly, not a verdict.
 _APPROVING = re.compile(
     r"^\W*(?:fine|lgtm|looks (?:good|fine|ok|okay|great)|ship it|approved?|acked|ack|ok(?:ay)?|good to go"

@@ -1,4 +1,5 @@
-"""The pre-review (issue 27, item 2): before a gate is answered, the concerns and
+"""The pre-review, so the proxy raises what this person would, not canned words: before
+a gate is answered, the concerns and
 questions this person raised on the artifact's lineage and on the most similar past
 work, as their own sentences, each with its source, ranked for this artifact.
 

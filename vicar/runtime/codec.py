@@ -110,7 +110,8 @@ def ensure_key_file(path: Path) -> None:
 def load_keys(settings: Settings, *, make: bool = False) -> dict[str, bytes]:
     """`make`: a worker, which makes the data dir's key file if there is none. Anything
     else (the CLI, the inbox, an orchestrator, the codec server) never does: a key of its
-    own would seal what no worker can open (issue 34), so it is refused in one line."""
+    own would seal what no worker can open (each such write refused, or a gate wedged on it),
+    so it is refused in one line."""
     # Read here, not carried in Settings: a key must never sit in an object that may be printed.
     at_use = ReadAtUse()
     if raw := secret(at_use.codec_keys):

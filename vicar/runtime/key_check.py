@@ -1,5 +1,5 @@
 """Can this client open what the workers sealed? A client with other keys than the
-workers' would have every write refused by the worker (issue 34); it is refused here
+workers' would have every write refused by the worker, found only there; it is refused here
 instead, in one line naming the workers' key, and nothing is sent: when it connects
 (against the running brains of its task queue), and before an answer, a review or an
 audit page (against the workflow it writes to). Only what a worker sealed tells its key:

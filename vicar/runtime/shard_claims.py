@@ -6,9 +6,11 @@ before polling, a worker asks the server who has polled its queues lately and re
 start beside
 
 - another unsharded worker on its task queue (unsharded, the shared queue's activities
-  are the memory's: two such workers split every principal; issue 34 item 8);
+  are the memory's: two such workers split every principal's memory, and an allow-list
+  kept in only one of their data directories fails open on the other);
 - a worker with another shard count, or unsharded beside sharded: the newcomer would place
-  new principals on shards the others do not have (item 9);
+  new principals on shards the others do not have, so they would disagree on where a
+  principal's memory lives;
 - another worker on one of its shard queues.
 
 A worker's identity is stable across restarts (host and data directory, not the pid), so

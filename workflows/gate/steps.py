@@ -385,7 +385,7 @@ def publish_escalation(s: GateState) -> None:
 
 async def read_excerpts(s: GateState) -> None:
     """The worker's excerpts of the artifact files, for a person who cannot read them
-    (issue 28: a person must see what they approve); the details' one-line excerpt comes
+    (a person must see what they approve); the details' one-line excerpt comes
     from the first file when there is no inline text."""
     paths = s.req.artifact_paths
     if not paths:

@@ -219,6 +219,7 @@ async def test_a_new_member_is_asked_about_git_status_at_most_ten_times(shipped)
     last = await (await get_gate(w.client, gates[-1])).result(timeout=10)
     if how == "alone":
         assert last.answered_by is AnsweredBy.proxy and "team" in last.calibration_note, last.calibration_note
+        print(f"alone: {last.calibration_note}")
 
     # A never-seen destructive command is still the person's, through `vicar hook
     # claude-code` (the command inside the CLI): asked, and denied on their reject.

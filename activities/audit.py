@@ -1,7 +1,7 @@
 """The audit trail's activities (docs/audit.md): where a principal's memory is, a page of
-its gate records, a gate that ended with no answer, and a review of an answer the proxy
-gave alone. Each is idempotent: reads change nothing, and each write is keyed by the
-gate's workflow id."""
+its gate records, and a review of an answer the proxy gave alone (a gate that ended
+with no answer is recorded by the gate's own activities). Each is idempotent: reads
+change nothing, and each write is keyed by the gate's workflow id."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from vicar.memory.names import child_path
 from vicar.memory.registry import MemoryRegistry
 from vicar.models import OutcomeRecord
 from vicar.models.audit import AuditPage, AuditPageRequest, MemoryPlace, Review, ReviewRequest, ReviewResult
-from vicar.proxy.audit_trail import audit_page, is_unanswered, log_unanswered
+from vicar.proxy.audit_trail import audit_page, is_unanswered
 from vicar.proxy.reviews import record_review
 from vicar.responders import load_policy
 from vicar.settings import Settings
@@ -39,7 +39,7 @@ class AuditActivities:
         return [self.locate_memory]
 
     def memory(self) -> list:
-        return [self.audit_page, self.record_unanswered, self.record_review]
+        return [self.audit_page, self.record_review]
 
     def _has_memory(self, principal: str) -> bool:
         # Read-only callers must not create a memory by opening one that is not there.
@@ -59,11 +59,6 @@ class AuditActivities:
                 f"no memory for principal {req.principal!r} on this deployment", type=NO_MEMORY, non_retryable=True
             )
         return audit_page(self.registry.get(req.principal).store, req)
-
-    @activity.defn(name=c.RECORD_UNANSWERED)
-    @store_errors
-    def record_unanswered(self, record: OutcomeRecord) -> bool:
-        return log_unanswered(self.registry.get(record.request.principal).store, record)
 
     @activity.defn(name=c.RECORD_REVIEW)
     async def record_review(self, req: ReviewRequest) -> ReviewResult:

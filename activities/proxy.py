@@ -23,6 +23,7 @@ from vicar.artifacts import load_artifact
 from vicar.errors import ARTIFACT_REFUSED, ArtifactRefused
 from vicar.memory.registry import MemoryRegistry
 from vicar.models import BrainConfig, Calibration, ModelPin, OutcomeRecord, PassResult, Surprise
+from vicar.proxy.audit_trail import log_unanswered
 from vicar.proxy.calibration import calibrate, calibration_inputs
 from vicar.proxy.consult import consult
 from vicar.proxy.outcomes import record_outcome
@@ -85,6 +86,7 @@ class ProxyActivities(TurnActivities, RuleActivities):
             self.reinforce,
             self.agent_reply,
             self.record_outcome,
+            self.record_unanswered,
             self.pin_model,
             self.vet_answer,
             self.recorded_outcome,
@@ -205,6 +207,11 @@ class ProxyActivities(TurnActivities, RuleActivities):
         # What crosses to the person's team, if they are in one: counts and a draw, no content.
         share_outcome(self.settings.data_dir, record)
         return chunk_id
+
+    @activity.defn(name=c.RECORD_UNANSWERED)
+    @store_errors
+    def record_unanswered(self, record: OutcomeRecord) -> bool:
+        return log_unanswered(self.registry.get(record.request.principal).store, record)
 
     @activity.defn(name=c.PIN_MODEL)
     @store_errors

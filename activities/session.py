@@ -1,5 +1,5 @@
-"""Session and consolidation activities: working memory at session start, joining a
-session, planning and applying consolidation. Each is idempotent."""
+"""The session's activities: joining a session, and its working memory at the start.
+Each is idempotent. (Its consolidation's are in activities/consolidation.py.)"""
 
 from __future__ import annotations
 
@@ -15,16 +15,11 @@ from temporalio.service import RPCError
 from vicar import contracts as c
 from vicar.activities.routing import locate
 from vicar.activities.store_errors import unavailable
-from vicar.memory.chunk import chunk_id_for
-from vicar.memory.consolidation import apply_consolidation, plan_consolidation
-from vicar.memory.consolidation_plan import ConsolidationPlan, ConsolidationReport
 from vicar.memory.registry import MemoryRegistry
 from vicar.memory.store import StoreError
 from vicar.memory.working import load_working_memory
 from vicar.models.brain import BrainStatus
-from vicar.models.session import ConsolidationInput, JoinReply, SessionInput, WorkingMemoryView
-from vicar.proxy import facts
-from vicar.proxy.provider import Predictor
+from vicar.models.session import JoinReply, SessionInput, WorkingMemoryView
 from vicar.settings import TASK_QUEUE, Settings
 
 
@@ -35,16 +30,7 @@ class SessionActivities:
         registry: MemoryRegistry,
         settings: Settings,
         task_queue: str = TASK_QUEUE,
-        predictor: Predictor | None = None,
     ) -> None:
-        # An LLM predictor's judge_conflict settles ambiguous disagreements; offline,
-        # they are kept as context sensitivity.
-        self.judge = predictor.judge_conflict if predictor else None
-        # ... and reads the human's preferences from their answers; offline, the concern
-        # words they repeat do.
-        self.extractor = predictor.extract_preferences if predictor else None
-        # A learned model refits at consolidation too, under the same turn.
-        self.refit = predictor.refit if predictor else None
         self.client = client
         self.registry = registry
         self.settings = settings
@@ -57,7 +43,7 @@ class SessionActivities:
         return [self.join_session]
 
     def memory(self) -> list:
-        return [self.load_working_memory, self.plan_consolidation, self.apply_consolidation]
+        return [self.load_working_memory]
 
     @activity.defn(name=c.JOIN_SESSION)
     async def join_session(self, inp: c.JoinInput) -> JoinReply:
@@ -114,22 +100,3 @@ class SessionActivities:
             pass  # no brain yet: nothing has been granted beyond the mirror
         wm = await asyncio.to_thread(load_working_memory, memory, n, inp.token_budget)
         return WorkingMemoryView(**wm.model_dump())
-
-    @activity.defn(name=c.PLAN_CONSOLIDATION)
-    def plan_consolidation(self, inp: ConsolidationInput) -> ConsolidationPlan:
-        memory = self.registry.get(inp.principal)
-        chunk_ids = [chunk_id_for(inp.principal, wid) for wid in inp.gate_workflow_ids]
-        return plan_consolidation(memory, inp.session_id, chunk_ids, judge=self.judge)
-
-    @activity.defn(name=c.APPLY_CONSOLIDATION)
-    def apply_consolidation(self, inp: c.ApplyInput) -> ConsolidationReport:
-        memory = self.registry.get(inp.principal)
-        report = apply_consolidation(memory, inp.plan, on_step=activity.heartbeat)
-        report.facts_learned = len(facts.after_consolidation(memory, inp.plan, self.settings.facts, self.extractor))
-        report.buffer_kept, report.buffer_dropped = memory.settle_buffer()
-        if self.refit:
-            try:
-                self.refit(inp.principal)
-            except Exception as exc:  # the schedule refits later; the consolidation stands
-                activity.logger.warning("refit of %s at consolidation failed: %s", inp.principal, exc)
-        return report

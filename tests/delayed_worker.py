@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from vicar import worker
-from vicar.activities import session as session_activities
+from vicar.activities import consolidation as consolidation_activities
 from vicar.memory import transfer
 
 
@@ -29,7 +29,7 @@ def pause_pieces(seconds: float) -> None:
 
 
 def pause_steps(seconds: float) -> None:
-    apply = session_activities.apply_consolidation
+    apply = consolidation_activities.apply_consolidation
 
     def slow(memory, plan, on_step=None):
         def step(i: int) -> None:
@@ -39,7 +39,7 @@ def pause_steps(seconds: float) -> None:
 
         return apply(memory, plan, on_step=step)
 
-    session_activities.apply_consolidation = slow
+    consolidation_activities.apply_consolidation = slow
 
 
 def main() -> None:

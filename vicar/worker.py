@@ -29,6 +29,7 @@ from temporalio.worker import Worker
 
 from vicar import workflows as workflow_package
 from vicar.activities.audit import AuditActivities
+from vicar.activities.consolidation import ConsolidationActivities
 from vicar.activities.move import MoveActivities
 from vicar.activities.notify import NotifyActivities
 from vicar.activities.proxy import ProxyActivities
@@ -128,7 +129,8 @@ def build_worker(
         task_queue=task_queue,
         served_shards=served,
     )
-    sessions = SessionActivities(client, registry, settings, task_queue, predictor)
+    sessions = SessionActivities(client, registry, settings, task_queue)
+    consolidations = ConsolidationActivities(registry, settings, predictor)
     moves = MoveActivities(client, registry, settings, forget=predictor.forget)
     notices = NotifyActivities(settings)
     audits = AuditActivities(client, registry, settings)
@@ -137,7 +139,7 @@ def build_worker(
     # Vicar's workflows, and the refusal of any other type started at one of Vicar's ids.
     workflows = [*WORKFLOWS, ForeignWorkflow]
     shared = acts.shared() + sessions.shared() + moves.shared() + notices.shared() + audits.shared()
-    memory = acts.memory() + sessions.memory() + moves.memory() + audits.memory()
+    memory = acts.memory() + sessions.memory() + consolidations.memory() + moves.memory() + audits.memory()
     # An identity that survives restarts and says the shard count, for vicar.runtime.shard_claims.
     identity = worker_identity(settings.data_dir, settings.shard_count)
     if settings.shard_count is None:

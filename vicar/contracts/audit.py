@@ -29,6 +29,7 @@ def review_workflow_id(review_id: str) -> str:
 LOCATE_MEMORY = "locate_memory"  # principal -> MemoryPlace (any worker)
 AUDIT_PAGE = "audit_page"  # AuditPageRequest -> AuditPage
 RECORD_REVIEW = "record_review"  # ReviewRequest -> ReviewResult
+AUDIT_ACTIVITIES = (LOCATE_MEMORY, AUDIT_PAGE, RECORD_REVIEW)
 
 # A reader waits for its page: a few quick retries, then the client hears why. (A
 # review's `overruled` notice is sent with the gate's NOTIFY_OPTIONS.)

@@ -56,6 +56,8 @@ ADVANCE_TURN = "advance_turn"  # TurnAdvance -> TurnAdvanced
 # (LOAD_CONTROL: CounterInput -> Control | None).
 KEEP_CONTROL = "keep_control"
 LOAD_CONTROL = "load_control"
+# The brain's activities, all of them (the turn's asks included, which holders send).
+BRAIN_ACTIVITIES = (REQUEST_TURN, RELEASE_TURN, READ_COUNTER, ADVANCE_TURN, KEEP_CONTROL, LOAD_CONTROL)
 
 # A quick client call (the turn's asks, a session join, a move's shard change): a local
 # activity, no extra workflow task.

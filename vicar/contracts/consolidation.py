@@ -25,6 +25,7 @@ def consolidation_workflow_id(principal: str, session_id: str) -> str:
 # ApplyInput -> ConsolidationReport.
 PLAN_CONSOLIDATION = "plan_consolidation"
 APPLY_CONSOLIDATION = "apply_consolidation"
+CONSOLIDATION_ACTIVITIES = (PLAN_CONSOLIDATION, APPLY_CONSOLIDATION)
 
 # Consolidation must finish: retried until it does (a failure shows in the Temporal UI).
 _FOREVER = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1))

@@ -95,6 +95,26 @@ VET_ANSWER = "vet_answer"
 # The artifact files' bounded excerpts (ExcerptInput -> list[ArtifactFile]), read by the worker.
 ARTIFACT_EXCERPTS = "artifact_excerpts"
 NOTIFY = "notify"  # Notice -> bool (sent; False: no webhook configured)
+# The gate's activities, all of them: what its activity class defines (tests/test_house_plan.py).
+GATE_ACTIVITIES = (
+    CONSULT,
+    RETRIEVE,
+    PRIOR_PASS,
+    POSTERIOR_PASS,
+    EXTRACT_SURPRISE,
+    CALIBRATE,
+    REINFORCE,
+    AGENT_REPLY,
+    PIN_MODEL,
+    MATCH_RULES,
+    RECORD_OUTCOME,
+    RECORD_UNANSWERED,
+    RECORDED_OUTCOME,
+    LOOK_UP_AND_PIN,
+    VET_ANSWER,
+    ARTIFACT_EXCERPTS,
+    NOTIFY,
+)
 
 
 def _retried(timeout: timedelta, attempts: int, first: timedelta, most: timedelta) -> dict[str, Any]:

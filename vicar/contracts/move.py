@@ -28,6 +28,7 @@ IMPORT_PIECE = "import_piece"  # MovePiece -> int (the new shard)
 INSTALL_MEMORY = "install_memory"  # MoveInstall -> outcome count (the new shard, verified)
 REMOVE_MEMORY = "remove_memory"  # MoveStep -> None (the old shard, once the brain's shard changed)
 SET_SHARD = SET_SHARD_UPDATE  # ShardChange -> bool: the activity is named after the update it sends
+MOVE_ACTIVITIES = (EXPORT_MEMORY, EXPORT_PIECE, IMPORT_PIECE, INSTALL_MEMORY, REMOVE_MEMORY, SET_SHARD)
 
 # Every step waits for its shard's owner however long, and is idempotent.
 _UNTIL_DONE = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1))

@@ -34,6 +34,7 @@ def session_workflow_id(principal: str, session_id: str) -> str:
 # working memory once (WorkingMemoryInput -> WorkingMemoryView).
 JOIN_SESSION = "join_session"
 LOAD_WORKING_MEMORY = "load_working_memory"
+SESSION_ACTIVITIES = (JOIN_SESSION, LOAD_WORKING_MEMORY)
 
 # Loading the working memory waits for the memory however long (a broken one fails at
 # once, non-retryable, and the session opens without it).

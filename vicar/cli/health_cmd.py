@@ -190,7 +190,7 @@ def error_lines(rows) -> None:
 def target_lines(targets) -> list[str]:
     """The person's target rules, each with what its own bound proves over the gates it
     matches; a gate it matches is answered alone only where this and the pooled rule hold."""
-    from vicar.cli.rules_cmd import describe
+    from vicar.models.control import describe
     from vicar.proxy.health import rule_statement
 
     return [

@@ -15,7 +15,7 @@ import typer
 from vicar.cli.base import OUTPUT, Output, app, console, friendly, open_client
 from vicar.errors import InvalidInput
 from vicar.models import CfAState, RequestKind, check_principal
-from vicar.models.control import DEFAULT_RULES, Control, Effect, Rule, check_responder
+from vicar.models.control import DEFAULT_RULES, Control, Effect, Rule, check_responder, describe
 from vicar.settings import Settings
 
 rules_app = typer.Typer(no_args_is_help=True, help="Rules a principal writes: what the proxy may never decide alone.")
@@ -63,19 +63,6 @@ def print_control(principal: str, control: Control, output: Output) -> None:
     for r in control.rules:
         effect = f"target {r.target:g}" if r.target is not None else r.effect.value
         console.print(f"{r.name}: {effect} when {describe(r)} (by {r.author or '?'})", markup=False, highlight=False)
-
-
-def describe(r: Rule) -> str:
-    parts = [
-        ("state", [s.value for s in r.states]),
-        ("task type", r.task_types),
-        ("agent", r.upstream_agents),
-        ("lineage", r.lineages),
-        ("path", r.paths),
-        (f"words in the {r.text_in}", [json.dumps(w) for w in r.words]),
-        (f"regex in the {r.text_in}", [json.dumps(r.regex)] if r.regex else []),
-    ]
-    return " and ".join(f"{what} is {' or '.join(vals)}" for what, vals in parts if vals)
 
 
 @rules_app.command("add")

@@ -73,7 +73,7 @@ async def cards_for(request: Request, gates: list[GateDetails]) -> dict[str, Car
     """Each gate's card; the rules are read only of principals a rule asked for."""
     ruled = {d.principal for d in gates if d.calibration_guard == RULE}
     controls = await controls_of(inbox(request).client, ruled) if ruled else {}
-    from vicar.cli.rules_cmd import describe
+    from vicar.models.control import describe
 
     return {d.workflow_id: card(d, controls.get(d.principal), describe=describe) for d in gates}
 
@@ -148,7 +148,7 @@ async def gate_page(request: Request) -> Response:
     why_not = refusal(request, acct, page.v.principal)
     if why_not:
         return not_yours(request, why_not)
-    from vicar.cli.rules_cmd import describe
+    from vicar.models.control import describe
 
     controls = await controls_of(inbox(request).client, {page.v.principal}) if page.v.calibration_guard == RULE else {}
     c = card(

@@ -140,8 +140,8 @@ async def rules(request: Request, failed: dict | None = None, confirm: dict | No
     """`failed`: the principal whose add-rule form was refused, its one line and what was
     typed (the page shown again with them, status 400); `confirm`: the rule whose
     removal is asked about (principal, name)."""
-    from vicar.cli.rules_cmd import describe
     from vicar.client import get_control
+    from vicar.models.control import describe
 
     acct = signed_in(request)
     names = await principals_of(request, acct)
@@ -306,7 +306,7 @@ async def health(request: Request) -> Response:
                     svg=chart(points, last.target),
                 )
             )
-    from vicar.cli.rules_cmd import describe
+    from vicar.models.control import describe
     from vicar.proxy.autonomy.checked import summary
 
     return render(

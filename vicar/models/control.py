@@ -12,6 +12,7 @@ through.
 from __future__ import annotations
 
 import functools
+import json
 import re
 from datetime import datetime
 from enum import Enum
@@ -220,6 +221,20 @@ class Rule(BaseModel):
         """The same rule, whoever wrote it and whenever (a retried add)."""
         skip = {"author", "created"}
         return self.model_dump(exclude=skip) == other.model_dump(exclude=skip)
+
+
+def describe(r: Rule) -> str:
+    """A rule's conditions in words (the CLI, the health report and the inbox say it alike)."""
+    parts = [
+        ("state", [s.value for s in r.states]),
+        ("task type", r.task_types),
+        ("agent", r.upstream_agents),
+        ("lineage", r.lineages),
+        ("path", r.paths),
+        (f"words in the {r.text_in}", [json.dumps(w) for w in r.words]),
+        (f"regex in the {r.text_in}", [json.dumps(r.regex)] if r.regex else []),
+    ]
+    return " and ".join(f"{what} is {' or '.join(vals)}" for what, vals in parts if vals)
 
 
 def _default(name: str, why: str, regex: str) -> Rule:

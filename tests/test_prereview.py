@@ -9,7 +9,7 @@ import time
 from tests.test_words_metric import tiny_replay
 from vicar.eval.words import PREREVIEW
 from vicar.models import AnsweredBy, ChunkSummary, GateRequest, LineageVerdict, RetrievalContext
-from vicar.proxy.prereview import WEIGHTS, RankLearner, pre_review, rank, render
+from vicar.proxy.prereview import ARTIFACT_CHARS, WEIGHTS, RankLearner, pre_review, rank, render
 
 ARTIFACT = "[PATCH] hwmon: (pmbus) fix sensor scale\n\n--- a/drivers/hwmon/pmbus/core.c\n+\tpmbus_read_scale(client);\n"
 
@@ -178,8 +178,10 @@ def test_empty_memory_gives_an_empty_pre_review():
 
 
 def test_its_work_does_not_grow_with_the_artifact():
-    """A full context and a 10 MB diff cost about what a 1 KB diff costs: the artifact is
-    read up to a fixed length (a ratio in one run, not a speed goal: those live in bench/)."""
+    """A full context and a 10 MB diff cost about what a diff just past the length read
+    costs: the artifact is read up to a fixed length, so its cost stops growing there (a
+    ratio in one run, the least of a few runs each so a busy machine's pause is not read
+    as growth; not a speed goal: those live in bench/)."""
     replies = [f"Reply {i}: the error path of probe_{i}() leaks.\n\n" * 6 for i in range(10)]
     c = ctx(
         [chunk(i, r) for i, r in enumerate(replies)],
@@ -187,14 +189,18 @@ def test_its_work_does_not_grow_with_the_artifact():
     )
 
     def per_call(artifact: str) -> float:
-        start = time.perf_counter()
-        for _ in range(20):
-            pre_review(c, request(), artifact)
-        return (time.perf_counter() - start) / 20
+        runs = []
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(4):
+                pre_review(c, request(), artifact)
+            runs.append((time.perf_counter() - start) / 4)
+        return min(runs)
 
-    small, huge = ARTIFACT * 12, ARTIFACT * 100_000  # about 1 KB and 10 MB
-    per_call(small)  # warm the regexes
-    assert per_call(huge) < 5 * per_call(small) + 0.002
+    past_the_cap = ARTIFACT * (2 * ARTIFACT_CHARS // len(ARTIFACT) + 1)
+    huge = ARTIFACT * 100_000  # about 10 MB
+    per_call(past_the_cap)  # warm the regexes
+    assert per_call(huge) < 2 * per_call(past_the_cap) + 0.002
 
 
 def test_the_replay_report_carries_the_pre_review(tmp_path, monkeypatch):
@@ -229,11 +235,14 @@ def test_the_gate_reads_the_persons_answers_on_similar_work_in_other_contexts(me
 
     record_answer(memory, req("g-old", "hwmon-driver", diff), 1, "correct", said, predicted="correct")
     record_answer(memory, req("g-docs", "docs", "Fix a typo in the README."), 2, "approve", "Applied.")
+    # One answer of the gate's own task type: a small memory with none would borrow every
+    # task type's answers (retrieval's fallback), which is not what this reads.
+    record_answer(memory, req("g-fix0", "hwmon-fix", "Bump the copyright year."), 3, "approve", "Fine.")
     new = req("g-new", "hwmon-fix", diff.replace("TEMP", "TEMP2"))
-    ctx = retrieve(memory, new, 3, "posterior", new.artifact_text, settings.retrieval, settings.calibration)
+    ctx = retrieve(memory, new, 4, "posterior", new.artifact_text, settings.retrieval, settings.calibration)
     assert not [c for c in ctx.chunks if c.gate_id == "g-old"], "another task type: not retrieved"
     assert [c.gate_id for c in ctx.similar_work][:1] == ["g-old"]
     items = pre_review(ctx, new, new.artifact_text)
     assert [(it.text, it.gate_id, it.action) for it in items][:1] == [(said, "g-old", "correct")]
     # The prior pass has no artifact yet: no similar work.
-    assert retrieve(memory, new, 3, "prior", options=settings.retrieval).similar_work == []
+    assert retrieve(memory, new, 4, "prior", options=settings.retrieval).similar_work == []

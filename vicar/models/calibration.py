@@ -52,6 +52,7 @@ class Support(BaseModel):
     marked_wrong: bool = False  # the person said "wrong" on this kind and has not re-earned it
     asked_first: bool = False  # the person answered a gate of this kind with "ask me first"
     no_guess: bool = False  # the proxy proposed no answer: there is nothing to back
+    label: str = ""  # what to show instead of a percentage ("" where the answers back the guess)
 
 
 class CalibrationInputs(BaseModel):

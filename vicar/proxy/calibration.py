@@ -23,7 +23,7 @@ from vicar.proxy.autonomy import gate_rule
 from vicar.proxy.conflicts import tension
 from vicar.proxy.outcome_log import last_human_at
 from vicar.proxy.recalibration import confidence_map, shown
-from vicar.proxy.support import support_label, support_of
+from vicar.proxy.support import support_of
 from vicar.settings import CalibrationParams
 
 GUARDS = (
@@ -193,7 +193,7 @@ def calibrate(confidence: float, inp: CalibrationInputs, params: CalibrationPara
         withdrawn_news=inp.withdrawn_news,
         supported=support.supported if support else None,
         support=support.words if support else "",
-        support_label=support_label(support),
+        support_label=support.label if support else "",
     )
     # The guards and the rule judge the score; the human is shown it as a probability.
     confidence = shown(confidence, inp.confidence_map)

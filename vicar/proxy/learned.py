@@ -39,7 +39,6 @@ from vicar.proxy.learned_history import History, memory_features
 from vicar.proxy.learned_model import Model, fit, refit_due
 from vicar.proxy.offline import DEFAULT_TEXT, OfflinePredictor
 from vicar.proxy.provider import Predictor
-from vicar.proxy.retrieval import within_task
 from vicar.proxy.team import KindCounts, team_to_features
 from vicar.proxy.team import estimate as team_estimate
 from vicar.settings import PredictorParams
@@ -141,12 +140,17 @@ class LearnedPredictor(Predictor):
     # -- internals ----------------------------------------------------------------
 
     def _predict(self, request: GateRequest, ctx: RetrievalContext) -> PassResult:
-        vote = self.vote.prior(request, ctx)
+        # Each module's part is asked for in one go (the memory vote's, the history's, the
+        # model's, the team's, the chooser's): the same answers, a walk that reads straight
+        # through (bench/consult_walk.py).
         # The model reads the memory as a split retrieval found it, whatever a small memory's
         # retrieval borrowed from other task types (retrieval.SMALL_HISTORY): its features
         # mean the same at every size.
-        own = within_task(ctx, request)
+        own = _within_task(ctx, request)
+        vote = self.vote.prior(request, ctx)
         split = vote if own is ctx else self.vote.prior(request, own)
+        choosing = request.kind is RequestKind.gate and self.choose
+        voted = self.vote.distribution(ctx) if choosing else {}
         memory = memory_features(split, own, request.artifact_text, trust=self.trust_feature)
         vote.features = memory
         if request.kind is not RequestKind.gate:
@@ -155,31 +159,33 @@ class LearnedPredictor(Predictor):
             return self._fixed(request, vote, memory)
         # Each candidate's distribution over actions, kept in the features: the log-loss
         # of each is rebuilt from the outcome log (History.observe).
-        estimate = team_estimate(request, self.history.own, self.team)
         candidates: dict[str, dict[str, float]] = {}
-        voted = self.vote.distribution(ctx)
         if voted:
             candidates["vote"] = voted
+        row = self.history.features(request, memory)
+        words = self.history.words(request, TERMINAL_ACTIONS)
         if self.model is not None:
-            row = self.history.features(request, memory)
             candidates["model"] = {a.value: float(p) for a, p in zip(self.model.classes, self.model.proba(row)[0])}
-        if estimate is not None and estimate.has_team:
-            candidates["team"] = estimate.actions()
-        features = {**memory, **to_features(candidates), **(team_to_features(estimate.team) if estimate else {})}
-        if estimate is not None:  # the wish to be asked, per action (the replay's lone-answer figures)
-            features |= {f"ask:{a}": round(estimate.asked(a), 6) for a in estimate.actions()}
+        estimate = team_estimate(request, self.history.own, self.team)
+        team_features: dict[str, float] = {}
+        if estimate is not None:
+            if estimate.has_team:
+                candidates["team"] = estimate.actions()
+            team_features = team_to_features(estimate.team)
+            # the wish to be asked, per action (the replay's lone-answer figures)
+            team_features |= {f"ask:{a}": round(estimate.asked(a), 6) for a in estimate.actions()}
+        features = {**memory, **to_features(candidates), **team_features}
         if set(candidates) <= {"vote"}:
             # The memory vote alone (or nothing): its own answer, as before the chooser.
             wants = estimate.asked(vote.action.value) if estimate and vote.action else None
             return vote.model_copy(update={"features": features, "wants_asked": wants})
         mixed, weights = self.history.chooser.mix(candidates)
+        parts = [self.history.chooser.summary(weights)]
         features |= {f"mix:{a}": round(p, 6) for a, p in mixed.items()}
         gate_actions = {a: p for a, p in mixed.items() if a in _GATE_ACTIONS}
         # Ties break toward the more cautious action, as the memory vote's do.
         action = Action(max(gate_actions, key=lambda a: (gate_actions[a], -_CAUTION.get(a, 99))))
-        words = self.history.words(request, [action])
         prose = words[action] or (vote.prose if vote.action is action else DEFAULT_TEXT.get(action, ""))
-        parts = [self.history.chooser.summary(weights)]
         if self.model is not None:
             parts[0] = parts[0].replace("learned model", f"learned model v{self.model.version} ({self.learner})")
         if estimate is not None and estimate.sentence:
@@ -221,6 +227,13 @@ class LearnedPredictor(Predictor):
             used_chunk_ids=vote.used_chunk_ids,
             features=memory,
         )
+
+
+def _within_task(ctx: RetrievalContext, request: GateRequest) -> RetrievalContext:
+    """`ctx` with only the memories of the gate's own task type: what a split retrieval
+    found, where a small memory's borrowed the person's answers on other task types."""
+    kept = [c for c in ctx.chunks if c.task_type == request.task_type]
+    return ctx if len(kept) == len(ctx.chunks) else ctx.model_copy(update={"chunks": kept})
 
 
 _GATE_ACTIONS = frozenset(a.value for a in TERMINAL_ACTIONS)

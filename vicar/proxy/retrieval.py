@@ -26,7 +26,7 @@ SIMILAR_WORK_K = 5
 # the first gate of a new task type finds the person's answers on the others (ranked by
 # similarity, whose situation text names the task type), where it found nothing (30% of a
 # new person's first 10 gates had no proposal on the permission study's data). The learned
-# model reads only the task type's own (within_task), so its memory features mean the same
+# model reads only the task type's own (vicar.proxy.learned), so its memory features mean the same
 # at every size, and borrowed memories are not reinforced (docs/team-prior.md).
 SMALL_HISTORY = 50
 
@@ -50,13 +50,6 @@ def contexts(
     )
     prior.working_memory = posterior.working_memory = working_memory  # the session's cacheable prefix
     return prior, posterior
-
-
-def within_task(ctx: RetrievalContext, request: GateRequest) -> RetrievalContext:
-    """`ctx` with only the memories of the gate's own task type: what a split retrieval
-    found, where a small memory's borrowed the person's answers on other task types."""
-    kept = [c for c in ctx.chunks if c.task_type == request.task_type]
-    return ctx if len(kept) == len(ctx.chunks) else ctx.model_copy(update={"chunks": kept})
 
 
 def build_query(

@@ -196,7 +196,20 @@ def support_of(
     params: CalibrationParams,
 ) -> Support:
     """Whether the person's own answers of this gate's kind back `action` (the proxy's
-    proposed answer) alone; with the words that say why."""
+    proposed answer) alone; with the words that say why and what to show instead of a
+    percentage where they do not."""
+    judged = _judge(memory, request, n, artifact, action, params)
+    return judged.model_copy(update={"label": support_label(judged)})
+
+
+def _judge(
+    memory: PrincipalMemory,
+    request: GateRequest,
+    n: int,
+    artifact: str,
+    action: Action | None,
+    params: CalibrationParams,
+) -> Support:
     need, close_at, look = params.support_answers, params.support_similarity, params.support_look
     what = kind_words(request)
     wrong = last_wrong(memory.store, action_kind(request))

@@ -22,6 +22,10 @@ class ChunkKind(str, Enum):
     censor = "censor"
 
 
+# The kinds that hold what the person's answers taught (vicar/proxy/facts.py), not an answer.
+FACT_KINDS = (ChunkKind.preference.value, ChunkKind.procedure.value)
+
+
 class MemoryChunk(BaseModel):
     id: str
     principal: str

@@ -138,13 +138,13 @@ def test_each_workflows_activities_are_one_class_with_the_contracts_names():
 # - runtime, settings, workflows: settings validate with runtime/sharding's MAX_SHARDS and
 #   parse_shards, workflows place principals with runtime/sharding, and runtime registers
 #   workflows/search_attributes and serves workflows/metrics;
-# - llm, proxy, proxy/autonomy: llm/prompts.py reads proxy/facts.FACT_KINDS; proxy and
-#   proxy/autonomy call each other (control_store, lineage one way; the ledger, the rule the other);
+# - proxy <-> proxy/autonomy: they call each other (control_store, lineage one way; the ledger,
+#   the rule the other);
 # - hooks <-> inbox: the inbox's app serves hooks/http.py's endpoints, which read inbox.web's state.
 KNOWN_FOLDER_CIRCLES = {
     frozenset({"vicar/contracts", "vicar/models"}),
     frozenset({"vicar/runtime", "vicar/settings", "workflows"}),
-    frozenset({"vicar/llm", "vicar/proxy", "vicar/proxy/autonomy"}),
+    frozenset({"vicar/proxy", "vicar/proxy/autonomy"}),
     frozenset({"vicar/hooks", "vicar/inbox"}),
 }
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from vicar.llm import prompts
+from vicar.memory.chunk import FACT_KINDS
 from vicar.memory.principal import PrincipalMemory
 from vicar.models import Action, AnsweredBy, GateRequest, OutcomeRecord, PassResult
-from vicar.proxy.facts import FACT_KINDS, after_hindsight, concern_words, extract, hindsight, sentence_with
+from vicar.proxy.facts import after_hindsight, concern_words, extract, hindsight, sentence_with
 from vicar.proxy.learned_history import memory_features
 from vicar.proxy.retrieval import retrieve
 from vicar.settings import FactParams

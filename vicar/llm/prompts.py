@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from pathlib import PurePath
 
+from vicar.memory.chunk import FACT_KINDS
 from vicar.memory.text import clip
 from vicar.models import (
     Action,
@@ -28,7 +29,6 @@ from vicar.models import (
     RequestKind,
 )
 from vicar.models.prereview import PreReviewItem
-from vicar.proxy.facts import FACT_KINDS
 
 # The gate bridge's first slot (docs/design/approval-gate-and-proxy.md, _GATE_TEMPLATES).
 DECISIONS: dict[CfAState, str] = {

@@ -43,7 +43,6 @@ from vicar.memory.text import clip
 from vicar.models import Action, AnsweredBy, OutcomeRecord
 from vicar.settings import FactParams
 
-FACT_KINDS = (ChunkKind.preference.value, ChunkKind.procedure.value)
 MIN_WORD = 4  # shorter tokens are rarely a concern ("ok", "fix", "v2")
 FACT_CHARS = 240
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from vicar.memory.chunk import FACT_KINDS
 from vicar.models import (
     Action,
     AnsweredBy,
@@ -26,7 +27,7 @@ from vicar.models import (
     RetrievalContext,
 )
 from vicar.proxy.choose import Chooser, from_features
-from vicar.proxy.facts import FACT_KINDS, concern_words
+from vicar.proxy.facts import concern_words
 from vicar.proxy.lineage import artifact_hash, lineage_of
 from vicar.proxy.team import Own, kinds_of, outcome_of, team_from_features
 

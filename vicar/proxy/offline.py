@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Sequence
 
+from vicar.memory.chunk import FACT_KINDS
 from vicar.models import (
     Action,
     AnsweredBy,
@@ -25,7 +26,6 @@ from vicar.models import (
 )
 from vicar.models.vocabulary import TERMINAL_ACTIONS
 from vicar.proxy.answer_words import with_prereview
-from vicar.proxy.facts import FACT_KINDS
 from vicar.proxy.provider import Predictor
 from vicar.settings import PredictorParams
 

@@ -34,10 +34,10 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
+from vicar.memory.chunk import FACT_KINDS
 from vicar.models import AnsweredBy, GateRequest, RetrievalContext
 from vicar.models.prereview import PreReviewItem
 from vicar.proxy.concerns import categories_in, content_words, strip_tags
-from vicar.proxy.facts import FACT_KINDS
 
 DEFAULT_K = 4
 DEFAULT_BUDGET = 1200  # characters over all items' texts

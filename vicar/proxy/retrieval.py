@@ -7,13 +7,12 @@ past work, the censors that fire on the artifact and the upstream agent's trust.
 from __future__ import annotations
 
 from vicar.memory.censor import CENSOR_DIMS
-from vicar.memory.chunk import ARTIFACT_EMBED_CHARS, MemoryChunk, situation_text
+from vicar.memory.chunk import ARTIFACT_EMBED_CHARS, FACT_KINDS, MemoryChunk, situation_text
 from vicar.memory.principal import PrincipalMemory, noise_seed
 from vicar.memory.retrieval import Hit, Query
 from vicar.memory.text import clip
 from vicar.models import AnsweredBy, ChunkSummary, GateRequest, LineageVerdict, RetrievalContext
 from vicar.proxy.censors import fire
-from vicar.proxy.facts import FACT_KINDS
 from vicar.proxy.lineage import lineage_of
 from vicar.proxy.outcome_log import agent_trust_score
 from vicar.settings import CalibrationParams, RetrievalOptions, Settings

@@ -36,8 +36,6 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
     from vicar.proxy.trust import ledger
 
     settings = Settings.from_env()
-    for line, style in temporal_lines(settings, principal):
-        console.print(text(line, style))
     try:
         with open_store(principal) as store:
             records = [OutcomeRecord.model_validate_json(r) for _, r in store.outcomes(answered_by="human")]
@@ -58,7 +56,14 @@ def health(principal: str = typer.Argument(..., help="The human whose answers to
             agents = ledger(*ledger_rows(store))
             control = kept_control(store)
     except NotFound as exc:
+        # No memory yet: what holds its ids in Temporal is still worth saying (a squatted
+        # brain id keeps a new principal from ever having one).
+        for line, style in temporal_lines(settings, principal):
+            console.print(text(line, style))
         raise NotFound(f"{exc}; {known_principals(settings.principals_dir)}") from None
+    # After the memory is read: a store that cannot be read is the one line said.
+    for line, style in temporal_lines(settings, principal):
+        console.print(text(line, style))
     for line in control_lines(principal, control):
         console.print(text(line, "bold red" if line.startswith("Paused") else ""))
     ema = {(e.state, e.task_type): e.ema_approval_rate for e in entries}

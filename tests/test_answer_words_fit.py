@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from vicar.models import Action, AnsweredBy, ChunkSummary, GateRequest, PassResult, RetrievalContext
 from vicar.models.prereview import PreReviewItem
-from vicar.proxy.answer_words import answer_text, with_prereview
+from vicar.proxy.answer_words import DEFAULT_TEXT, answer_text, with_prereview
 from vicar.proxy.concerns import fitting_words
 
 
@@ -76,6 +76,7 @@ def test_an_approve_said_on_another_kind_of_work_is_not_shown_as_this_ones():
     )
     same = other.model_copy(update={"chunks": [_chunk("c1", "docs", "approve", "Docs-only, fine.")]})
     guess = PassResult(prose="Fine for a patch bump.", confidence=0.9, action=Action.approve, used_chunk_ids=["c1"])
-    assert with_prereview(guess, req, other, req.artifact_text).prose == ""
+    # Not the other work's words: the action's plain ones (as where the person said none).
+    assert with_prereview(guess, req, other, req.artifact_text).prose == DEFAULT_TEXT[Action.approve]
     mine = guess.model_copy(update={"prose": "Docs-only, fine."})
     assert with_prereview(mine, req, same, req.artifact_text).prose == "Docs-only, fine."

@@ -57,6 +57,16 @@ def turned_back(items: Sequence[PreReviewItem], action: Action) -> list[PreRevie
     return [it for it in items if it.action in TURNED_BACK and not it.other_work and fits(action.value, it.text)]
 
 
+# An action's plain words, where the person's own words for it are not at hand.
+DEFAULT_TEXT = {
+    Action.approve: "Approved.",
+    Action.correct: "Please revise this before it goes further.",
+    Action.reject: "Rejected.",
+    Action.hold: "Not yet: this needs more review.",
+    Action.withdraw: "Withdraw this.",
+}
+
+
 def answer_text(action: Action | None, items: Sequence[PreReviewItem], fallback: str, artifact: str = "") -> str:
     """The words for `action`: the items where they say what the person would say,
     else `fallback` (the predictor's own text), without what turns against `action`."""
@@ -102,7 +112,9 @@ def with_prereview(
         if asked is not None:
             update.update(action=Action.dialog, prose=asked.text)
         else:
-            fallback = "" if said_elsewhere(result.prose, ctx, request) else result.prose
+            # Words said on other work are not this gate's: the action's plain words instead.
+            plain = DEFAULT_TEXT.get(result.action, "") if result.action is not None else ""
+            fallback = plain if said_elsewhere(result.prose, ctx, request) else result.prose
             update["prose"] = answer_text(result.action, answer, fallback, artifact or request.artifact_text)
     return result.model_copy(update=update)
 

@@ -33,11 +33,11 @@ from vicar.models import (
     Usage,
 )
 from vicar.models.vocabulary import TERMINAL_ACTIONS
-from vicar.proxy.answer_words import with_prereview
+from vicar.proxy.answer_words import DEFAULT_TEXT, with_prereview
 from vicar.proxy.choose import to_features
 from vicar.proxy.learned_history import History, memory_features
 from vicar.proxy.learned_model import Model, fit, refit_due
-from vicar.proxy.offline import DEFAULT_TEXT, OfflinePredictor
+from vicar.proxy.offline import OfflinePredictor
 from vicar.proxy.provider import Predictor
 from vicar.proxy.team import KindCounts, team_to_features
 from vicar.proxy.team import estimate as team_estimate

@@ -25,19 +25,12 @@ from vicar.models import (
     Usage,
 )
 from vicar.models.vocabulary import TERMINAL_ACTIONS
-from vicar.proxy.answer_words import with_prereview
+from vicar.proxy.answer_words import DEFAULT_TEXT, with_prereview
 from vicar.proxy.provider import Predictor
 from vicar.settings import PredictorParams
 
 # How sharply the vote focuses on the most similar memories (cosine units).
 KERNEL_WIDTH = 0.05
-DEFAULT_TEXT = {
-    Action.approve: "Approved.",
-    Action.correct: "Please revise this before it goes further.",
-    Action.reject: "Rejected.",
-    Action.hold: "Not yet: this needs more review.",
-    Action.withdraw: "Withdraw this.",
-}
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]{3,}")
 _STOP = frozenset(
     "this that with from have will would should could there their about which when what "

@@ -117,7 +117,8 @@ async def test_the_inbox_and_the_export_show_where_the_proxy_errs(world):
     errs = page.locator("section.errs")
     said = " ".join((await errs.inner_text()).split())
     assert (
-        "above target, could be chance: task type docs (PLAN_ASSERT): 1 wrong of 1 checked (100%, target 0.8; at "
+        # The inbox says states in words (the export, for scripts, keeps their names).
+        "above target, could be chance: task type docs (plan): 1 wrong of 1 checked (100%, target 0.8; at "
         "least 5.0% at 95% confidence), few checks (under 10)" in said
     ), said
     assert "1 of 1 contexts run above their target (0 clearly, at 95% confidence)" in said

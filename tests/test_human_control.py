@@ -18,6 +18,9 @@ from vicar.proxy.autonomy.ledger import autonomy_pairs
 from .conftest import vicar_process, wait_escalated
 from .test_gate_guards import ARTIFACT, seed
 
+# Something the person wants to be asked about that Vicar's default rules do not ask about
+# (they ask about a DROP TABLE out of the box: tests/test_default_rules.py).
+TTL = ARTIFACT + " Also: halve the session cache TTL."
 DROP = ARTIFACT + " Also: DROP TABLE users;"
 
 
@@ -40,24 +43,24 @@ async def test_a_rule_or_pause_from_a_second_process_changes_the_very_next_gate(
     seed(h, p, [("approve", "Fine.")] * 4, datetime.now(UTC) - timedelta(hours=1))
     pairs = lambda: len(autonomy_pairs(h.registry.get(p).store, "gate"))  # noqa: E731
 
-    # The reported failure: the proxy approves DROP TABLE alone, in either mode.
+    # Before any rule: the proxy approves it alone, in either mode.
     for mode in ("when_unsure", "never"):
-        _, handle = await gate(h, p, DROP, mode)
+        _, handle = await gate(h, p, TTL, mode)
         result = await handle.result()
         assert (result.escalated, result.answered_by, result.action.value) == (False, AnsweredBy.proxy, "approve")
 
     # An `ask` rule from the second process: the very next gate, in `never` mode, asks.
     code, out, err = await vicar(
-        h, elsewhere, "rules", "add", p, "no-drop", "--effect", "ask", "--word", "DROP TABLE", "--by", "alice"
+        h, elsewhere, "rules", "add", p, "ask-ttl", "--effect", "ask", "--word", "cache TTL", "--by", "alice"
     )
     assert code == 0, err
-    assert "no-drop: ask when words in the both is" in out
-    req, handle = await gate(h, p, DROP, "never")
+    assert "ask-ttl: ask when words in the both is" in out
+    req, handle = await gate(h, p, TTL, "never")
     details = await wait_escalated(h.client, req.gate_id)
     assert details.calibration_guard == "rule"
-    assert details.calibration_note == "rule no-drop (ask, by alice)"
+    assert details.calibration_note == "rule ask-ttl (ask, by alice)"
     assert details.proxy_action is not None  # the proxy's guess is still shown to the human
-    await answer_gate(h.client, req.gate_id, HumanAnswer(action="reject", text="No drops.", responder="alice"))
+    await answer_gate(h.client, req.gate_id, HumanAnswer(action="reject", text="Keep the TTL.", responder="alice"))
     assert (await handle.result()).answered_by is AnsweredBy.human
     # ... and only where it matches.
     _, handle = await gate(h, p, ARTIFACT, "never")
@@ -93,18 +96,18 @@ async def test_a_rule_or_pause_from_a_second_process_changes_the_very_next_gate(
     )
     assert pairs() == before
     # The ask rule still wins over it where both match.
-    req, handle = await gate(h, p, DROP, "when_unsure")
-    assert (await wait_escalated(h.client, req.gate_id)).calibration_note == "rule no-drop (ask, by alice)"
+    req, handle = await gate(h, p, TTL, "when_unsure")
+    assert (await wait_escalated(h.client, req.gate_id)).calibration_note == "rule ask-ttl (ask, by alice)"
     await handle.terminate()
 
     # `rules test` and `rules list -o json` read the brain from the second process too.
     code, out, err = await vicar(
-        h, elsewhere, "rules", "test", p, "--task-type", "docs", "--artifact", DROP, "-o", "json"
+        h, elsewhere, "rules", "test", p, "--task-type", "docs", "--artifact", TTL, "-o", "json"
     )
     assert code == 0, err
-    assert json.loads(out)["rule"]["name"] == "no-drop"
+    assert json.loads(out)["rule"]["name"] == "ask-ttl"
     code, out, err = await vicar(h, elsewhere, "rules", "list", p, "-o", "json")
-    assert [r["name"] for r in json.loads(out)["rules"]] == ["no-drop", "docs-ok"]
+    assert [r["name"] for r in json.loads(out)["rules"]] == ["ask-ttl", "docs-ok"]
     # A clash is refused by the brain with one line and the conflict exit code.
     code, out, err = await vicar(
         h, elsewhere, "rules", "add", p, "docs-ok", "--effect", "reject", "--task-type", "docs"

@@ -70,7 +70,7 @@ async def test_an_account_answers_only_for_principals_that_let_it_in(world):
     principal with no allow-list. Now a principal without a list is answered in the
     inbox by itself only, until an operator lets a name in (or everyone, --anyone)."""
     w = world
-    q = w.h.principal()  # no allow-list
+    q = w.h.principal(responders=None)  # no allow-list
     gate = await start_gate(
         w.h.client, w.h.request(q, escalation_mode="always", artifact="Drop a table."), w.h.task_queue
     )

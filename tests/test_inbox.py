@@ -263,7 +263,9 @@ async def test_a_rule_added_in_the_page_decides_the_next_gate_it_matches(world):
     await section.get_by_label("Words or phrases").fill("DROP TABLE")
     await section.get_by_role("button", name="Add the rule").click()
     await page.wait_for_url(f"{w.base}/rules")
-    assert "no-table-drops: reject when task type is docs" in await section.locator("ul.rules").inner_text()
+    assert (
+        "no-table-drops: reject when task type is docs" in await section.locator("ul.rules:not(.defaults)").inner_text()
+    )
     (rule,) = (await get_control(w.h.client, w.p)).rules
     assert (rule.author, rule.words, rule.task_types) == ("alice", ["DROP TABLE"], ["docs"])
     # The proxy answers docs changes alone by now (escalation mode never); the rule wins.

@@ -157,7 +157,8 @@ async def test_a_target_rule_added_in_the_page_is_kept_with_its_target(world):
     await section.get_by_role("button", name="Add the rule").click()
     await page.wait_for_url(f"{w.base}/rules")
     assert (
-        "migrations-1pc: target 0.01 when task type is db-migration" in await section.locator("ul.rules").inner_text()
+        "migrations-1pc: target 0.01 when task type is db-migration"
+        in await section.locator("ul.rules:not(.defaults)").inner_text()
     )
     (rule,) = (await get_control(w.h.client, w.p)).rules
     assert (rule.effect.value, rule.target, rule.task_types, rule.author) == ("target", 0.01, ["db-migration"], "alice")

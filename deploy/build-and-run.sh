@@ -219,7 +219,7 @@ timeout 60 vicar gate start --principal ci-image --gate-id "$GATE" --state PLAN_
     || { cat "$WORK/start.json"; logs; die "vicar gate start"; }
 step "gate $GATE started; answering as the human"
 g0=$SECONDS
-answer() { timeout 30 vicar answer "$GATE" approve "looks right" --responder ci >"$WORK/answer.out" 2>&1; }
+answer() { timeout 30 vicar answer "$GATE" approve "looks right" --responder ci-image >"$WORK/answer.out" 2>&1; }
 retry_until $((SECONDS + 120)) answer || { cat "$WORK/answer.out"; logs; die "vicar answer $GATE"; }
 result() { timeout 30 vicar gate result "$GATE" >"$WORK/result.json" 2>"$WORK/result.err"; }
 retry_until $((SECONDS + 120)) result || { cat "$WORK/result.err"; logs; die "gate $GATE has no result"; }
@@ -227,7 +227,7 @@ retry_until $((SECONDS + 120)) result || { cat "$WORK/result.err"; logs; die "ga
 import json, sys
 r = json.load(open(sys.argv[1]))
 print({k: r.get(k) for k in ("gate_id", "action", "text", "answered_by", "responder")})
-assert (r["action"], r["text"], r["answered_by"], r["responder"]) == ("approve", "looks right", "human", "ci"), r
+assert (r["action"], r["text"], r["answered_by"], r["responder"]) == ("approve", "looks right", "human", "ci-image"), r
 EOF2
 step "gate $GATE completed with the human's approval ($((SECONDS - g0)) s after it was started)"
 step "OK: build $((b1 - b0)) s, image $((size / 1000000)) MB, container created in $((r1 - r0)) s, total $((SECONDS - T0)) s"

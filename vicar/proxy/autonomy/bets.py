@@ -200,6 +200,9 @@ class BettingLedger:
         # The lowest score each bet has seen: a threshold is stated at a score the evidence
         # reaches, never at a grid point below every pair (gates no pair speaks for).
         self.lowest = np.full(len(grid), np.inf)
+        # The rule proven, per (audit share, starts), until the next observation: gates
+        # read it far more often than their answers change it.
+        self._rules: dict[tuple[float, tuple[float, ...]], AutonomyRule] = {}
 
     def add(self, score: float, error: bool, weight: float = 1.0, labelled: bool = True) -> None:
         """weight: 1 / the probability this gate's label was drawn (1: the human answered
@@ -209,6 +212,7 @@ class BettingLedger:
         m = self.grid <= score
         if not m.any():
             return
+        self._rules.clear()
         zmax = max(weight, 1.0)
         z = weight * float(error)
         p = self._sl[m] / self._wl[m]
@@ -252,6 +256,12 @@ class BettingLedger:
     def rule(self, audit_share: float, starts: tuple[float, ...] = STARTS) -> AutonomyRule:
         """The rule this ledger proves now, stated with the confidence sequence's upper end
         at the threshold (valid whenever read, at delta / len(starts))."""
+        key = (audit_share, starts)
+        if key not in self._rules:
+            self._rules[key] = self._prove(audit_share, starts)
+        return self._rules[key]
+
+    def _prove(self, audit_share: float, starts: tuple[float, ...]) -> AutonomyRule:
         base = dict(target=self.target, delta=self.delta, audit_share=audit_share)
         i = self.threshold(starts)
         need = math.log(len(starts) / self.delta)

@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from vicar.memory.store import RecordStore
-from vicar.models import AutonomyRule
 from vicar.proxy.autonomy.bets import BettingLedger
 
 
@@ -99,7 +98,6 @@ class PairLedger(BettingLedger):
         super().__init__(target, delta)
         self.weighted = weighted
         self.last_pair = self.last_alone = 0
-        self._rules: dict[float, AutonomyRule] = {}
 
     def update(self, store: RecordStore, kind: str) -> None:
         draws = rule_draws(store, kind, self.last_pair, self.last_alone)
@@ -112,10 +110,3 @@ class PairLedger(BettingLedger):
                 self.last_alone = max(self.last_alone, d.alone_seq)
                 if self.weighted:
                     self.add(d.score, False, d.weight, labelled=False)
-        if draws:
-            self._rules.clear()
-
-    def rule(self, audit_share: float) -> AutonomyRule:  # type: ignore[override]
-        if audit_share not in self._rules:
-            self._rules[audit_share] = super().rule(audit_share)
-        return self._rules[audit_share]

@@ -93,7 +93,6 @@ class TargetLedger(PairLedger):
                 self.add(d.score, d.wrong, d.weight if self.weighted else 1.0)
             elif self.weighted:
                 self.add(d.score, False, d.weight, labelled=False)
-        self._rules.clear()
 
 
 def _gates_of(store: RecordStore, draws) -> tuple[dict[int, GateRequest], dict[int, tuple[str, str, str | None]]]:

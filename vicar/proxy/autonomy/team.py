@@ -34,7 +34,6 @@ class TeamLedger(BettingLedger):
         super().__init__(target, delta)
         self.weighted = weighted
         self.last_seq = 0
-        self._rules: dict[float, AutonomyRule] = {}
 
     def update(self, data_dir: Path, team: str) -> None:
         draws = team_draws(data_dir, team, self.last_seq)
@@ -44,13 +43,6 @@ class TeamLedger(BettingLedger):
                 self.add(d.score, d.wrong, d.weight if self.weighted else 1.0)
             elif self.weighted:
                 self.add(d.score, False, d.weight, labelled=False)
-        if draws:
-            self._rules.clear()
-
-    def rule(self, audit_share: float) -> AutonomyRule:  # type: ignore[override]
-        if audit_share not in self._rules:
-            self._rules[audit_share] = super().rule(audit_share)
-        return self._rules[audit_share]
 
 
 _ledgers: dict[tuple, TeamLedger] = {}

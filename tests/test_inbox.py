@@ -202,7 +202,7 @@ async def test_ask_the_agents_then_reject_with_words(world):
     ctx, page = await signed_in(w, "alice")
     await page.goto(f"{w.base}/gates/{gate.id}")
     await page.locator("#ask").fill("Is there a backup?")
-    await page.get_by_role("button", name="Ask").click()
+    await page.get_by_role("button", name="Ask", exact=True).click()
     await page.wait_for_url(f"{w.base}/gates/{gate.id}")
     assert "Is there a backup?" in await page.locator("ul.dialog").inner_text()
     d = await wait_escalated(w.h.client, gate.id)  # asked, and waiting again

@@ -151,6 +151,56 @@ async def test_undo_takes_back_the_newest_answer_and_keeps_its_words(world, widt
 
 
 @WIDTHS
+async def test_approve_and_ask_me_first_from_the_gate_page(world, width):
+    """The gate's page offers "Approve, and ask me first" beside Approve (a tap target a
+    thumb can hit, nothing sideways at a phone's width): the answer is held with it, and
+    the gate records it, so this kind of action stays the person's (vicar.proxy.support)."""
+    import json
+
+    from vicar.inbox.held import held_dir
+
+    w = world
+    wid = await waiting(
+        w, task_type=f"askfirst-{width}", question=f"Prune old branches ({width})?", artifact="git branch -d x"
+    )
+    w.inbox.undo_seconds = 8.0  # long enough to look at the held answer, short enough to see it sent
+    try:
+        ctx, page = await signed_in(w, "alice", width)
+        await page.goto(f"{w.base}/gates/{wid}")
+        button = page.get_by_role("button", name="Approve, and ask me first")
+        box = await button.bounding_box()
+        assert box is not None and box["height"] >= 44 and box["width"] >= 44, box
+        assert await page.evaluate("document.documentElement.scrollWidth") <= width
+        await asyncio.sleep(1.2)  # read it
+        await button.scroll_into_view_if_needed()
+        await shot(page, f"inbox-ask-first-{width}.png", whole_page=False)
+        async with page.expect_navigation():
+            await button.click()
+        assert wid in held_gates(w)
+        (kept,) = [
+            json.loads(f.read_text())
+            for f in held_dir(w.h.settings.data_dir).glob("*.json")
+            if wid in json.loads(f.read_text())["gates"]
+        ]
+        assert kept["action"] == "approve" and kept["ask_first"] is True
+        banner = page.locator("form.held", has_text=f"Prune old branches ({width})?")
+        assert "(and ask me first)" in (await banner.text_content() or "")  # older banners are folded
+        await ctx.close()
+    finally:
+        w.inbox.undo_seconds = 1.0
+    # Sent once its window has closed.
+    record = None
+    for _ in range(120):
+        raw = w.h.registry.get(w.p).store.outcome_record(wid)
+        if raw:
+            record = json.loads(raw)
+            break
+        await asyncio.sleep(0.5)
+    assert record is not None, "the held answer was not sent"
+    assert (record["action"], record["ask_first"]) == ("approve", True), record
+
+
+@WIDTHS
 async def test_a_large_batch_asks_for_its_count(world, width):
     w = world
     kind = f"batch-{width}"

@@ -113,7 +113,9 @@ async def answer(request: Request) -> Response:
     state.settings.check_texts(answer_text=text)  # the limit named, with its setting
     # The responder is the signed-in account, never a name from the form.
     try:
-        ans = HumanAnswer(action=one(form, "action"), text=text, responder=acct.name)
+        ans = HumanAnswer(
+            action=one(form, "action"), text=text, responder=acct.name, ask_first=one(form, "ask_first") == "1"
+        )
     except ValidationError as exc:
         raise InvalidInput(f"invalid answer: {validation_summary(exc)[:300]}") from None
     back = one(form, "back")
@@ -158,7 +160,9 @@ async def answer(request: Request) -> Response:
     if soon:
         return refused(soon)
     title = details.question if details else wid
-    held = holds.new_held(acct.name, ans.action, text, state.undo_seconds, {wid: principal}, {wid: title})
+    held = holds.new_held(
+        acct.name, ans.action, text, state.undo_seconds, {wid: principal}, {wid: title}, ans.ask_first
+    )
     holds.hold(state.settings.data_dir, held)
     if from_list:  # tapped on the list: back to it, as filtered
         return redirect(_next_address(back, wid))
@@ -340,7 +344,7 @@ async def send_one(state: Inbox, claim: Any, held: holds.Held) -> None:
                 failed.append(f"{wid}: {why_not}")
             else:
                 allowed.append(wid)
-        ans = HumanAnswer(action=held.action, text=held.text, responder=acct.name)
+        ans = HumanAnswer(action=held.action, text=held.text, responder=acct.name, ask_first=held.ask_first)
         try:
             client = await client_as(state, acct.name)  # one connection for the whole batch
             outcomes = await answer_gates(client, allowed, ans) if allowed else []

@@ -64,6 +64,7 @@ class Held:
     sent: int = 0
     failed: list[str] = field(default_factory=list)  # "<gate>: why", refused for good
     waiting: str = ""  # why the last try did not reach its gates
+    ask_first: bool = False  # "… and ask me first": this kind of action stays the person's
 
     def left(self) -> int:
         """Whole seconds until it is sent (0: being sent)."""
@@ -73,8 +74,11 @@ class Held:
         total = self.total or len(self.gates)
         if total == 1 and len(self.gates) == 1:
             wid = next(iter(self.gates))
-            return f"{self.action} {self.titles.get(wid) or wid}"
-        return f"{self.action} {total} gates"
+            return f"{self.action} {self.titles.get(wid) or wid}{self._asked()}"
+        return f"{self.action} {total} gates{self._asked()}"
+
+    def _asked(self) -> str:
+        return " (and ask me first)" if self.ask_first else ""
 
     def undoable(self) -> bool:
         """Still in its window: nothing of it was sent yet."""
@@ -139,7 +143,13 @@ def hold(data_dir: Path, held: Held) -> Held:
 
 
 def new_held(
-    account: str, action: str, text: str, seconds: float, gates: dict[str, str], titles: dict[str, str]
+    account: str,
+    action: str,
+    text: str,
+    seconds: float,
+    gates: dict[str, str],
+    titles: dict[str, str],
+    ask_first: bool = False,
 ) -> Held:
     return Held(
         id=secrets.token_hex(16),
@@ -149,6 +159,7 @@ def new_held(
         due=time.time() + seconds,
         gates=gates,
         titles={w: t[:200] for w, t in titles.items()},
+        ask_first=ask_first,
     )
 
 

@@ -154,8 +154,8 @@ async def escalated_with_buttons(h, chat, artifact: str = "ALTER TABLE users ADD
     [message] = await wait_for(notice)
     [actions] = [b for b in message["blocks"] if b["type"] == "actions"]
     buttons = {b["action_id"]: b for b in actions["elements"]}
-    assert set(buttons) == {"vicar.approve", "vicar.open"}
-    assert buttons["vicar.approve"]["value"] == handle.id
+    assert set(buttons) == {"vicar.approve", "vicar.approve_ask_first", "vicar.open"}
+    assert buttons["vicar.approve"]["value"] == buttons["vicar.approve_ask_first"]["value"] == handle.id
     assert "url" not in buttons["vicar.approve"] and buttons["vicar.open"]["url"].endswith(handle.id)
     # What a reviewer reads names no guard, tag, raw score or hashed id (issue 46).
     said = json.dumps([message["text"], [b for b in message["blocks"] if b["type"] != "actions"]])
@@ -188,6 +188,24 @@ async def test_a_tap_answers_the_gate_and_replaces_the_buttons(harness, inbox, c
     assert update["replace_original"] is True
     assert "Approved by bo from Slack: Drop the legacy column?" in update["text"] and handle.id not in update["text"]
     assert all(b["type"] != "actions" for b in update["blocks"])  # the buttons are gone
+
+
+async def test_approve_ask_me_first_is_recorded_with_the_answer(harness, inbox, chat, response_url):
+    """ "Approve, ask me first" approves the gate and records the wish to be asked, which
+    keeps this kind of action with the person (vicar.proxy.support)."""
+    handle, buttons = await escalated_with_buttons(harness, chat)
+    status, _ = await post(inbox, *slack_request(buttons["vicar.approve_ask_first"], "U0BO", response_url.url))
+    assert status == 200
+    result = await asyncio.wait_for(handle.result(), 30)
+    assert (result.action.value, result.answered_by.value, result.responder) == ("approve", "human", "bo")
+    record = json.loads(harness.registry.get(result.principal).store.outcome_record(handle.id) or "{}")
+    assert record.get("ask_first") is True, record
+
+    async def replaced():
+        return response_url.posts
+
+    [update] = await wait_for(replaced)
+    assert "Approved by bo from Slack (and ask me first): Drop the legacy column?" in update["text"]
 
 
 async def test_only_a_signed_fresh_first_tap_by_a_listed_user_decides(harness, inbox, chat, response_url, caplog):

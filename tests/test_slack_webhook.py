@@ -90,7 +90,8 @@ async def test_an_escalation_is_posted_as_the_kind_asks(harness, receiver):
         link = f"{INBOX}/gates/{handle.id}"
         assert req.gate_id in body["text"] and "Merge this docs-only change?" in body["text"]
         assert f"<{link}|open>" in body["text"]
-        approve, button = [b for b in body["blocks"] if b["type"] == "actions"][0]["elements"]
+        approve, ask_first, button = [b for b in body["blocks"] if b["type"] == "actions"][0]["elements"]
+        assert (ask_first["action_id"], ask_first["value"]) == ("vicar.approve_ask_first", handle.id)
         assert button["url"] == link
         # The button that answers carries the gate's workflow id, not a link (tests/test_slack_actions.py);
         # no Reject: it would send no words (issue 46).

@@ -1,8 +1,9 @@
 """Slack's buttons that answer (docs/slack.md): the inbox's POST /slack/actions, the
 Request URL of the Slack app's Interactivity.
 
-A tap on Approve in a notice (vicar/models/chat.py) arrives as Slack's
-`block_actions` payload. It is taken only when signed with the app's signing secret
+A tap on Approve (or on "Approve, ask me first", which keeps the gate's kind of action
+with the person) in a notice (vicar/models/chat.py) arrives as Slack's `block_actions`
+payload. It is taken only when signed with the app's signing secret
 (VICAR_SLACK_SIGNING_SECRET: HMAC-SHA256 over `v0:<timestamp>:<body>`, compared in
 constant time by slack-sdk's SignatureVerifier, the timestamp within five minutes), and
 only once: a request seen before (its timestamp and signature) is refused while its
@@ -37,7 +38,7 @@ from vicar.errors import NotFound, VicarError
 from vicar.inbox.accounts import load_user
 from vicar.inbox.web import NOT_YOURS, Inbox, check_workflow_id, client_as, inbox
 from vicar.models import HumanAnswer
-from vicar.models.chat import ANSWER_ACTIONS, escape
+from vicar.models.chat import ANSWER_ACTIONS, ASK_FIRST_ACTION, escape
 from vicar.responders import load_policy
 from vicar.settings import ReadAtUse, secret
 
@@ -180,7 +181,8 @@ async def _answer(state: Inbox, payload: BlockActions, action: SlackAction) -> N
         blind = card(details, None).open_first if details else "its summary does not open here"
         if blind:
             raise Refused(f"open it in the inbox to answer: {blind}", "")
-        answer = HumanAnswer(action=verb, text="", responder=acct.name)
+        asked = action.action_id == ASK_FIRST_ACTION
+        answer = HumanAnswer(action=verb, text="", responder=acct.name, ask_first=asked)
         await answer_gate(await client_as(state, acct.name), wid, answer)
     except Refused as exc:
         log.warning("slack: %s from %s not taken: %s", verb, payload.user.id[:64], exc.logged or exc.said)
@@ -196,7 +198,8 @@ async def _answer(state: Inbox, payload: BlockActions, action: SlackAction) -> N
         log.exception("slack: %s failed", verb)
         await _tell(reply_to, _ephemeral("Not answered: an error (the inbox's log has it)"))
         return
-    done = f"Approved by {acct.name} from Slack: {details.question if details else wid}"
+    how = " (and ask me first)" if asked else ""
+    done = f"Approved by {acct.name} from Slack{how}: {details.question if details else wid}"
     log.info("slack: %s (%s)", done, wid)
     line = escape(done[:2900])
     await _tell(

@@ -70,12 +70,15 @@ def summary(notice: Notice) -> str:
 # The buttons that answer (docs/slack.md): Slack POSTs a tap to the inbox's /slack/actions
 # with the action_id and the value, the gate's workflow id.
 # Reject stays known to the inbox: a message sent before it lost its button may still carry one.
-ANSWER_ACTIONS = {"vicar.approve": "approve", "vicar.reject": "reject"}
+# "Approve, ask me first" approves and keeps the gate's kind of action with the person.
+ASK_FIRST_ACTION = "vicar.approve_ask_first"
+ANSWER_ACTIONS = {"vicar.approve": "approve", ASK_FIRST_ACTION: "approve", "vicar.reject": "reject"}
 OPEN_ACTION, ACTIONS_BLOCK = "vicar.open", "vicar.gate"
 
 
 def answer_buttons(notice: Notice) -> list[dict[str, Any]]:
-    """Approve, on a gate that waits for the person (an escalation) only."""
+    """Approve, and Approve with "ask me first", on a gate that waits for the person (an
+    escalation) only."""
     if notice.event != "escalated":
         return []
     wid = notice.gate.workflow_id or f"vicar-gate/{notice.gate.gate_id}"
@@ -86,7 +89,13 @@ def answer_buttons(notice: Notice) -> list[dict[str, Any]]:
             "text": {"type": "plain_text", "text": "Approve"},
             "style": "primary",
             "value": wid,
-        }
+        },
+        {
+            "type": "button",
+            "action_id": ASK_FIRST_ACTION,
+            "text": {"type": "plain_text", "text": "Approve, ask me first"},
+            "value": wid,
+        },
     ]
 
 

@@ -8,7 +8,6 @@ A mixin of ProxyActivities: it uses the worker's client, registry, settings, pre
 
 from __future__ import annotations
 
-import asyncio
 import collections
 from typing import Any
 
@@ -25,6 +24,7 @@ from vicar.memory.registry import MemoryRegistry
 from vicar.models import BrainConfig, BrainInput, TurnReply
 from vicar.proxy.provider import Predictor
 from vicar.runtime.sharding import shard_of
+from vicar.runtime.tasks import looked_at, wait_for
 from vicar.settings import Settings
 
 # Temporal admits at most 10 in-flight updates per workflow (history.maxInFlightUpdates)
@@ -67,7 +67,7 @@ class TurnActivities:
         elif self._turn_updates[ask.principal] < MAX_TURN_UPDATES_IN_FLIGHT:
             self._turn_updates[ask.principal] += 1
             try:
-                reply = await asyncio.wait_for(self._take_turn_update(ask), TURN_UPDATE_WAIT_SECONDS)
+                reply = await wait_for(self._take_turn_update(ask), TURN_UPDATE_WAIT_SECONDS)
             except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
                 # (the client turns the cancelled wait into its own error)
                 if why := await self._brain_unusable(ask.principal):
@@ -128,10 +128,7 @@ class TurnActivities:
         start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
             c.BRAIN_WORKFLOW, **self._brain_start(ask), id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING
         )
-        # A failed update also fails the start operation's future: someone must retrieve
-        # it, or asyncio logs "Future exception was never retrieved" for every failure.
-        # (The client settles that future before the call returns or raises.)
-        asyncio.ensure_future(start.workflow_handle()).add_done_callback(lambda f: f.cancelled() or f.exception())
+        looked_at(start.workflow_handle())  # a failed update fails the start's future too
         return await self.client.execute_update_with_start_workflow(
             c.TAKE_TURN_UPDATE,
             ask.turn,

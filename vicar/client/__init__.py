@@ -50,6 +50,7 @@ from vicar.models import BrainInput, GateDetails, GateRequest, GateResult, Human
 from vicar.models.brain import BrainConfig
 from vicar.models.control import Control, ControlChange, Rule
 from vicar.models.view import GateView
+from vicar.runtime.tasks import looked_at, wait_for
 from vicar.settings import ANSWER_TIMEOUT, TASK_QUEUE
 
 __all__ = [
@@ -167,10 +168,9 @@ async def change_control(
         task_queue=task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
     )
-    # A failed update fails the start's future too: retrieve it (see activities/turns.py).
-    asyncio.ensure_future(start.workflow_handle()).add_done_callback(lambda f: f.cancelled() or f.exception())
+    looked_at(start.workflow_handle())  # a failed update fails the start's future too
     try:
-        return await asyncio.wait_for(
+        return await wait_for(
             client.execute_update_with_start_workflow(
                 c.CONTROL_UPDATE,
                 change,

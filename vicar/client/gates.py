@@ -41,6 +41,7 @@ from vicar.models.view import excerpt_line
 from vicar.models.vocabulary import QUESTION_ACTIONS, VALID_ACTIONS
 from vicar.runtime.codec import REFUSED, AesGcmCodec, refusal_line
 from vicar.runtime.key_check import check_opens
+from vicar.runtime.tasks import wait_for
 from vicar.settings import ANSWER_TIMEOUT, TASK_QUEUE
 from vicar.workflows import search_attributes as sa
 
@@ -173,7 +174,7 @@ async def answer_gate(client: Client, gate_id: str, answer: HumanAnswer, timeout
         # Sent now, the answer would wait for a recovery that may never come.
         raise NotResponding(f"gate {gate_id!r} cannot take an answer now: {await _why_stuck(client, desc, attempt)}")
     try:
-        return await asyncio.wait_for(handle.execute_update(c.RESPOND_UPDATE, answer, result_type=str), timeout)
+        return await wait_for(handle.execute_update(c.RESPOND_UPDATE, answer, result_type=str), timeout)
     except WorkflowUpdateFailedError as exc:
         msg = str(getattr(exc.cause, "message", None) or exc.cause)
         if "already has a human answer" in msg or "status: done" in msg:
